@@ -30,7 +30,7 @@ from helios.agents.tool_agent import ToolAgent
 from helios.environments.base import Environment, ExecResult
 from helios.models.routing import resolve_model
 from helios.models.services import ModelServices
-from helios.task import load_task
+from helios.tasks.task import load_task
 
 PEER_CPU_MS_PER_TURN = 37.0  # a measured peer harness (design notes)
 

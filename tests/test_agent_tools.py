@@ -27,7 +27,7 @@ from helios.environments.base import Environment, ExecResult
 from helios.environments.docker import DockerEnvironment
 from helios.environments.local import LocalEnvironment
 from helios.errors import EnvironmentExecError
-from helios.task import load_task
+from helios.tasks.task import load_task
 
 from .conftest import TaskMaker
 
@@ -52,7 +52,7 @@ def _run_in(env: Environment, scenario: Scenario, *, build: bool = False, **kw: 
 @pytest.fixture
 def local_env(need_bwrap: None, make_task: TaskMaker) -> LocalEnvironment:
     task = load_task(make_task("tools"))
-    return LocalEnvironment(task, trial_id=uuid.uuid4().hex[:8], run_id="test")
+    return LocalEnvironment(task.sandbox_spec(), trial_id=uuid.uuid4().hex[:8], run_id="test")
 
 
 async def ok(runner: ToolRunner, name: str, **args: Any) -> str:
@@ -211,7 +211,7 @@ def test_core_scenario_local(local_env: LocalEnvironment) -> None:
 
 def test_core_scenario_docker(need_docker: None, make_task: TaskMaker) -> None:
     task = load_task(make_task("tools-docker"))
-    env = DockerEnvironment(task, trial_id=uuid.uuid4().hex[:8], run_id="test")
+    env = DockerEnvironment(task.sandbox_spec(), trial_id=uuid.uuid4().hex[:8], run_id="test")
     _run_in(env, core_scenario, build=True, max_output_chars=2000)
 
 

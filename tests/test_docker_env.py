@@ -9,7 +9,7 @@ import pytest
 
 from helios.environments import docker as docker_mod
 from helios.environments.docker import DockerEnvironment
-from helios.task import load_task
+from helios.tasks.task import load_task
 
 from .conftest import TaskMaker
 from .env_contract import check_contract
@@ -18,7 +18,7 @@ pytestmark = pytest.mark.usefixtures("need_docker")
 
 
 def _env(task_dir: Path, run_id: str = "pytest") -> DockerEnvironment:
-    return DockerEnvironment(load_task(task_dir), trial_id=uuid.uuid4().hex[:8], run_id=run_id)
+    return DockerEnvironment(load_task(task_dir).sandbox_spec(), trial_id=uuid.uuid4().hex[:8], run_id=run_id)
 
 
 def _containers(label: str) -> list[str]:

@@ -10,7 +10,7 @@ import pytest
 
 from helios.environments.local import LocalEnvironment
 from helios.errors import EnvironmentExecError
-from helios.task import load_task
+from helios.tasks.task import load_task
 
 from .conftest import REPO, TaskMaker
 from .env_contract import check_contract
@@ -19,7 +19,7 @@ pytestmark = pytest.mark.usefixtures("need_bwrap")
 
 
 def _env(task_dir: Path) -> LocalEnvironment:
-    return LocalEnvironment(load_task(task_dir), trial_id=uuid.uuid4().hex[:8], run_id="test")
+    return LocalEnvironment(load_task(task_dir).sandbox_spec(), trial_id=uuid.uuid4().hex[:8], run_id="test")
 
 
 def test_contract(make_task: TaskMaker, tmp_path: Path) -> None:

@@ -9,7 +9,6 @@ from typing import Any
 
 import pytest
 
-from helios.engine.limits import AdaptiveLimiter
 from helios.errors import ConfigError
 from helios.models.base import GenerationConfig, Message
 from helios.models.errors import (
@@ -19,6 +18,7 @@ from helios.models.errors import (
     RetriesExhausted,
     TransientError,
 )
+from helios.models.limiter import AdaptiveLimiter
 from helios.models.pricing import Price, PriceTable
 from helios.models.retry import RetryPolicy, call_with_retries
 from helios.models.routing import resolve_model, split_name

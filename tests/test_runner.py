@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from helios import AgentRunner, ParallelRunner
-from helios.summary import TaskResult
+from helios.tasks.summary import TaskResult
 
 from .conftest import TaskMaker
 

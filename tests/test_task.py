@@ -5,7 +5,7 @@ from pathlib import Path
 import pytest
 
 from helios.errors import TaskFormatError
-from helios.task import discover_tasks, load_task, tree_checksum
+from helios.tasks.task import discover_tasks, load_task, tree_checksum
 
 from .conftest import EXAMPLES, TaskMaker
 

@@ -11,7 +11,7 @@ import pytest
 
 from helios import ParallelRunner
 from helios.models.retry import RetryPolicy
-from helios.summary import BatchResult
+from helios.tasks.summary import BatchResult
 from helios.testing.mock_llm import MockLLMServer
 from helios.trajectories import validate_trajectory
 

@@ -12,8 +12,8 @@ from helios.engine.scheduler import Scheduler, Slot
 from helios.environments import registry
 from helios.environments.base import Environment, ExecResult
 from helios.errors import EnvironmentStartError
-from helios.task import Task, load_task
-from helios.trial import TrialContext, TrialSpec, run_trial
+from helios.tasks.task import Task, load_task
+from helios.tasks.trial import TrialContext, TrialSpec, run_trial
 
 from .conftest import TaskMaker
 

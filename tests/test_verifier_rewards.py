@@ -5,7 +5,7 @@ from pathlib import Path
 import pytest
 
 from helios.errors import RewardFileInvalid, RewardFileMissing
-from helios.verifier import primary_reward, read_rewards
+from helios.tasks.verifier import primary_reward, read_rewards
 
 
 def test_reward_txt(tmp_path: Path) -> None:

@@ -3,9 +3,9 @@
 __version__ = "0.1.0"
 
 from helios.errors import HeliosError
-from helios.runner import AgentRunner, ParallelRunner
-from helios.summary import BatchResult, TaskResult
-from helios.task import Task, discover_tasks, load_task
+from helios.tasks.runner import AgentRunner, ParallelRunner
+from helios.tasks.summary import BatchResult, TaskResult
+from helios.tasks.task import Task, discover_tasks, load_task
 
 __all__ = [
     "AgentRunner",

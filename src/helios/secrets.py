@@ -7,6 +7,8 @@ echo a key back.
 
 from __future__ import annotations
 
+from typing import Any
+
 _SECRETS: set[str] = set()
 MIN_LENGTH = 6
 
@@ -21,3 +23,16 @@ def redact(text: str) -> str:
         if secret in text:
             text = text.replace(secret, "[REDACTED]")
     return text
+
+
+def redact_value(value: Any) -> Any:
+    """`redact` applied to every string inside a JSON-like value (dicts, lists)."""
+    if not _SECRETS:
+        return value
+    if isinstance(value, str):
+        return redact(value)
+    if isinstance(value, dict):
+        return {redact(str(k)): redact_value(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [redact_value(item) for item in value]
+    return value

@@ -1,49 +1,86 @@
-"""The Agent contract: instruction in; exec/upload/download on the environment;
-trajectory and usage out.
+"""The Agent contract: an instruction in; exec/upload/download on the environment;
+the conversation and usage out.
 
 An agent reports partial endings (max turns, context overflow, repeated bad
-tool calls) in `AgentOutcome.error`: the trial is still verified. An agent that
+tool calls) in `AgentOutcome.error`: the trial is still scored. An agent that
 raises marks the trial as errored; a timeout is enforced by the trial.
+
+The conversation is kept in `AgentContext.conversation`, owned by the trial, so
+a timeout or a crash still leaves what was said; writers render it (ATIF for
+tasks, ShareGPT for datagen).
 """
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Callable
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
+from helios.engine.events import EventSink, Retrying, TurnStarted
 from helios.engine.scheduler import Slot
 from helios.environments.base import Environment
-from helios.results import ErrorInfo
-from helios.task import Task
+from helios.failures import ErrorInfo
+from helios.models.base import Message
+from helios.models.tools import ToolSpec
 from helios.usage import Usage
+
+if TYPE_CHECKING:
+    from helios.agents.toolsets.base import Tool
+    from helios.models.services import ModelServices
 
 
 @dataclass
 class AgentContext:
-    task: Task
-    #: host folder for the agent's files (trajectory.json, logs)
-    logs_dir: Path
+    #: host folder for the agent's own files (logs); None = keep none
+    logs_dir: Path | None
     timeout: float
+    #: the agent's working directory inside the sandbox
+    workdir: str = "/app"
+    #: a short name of the unit of work, for messages
+    label: str = ""
+    trial_id: str = ""
     #: the trial's scheduler slot, released while waiting out backoffs
     slot: Slot | None = None
-    #: progress callback: (event, data), e.g. ("turn", {"n": 3})
-    report: Callable[[str, dict[str, Any]], None] | None = None
+    emit: EventSink | None = None
     #: the agent adds each model call's usage here as it goes, so a timeout
     #: or a crash still keeps what was spent; it is the trial's usage
     usage: Usage = field(default_factory=Usage)
-    #: engine-provided shared services (model clients, limiters); opaque here
-    services: Any = None
-    trial_id: str = ""
+    #: the conversation so far, appended by the agent as it goes
+    conversation: list[Message] = field(default_factory=list)
+    #: the tools the agent offers the model, set when it starts (kept on a timeout)
+    tool_specs: list[ToolSpec] = field(default_factory=list)
+    #: shared model clients, limiter and prices; None for agents without a model
+    services: ModelServices | None = None
+    #: the tools the door offers for this unit; None = the agent's default
+    tools: Sequence[Tool] | None = None
+    #: a reference solution (the task door's `solution/`), for the oracle
+    solution_dir: Path | None = None
+    #: environment variables for the agent's commands (never secrets)
+    exec_env: dict[str, str] = field(default_factory=dict)
+
+    def turn(self, n: int) -> None:
+        if self.emit is not None:
+            self.emit(TurnStarted(self.trial_id, n))
+
+    def retrying(self, phase: str, delay: float, error: str = "") -> None:
+        if self.emit is not None:
+            self.emit(Retrying(self.trial_id, phase, delay, error))
 
 
 @dataclass
 class AgentOutcome:
-    #: a partial ending; the trial is still verified
+    #: a partial ending; the trial is still scored
     error: ErrorInfo | None = None
     n_turns: int = 0
+    #: the whole conversation (Helios messages), as in `AgentContext.conversation`
+    conversation: list[Message] = field(default_factory=list)
+    #: the tools the agent offered the model (writers list them)
+    tools: list[ToolSpec] = field(default_factory=list)
+    #: messages before this index were set-up (system prompt, prefill): writers
+    #: of training data may leave them out
+    setup_messages: int = 0
 
 
 class Agent(ABC):

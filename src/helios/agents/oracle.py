@@ -8,7 +8,7 @@ from typing import ClassVar
 from helios.agents.base import Agent, AgentContext, AgentOutcome
 from helios.environments.base import Environment
 from helios.errors import AgentError
-from helios.results import ErrorInfo
+from helios.failures import ErrorInfo
 
 RUN_SOLVE = (
     "if command -v bash >/dev/null 2>&1; then bash /solution/solve.sh; "
@@ -20,16 +20,19 @@ class OracleAgent(Agent):
     name: ClassVar[str] = "oracle"
 
     async def run(self, instruction: str, env: Environment, ctx: AgentContext) -> AgentOutcome:
-        solve = ctx.task.solution_dir / "solve.sh"
-        if not solve.is_file():
-            raise AgentError(f"task {ctx.task.name} has no solution/solve.sh")
-        await env.upload(ctx.task.solution_dir, "/solution")
-        result = await env.exec(RUN_SOLVE, timeout=ctx.timeout)
+        solution = ctx.solution_dir
+        if solution is None or not (solution / "solve.sh").is_file():
+            raise AgentError(f"task {ctx.label} has no solution/solve.sh")
+        await env.upload(solution, "/solution")
+        result = await env.exec(
+            RUN_SOLVE, cwd=ctx.workdir, env=ctx.exec_env or None, timeout=ctx.timeout
+        )
         log = (
             f"$ solve.sh (exit {result.exit_code})\n"
             f"--- stdout\n{result.stdout}\n--- stderr\n{result.stderr}"
         )
-        await asyncio.to_thread((ctx.logs_dir / "oracle.txt").write_text, log, "utf-8")
+        if ctx.logs_dir is not None:
+            await asyncio.to_thread((ctx.logs_dir / "oracle.txt").write_text, log, "utf-8")
         outcome = AgentOutcome(n_turns=1)
         if not result.ok:
             message = "timed out" if result.timed_out else f"exited {result.exit_code}"

@@ -1,18 +1,17 @@
-"""The tools of the built-in tool-calling agent: `bash`, `editor` and `submit`.
+"""The task door's tools: `bash`, `editor` and `submit` (the `core` toolset).
 
-`ToolSpec` describes a tool to a model (OpenAI or Anthropic wire shape);
-`ToolRunner` executes a call inside the trial's environment. A bad call by the
-model never raises: it comes back as an error result that says how to call the
-tool correctly, so the model can fix it on the next turn. Only infrastructure
-failures (`EnvironmentError_`) and cancellation propagate.
+`ToolRunner` executes a model's calls against one environment with any list of
+tools. A bad call by the model never raises: it comes back as an error result
+that says how to call the tool correctly, so the model can fix it on the next
+turn. Only infrastructure failures (`EnvironmentError_`) and cancellation
+propagate.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass
-from typing import Any
+from collections.abc import Mapping, Sequence
+from typing import Any, ClassVar
 
 from helios.agents.tools_editor import EDITOR_COMMANDS, MAX_FILE_BYTES, FileEditor
 from helios.agents.tools_text import (
@@ -22,14 +21,26 @@ from helios.agents.tools_text import (
     req_str,
     truncate_middle,
 )
+from helios.agents.toolsets.base import (
+    DEFAULT_MAX_OUTPUT_CHARS,
+    DEFAULT_TIMEOUT,
+    Tool,
+    ToolContext,
+    ToolOutcome,
+)
 from helios.environments.base import Environment, ExecResult
 from helios.errors import EnvironmentError_
+from helios.models.tools import ToolSpec
 
 __all__ = [
     "BASH",
+    "CORE_TOOLS",
     "DEFAULT_TOOLS",
     "EDITOR",
     "SUBMIT",
+    "BashTool",
+    "EditorTool",
+    "SubmitTool",
     "ToolOutcome",
     "ToolRunner",
     "ToolSpec",
@@ -38,42 +49,7 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-DEFAULT_TIMEOUT = 120.0
 MAX_TIMEOUT = 600
-DEFAULT_MAX_OUTPUT_CHARS = 16000
-
-
-@dataclass(frozen=True)
-class ToolSpec:
-    name: str
-    description: str
-    #: JSON Schema of the arguments (type: object)
-    parameters: dict[str, Any]
-
-    def to_openai(self) -> dict[str, Any]:
-        return {
-            "type": "function",
-            "function": {
-                "name": self.name,
-                "description": self.description,
-                "parameters": self.parameters,
-            },
-        }
-
-    def to_anthropic(self) -> dict[str, Any]:
-        return {"name": self.name, "description": self.description, "input_schema": self.parameters}
-
-
-@dataclass(frozen=True)
-class ToolOutcome:
-    #: text returned to the model, already truncated
-    output: str
-    is_error: bool = False
-    #: the agent asked to end the task (submit)
-    finished: bool = False
-    #: the call itself was malformed (unknown tool, arguments not a JSON object):
-    #: the agent counts these to give up on a model that cannot call tools
-    malformed: bool = False
 
 
 BASH = ToolSpec(
@@ -201,36 +177,80 @@ DEFAULT_TOOLS: tuple[ToolSpec, ...] = (BASH, EDITOR, SUBMIT)
 _BASH_USAGE = 'Example: {"command": "ls -la", "timeout": 60} (timeout is optional).'
 
 
-Handler = Callable[[Mapping[str, Any]], Awaitable[ToolOutcome]]
+class BashTool(Tool):
+    spec: ClassVar[ToolSpec] = BASH
+
+    async def run(self, arguments: Mapping[str, Any], ctx: ToolContext) -> ToolOutcome:
+        command = req_str(arguments, "command", _BASH_USAGE)
+        check_shell_text("command", command)
+        if not command.strip():
+            raise ToolInputError(f"`command` is empty. {_BASH_USAGE}")
+        requested = opt_int(arguments, "timeout", _BASH_USAGE)
+        if requested is not None and requested < 1:
+            raise ToolInputError(f"`timeout` must be at least 1 (seconds), got {requested}.")
+        timeout = ctx.default_timeout if requested is None else float(min(requested, MAX_TIMEOUT))
+        result = await ctx.env.exec(
+            command, cwd=ctx.workdir, env=ctx.exec_env or None, timeout=timeout
+        )
+        output = format_exec_result(result, timeout, ctx.max_output_chars)
+        return ToolOutcome(output, is_error=result.timed_out)
+
+
+class EditorTool(Tool):
+    spec: ClassVar[ToolSpec] = EDITOR
+
+    async def run(self, arguments: Mapping[str, Any], ctx: ToolContext) -> ToolOutcome:
+        editor = FileEditor(ctx.env, workdir=ctx.workdir, max_output_chars=ctx.max_output_chars)
+        return ToolOutcome(await editor.run(arguments))
+
+
+class SubmitTool(Tool):
+    spec: ClassVar[ToolSpec] = SUBMIT
+
+    async def run(self, arguments: Mapping[str, Any], ctx: ToolContext) -> ToolOutcome:
+        # `summary` is not checked: a model that wants to finish should not be
+        # held back by the type of an optional note (it stays in the trajectory).
+        return ToolOutcome("Submitted.", finished=True)
+
+
+CORE_TOOLS: tuple[type[Tool], ...] = (BashTool, EditorTool, SubmitTool)
 
 
 class ToolRunner:
-    """Executes the model's tool calls inside one environment."""
+    """Executes a model's tool calls inside one environment."""
 
     def __init__(
         self,
         env: Environment,
         *,
         workdir: str,
+        tools: Sequence[Tool] | None = None,
         default_timeout: float = DEFAULT_TIMEOUT,
         max_output_chars: int = DEFAULT_MAX_OUTPUT_CHARS,
+        exec_env: dict[str, str] | None = None,
     ) -> None:
         self.env = env
         self.workdir = workdir
-        self.default_timeout = default_timeout
         self.max_output_chars = max_output_chars
-        self._editor = FileEditor(env, workdir=workdir, max_output_chars=max_output_chars)
-        self._handlers: dict[str, Handler] = {
-            "bash": self._bash,
-            "editor": self._edit,
-            "submit": self._submit,
-        }
+        chosen = list(tools) if tools is not None else [cls() for cls in CORE_TOOLS]
+        self.tools: dict[str, Tool] = {tool.name: tool for tool in chosen}
+        self.ctx = ToolContext(
+            env=env,
+            workdir=workdir,
+            default_timeout=default_timeout,
+            max_output_chars=max_output_chars,
+            exec_env=dict(exec_env or {}),
+        )
+
+    @property
+    def specs(self) -> list[ToolSpec]:
+        return [tool.spec for tool in self.tools.values()]
 
     async def run(self, name: str, arguments: Mapping[str, Any] | None) -> ToolOutcome:
         """Run one call. `arguments` is None when the model sent arguments that were not JSON."""
-        handler = self._handlers.get(name)
-        if handler is None:
-            known = ", ".join(self._handlers)
+        tool = self.tools.get(name)
+        if tool is None:
+            known = ", ".join(self.tools)
             return _error(
                 f"unknown tool {name!r}: there is no tool named {name!r}. The available tools "
                 f"are {known}: call one of them by name with a JSON object of arguments.",
@@ -244,7 +264,7 @@ class ToolRunner:
                 malformed=True,
             )
         try:
-            outcome = await handler(arguments)
+            outcome = await tool.run(arguments, self.ctx)
         except ToolInputError as exc:
             return _error(str(exc))
         except EnvironmentError_:
@@ -257,33 +277,12 @@ class ToolRunner:
                 f"the {name} tool failed unexpectedly ({type(exc).__name__}: {exc}). "
                 "Try again, or reach the same goal another way (e.g. with bash)."
             )
-        # Every handler fits its own output; this is the guarantee for error texts.
+        # Every tool fits its own output; this is the guarantee for error texts.
         return ToolOutcome(
             truncate_middle(outcome.output, self.max_output_chars),
             is_error=outcome.is_error,
             finished=outcome.finished,
         )
-
-    async def _bash(self, args: Mapping[str, Any]) -> ToolOutcome:
-        command = req_str(args, "command", _BASH_USAGE)
-        check_shell_text("command", command)
-        if not command.strip():
-            raise ToolInputError(f"`command` is empty. {_BASH_USAGE}")
-        requested = opt_int(args, "timeout", _BASH_USAGE)
-        if requested is not None and requested < 1:
-            raise ToolInputError(f"`timeout` must be at least 1 (seconds), got {requested}.")
-        timeout = self.default_timeout if requested is None else float(min(requested, MAX_TIMEOUT))
-        result = await self.env.exec(command, cwd=self.workdir, timeout=timeout)
-        output = format_exec_result(result, timeout, self.max_output_chars)
-        return ToolOutcome(output, is_error=result.timed_out)
-
-    async def _edit(self, args: Mapping[str, Any]) -> ToolOutcome:
-        return ToolOutcome(await self._editor.run(args))
-
-    async def _submit(self, args: Mapping[str, Any]) -> ToolOutcome:
-        # `summary` is not checked: a model that wants to finish should not be
-        # held back by the type of an optional note (it stays in the trajectory).
-        return ToolOutcome("Submitted.", finished=True)
 
 
 def _error(message: str, *, malformed: bool = False) -> ToolOutcome:

@@ -36,8 +36,8 @@ from helios.cli.options import (
     TemperatureOpt,
     model_kwargs,
 )
-from helios.runner import ParallelRunner
-from helios.summary import BatchResult
+from helios.tasks.runner import ParallelRunner
+from helios.tasks.summary import BatchResult
 
 
 def _model_options(params: dict[str, Any], debug: bool) -> dict[str, Any]:

@@ -11,8 +11,8 @@ from rich.markup import escape
 from rich.table import Table
 
 from helios.cli.common import Interrupted, err_console, handle_errors, run_coroutine
-from helios.runner import ParallelRunner
-from helios.summary import BatchResult
+from helios.tasks.runner import ParallelRunner
+from helios.tasks.summary import BatchResult
 
 console = Console()
 

@@ -1,12 +1,15 @@
-"""Sandboxes a trial runs in: docker (default) and a local bubblewrap sandbox."""
+"""Sandboxes a trial runs in: docker (default), a local bubblewrap sandbox, or none (null)."""
 
 from helios.environments.base import Capabilities, Environment, ExecResult
 from helios.environments.registry import available_providers, create_environment, provider_class
+from helios.environments.spec import NULL_SPEC, SandboxSpec
 
 __all__ = [
+    "NULL_SPEC",
     "Capabilities",
     "Environment",
     "ExecResult",
+    "SandboxSpec",
     "available_providers",
     "create_environment",
     "provider_class",

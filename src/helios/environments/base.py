@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar
 
-from helios.task import Task
+from helios.environments.spec import SandboxSpec
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,19 +35,19 @@ class Environment(ABC):
     #: the provider name used on the command line (`--provider NAME`)
     name: ClassVar[str]
 
-    def __init__(self, task: Task, *, trial_id: str, run_id: str) -> None:
-        self.task = task
+    def __init__(self, spec: SandboxSpec, *, trial_id: str, run_id: str) -> None:
+        self.spec = spec
         self.trial_id = trial_id
         self.run_id = run_id
 
     @property
     def capabilities(self) -> Capabilities:
-        cfg = self.task.config.environment
-        return Capabilities(network=cfg.allow_internet, cpus=cfg.cpus, memory_mb=cfg.memory_mb)
+        spec = self.spec
+        return Capabilities(network=spec.network, cpus=spec.cpus, memory_mb=spec.memory_mb)
 
     @property
     def workdir(self) -> str:
-        return self.task.workdir
+        return self.spec.workdir
 
     @classmethod
     async def preflight(cls) -> None:
@@ -55,6 +55,14 @@ class Environment(ABC):
 
     async def build(self) -> None:
         """Prepare what `start` needs (an image); shared work is done once."""
+
+    @classmethod
+    async def cleanup_run(cls, run_id: str | None, *, force: bool = False) -> list[str]:
+        """Remove what this provider left behind for one run (or, with None, every run
+        whose owner is gone; `force` also takes live ones). Returns what was removed.
+
+        The batch service calls it after an interrupt; `helios cleanup` calls it too."""
+        return []
 
     @abstractmethod
     async def start(self) -> None: ...

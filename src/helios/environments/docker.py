@@ -18,6 +18,7 @@ from typing import ClassVar
 from helios._proc import decode, last_line, run_process
 from helios.environments import _tar
 from helios.environments.base import Environment, ExecResult
+from helios.environments.spec import SandboxSpec
 from helios.errors import (
     EnvironmentBuildError,
     EnvironmentExecError,
@@ -25,7 +26,6 @@ from helios.errors import (
     EnvironmentUnavailable,
     PhaseTimeout,
 )
-from helios.task import Task
 
 LABEL_MANAGED = "helios.managed"
 LABEL_RUN = "helios.run"
@@ -87,8 +87,8 @@ _builds = _ImageBuilds()
 class DockerEnvironment(Environment):
     name: ClassVar[str] = "docker"
 
-    def __init__(self, task: Task, *, trial_id: str, run_id: str) -> None:
-        super().__init__(task, trial_id=trial_id, run_id=run_id)
+    def __init__(self, spec: SandboxSpec, *, trial_id: str, run_id: str) -> None:
+        super().__init__(spec, trial_id=trial_id, run_id=run_id)
         self.container: str | None = None
         self._has_timeout = False
 
@@ -112,31 +112,33 @@ class DockerEnvironment(Environment):
 
     @property
     def image(self) -> str:
-        if self.task.dockerfile is not None:
-            return f"{IMAGE_REPO}:{self.task.environment_hash[:16]}"
-        image = self.task.config.environment.docker_image
-        assert image is not None  # load_task guarantees one of the two
-        return image
+        if self.spec.dockerfile is not None:
+            return f"{IMAGE_REPO}:{self.spec.context_hash[:16]}"
+        if self.spec.image is None:
+            raise EnvironmentStartError("the sandbox spec names no image and no build context")
+        return self.spec.image
 
     async def build(self) -> None:
-        if self.task.dockerfile is None:
+        context = self.spec.build_context
+        if self.spec.dockerfile is None or context is None:
             return
-        timeout = self.task.config.environment.build_timeout_sec
-        await _builds.ensure(self.image, self.task.environment_dir, timeout)
+        await _builds.ensure(self.image, context, self.spec.build_timeout)
 
     def _run_args(self) -> list[str]:
-        cfg = self.task.config.environment
-        cpus = min(cfg.cpus, float(os.cpu_count() or 1))
+        spec = self.spec
+        cpus = min(spec.cpus, float(os.cpu_count() or 1))
         # With the network allowed, use the engine's default unless told otherwise.
-        network = os.environ.get("HELIOS_DOCKER_NETWORK") if cfg.allow_internet else "none"
+        network = os.environ.get("HELIOS_DOCKER_NETWORK") if spec.network else "none"
+        env_args = [arg for key, value in spec.env.items() for arg in ("-e", f"{key}={value}")]
         return [
             "run", "-d", "--name", self.container_name,
             "--label", f"{LABEL_MANAGED}=true",
             "--label", f"{LABEL_RUN}={self.run_id}",
             "--label", f"{LABEL_TRIAL}={self.trial_id}",
-            "--cpus", f"{cpus:g}", "--memory", f"{cfg.memory_mb}m",
+            "--cpus", f"{cpus:g}", "--memory", f"{spec.memory_mb}m",
             # a fork bomb in one trial must not starve the host or the other trials
-            "--pids-limit", "4096",
+            "--pids-limit", str(spec.pids),
+            *env_args,
             *(["--network", network] if network else []),
             "--entrypoint", "sleep",
             self.image, "infinity",

@@ -6,7 +6,7 @@ but cannot see the host's home, the repository or any other trial. Every exec
 is its own `bwrap` with no network, its own pid namespace and die-with-parent.
 Files persist between execs through the trial's root; processes do not.
 
-The Dockerfile is not run: the task's `environment/` files are copied into the
+The Dockerfile is not run: the build context's files (a task's `environment/`) are copied into the
 working directory. Tasks whose Dockerfile installs software need docker.
 """
 
@@ -26,8 +26,8 @@ from typing import ClassVar
 
 from helios._proc import decode, last_line, run_process
 from helios.environments.base import Environment, ExecResult
+from helios.environments.spec import SandboxSpec
 from helios.errors import EnvironmentExecError, EnvironmentUnavailable
-from helios.task import Task
 
 #: host directories shared read-only with every sandbox
 SYSTEM_DIRS = ("usr", "bin", "sbin", "lib", "lib32", "lib64", "libx32", "etc")
@@ -66,8 +66,8 @@ def _make_system_symlinks(root: Path) -> None:
 class LocalEnvironment(Environment):
     name: ClassVar[str] = "local"
 
-    def __init__(self, task: Task, *, trial_id: str, run_id: str) -> None:
-        super().__init__(task, trial_id=trial_id, run_id=run_id)
+    def __init__(self, spec: SandboxSpec, *, trial_id: str, run_id: str) -> None:
+        super().__init__(spec, trial_id=trial_id, run_id=run_id)
         self.root: Path | None = None
         self._holder: Path | None = None
 
@@ -104,8 +104,8 @@ class LocalEnvironment(Environment):
         for sub in ("logs/agent", "logs/verifier", "tmp", "root"):
             (root / sub).mkdir(parents=True, exist_ok=True)
         (root / "tmp").chmod(0o1777)
-        env_dir = self.task.environment_dir
-        if env_dir.is_dir():
+        env_dir = self.spec.build_context
+        if env_dir is not None and env_dir.is_dir():
             for entry in env_dir.iterdir():
                 if entry.name in SKIPPED_ENV_FILES:
                     continue
@@ -128,7 +128,7 @@ class LocalEnvironment(Environment):
         if transfer is not None:
             args += ["--bind", str(transfer), TRANSFER_MOUNT]
         base_env = {"PATH": SANDBOX_PATH, "HOME": "/root", "TMPDIR": "/tmp", "LANG": "C.UTF-8"}
-        base_env.update(self.task.config.environment.env)
+        base_env.update(self.spec.env)
         base_env.update(env)
         for key, value in base_env.items():
             args += ["--setenv", key, value]

@@ -5,8 +5,8 @@ from __future__ import annotations
 from importlib.metadata import entry_points
 
 from helios.environments.base import Environment
+from helios.environments.spec import SandboxSpec
 from helios.errors import ConfigError
-from helios.task import Task
 
 ENTRY_POINT_GROUP = "helios.environments"
 
@@ -14,8 +14,9 @@ ENTRY_POINT_GROUP = "helios.environments"
 def _builtins() -> dict[str, type[Environment]]:
     from helios.environments.docker import DockerEnvironment
     from helios.environments.local import LocalEnvironment
+    from helios.environments.null import NullEnvironment
 
-    return {"docker": DockerEnvironment, "local": LocalEnvironment}
+    return {"docker": DockerEnvironment, "local": LocalEnvironment, "null": NullEnvironment}
 
 
 def _plugins() -> dict[str, str]:
@@ -42,5 +43,7 @@ def provider_class(name: str) -> type[Environment]:
     raise ConfigError(f"unknown provider {name!r} (known: {known})", field="--provider")
 
 
-def create_environment(name: str, task: Task, *, trial_id: str, run_id: str) -> Environment:
-    return provider_class(name)(task, trial_id=trial_id, run_id=run_id)
+def create_environment(
+    name: str, spec: SandboxSpec, *, trial_id: str, run_id: str
+) -> Environment:
+    return provider_class(name)(spec, trial_id=trial_id, run_id=run_id)

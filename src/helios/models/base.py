@@ -7,6 +7,7 @@ conversation costs O(new messages) of conversion per turn, not O(all).
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
@@ -41,6 +42,11 @@ class Message:
     provider_state: Any = None
     #: per-client cache of the wire format, keyed by client kind
     wire: dict[str, Any] = field(default_factory=dict)
+    #: for role "assistant": the call's usage and the model that answered
+    usage: Usage | None = None
+    model: str | None = None
+    #: when the message was made (epoch seconds), for trajectories
+    created: float = field(default_factory=time.time)
 
 
 @dataclass(slots=True)

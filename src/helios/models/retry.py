@@ -9,9 +9,9 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TypeVar
 
-from helios.engine.limits import AdaptiveLimiter
 from helios.engine.scheduler import Slot, backoff_sleep
 from helios.models.errors import ModelError, RateLimitError, RetriesExhausted
+from helios.models.limiter import AdaptiveLimiter
 
 T = TypeVar("T")
 

@@ -8,9 +8,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from helios.engine.limits import AdaptiveLimiter
 from helios.engine.scheduler import Slot
 from helios.models.base import GenerationConfig, Message, Model, ModelResponse
+from helios.models.limiter import AdaptiveLimiter
 from helios.models.pricing import PriceTable
 from helios.models.retry import OnRetry, RetryPolicy, call_with_retries
 from helios.models.routing import ModelSpec
@@ -92,6 +92,29 @@ class ModelServices:
 
 
 DEFAULT_MODEL = "anthropic/claude-sonnet-4-5"
+
+
+@dataclass
+class ModelOptions:
+    """How a batch reaches its model: one object that every door passes on."""
+
+    model: str | None = None
+    base_url: str | None = None
+    #: never written anywhere; kept out of repr so it never reaches a log
+    api_key: str | None = field(default=None, repr=False)
+    generation: GenerationConfig = field(default_factory=GenerationConfig)
+    prices: Path | None = None
+    retry_policy: RetryPolicy | None = None
+
+    def open(self, default_model: str = DEFAULT_MODEL) -> ModelServices:
+        return open_model_services(
+            self.model or default_model,
+            base_url=self.base_url,
+            api_key=self.api_key,
+            generation=self.generation,
+            prices_path=self.prices,
+            policy=self.retry_policy,
+        )
 
 
 def open_model_services(

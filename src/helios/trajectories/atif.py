@@ -85,6 +85,11 @@ def _utc_now() -> str:
     return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
+def _utc_at(epoch: float) -> str:
+    stamp = datetime.fromtimestamp(epoch, UTC).isoformat(timespec="milliseconds")
+    return stamp.replace("+00:00", "Z")
+
+
 class TrajectoryRecorder:
     """Builds an ATIF document turn by turn.
 
@@ -115,21 +120,21 @@ class TrajectoryRecorder:
         self._reasoning_tokens = 0
         self._cost_usd = 0.0
 
-    def _append(self, source: str, message: str) -> dict[str, Any]:
+    def _append(self, source: str, message: str, at: float | None = None) -> dict[str, Any]:
         step: dict[str, Any] = {
             "step_id": len(self._steps) + 1,
-            "timestamp": _utc_now(),
+            "timestamp": _utc_now() if at is None else _utc_at(at),
             "source": source,
             "message": message,
         }
         self._steps.append(step)
         return step
 
-    def add_system(self, message: str) -> None:
-        self._append("system", message)
+    def add_system(self, message: str, *, at: float | None = None) -> None:
+        self._append("system", message, at)
 
-    def add_user(self, message: str) -> None:
-        self._append("user", message)
+    def add_user(self, message: str, *, at: float | None = None) -> None:
+        self._append("user", message, at)
 
     def add_agent(
         self,
@@ -139,6 +144,7 @@ class TrajectoryRecorder:
         tool_calls: list[ToolCallRecord] | None = None,
         metrics: StepMetrics | None = None,
         model_name: str | None = None,
+        at: float | None = None,
     ) -> int:
         """Record one model response; returns its step_id for `add_observation`."""
         calls = [call.to_dict() for call in tool_calls or ()]
@@ -146,7 +152,7 @@ class TrajectoryRecorder:
         if len(set(ids)) != len(ids):
             # Observations are matched to calls by id, so ids must be unique per step.
             raise ValueError(f"duplicate tool_call_id in one agent step: {ids}")
-        step = self._append("agent", message)
+        step = self._append("agent", message, at)
         model = model_name if model_name is not None else self._model_name
         if model is not None:
             step["model_name"] = model
@@ -200,10 +206,10 @@ class TrajectoryRecorder:
     def write(self, path: Path) -> None:
         """Write the document as JSON, atomically: readers never see a partial file."""
         text = json.dumps(self.to_dict(), indent=2, ensure_ascii=False) + "\n"
-        _atomic_write_text(Path(path), text)
+        atomic_write_text(Path(path), text)
 
 
-def _atomic_write_text(path: Path, text: str) -> None:
+def atomic_write_text(path: Path, text: str) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     # The temp file must live in the target directory: os.replace is only atomic
     # within one filesystem.

@@ -2,51 +2,16 @@
 
 from __future__ import annotations
 
-import traceback
 from typing import Literal
 
 from pydantic import BaseModel, Field
 
-from helios.errors import EnvironmentError_, HeliosError
-from helios.secrets import redact
+from helios.engine.episode import PhaseTimings
+from helios.failures import ErrorInfo
 from helios.usage import Usage
 
 TrialStatus = Literal["passed", "failed", "error"]
 PASS_THRESHOLD = 1.0
-
-
-class ErrorInfo(BaseModel):
-    """A failure recorded as data: its kind, a one-line message and the phase."""
-
-    type: str
-    message: str
-    phase: str | None = None
-    detail: str | None = None
-    #: the sandbox or the harness failed, not the agent: the trial is an error
-    infrastructure: bool = False
-
-    @classmethod
-    def from_exception(cls, exc: BaseException, phase: str | None = None) -> ErrorInfo:
-        kind = exc.kind if isinstance(exc, HeliosError) else type(exc).__name__
-        detail = None
-        if not isinstance(exc, HeliosError):
-            # Unexpected exceptions keep their traceback for debugging.
-            detail = redact("".join(traceback.format_exception(exc))[-4000:])
-        message = redact(" ".join(str(exc).split())) or kind
-        return cls(
-            type=kind,
-            message=message[:500],
-            phase=phase,
-            detail=detail,
-            infrastructure=isinstance(exc, EnvironmentError_),
-        )
-
-
-class PhaseTimings(BaseModel):
-    environment: float = 0.0
-    agent: float = 0.0
-    verifier: float = 0.0
-    teardown: float = 0.0
 
 
 class TrialResult(BaseModel):

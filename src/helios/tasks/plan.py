@@ -10,9 +10,9 @@ from typing import Any
 from helios.agents.registry import create_agent
 from helios.errors import HeliosError, TaskFormatError
 from helios.identity import trial_id
-from helios.summary import InvalidTask
-from helios.task import Task, discover_tasks, load_task
-from helios.trial import TrialSpec
+from helios.tasks.summary import InvalidTask
+from helios.tasks.task import Task, discover_tasks, load_task
+from helios.tasks.trial import TrialSpec
 
 
 @dataclass
@@ -91,6 +91,7 @@ def build_specs(
                     model=model,
                     provider=provider,
                     folder=trial_folder(index, task, attempt, n_attempts),
+                    label=task.name + (f" #{attempt}" if n_attempts > 1 else ""),
                 )
             )
     return specs

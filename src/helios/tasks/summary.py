@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from helios.engine.metrics import bootstrap_ci, group_passes, mean, pass_at_k_table
-from helios.results import TrialResult
+from helios.tasks.results import TrialResult
 from helios.usage import Usage
 
 

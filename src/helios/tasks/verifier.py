@@ -10,34 +10,44 @@ from __future__ import annotations
 import asyncio
 import json
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
+from helios.agents.base import AgentOutcome
+from helios.engine.episode import Score
 from helios.environments.base import Environment
 from helios.errors import RewardFileInvalid, RewardFileMissing, VerifierError, VerifierTimeout
-from helios.results import ErrorInfo
-from helios.task import Task
+from helios.failures import ErrorInfo
+from helios.tasks.task import Task
 
 RUN_TEST = (
     "if command -v bash >/dev/null 2>&1; then bash /tests/test.sh; else sh /tests/test.sh; fi"
 )
 
 
-@dataclass
-class VerifierOutcome:
-    reward: float = 0.0
-    rewards: dict[str, float] = field(default_factory=dict)
-    error: ErrorInfo | None = None
+#: kept for callers of the earlier name: a verifier's outcome is a `Score`
+VerifierOutcome = Score
 
 
-async def run_verifier(env: Environment, task: Task, out_dir: Path) -> VerifierOutcome:
+@dataclass(frozen=True)
+class Verifier:
+    """The task door's scorer: the task's tests decide the reward."""
+
+    task: Task
+    phase: str = "verifier"
+
+    async def score(self, env: Environment, outcome: AgentOutcome, out_dir: Path) -> Score:
+        return await run_verifier(env, self.task, out_dir)
+
+
+async def run_verifier(env: Environment, task: Task, out_dir: Path) -> Score:
     """Score the environment's final state.
 
     Test failures become data (reward 0 and a typed error); a broken sandbox
     raises, so the trial is recorded as an error rather than a fail.
     """
     await asyncio.to_thread(out_dir.mkdir, parents=True, exist_ok=True)
-    outcome = VerifierOutcome()
+    outcome = Score()
     try:
         await _run_tests(env, task, out_dir)
         await env.download("/logs/verifier", out_dir)

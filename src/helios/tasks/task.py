@@ -14,6 +14,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from helios.environments.spec import SandboxSpec
 from helios.errors import TaskFormatError
 
 
@@ -104,6 +105,23 @@ class Task(BaseModel):
             if found and found[-1].startswith("/"):
                 return str(found[-1])
         return "/app"
+
+    def sandbox_spec(self) -> SandboxSpec:
+        """The sandbox this task asks for."""
+        env = self.config.environment
+        has_dockerfile = self.dockerfile is not None
+        return SandboxSpec(
+            image=None if has_dockerfile else env.docker_image,
+            build_context=self.environment_dir if self.environment_dir.is_dir() else None,
+            context_hash=self.environment_hash,
+            workdir=self.workdir,
+            env=dict(env.env),
+            network=env.allow_internet,
+            cpus=env.cpus,
+            memory_mb=env.memory_mb,
+            build_timeout=env.build_timeout_sec,
+            label=self.name,
+        )
 
 
 def discover_tasks(root: str | Path, pattern: str = "**/task.toml") -> list[Path]:

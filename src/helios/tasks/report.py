@@ -5,7 +5,7 @@ from __future__ import annotations
 from rich.panel import Panel
 from rich.table import Table
 
-from helios.summary import BatchResult
+from helios.tasks.summary import BatchResult
 
 
 def _fmt_duration(seconds: float) -> str:

@@ -1,5 +1,7 @@
 """The live display: header panel, running trials, one aggregate progress line.
 
+It is fed by the engine's typed events (`handle`); the engine never imports it.
+
 On a terminal it animates with rich.Live; elsewhere (CI logs, pipes) it prints
 one line per finished trial so logs stay readable. `quiet` keeps only the
 aggregate line.
@@ -27,6 +29,16 @@ from rich.progress import (
 from rich.table import Table
 from rich.text import Text
 
+from helios.engine.events import (
+    BatchPlanned,
+    Event,
+    PhaseChanged,
+    Retrying,
+    TrialFinished,
+    TrialStarted,
+    TurnStarted,
+)
+
 
 @dataclass
 class _Running:
@@ -34,6 +46,13 @@ class _Running:
     phase: str
     since: float
     note: str = ""
+
+
+def default_console() -> Console:
+    """The terminal's width on a terminal; elsewhere (logs, pipes) wide enough that
+    paths and error lines are not cut to 80 columns."""
+    console = Console()
+    return console if console.is_terminal else Console(width=max(console.width, 160))
 
 
 def header_panel(title: str, rows: dict[str, str]) -> Panel:
@@ -109,6 +128,21 @@ class BatchProgress:
         return Group(*parts)
 
     # -- events --------------------------------------------------------------
+    def handle(self, event: Event) -> None:
+        """The engine's event sink."""
+        if isinstance(event, BatchPlanned):
+            self._progress.update(self._task, total=event.pending)
+        elif isinstance(event, TrialStarted):
+            self.started(event.trial_id, event.label)
+        elif isinstance(event, PhaseChanged):
+            self.phase(event.trial_id, event.phase)
+        elif isinstance(event, Retrying):
+            self.note(event.trial_id, f"retrying {event.phase} in {event.delay:.0f}s")
+        elif isinstance(event, TurnStarted):
+            self.note(event.trial_id, f"turn {event.n}")
+        elif isinstance(event, TrialFinished):
+            self.finished(event.trial_id, event.label, event.passed, event.detail)
+
     def started(self, key: str, label: str) -> None:
         self._running[key] = _Running(label, "queued", time.monotonic())
 

@@ -1,0 +1,235 @@
+"""The batch service: what every door drives to run its units of work.
+
+A door supplies what a unit is (its id, folder and label), how one unit runs,
+and how a result becomes a record and the door's own files. The service owns
+the rest: resume planning, the scheduler, recording, the fatal-error stop and
+interrupt cleanup, and it emits typed events for the display and callbacks.
+
+Invariants (see docs/design/invariants.md):
+- a unit is complete iff the store holds its record; resume skips completed
+  ids, and re-runs errored ones only when asked (`retry_errors`);
+- a pending unit's leftover folder is moved aside before it runs, never deleted;
+- a result's files are written before its record is appended;
+- a failure while recording, or in a callback, never aborts the batch;
+- after an interrupt the provider's cleanup hook removes this run's sandboxes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import inspect
+import logging
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Generic, Protocol, TypeVar
+
+from helios.engine.episode import EpisodeContext
+from helios.engine.events import (
+    BatchPlanned,
+    BatchStopping,
+    EventSink,
+    TrialFinished,
+    TrialStarted,
+)
+from helios.engine.scheduler import Scheduler, Slot
+from helios.engine.store import RunStore
+from helios.failures import ErrorInfo
+
+log = logging.getLogger(__name__)
+
+#: errors that every later unit would hit too: the batch stops starting units
+FATAL_ERRORS = frozenset({"AuthError"})
+
+
+class Unit(Protocol):
+    @property
+    def trial_id(self) -> str: ...
+
+    @property
+    def folder(self) -> str | None: ...
+
+    @property
+    def label(self) -> str: ...
+
+
+U = TypeVar("U", bound=Unit)
+U_contra = TypeVar("U_contra", bound=Unit, contravariant=True)
+R = TypeVar("R")
+
+
+@dataclass(frozen=True)
+class Verdict:
+    passed: bool
+    #: one line for the display, e.g. "reward=1 (2.1s)"
+    detail: str
+    #: the error kind, if the unit failed with one (decides the fatal stop)
+    error_kind: str | None = None
+    error_message: str = ""
+
+
+class Door(Protocol[U_contra, R]):
+    """What a front door supplies to the batch service."""
+
+    async def run_unit(self, unit: U_contra, ctx: EpisodeContext, slot: Slot) -> R:
+        """Run one unit; never raises (cancellation aside)."""
+        ...
+
+    def write_files(self, unit: U_contra, result: R) -> None:
+        """The door's own files for this result, written before its record."""
+        ...
+
+    def to_record(self, unit: U_contra, result: R) -> dict[str, Any]:
+        """The completion record: JSON with at least `trial_id` and `status`."""
+        ...
+
+    def crashed(self, unit: U_contra, error: ErrorInfo) -> R:
+        """A result for a unit whose run or recording failed unexpectedly."""
+        ...
+
+    def verdict(self, result: R) -> Verdict: ...
+
+
+@dataclass
+class BatchPlan(Generic[U]):
+    units: list[U]
+    pending: list[U]
+    #: records of the units already complete, in unit order
+    finished: list[dict[str, Any]]
+
+
+@dataclass
+class BatchOptions:
+    n_concurrent: int = 2
+    #: sandbox starts at once
+    max_starts: int = 4
+    retry_errors: bool = False
+    #: whose cleanup hook runs after an interrupt (None: no sandboxes)
+    provider: str | None = None
+    fatal_errors: frozenset[str] = FATAL_ERRORS
+    start_retries: int = 2
+    start_backoff: float = 2.0
+
+
+OnRecorded = Callable[[Any, Any], Awaitable[None] | None]
+
+
+@dataclass
+class BatchService(Generic[U, R]):
+    door: Door[U, R]
+    store: RunStore
+    options: BatchOptions = field(default_factory=BatchOptions)
+    emit: EventSink | None = None
+    services: Any = None
+    #: the user's callback, called with (unit, result) after each record
+    on_recorded: OnRecorded | None = None
+    #: results recorded by this invocation, in completion order
+    recorded: list[R] = field(default_factory=list)
+    #: why the batch stopped starting units early, if it did
+    aborted: str | None = None
+    interrupted: bool = False
+
+    @property
+    def run_id(self) -> str:
+        return str(self.store.metadata().get("run_id", self.store.run_dir.name))
+
+    # -- planning --------------------------------------------------------------
+    def plan(self, units: Sequence[U]) -> BatchPlan[U]:
+        """Skip complete units; move the leftovers of pending ones aside."""
+        records = self.store.load_records()
+        pending = [u for u in units if not self._is_done(records.get(u.trial_id))]
+        pending_ids = {u.trial_id for u in pending}
+        for unit in pending:
+            if unit.folder is not None:
+                self.store.clear_leftover(unit.folder)
+        finished = [
+            records[u.trial_id]
+            for u in units
+            if u.trial_id in records and u.trial_id not in pending_ids
+        ]
+        self._emit(BatchPlanned(total=len(units), pending=len(pending)))
+        return BatchPlan(list(units), pending, finished)
+
+    def _is_done(self, record: dict[str, Any] | None) -> bool:
+        if record is None:
+            return False
+        return not (self.options.retry_errors and record.get("status") == "error")
+
+    # -- running ---------------------------------------------------------------
+    async def run(self, plan: BatchPlan[U]) -> list[R]:
+        ctx = EpisodeContext(
+            run_id=self.run_id,
+            run_dir=self.store.run_dir,
+            start_gate=asyncio.Semaphore(self.options.max_starts),
+            start_retries=self.options.start_retries,
+            start_backoff=self.options.start_backoff,
+            emit=self.emit,
+            services=self.services,
+        )
+
+        async def job(unit: U, slot: Slot) -> R:
+            self._emit(TrialStarted(unit.trial_id, unit.label))
+            return await self.door.run_unit(unit, ctx, slot)
+
+        scheduler: Scheduler[U, R] = Scheduler(
+            job,
+            n_concurrent=self.options.n_concurrent,
+            on_result=self._record,
+            on_crash=lambda unit, exc: self.door.crashed(
+                unit, ErrorInfo.from_exception(exc, "internal")
+            ),
+            stop_when=lambda: self.aborted is not None,
+        )
+        try:
+            await scheduler.run(plan.pending)
+        except asyncio.CancelledError:
+            self.interrupted = True
+            await self._cleanup_after_interrupt(ctx.run_id)
+            raise
+        finally:
+            self.store.close()
+        return self.recorded
+
+    async def _record(self, unit: U, result: R) -> None:
+        # Decide the fatal stop before the first await: the scheduler hands the
+        # freed slot to the next unit as soon as this coroutine yields.
+        self._check_fatal(self.door.verdict(result))
+        try:
+            await asyncio.to_thread(self.door.write_files, unit, result)
+        except OSError as exc:
+            result = self.door.crashed(unit, ErrorInfo.from_exception(exc, "record"))
+        self.store.append(self.door.to_record(unit, result))
+        self.recorded.append(result)
+        verdict = self.door.verdict(result)
+        self._emit(TrialFinished(unit.trial_id, unit.label, verdict.passed, verdict.detail))
+        await self._notify(unit, result)
+
+    def _check_fatal(self, verdict: Verdict) -> None:
+        if verdict.error_kind in self.options.fatal_errors and self.aborted is None:
+            # Every other unit would fail the same way: stop starting new ones.
+            self.aborted = f"{verdict.error_kind}: {verdict.error_message}"
+            self._emit(BatchStopping(self.aborted))
+
+    async def _notify(self, unit: U, result: R) -> None:
+        if self.on_recorded is None:
+            return
+        try:
+            maybe = self.on_recorded(unit, result)
+            if inspect.isawaitable(maybe):
+                await maybe
+        except Exception:
+            # The user's callback must not lose the batch: log it and go on.
+            log.exception("the on_complete callback failed for %s", unit.label)
+
+    async def _cleanup_after_interrupt(self, run_id: str) -> None:
+        if self.options.provider is None:
+            return
+        from helios.environments.registry import provider_class
+
+        with contextlib.suppress(Exception):
+            provider = provider_class(self.options.provider)
+            await asyncio.shield(provider.cleanup_run(run_id))
+
+    def _emit(self, event: Any) -> None:
+        if self.emit is not None:
+            self.emit(event)

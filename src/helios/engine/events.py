@@ -1,0 +1,74 @@
+"""Typed events: how the engine tells the display and callbacks what happens.
+
+The engine emits; it never renders. Each event names its trial by id, so a
+display can keep one row per trial in flight.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class BatchPlanned:
+    total: int
+    pending: int
+
+
+@dataclass(frozen=True, slots=True)
+class TrialStarted:
+    trial_id: str
+    label: str
+
+
+@dataclass(frozen=True, slots=True)
+class PhaseChanged:
+    trial_id: str
+    phase: str
+
+
+@dataclass(frozen=True, slots=True)
+class Retrying:
+    trial_id: str
+    phase: str
+    delay: float
+    error: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class TurnStarted:
+    trial_id: str
+    n: int
+
+
+@dataclass(frozen=True, slots=True)
+class TrialFinished:
+    trial_id: str
+    label: str
+    passed: bool
+    detail: str
+
+
+@dataclass(frozen=True, slots=True)
+class BatchStopping:
+    """No further trial starts (a fatal error); those in flight finish."""
+
+    reason: str
+
+
+Event = BatchPlanned | TrialStarted | PhaseChanged | Retrying | TurnStarted | TrialFinished | (
+    BatchStopping
+)
+EventSink = Callable[[Event], None]
+
+
+def emit_to(*sinks: EventSink | None) -> EventSink:
+    """One sink that forwards to each of `sinks` (None ones are skipped)."""
+    chosen = [sink for sink in sinks if sink is not None]
+
+    def emit(event: Event) -> None:
+        for sink in chosen:
+            sink(event)
+
+    return emit

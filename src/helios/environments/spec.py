@@ -1,0 +1,48 @@
+"""What a sandbox must be: built from a task, a prompt row, or nothing at all.
+
+Every provider builds its sandbox from a `SandboxSpec` and honours each field,
+or says plainly (`unsupported`) which one it cannot.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+DEFAULT_WORKDIR = "/app"
+
+
+@dataclass(frozen=True)
+class SandboxSpec:
+    #: a ready image (docker) to start from; with `build_context` it is ignored
+    image: str | None = None
+    #: a folder with a Dockerfile; docker builds it, local copies its files into `workdir`
+    build_context: Path | None = None
+    #: content hash of `build_context`: the image cache key
+    context_hash: str = ""
+    workdir: str = DEFAULT_WORKDIR
+    #: environment variables of the sandbox itself (every exec sees them)
+    env: Mapping[str, str] = field(default_factory=dict)
+    #: outbound network allowed
+    network: bool = False
+    cpus: float = 1.0
+    memory_mb: int = 2048
+    #: processes at once (a fork bomb must not starve the host)
+    pids: int = 4096
+    #: writable storage in MiB; None = the provider's default
+    storage_mb: int | None = None
+    build_timeout: float = 600.0
+    #: a short name for messages and labels (the task's or the prompt's)
+    label: str = ""
+
+    @property
+    def dockerfile(self) -> Path | None:
+        if self.build_context is None:
+            return None
+        candidate = self.build_context / "Dockerfile"
+        return candidate if candidate.is_file() else None
+
+
+#: "no sandbox": for doors whose units never run a command (tool-call tests)
+NULL_SPEC = SandboxSpec(label="null")

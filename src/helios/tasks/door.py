@@ -1,0 +1,83 @@
+"""The task door's adapter to the batch service: a trial runs, then its files,
+its record and its verdict."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from helios.engine.batch import Verdict
+from helios.engine.episode import EpisodeContext, now_iso
+from helios.engine.scheduler import Slot
+from helios.engine.store import write_json_atomic
+from helios.failures import ErrorInfo
+from helios.tasks.results import TrialResult
+from helios.tasks.trial import TrialSpec, run_trial
+
+
+@dataclass
+class TaskDoor:
+    run_dir: Path
+
+    async def run_unit(self, unit: TrialSpec, ctx: EpisodeContext, slot: Slot) -> TrialResult:
+        config = ctx.run_dir / unit.folder / "config.json"
+        await asyncio.to_thread(write_json_atomic, config, spec_config(unit))
+        return await run_trial(unit, ctx, slot)
+
+    def write_files(self, unit: TrialSpec, result: TrialResult) -> None:
+        data = result.model_dump(mode="json")
+        write_json_atomic(self.run_dir / unit.folder / "result.json", data)
+
+    def to_record(self, unit: TrialSpec, result: TrialResult) -> dict[str, Any]:
+        return result.model_dump(mode="json")
+
+    def crashed(self, unit: TrialSpec, error: ErrorInfo) -> TrialResult:
+        stamp = now_iso()
+        return TrialResult(
+            trial_id=unit.trial_id,
+            task_name=unit.task.name,
+            task_path=str(unit.task.path),
+            attempt=unit.attempt,
+            agent=unit.agent,
+            model=unit.model,
+            provider=unit.provider,
+            status="error",
+            error=error.model_copy(update={"infrastructure": True}),
+            started_at=stamp,
+            finished_at=stamp,
+            folder=unit.folder,
+        )
+
+    def verdict(self, result: TrialResult) -> Verdict:
+        detail = f"reward={result.reward:g} ({result.duration:.1f}s)"
+        if result.error:
+            detail += f" {result.error.type}: {result.error.message}"
+        error = result.error
+        return Verdict(
+            passed=result.passed,
+            detail=detail,
+            error_kind=error.type if error else None,
+            error_message=error.message if error else "",
+        )
+
+
+def spec_config(spec: TrialSpec) -> dict[str, Any]:
+    cfg = spec.task.config
+    return {
+        "trial_id": spec.trial_id,
+        "task": spec.task.name,
+        "task_path": str(spec.task.path),
+        "task_checksum": spec.task.checksum,
+        "attempt": spec.attempt,
+        "agent": spec.agent,
+        "agent_settings": spec.agent_settings,
+        "model": spec.model,
+        "provider": spec.provider,
+        "timeouts": {
+            "build": cfg.environment.build_timeout_sec,
+            "agent": cfg.agent.timeout_sec,
+            "verifier": cfg.verifier.timeout_sec,
+        },
+    }

@@ -1,0 +1,275 @@
+"""The task front door's Python API: `ParallelRunner` and `AgentRunner`.
+
+A thin adapter: it turns task folders into TrialSpecs, hands them to the
+engine's batch service with the `TaskDoor`, and builds the summary. Planning,
+resume, scheduling, recording and interrupts live in the engine.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.markup import escape
+
+from helios import __version__
+from helios.agents.registry import agent_class
+from helios.display.progress import BatchProgress, default_console, header_panel
+from helios.engine.batch import BatchOptions, BatchService
+from helios.engine.store import RunStore, new_run_dir, write_json_atomic
+from helios.environments.registry import provider_class
+from helios.errors import InputError
+from helios.models.services import DEFAULT_MODEL, ModelServices
+from helios.tasks.door import TaskDoor
+from helios.tasks.plan import build_specs, dedupe_folders, load_tasks, resolve_task_dirs
+from helios.tasks.report import final_panels
+from helios.tasks.results import TrialResult
+from helios.tasks.settings import TaskBatchSettings
+from helios.tasks.summary import (
+    BatchResult,
+    InvalidTask,
+    TaskResult,
+    build_batch_result,
+    summary_document,
+)
+from helios.tasks.trial import TrialSpec
+
+OnComplete = Callable[[str, Any], Awaitable[None] | None]
+SUMMARY_FILE = "batch_summary.json"
+
+__all__ = ["AgentRunner", "ParallelRunner", "default_console"]
+
+
+class ParallelRunner:
+    """Run many tasks × attempts with bounded concurrency; resumable.
+
+    The documented keywords (task_paths, n_concurrent, n_attempts, model, provider,
+    output_dir, quiet, on_complete) work as before; every other setting is a field
+    of `TaskBatchSettings`, passed as `settings=` or as a keyword.
+    """
+
+    def __init__(
+        self,
+        task_paths: Sequence[str | Path] | str | Path,
+        n_concurrent: int = 2,
+        n_attempts: int = 1,
+        model: str | None = None,
+        agent: str = "tool",
+        provider: str = "docker",
+        output_dir: str | Path = "output",
+        quiet: bool = False,
+        on_complete: OnComplete | None = None,
+        *,
+        settings: TaskBatchSettings | None = None,
+        console: Console | None = None,
+        **more: Any,
+    ) -> None:
+        if settings is None:
+            settings = TaskBatchSettings.from_kwargs(
+                n_concurrent=n_concurrent, n_attempts=n_attempts, model=model, agent=agent,
+                provider=provider, output_dir=Path(output_dir), quiet=quiet, **more,
+            )  # fmt: skip
+        self.settings = settings
+        self.task_paths = task_paths
+        self.on_complete = on_complete
+        self.uses_model = agent_class(settings.agent).uses_model
+        self.provider_class = provider_class(settings.provider)  # an unknown name fails first
+        if self.uses_model and settings.models.model is None:
+            settings.models.model = DEFAULT_MODEL
+        self.model = settings.models.model
+        self.console = console or default_console()
+        self.services: ModelServices | None = None
+        self.invalid: list[InvalidTask] = []
+        #: why the batch stopped early (a fatal error), if it did
+        self.aborted: str | None = None
+        self.run_dir: Path | None = None
+
+    # the documented attributes, read by callers and the CLI
+    @property
+    def n_attempts(self) -> int:
+        return self.settings.n_attempts
+
+    @property
+    def agent(self) -> str:
+        return self.settings.agent
+
+    @property
+    def provider(self) -> str:
+        return self.settings.provider
+
+    # -- planning ------------------------------------------------------------
+    def _plan(self) -> list[TrialSpec]:
+        s = self.settings
+        task_dirs = resolve_task_dirs(self.task_paths, s.pattern)
+        if not task_dirs:
+            where = ", ".join(str(p) for p in _as_list(self.task_paths))
+            raise InputError(f"no task.toml matching {s.pattern!r} under {where}")
+        loaded = load_tasks(task_dirs)
+        self.invalid = loaded.invalid
+        for bad in loaded.invalid if s.show_progress else []:
+            self.console.print(
+                f"[yellow]invalid task[/] {escape(bad.error)}", highlight=False, soft_wrap=True
+            )
+        generation = s.models.generation
+        return build_specs(
+            loaded.tasks,
+            n_attempts=s.n_attempts,
+            agent=s.agent,
+            agent_settings=s.agent_settings,
+            model=self.model,
+            provider=s.provider,
+            result_settings={"generation": generation.identity()} if self.uses_model else {},
+        )
+
+    def _open_store(self) -> RunStore:
+        s = self.settings
+        if s.resume is not None:
+            return RunStore.open_existing(s.resume)
+        metadata = {
+            "run_id": f"{int(time.time() * 1000):x}",
+            "created_at": datetime.now(UTC).isoformat(),
+            "helios_version": __version__,
+            "kind": s.run_prefix,
+            "agent": s.agent,
+            "model": self.model,
+            "provider": s.provider,
+            "n_attempts": s.n_attempts,
+            "task_paths": [str(p) for p in _as_list(self.task_paths)],
+        }
+        return RunStore.create(new_run_dir(s.output_dir, s.run_prefix), metadata)
+
+    # -- running -------------------------------------------------------------
+    async def run(self) -> BatchResult:
+        # A missing key stops us before any work.
+        self.services = self.settings.models.open() if self.uses_model else None
+        try:
+            return await self._run()
+        finally:
+            if self.services is not None:
+                await self.services.close()
+
+    async def _run(self) -> BatchResult:
+        s = self.settings
+        specs = self._plan()
+        await self.provider_class.preflight()
+        store = self._open_store()
+        self.run_dir = store.run_dir
+        records = store.load_records()
+        specs = dedupe_folders(specs, {r["folder"]: tid for tid, r in records.items()})
+        progress = BatchProgress(self.console, total=0, quiet=s.quiet or not s.show_progress)
+        service: BatchService[TrialSpec, TrialResult] = BatchService(
+            door=TaskDoor(store.run_dir),
+            store=store,
+            options=BatchOptions(
+                n_concurrent=s.n_concurrent,
+                max_starts=s.starts_at_once,
+                retry_errors=s.retry_errors,
+                provider=s.provider,
+            ),
+            emit=progress.handle,
+            services=self.services,
+            on_recorded=self._notify,
+        )
+        plan = service.plan(specs)
+        finished = [TrialResult.model_validate(r) for r in plan.finished]
+        prior = _prior_duration(store.run_dir)
+        started = time.monotonic()
+        self._print_header(len(specs), len(plan.pending), store.run_dir)
+        if self.services is not None:
+            progress.extra_source = self.services.live_line
+        try:
+            if s.show_progress:
+                with progress:
+                    await service.run(plan)
+            else:
+                await service.run(plan)
+        finally:
+            self.aborted = service.aborted
+            duration = prior + time.monotonic() - started
+            batch = self._finish(
+                finished + service.recorded, len(specs), duration, store, service.interrupted
+            )
+        return batch
+
+    async def _notify(self, spec: TrialSpec, result: TrialResult) -> None:
+        if self.on_complete is None:
+            return
+        maybe = self.on_complete(spec.task.name, TaskResult.from_trial(result))
+        if inspect.isawaitable(maybe):
+            await maybe
+
+    def _finish(
+        self,
+        trials: list[TrialResult],
+        planned: int,
+        duration: float,
+        store: RunStore,
+        interrupted: bool,
+    ) -> BatchResult:
+        services = self.services
+        batch = build_batch_result(
+            trials,
+            n_attempts=self.settings.n_attempts,
+            duration=duration,
+            invalid=self.invalid,
+            output_dir=store.run_dir,
+            model=self.model,
+            agent=self.settings.agent,
+            planned=planned,
+            interrupted=interrupted,
+            aborted=self.aborted,
+            priced=services is None or services.prices.lookup(services.spec.model) is not None,
+        )
+        write_json_atomic(store.run_dir / SUMMARY_FILE, summary_document(batch))
+        if self.settings.show_progress:
+            for panel in final_panels(batch):
+                self.console.print(panel)
+        return batch
+
+    def _print_header(self, n_trials: int, n_pending: int, run_dir: Path) -> None:
+        s = self.settings
+        if not s.show_progress:
+            return
+        rows = {
+            "Tasks": f"{n_trials // s.n_attempts} found"
+            + (f", {len(self.invalid)} invalid" if self.invalid else ""),
+            "Attempts": str(s.n_attempts),
+            "Trials": f"{n_trials}"
+            + (f" ({n_trials - n_pending} already done)" if n_pending < n_trials else ""),
+            "Concurrency": str(s.n_concurrent),
+            "Agent": s.agent + (f" · {self.model}" if self.model else ""),
+            "Environment": s.provider,
+            "Output": str(run_dir),
+        }
+        self.console.print(header_panel("Helios batch", rows))
+
+
+class AgentRunner:
+    """Run one task (optionally k attempts) and return its `BatchResult`."""
+
+    def __init__(self, task_path: str | Path, **kwargs: Any) -> None:
+        kwargs.setdefault("run_prefix", "run")
+        self._runner = ParallelRunner([task_path], **kwargs)
+
+    async def run(self) -> BatchResult:
+        return await self._runner.run()
+
+
+def _as_list(paths: Sequence[str | Path] | str | Path) -> list[str | Path]:
+    return [paths] if isinstance(paths, str | Path) else list(paths)
+
+
+def _prior_duration(run_dir: Path) -> float:
+    path = run_dir / SUMMARY_FILE
+    if not path.is_file():
+        return 0.0
+    try:
+        return float(json.loads(path.read_text("utf-8")).get("duration_seconds", 0.0))
+    except (ValueError, OSError, AttributeError):
+        return 0.0

@@ -1,0 +1,55 @@
+"""One settings object for a task batch: what the CLI and `ParallelRunner` pass on."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+from helios.errors import ConfigError
+from helios.models.services import ModelOptions
+
+
+@dataclass
+class TaskBatchSettings:
+    n_concurrent: int = 2
+    n_attempts: int = 1
+    agent: str = "tool"
+    provider: str = "docker"
+    output_dir: Path = Path("output")
+    quiet: bool = False
+    pattern: str = "**/task.toml"
+    #: a run folder to finish
+    resume: Path | None = None
+    retry_errors: bool = False
+    agent_settings: dict[str, Any] = field(default_factory=dict)
+    #: sandbox starts at once; None = min(n_concurrent, 4)
+    max_starts: int | None = None
+    show_progress: bool = True
+    #: run folders are named <prefix>_YYYYMMDD_HHMMSS
+    run_prefix: str = "batch"
+    models: ModelOptions = field(default_factory=ModelOptions)
+
+    def __post_init__(self) -> None:
+        if self.n_concurrent < 1 or self.n_attempts < 1:
+            raise ConfigError("-n and -k must be at least 1", field="-n/-k")
+        self.output_dir = Path(self.output_dir)
+        self.resume = Path(self.resume) if self.resume is not None else None
+
+    @property
+    def starts_at_once(self) -> int:
+        return self.max_starts or max(1, min(self.n_concurrent, 4))
+
+    @classmethod
+    def from_kwargs(cls, **kwargs: Any) -> TaskBatchSettings:
+        """Settings from keyword arguments; model keywords (model, base_url, api_key,
+        generation, prices, retry_policy) go to `models`. Unknown ones are an error."""
+        model_keys = {f.name for f in fields(ModelOptions)}
+        own_keys = {f.name for f in fields(cls)}
+        models = {k: kwargs.pop(k) for k in list(kwargs) if k in model_keys}
+        unknown = sorted(set(kwargs) - own_keys)
+        if unknown:
+            raise TypeError(f"unexpected keyword argument(s): {', '.join(unknown)}")
+        if models.get("prices") is not None:
+            models["prices"] = Path(models["prices"])
+        return cls(**kwargs, models=ModelOptions(**models))
