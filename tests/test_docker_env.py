@@ -18,7 +18,9 @@ pytestmark = pytest.mark.usefixtures("need_docker")
 
 
 def _env(task_dir: Path, run_id: str = "pytest") -> DockerEnvironment:
-    return DockerEnvironment(load_task(task_dir).sandbox_spec(), trial_id=uuid.uuid4().hex[:8], run_id=run_id)
+    return DockerEnvironment(
+        load_task(task_dir).sandbox_spec(), trial_id=uuid.uuid4().hex[:8], run_id=run_id
+    )
 
 
 def _containers(label: str) -> list[str]:

@@ -19,7 +19,9 @@ pytestmark = pytest.mark.usefixtures("need_bwrap")
 
 
 def _env(task_dir: Path) -> LocalEnvironment:
-    return LocalEnvironment(load_task(task_dir).sandbox_spec(), trial_id=uuid.uuid4().hex[:8], run_id="test")
+    return LocalEnvironment(
+        load_task(task_dir).sandbox_spec(), trial_id=uuid.uuid4().hex[:8], run_id="test"
+    )
 
 
 def test_contract(make_task: TaskMaker, tmp_path: Path) -> None:

@@ -20,6 +20,7 @@ import asyncio
 import contextlib
 import inspect
 import logging
+import uuid
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Generic, Protocol, TypeVar
@@ -117,7 +118,8 @@ OnRecorded = Callable[[Any, Any], Awaitable[None] | None]
 @dataclass
 class BatchService(Generic[U, R]):
     door: Door[U, R]
-    store: RunStore
+    #: None: nothing is persisted and every unit is pending (in-memory batches)
+    store: RunStore | None
     options: BatchOptions = field(default_factory=BatchOptions)
     emit: EventSink | None = None
     services: Any = None
@@ -129,13 +131,21 @@ class BatchService(Generic[U, R]):
     aborted: str | None = None
     interrupted: bool = False
 
+    #: the run id when there is no store
+    memory_run_id: str = field(default_factory=lambda: uuid.uuid4().hex)
+
     @property
     def run_id(self) -> str:
+        if self.store is None:
+            return self.memory_run_id
         return str(self.store.metadata().get("run_id", self.store.run_dir.name))
 
     # -- planning --------------------------------------------------------------
     def plan(self, units: Sequence[U]) -> BatchPlan[U]:
         """Skip complete units; move the leftovers of pending ones aside."""
+        if self.store is None:
+            self._emit(BatchPlanned(total=len(units), pending=len(units)))
+            return BatchPlan(list(units), list(units), [])
         records = self.store.load_records()
         pending = [u for u in units if not self._is_done(records.get(u.trial_id))]
         pending_ids = {u.trial_id for u in pending}
@@ -159,7 +169,7 @@ class BatchService(Generic[U, R]):
     async def run(self, plan: BatchPlan[U]) -> list[R]:
         ctx = EpisodeContext(
             run_id=self.run_id,
-            run_dir=self.store.run_dir,
+            run_dir=self.store.run_dir if self.store is not None else None,
             start_gate=asyncio.Semaphore(self.options.max_starts),
             start_retries=self.options.start_retries,
             start_backoff=self.options.start_backoff,
@@ -187,7 +197,8 @@ class BatchService(Generic[U, R]):
             await self._cleanup_after_interrupt(ctx.run_id)
             raise
         finally:
-            self.store.close()
+            if self.store is not None:
+                self.store.close()
         return self.recorded
 
     async def _record(self, unit: U, result: R) -> None:
@@ -198,7 +209,8 @@ class BatchService(Generic[U, R]):
             await asyncio.to_thread(self.door.write_files, unit, result)
         except OSError as exc:
             result = self.door.crashed(unit, ErrorInfo.from_exception(exc, "record"))
-        self.store.append(self.door.to_record(unit, result))
+        if self.store is not None:
+            self.store.append(self.door.to_record(unit, result))
         self.recorded.append(result)
         verdict = self.door.verdict(result)
         self._emit(TrialFinished(unit.trial_id, unit.label, verdict.passed, verdict.detail))

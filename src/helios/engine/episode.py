@@ -94,7 +94,8 @@ class EpisodeContext:
     """What every unit of one batch shares."""
 
     run_id: str
-    run_dir: Path
+    #: the run folder; None when nothing is kept on disk
+    run_dir: Path | None
     #: bounds sandbox starts at once (container start is CPU-heavy)
     start_gate: asyncio.Semaphore
     start_retries: int = 2
@@ -127,6 +128,13 @@ class Episode:
         return self.outcome.n_turns
 
 
+def unit_dir(ctx: EpisodeContext, folder: str | None) -> Path | None:
+    """The unit's host folder, if it keeps files."""
+    if folder is None or ctx.run_dir is None:
+        return None
+    return ctx.run_dir / folder
+
+
 def now_iso() -> str:
     return datetime.now(UTC).isoformat(timespec="milliseconds")
 
@@ -134,7 +142,7 @@ def now_iso() -> str:
 class _Lifecycle:
     def __init__(self, spec: EpisodeSpec, ctx: EpisodeContext, slot: Slot | None) -> None:
         self.spec, self.ctx, self.slot = spec, ctx, slot
-        self.dir = ctx.run_dir / spec.folder if spec.folder is not None else None
+        self.dir = unit_dir(ctx, spec.folder)
         self.episode = Episode(spec=spec, started_at=now_iso())
 
     def phase(self, name: str) -> None:

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from helios.engine.batch import Verdict
-from helios.engine.episode import EpisodeContext, now_iso
+from helios.engine.episode import EpisodeContext, now_iso, unit_dir
 from helios.engine.scheduler import Slot
 from helios.engine.store import write_json_atomic
 from helios.failures import ErrorInfo
@@ -22,8 +22,9 @@ class TaskDoor:
     run_dir: Path
 
     async def run_unit(self, unit: TrialSpec, ctx: EpisodeContext, slot: Slot) -> TrialResult:
-        config = ctx.run_dir / unit.folder / "config.json"
-        await asyncio.to_thread(write_json_atomic, config, spec_config(unit))
+        folder = unit_dir(ctx, unit.folder)
+        if folder is not None:
+            await asyncio.to_thread(write_json_atomic, folder / "config.json", spec_config(unit))
         return await run_trial(unit, ctx, slot)
 
     def write_files(self, unit: TrialSpec, result: TrialResult) -> None:

@@ -13,7 +13,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from helios.agents.registry import agent_class
-from helios.engine.episode import Episode, EpisodeContext, EpisodeSpec, run_episode
+from helios.engine.episode import (
+    Episode,
+    EpisodeContext,
+    EpisodeSpec,
+    run_episode,
+    unit_dir,
+)
 from helios.engine.scheduler import Slot
 from helios.failures import ErrorInfo
 from helios.tasks.results import TrialResult, status_for
@@ -70,8 +76,11 @@ async def run_trial(spec: TrialSpec, ctx: TrialContext, slot: Slot | None = None
 def _write_trajectory(spec: TrialSpec, ctx: TrialContext, episode: Episode) -> None:
     agent = agent_class(spec.agent)
     services = ctx.services
+    folder = unit_dir(ctx, spec.folder)
+    if folder is None:
+        return
     write_atif(
-        ctx.run_dir / spec.folder / "agent" / "trajectory.json",
+        folder / "agent" / "trajectory.json",
         episode.outcome.conversation,
         session_id=spec.trial_id,
         agent_name=f"helios-{agent.name}",
