@@ -93,7 +93,8 @@ def test_k_attempts_interleaved_with_pass_at_k(make_task: TaskMaker, tmp_path: P
         ("never", 3),
     ]
     assert batch.n_attempts == 3 and batch.n_unique_tasks == 2
-    assert batch.pass_at_k["pass@3"] == 0.5
+    assert batch.pass_at_k_table["pass@3"] == 0.5
+    assert batch.pass_at_k == 50.0  # the docs' percentage
     summary = json.loads((batch.output_dir / "batch_summary.json").read_text())
     assert summary["n_attempts"] == 3
     assert summary["pass_at_k"]["pass@1"] == 0.5

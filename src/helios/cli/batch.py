@@ -18,6 +18,7 @@ from helios.cli.common import (
 )
 from helios.cli.options import (
     MODEL_OPTION_NAMES,
+    AgentAndModel,
     AgentOpt,
     ApiKeyOpt,
     AttemptsOpt,
@@ -34,25 +35,34 @@ from helios.cli.options import (
     RoutingOpt,
     SystemPromptOpt,
     TemperatureOpt,
-    model_kwargs,
+    model_options,
 )
 from helios.tasks.runner import ParallelRunner
+from helios.tasks.settings import TaskBatchSettings
 from helios.tasks.summary import BatchResult
 
 
-def _model_options(params: dict[str, Any], debug: bool) -> dict[str, Any]:
-    """The model and agent options of a command, as ParallelRunner keyword arguments."""
+def _agent_and_model(params: dict[str, Any], debug: bool) -> AgentAndModel:
+    """The model and agent options of a command, parsed once."""
     try:
-        return model_kwargs(**{name: params[name] for name in MODEL_OPTION_NAMES})
+        return model_options(**{name: params[name] for name in MODEL_OPTION_NAMES})
     except Exception as exc:
         handle_errors(exc, debug)
 
 
-def _execute(options: dict[str, Any], fail_under: float | None, debug: bool) -> BatchResult:
+def _settings(debug: bool, **fields: Any) -> TaskBatchSettings:
+    try:
+        return TaskBatchSettings(**fields)
+    except Exception as exc:
+        handle_errors(exc, debug)
+
+
+def _execute(
+    tasks: list[Path], settings: TaskBatchSettings, fail_under: float | None, debug: bool
+) -> BatchResult:
     runner: ParallelRunner | None = None
     try:
-        tasks = options.pop("tasks")
-        runner = ParallelRunner(tasks, **options)
+        runner = ParallelRunner(tasks, settings=settings)
         batch = run_coroutine(runner.run())
     except Interrupted as exc:
         if runner is not None and runner.run_dir is not None:
@@ -119,13 +129,13 @@ def batch_command(
     debug: DebugOpt = False,
 ) -> None:
     """Run every task under TASKS_DIR, k attempts each, n at a time."""
-    extra = _model_options(locals(), debug)
-    options: dict[str, Any] = dict(
-        tasks=tasks_dir, n_concurrent=n_concurrent, n_attempts=n_attempts, model=model,
-        agent=agent, provider=provider, output_dir=output, quiet=quiet, pattern=pattern,
-        resume=resume, retry_errors=retry_errors, **extra,
+    parsed = _agent_and_model(locals(), debug)
+    settings = _settings(
+        debug, n_concurrent=n_concurrent, n_attempts=n_attempts, agent=agent, provider=provider,
+        output_dir=output, quiet=quiet, pattern=pattern, resume=resume,
+        retry_errors=retry_errors, agent_settings=parsed.agent_settings, models=parsed.models,
     )  # fmt: skip
-    _execute(options, fail_under, debug)
+    _execute([tasks_dir], settings, fail_under, debug)
 
 
 def run_command(
@@ -151,12 +161,13 @@ def run_command(
     if not (task / "task.toml").is_file():
         err_console.print(f"[red]error:[/] {task}/task.toml not found: not a task folder")
         raise typer.Exit(2)
-    extra = _model_options(locals(), debug)
-    options: dict[str, Any] = dict(
-        tasks=[task], n_concurrent=1, n_attempts=n_attempts, model=model, agent=agent,
-        provider=provider, output_dir=output, run_prefix="run", **extra,
+    parsed = _agent_and_model(locals(), debug)
+    settings = _settings(
+        debug, n_concurrent=1, n_attempts=n_attempts, agent=agent, provider=provider,
+        output_dir=output, run_prefix="run", agent_settings=parsed.agent_settings,
+        models=parsed.models,
     )  # fmt: skip
-    batch = _execute(options, None, debug)
+    batch = _execute([task], settings, None, debug)
     if batch.output_dir is not None:
         for result in batch.results:
             folder = batch.output_dir / result.folder

@@ -1,8 +1,9 @@
-"""Option types shared by `helios run` and `helios batch`, and their translation
-into ParallelRunner keyword arguments."""
+"""Option types shared by the commands, and their translation into one
+`ModelOptions` plus the agent's settings."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, get_args
 
@@ -10,6 +11,7 @@ import typer
 
 from helios.errors import ConfigError
 from helios.models.base import GenerationConfig, ReasoningEffort
+from helios.models.services import ModelOptions
 
 ModelOpt = Annotated[
     str | None,
@@ -93,13 +95,22 @@ def _routing(text: str | None) -> dict[str, Any]:
 
 
 MODEL_OPTION_NAMES = (
-    "base_url", "api_key", "max_turns", "system_prompt_file", "max_tokens", "temperature",
-    "reasoning_effort", "no_reasoning", "openrouter_routing", "prices",
+    "model", "base_url", "api_key", "max_turns", "system_prompt_file", "max_tokens",
+    "temperature", "reasoning_effort", "no_reasoning", "openrouter_routing", "prices",
 )  # fmt: skip
 
 
-def model_kwargs(
+@dataclass
+class AgentAndModel:
+    """The model and agent options of a command, parsed once."""
+
+    models: ModelOptions
+    agent_settings: dict[str, Any]
+
+
+def model_options(
     *,
+    model: str | None,
     base_url: str | None,
     api_key: str | None,
     max_turns: int | None,
@@ -110,7 +121,7 @@ def model_kwargs(
     no_reasoning: bool,
     openrouter_routing: str | None,
     prices: Path | None,
-) -> dict[str, Any]:
+) -> AgentAndModel:
     effort = "none" if no_reasoning else reasoning_effort
     if effort is not None and effort not in get_args(ReasoningEffort):
         raise ConfigError(
@@ -133,10 +144,7 @@ def model_kwargs(
         reasoning_effort=effort,  # type: ignore[arg-type]
         openrouter_provider=_routing(openrouter_routing),
     )
-    return {
-        "base_url": base_url,
-        "api_key": api_key,
-        "agent_settings": settings,
-        "generation": generation,
-        "prices": prices,
-    }
+    models = ModelOptions(
+        model=model, base_url=base_url, api_key=api_key, generation=generation, prices=prices
+    )
+    return AgentAndModel(models=models, agent_settings=settings)

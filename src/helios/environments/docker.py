@@ -106,6 +106,10 @@ class DockerEnvironment(Environment):
                 "start dockerd or use --provider local"
             )
 
+    @classmethod
+    async def cleanup_run(cls, run_id: str | None, *, force: bool = False) -> list[str]:
+        return await remove_containers(run_id)
+
     @property
     def container_name(self) -> str:
         return f"helios-{self.run_id[:8]}-{self.trial_id}"

@@ -85,6 +85,11 @@ class LocalEnvironment(Environment):
                 "enable unprivileged user namespaces or use --provider docker"
             )
 
+    @classmethod
+    async def cleanup_run(cls, run_id: str | None, *, force: bool = False) -> list[str]:
+        removed = await asyncio.to_thread(remove_orphan_sandboxes)
+        return [str(path) for path in removed]
+
     async def start(self) -> None:
         if shutil.which("bwrap") is None:
             raise EnvironmentUnavailable(INSTALL_HINT)

@@ -2,7 +2,8 @@
 
 Names are `provider/model`; bare names route by prefix (claude-* → anthropic,
 gpt-* and o<digit>* → openai). Keys come from the provider's usual variable or
---api-key, and a missing key is reported before any trial starts.
+--api-key, and a missing key is reported before any trial starts. The endpoint is
+--base-url, else `<PROVIDER>_BASE_URL`, else the provider's own.
 """
 
 from __future__ import annotations
@@ -93,6 +94,10 @@ def split_name(name: str) -> tuple[str, str]:
     )
 
 
+def base_url_variable(provider: str) -> str:
+    return provider.upper().replace("-", "_") + "_BASE_URL"
+
+
 def resolve_model(
     name: str,
     *,
@@ -106,7 +111,9 @@ def resolve_model(
     if not model:
         raise ConfigError(f"model name missing in {name!r}", field="--model")
     info = PROVIDERS[provider_name]
-    url = base_url or info.base_url
+    # <PROVIDER>_BASE_URL (e.g. ANTHROPIC_BASE_URL, as the SDKs read it) points a provider
+    # at a proxy or a local server without changing code.
+    url = base_url or env.get(base_url_variable(provider_name)) or info.base_url
     if info.needs_base_url and not url:
         raise ConfigError(
             f"{provider_name} models need --base-url (e.g. http://127.0.0.1:8000/v1)",

@@ -53,7 +53,7 @@ def results_panel(batch: BatchResult) -> Panel:
 def pass_at_k_panel(batch: BatchResult) -> Panel:
     lines: list[str] = []
     k_max = batch.n_attempts
-    for key, value in batch.pass_at_k.items():
+    for key, value in batch.pass_at_k_table.items():
         suffix = ""
         if key == f"pass@{k_max}":
             # pass@n with n attempts is the share of tasks with any passing attempt

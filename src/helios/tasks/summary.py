@@ -13,6 +13,7 @@ from helios.usage import Usage
 
 @dataclass(frozen=True)
 class TaskResult:
+    #: the task's folder name (`task_name` is the same)
     name: str
     status: str
     reward: float
@@ -22,6 +23,10 @@ class TaskResult:
     passed: bool
     trial_id: str = ""
     folder: str = ""
+
+    @property
+    def task_name(self) -> str:
+        return self.name
 
     @classmethod
     def from_trial(cls, result: TrialResult) -> TaskResult:
@@ -55,7 +60,8 @@ class BatchResult:
     duration: float
     n_attempts: int
     n_unique_tasks: int
-    pass_at_k: dict[str, float]
+    #: pass@1 … pass@k as fractions (0–1); empty when k = 1
+    pass_at_k_table: dict[str, float]
     results: list[TaskResult]
     usage: Usage = field(default_factory=Usage)
     invalid: list[InvalidTask] = field(default_factory=list)
@@ -73,6 +79,18 @@ class BatchResult:
     @property
     def tasks(self) -> list[TaskResult]:
         return self.results
+
+    @property
+    def total_duration_sec(self) -> float:
+        return self.duration
+
+    @property
+    def pass_at_k(self) -> float | None:
+        """pass@k for k = the number of attempts, as a percentage; None when k = 1."""
+        if self.n_attempts <= 1:
+            return None
+        value = self.pass_at_k_table.get(f"pass@{self.n_attempts}")
+        return None if value is None else value * 100.0
 
     @property
     def pass_rate(self) -> float:
@@ -104,7 +122,7 @@ def build_batch_result(
         duration=duration,
         n_attempts=n_attempts,
         n_unique_tasks=len(passes),
-        pass_at_k=pass_at_k_table(passes) if n_attempts > 1 else {},
+        pass_at_k_table=pass_at_k_table(passes) if n_attempts > 1 else {},
         results=[TaskResult.from_trial(r) for r in ordered],
         usage=Usage.sum([r.usage for r in ordered]),
         invalid=invalid,
@@ -156,6 +174,6 @@ def summary_document(batch: BatchResult) -> dict[str, Any]:
     }
     if batch.n_attempts > 1:
         doc["n_attempts"] = batch.n_attempts
-        doc["pass_at_k"] = {k: round(v, 6) for k, v in batch.pass_at_k.items()}
+        doc["pass_at_k"] = {k: round(v, 6) for k, v in batch.pass_at_k_table.items()}
         doc["raw_pass_rate"] = round(batch.pass_rate, 6)
     return doc
