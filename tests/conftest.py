@@ -12,6 +12,10 @@ from pathlib import Path
 
 import pytest
 
+# pytester drives the tool-call pytest plugin's own tests (tests/toolcalls/); pytest
+# only accepts pytest_plugins in the top-level conftest.
+pytest_plugins = ["pytester"]
+
 REPO = Path(__file__).resolve().parent.parent
 EXAMPLES = REPO / "examples" / "tasks"
 

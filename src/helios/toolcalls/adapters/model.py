@@ -1,0 +1,88 @@
+"""ModelAgent: text mode. The prompt goes as text to any Helios model
+(`provider/name`), through Helios's own clients, retries and limiter, so the
+same tests measure how reliably a text LLM makes the right tool calls."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from helios.models.base import GenerationConfig, Message
+from helios.models.retry import RetryPolicy
+from helios.models.services import ModelOptions, ModelServices
+from helios.toolcalls.adapters.tools import to_specs
+from helios.toolcalls.context import current_slot
+from helios.toolcalls.types import AgentResponse, Audio, ToolCall
+
+
+class ModelAgent:
+    """`ModelAgent(model="openai/gpt-4.1", tools=[...], system_prompt=...)`.
+
+    Tools are JSON schemas in Chat Completions or flat form, or ToolSpecs. The
+    key comes from the provider's usual variable or `api_key=`; a missing key
+    or an unknown provider fails here, before any run.
+    """
+
+    #: text mode: the door sends the prompt's text and skips synthesis
+    accepts_audio = False
+
+    def __init__(
+        self,
+        model: str,
+        tools: list[Any] | None = None,
+        system_prompt: str | None = None,
+        *,
+        base_url: str | None = None,
+        api_key: str | None = None,
+        generation: GenerationConfig | None = None,
+        retry_policy: RetryPolicy | None = None,
+        prices: Path | None = None,
+    ) -> None:
+        self.model = model
+        self.specs = to_specs(tools)
+        self.system_prompt = system_prompt
+        self.services: ModelServices = ModelOptions(
+            model=model,
+            base_url=base_url,
+            api_key=api_key,
+            generation=generation or GenerationConfig(max_tokens=1024),
+            prices=prices,
+            retry_policy=retry_policy,
+        ).open()
+        api = self.services.spec.api
+        self.tool_wire = [s.to_anthropic() if api == "anthropic" else s.to_openai()
+                          for s in self.specs]  # fmt: skip
+
+    def __repr__(self) -> str:
+        return f"ModelAgent(model={self.model!r}, tools={[s.name for s in self.specs]})"
+
+    async def run_text(self, prompt: str) -> AgentResponse:
+        messages = []
+        if self.system_prompt:
+            messages.append(Message(role="system", content=self.system_prompt))
+        messages.append(Message(role="user", content=prompt))
+        response = await self.services.generate(messages, self.tool_wire, slot=current_slot.get())
+        calls = [
+            ToolCall(name=call.name, arguments=_arguments(call.arguments, call.raw_arguments))
+            for call in response.tool_calls
+        ]
+        raw = {
+            "content": response.message.content,
+            "finish_reason": response.finish_reason,
+            "usage": response.usage.model_dump(),
+        }
+        return AgentResponse(tool_calls=calls, raw=raw)
+
+    async def run(self, audio: Audio) -> AgentResponse:
+        """Text models cannot hear: use the transcript the synthesizer kept."""
+        if not audio.transcript:
+            raise TypeError("ModelAgent is text-only: run it with synthesizer=None")
+        return await self.run_text(audio.transcript)
+
+    async def aclose(self) -> None:
+        await self.services.close()
+
+
+def _arguments(parsed: dict[str, Any] | None, raw: str) -> dict[str, Any]:
+    """Invalid JSON from the model stays visible in the diff instead of becoming {}."""
+    return parsed if parsed is not None else {"_raw": raw}

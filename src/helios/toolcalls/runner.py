@@ -1,0 +1,265 @@
+"""`run` and `run_concurrent`: the russo API, run by the engine's batch service.
+
+Every run (prompt, run index) is one unit on `BatchService` with no store
+(in memory) unless `output_dir` asks for a run folder. `max_concurrency` is the
+engine's bound on runs in flight (None: all at once, capped at
+`DEFAULT_MAX_CONCURRENCY`). The result lists every run, in prompt order then
+run order, whatever happened to it.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+
+from helios import __version__
+from helios.display.progress import BatchProgress, default_console
+from helios.engine.batch import BatchOptions, BatchService
+from helios.engine.store import RunStore, new_run_dir, write_json_atomic
+from helios.errors import ConfigError
+from helios.failures import ErrorInfo
+from helios.models.retry import RetryPolicy
+from helios.toolcalls.cache import AudioCache, CachedSynthesizer
+from helios.toolcalls.door import (
+    DEFAULT_RETRY_POLICY,
+    RunUnit,
+    ToolCallDoor,
+    failed_result,
+    unit_id,
+)
+from helios.toolcalls.evaluators.exact import ExactEvaluator
+from helios.toolcalls.helpers import coerce_call
+from helios.toolcalls.protocols import Evaluator, Synthesizer
+from helios.toolcalls.transport import aclose_quietly
+from helios.toolcalls.types import BatchResult, EvalResult, SingleRunResult, ToolCall
+
+#: the bound when max_concurrency is None ("all at once"): sockets and memory stay sane
+DEFAULT_MAX_CONCURRENCY = 256
+#: seconds one synthesizer or agent call may take before it counts as a (transient) timeout
+DEFAULT_TIMEOUT = 120.0
+SUMMARY_FILE = "toolcalls_summary.json"
+
+
+class _Default:
+    def __repr__(self) -> str:
+        return "<espeak-ng>"
+
+
+#: "no synthesizer given": espeak-ng, the offline default (None means text mode)
+DEFAULT_SYNTHESIZER: Any = _Default()
+
+
+@dataclass(frozen=True)
+class Case:
+    """One prompt with its expected calls and how many runs it gets."""
+
+    prompt: str
+    expect: tuple[ToolCall, ...] = ()
+    runs: int = 1
+    test_id: str | None = None
+
+
+def _expect(expect: Sequence[Any] | None) -> tuple[ToolCall, ...]:
+    return tuple(coerce_call(call) for call in (expect or []))
+
+
+def _cases(prompts: str | Sequence[str] | None, cases: Sequence[Any] | None,
+           expect: Sequence[Any] | None, runs: int) -> list[Case]:  # fmt: skip
+    if (prompts is None) == (cases is None):
+        raise ConfigError("give either prompts= (with expect=) or cases=[(prompt, expect), ...]")
+    if runs < 1:
+        raise ConfigError(f"runs must be at least 1, got {runs}")
+    if cases is None:
+        texts = [prompts] if isinstance(prompts, str) else list(prompts or [])
+        return [Case(text, _expect(expect), runs) for text in texts]
+    built = []
+    for item in cases:
+        if isinstance(item, Case):
+            built.append(item)
+        else:
+            prompt, case_expect = item
+            built.append(Case(prompt, _expect(case_expect), runs))
+    return built
+
+
+def plan_units(cases: Sequence[Case]) -> list[RunUnit]:
+    """Runs interleaved across prompts (p0#0, p1#0, p0#1, ...): every prompt's
+    audio is made early, and a slow prompt does not hold back the others."""
+    units = []
+    for run_index in range(max((case.runs for case in cases), default=0)):
+        for index, case in enumerate(cases):
+            if run_index < case.runs:
+                short = case.prompt if len(case.prompt) <= 48 else case.prompt[:45] + "..."
+                units.append(RunUnit(
+                    trial_id=unit_id(case.test_id, index, case.prompt, run_index),
+                    label=f"{case.test_id + ': ' if case.test_id else ''}{short} #{run_index}",
+                    case_index=index, run_index=run_index, prompt=case.prompt,
+                    expect=case.expect, test_id=case.test_id,
+                ))  # fmt: skip
+    return units
+
+
+def _synthesizer(synthesizer: Any, cache: AudioCache | bool | None) -> Synthesizer | None:
+    from helios.toolcalls.synthesizers import (
+        EspeakSynthesizer,
+        GoogleSynthesizer,
+        OpenAISynthesizer,
+    )
+
+    if synthesizer is DEFAULT_SYNTHESIZER:
+        synthesizer = EspeakSynthesizer()
+    if synthesizer is None or isinstance(synthesizer, CachedSynthesizer) or cache is False:
+        return synthesizer  # type: ignore[no-any-return]
+    if isinstance(cache, AudioCache):
+        return CachedSynthesizer(synthesizer, cache=cache)
+    builtin = isinstance(synthesizer, EspeakSynthesizer | OpenAISynthesizer | GoogleSynthesizer)
+    if cache is True or builtin:
+        return CachedSynthesizer(synthesizer, cache=AudioCache())
+    return synthesizer  # type: ignore[no-any-return]
+
+
+def _text_mode(agent: Any, synthesizer: Synthesizer | None) -> bool:
+    can_read = callable(getattr(agent, "run_text", None))
+    if synthesizer is None or getattr(agent, "accepts_audio", True) is False:
+        if not can_read:
+            raise ConfigError(
+                "synthesizer=None is text mode: the agent needs run_text(prompt) "
+                f"(e.g. ModelAgent), and {type(agent).__name__} has none"
+            )
+        return True
+    if not callable(getattr(agent, "run", None)):
+        raise ConfigError(f"the agent {type(agent).__name__} has no run(audio) method")
+    return False
+
+
+def _show(show_progress: bool | None, console: Console) -> bool:
+    if show_progress is not None:
+        return show_progress
+    return console.is_terminal and "PYTEST_CURRENT_TEST" not in os.environ
+
+
+async def run_cases(
+    cases: Sequence[Case],
+    *,
+    synthesizer: Any = DEFAULT_SYNTHESIZER,
+    agent: Any,
+    evaluator: Evaluator | None = None,
+    max_concurrency: int | None = None,
+    cache: AudioCache | bool | None = None,
+    retry_policy: RetryPolicy | None = None,
+    timeout: float | None = DEFAULT_TIMEOUT,
+    output_dir: str | Path | None = None,
+    show_progress: bool | None = None,
+    console: Console | None = None,
+) -> BatchResult:
+    """Run every case `case.runs` times on the engine; never raises for a run's failure."""
+    if max_concurrency is not None and max_concurrency < 1:
+        raise ConfigError(f"max_concurrency must be at least 1, got {max_concurrency}")
+    synth = _synthesizer(synthesizer, cache)
+    text_mode = _text_mode(agent, synth)
+    units = plan_units(cases)
+    limit = max(1, min(max_concurrency or DEFAULT_MAX_CONCURRENCY, len(units) or 1))
+    console = console or default_console()
+    progress = BatchProgress(console, total=0, quiet=True)
+    door = ToolCallDoor(
+        synthesizer=synth, agent=agent, evaluator=evaluator or ExactEvaluator(),
+        text_mode=text_mode, policy=retry_policy or DEFAULT_RETRY_POLICY, limit=limit,
+        timeout=timeout, emit=progress.handle,
+    )  # fmt: skip
+    store = _open_store(output_dir, units, limit) if output_dir is not None else None
+    service: BatchService[RunUnit, SingleRunResult] = BatchService(
+        door=door, store=store, options=BatchOptions(n_concurrent=limit), emit=progress.handle
+    )
+    started = time.monotonic()
+    try:
+        plan = service.plan(units)
+        if _show(show_progress, console):
+            with progress:
+                await service.run(plan)
+        else:
+            await service.run(plan)
+    finally:
+        for component in {id(c): c for c in (agent, synthesizer, synth)}.values():
+            if type(component).__module__.startswith("helios."):
+                await aclose_quietly(component)
+                await aclose_quietly(getattr(component, "inner", None))
+    batch = _collect(units, service.recorded, service.aborted)
+    if store is not None:
+        from helios.toolcalls.report import batch_document
+
+        document = batch_document(batch, duration=time.monotonic() - started)
+        write_json_atomic(store.run_dir / SUMMARY_FILE, document)
+    return batch
+
+
+def _open_store(output_dir: str | Path, units: list[RunUnit], limit: int) -> RunStore:
+    metadata = {
+        "run_id": f"{int(time.time() * 1000):x}",
+        "created_at": datetime.now(UTC).isoformat(),
+        "helios_version": __version__,
+        "kind": "toolcalls",
+        "runs": len(units),
+        "max_concurrency": limit,
+    }
+    return RunStore.create(new_run_dir(Path(output_dir), "toolcalls"), metadata)
+
+
+def _collect(units: list[RunUnit], recorded: list[SingleRunResult],
+             aborted: str | None) -> BatchResult:  # fmt: skip
+    """Every unit's result in (case, run) order; units never started are failed runs."""
+    by_key = {(r.test_id, r.prompt, r.run_index): r for r in recorded}
+    results = []
+    for unit in sorted(units, key=lambda u: (u.case_index, u.run_index)):
+        found = by_key.get((unit.test_id, unit.prompt, unit.run_index))
+        if found is None:
+            why = f"not run: the batch stopped early ({aborted})" if aborted else "not run"
+            found = failed_result(unit, ErrorInfo(type="NotRun", message=why, phase="schedule"))
+        results.append(found)
+    return BatchResult(runs=results)
+
+
+async def run_concurrent(
+    prompts: str | Sequence[str] | None = None,
+    synthesizer: Any = DEFAULT_SYNTHESIZER,
+    agent: Any = None,
+    evaluator: Evaluator | None = None,
+    expect: Sequence[Any] | None = None,
+    runs: int = 1,
+    max_concurrency: int | None = None,
+    *,
+    cases: Sequence[Any] | None = None,
+    **options: Any,
+) -> BatchResult:
+    """russo's `run_concurrent`: prompts × runs, concurrently, on the engine.
+
+    `cases=[(prompt, expect), ...]` gives each prompt its own expectation.
+    `synthesizer=None` is text mode (the agent reads the prompt: `ModelAgent`).
+    More keywords: cache, retry_policy, timeout, output_dir, show_progress, console
+    (see `run_cases`).
+    """
+    if agent is None:
+        raise ConfigError("run_concurrent needs an agent")
+    built = _cases(prompts, cases, expect, runs)
+    return await run_cases(built, synthesizer=synthesizer, agent=agent, evaluator=evaluator,
+                           max_concurrency=max_concurrency, **options)  # fmt: skip
+
+
+async def run(
+    prompt: str,
+    synthesizer: Any = DEFAULT_SYNTHESIZER,
+    agent: Any = None,
+    evaluator: Evaluator | None = None,
+    expect: Sequence[Any] | None = None,
+    **options: Any,
+) -> EvalResult:
+    """One prompt, one run: its EvalResult (a failure carries its error; nothing raises)."""
+    batch = await run_concurrent(prompt, synthesizer, agent, evaluator, expect, runs=1,
+                                 **options)  # fmt: skip
+    return batch.runs[0].eval_result
