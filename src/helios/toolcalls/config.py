@@ -1,0 +1,237 @@
+"""The YAML config of `helios toolcalls`: a pydantic schema, and its components built.
+
+    synthesizer: espeak                  # a short name, `module:Class`, null (text mode)
+    agent:                               # or {name: ..., params: {...}}
+      name: http
+      params: {url: "http://127.0.0.1:8000/agent", parser: json}
+    evaluator: {name: exact, params: {ignore_extra_args: true}}
+    runs: 3
+    max_concurrency: 4
+    tests:
+      - id: book_flight
+        prompt: "Book a flight from NYC to LA"      # or prompts: [...]
+        expect: [{name: book_flight, arguments: {from_city: NYC}}]
+        runs: 5                                     # optional, per test
+
+The components may also sit under `pipeline:`. A bad config raises one
+`InputError` that names the file, the key path and what is wrong.
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import sys
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from helios.errors import InputError
+from helios.toolcalls.helpers import CallableAgent
+from helios.toolcalls.runner import Case
+from helios.toolcalls.types import ToolCall
+
+SYNTHESIZERS = {
+    "espeak": "helios.toolcalls.synthesizers.espeak:EspeakSynthesizer",
+    "openai": "helios.toolcalls.synthesizers.openai:OpenAISynthesizer",
+    "google": "helios.toolcalls.synthesizers.google:GoogleSynthesizer",
+}
+AGENTS = {
+    "http": "helios.toolcalls.adapters.http:HttpAgent",
+    "websocket": "helios.toolcalls.adapters.websocket:WebSocketAgent",
+    "openai": "helios.toolcalls.adapters.openai:OpenAIAgent",
+    "openai-realtime": "helios.toolcalls.adapters.openai_realtime:OpenAIRealtimeAgent",
+    "gemini": "helios.toolcalls.adapters.gemini:GeminiAgent",
+    "gemini-live": "helios.toolcalls.adapters.gemini:GeminiLiveAgent",
+    "model": "helios.toolcalls.adapters.model:ModelAgent",
+}
+EVALUATORS = {"exact": "helios.toolcalls.evaluators.exact:ExactEvaluator"}
+PARSERS = {
+    "openai": "helios.toolcalls.parsers.openai:OpenAIResponseParser",
+    "gemini": "helios.toolcalls.parsers.gemini:GeminiResponseParser",
+    "json": "helios.toolcalls.parsers.mapping:JsonResponseParser",
+}
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class Component(Strict):
+    #: a built-in short name or `module:Class` (`module.Class` works too)
+    name: str = Field(min_length=1)
+    params: dict[str, Any] = Field(default_factory=dict)
+
+
+ComponentSpec = str | Component
+
+
+class Expected(Strict):
+    name: str = Field(min_length=1)
+    arguments: dict[str, Any] = Field(default_factory=dict)
+
+
+class TestSpec(Strict):
+    id: str = Field(min_length=1)
+    prompt: str | None = Field(default=None, min_length=1)
+    prompts: list[str] | None = Field(default=None, min_length=1)
+    description: str = ""
+    expect: list[Expected] = Field(default_factory=list)
+    runs: int | None = Field(default=None, ge=1)
+
+    @model_validator(mode="after")
+    def _one_source(self) -> TestSpec:
+        if (self.prompt is None) == (self.prompts is None):
+            raise ValueError("give exactly one of prompt or prompts")
+        return self
+
+    def texts(self) -> list[str]:
+        return [self.prompt] if self.prompt is not None else list(self.prompts or [])
+
+
+class ToolcallsConfig(Strict):
+    synthesizer: ComponentSpec | None = "espeak"
+    agent: ComponentSpec
+    evaluator: ComponentSpec = "exact"
+    tests: list[TestSpec] = Field(min_length=1)
+    runs: int = Field(default=1, ge=1)
+    max_concurrency: int | None = Field(default=None, ge=1)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _flatten_pipeline(cls, data: Any) -> Any:
+        if isinstance(data, dict) and isinstance(data.get("pipeline"), dict):
+            pipeline = data["pipeline"]
+            clash = sorted(set(pipeline) & set(data) - {"pipeline"})
+            if clash:
+                raise ValueError(f"{clash} given both at the top and under pipeline")
+            data = {**{k: v for k, v in data.items() if k != "pipeline"}, **pipeline}
+        return data
+
+    @model_validator(mode="after")
+    def _unique_ids(self) -> ToolcallsConfig:
+        seen: set[str] = set()
+        for test in self.tests:
+            if test.id in seen:
+                raise ValueError(f"duplicate test id {test.id!r}")
+            seen.add(test.id)
+        return self
+
+    def cases(self, runs_override: int | None = None) -> list[Case]:
+        cases: list[Case] = []
+        for test in self.tests:
+            runs = runs_override or test.runs or self.runs
+            expect = tuple(ToolCall(name=e.name, arguments=e.arguments) for e in test.expect)
+            cases.extend(Case(text, expect, runs, test.id) for text in test.texts())
+        return cases
+
+
+def _key_path(location: tuple[int | str, ...]) -> str:
+    path = ""
+    for part in location:
+        if isinstance(part, int):
+            path += f"[{part}]"
+        elif part not in ("str", "Component", "function-after[_one_source(), TestSpec]"):
+            path += f".{part}" if path else str(part)
+    return path or "(top level)"
+
+
+def load_config(path: str | Path) -> ToolcallsConfig:
+    file = Path(path)
+    try:
+        text = file.read_text("utf-8")
+    except OSError as exc:
+        raise InputError(f"cannot read the config: {exc.strerror or exc}", file=str(file)) from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        line = mark.line + 1 if mark is not None else None
+        raise InputError(f"not valid YAML: {problem}", file=str(file), line=line) from None
+    if not isinstance(data, dict):
+        raise InputError("the config must be a mapping (synthesizer, agent, tests, ...)",
+                         file=str(file))  # fmt: skip
+    try:
+        return ToolcallsConfig.model_validate(data)
+    except ValidationError as exc:
+        error = _most_telling(exc.errors())
+        where = _key_path(tuple(error["loc"]))
+        message = str(error["msg"]).removeprefix("Value error, ")
+        raise InputError(f"{where}: {message}", file=str(file), field=None) from None
+
+
+def _most_telling(errors: list[Any]) -> Any:
+    """With unions (`str | {name, params}`) pydantic reports every branch: prefer the
+    mapping branch's complaint when the value was a mapping."""
+    for error in errors:
+        if "Component" in [str(part) for part in error["loc"]]:
+            return error
+    return errors[0]
+
+
+# -- building the components ----------------------------------------------------
+def resolve(reference: str, builtins: dict[str, str]) -> Any:
+    target = builtins.get(reference, reference)
+    module_name, sep, attribute = target.partition(":")
+    if not sep:
+        module_name, _, attribute = target.rpartition(".")
+    if not module_name or not attribute:
+        known = ", ".join(sorted(builtins))
+        raise ValueError(f"unknown name {reference!r}: use one of {known}, or module:Class")
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise ValueError(f"cannot import {module_name!r} ({exc})") from None
+    try:
+        return getattr(module, attribute)
+    except AttributeError:
+        raise ValueError(f"{module_name!r} has no attribute {attribute!r}") from None
+
+
+def build(spec: ComponentSpec, builtins: dict[str, str], where: str, file: str) -> Any:
+    component = Component(name=spec) if isinstance(spec, str) else spec
+    try:
+        target = resolve(component.name, builtins)
+    except ValueError as exc:
+        raise InputError(f"{where}.name: {exc}", file=file) from None
+    params = dict(component.params)
+    if builtins is AGENTS and isinstance(params.get("parser"), str | dict):
+        params["parser"] = build(_as_spec(params["parser"], f"{where}.params.parser", file),
+                                 PARSERS, f"{where}.params.parser", file)  # fmt: skip
+    if not inspect.isclass(target) and not callable(target):
+        if params:
+            raise InputError(f"{where}.params: {component.name} is an object, not a class",
+                             file=file)  # fmt: skip
+        return target
+    if inspect.iscoroutinefunction(target):  # an `async def agent(audio)` function
+        return CallableAgent(target)
+    if not inspect.isclass(target) and hasattr(target, "run"):
+        return target  # an agent object, e.g. one made with @agent
+    try:
+        return target(**params)
+    except Exception as exc:  # the component's own complaint about its params
+        raise InputError(f"{where}.params: {type(exc).__name__}: {exc}", file=file) from None
+
+
+def _as_spec(value: Any, where: str, file: str) -> ComponentSpec:
+    try:
+        return value if isinstance(value, str) else Component.model_validate(value)
+    except ValidationError as exc:
+        raise InputError(f"{where}: {exc.errors()[0]['msg']}", file=file) from None
+
+
+def build_components(config: ToolcallsConfig, file: str | Path) -> tuple[Any, Any, Any]:
+    """(synthesizer or None, agent, evaluator); `module:Class` resolves next to the file too."""
+    folder = str(Path(file).resolve().parent)
+    if folder not in sys.path:
+        sys.path.insert(0, folder)
+    name = str(file)
+    synthesizer = None
+    if config.synthesizer is not None and config.synthesizer != "none":
+        synthesizer = build(config.synthesizer, SYNTHESIZERS, "synthesizer", name)
+    agent = build(config.agent, AGENTS, "agent", name)
+    evaluator = build(config.evaluator, EVALUATORS, "evaluator", name)
+    return synthesizer, agent, evaluator
