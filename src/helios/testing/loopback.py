@@ -20,6 +20,8 @@ from typing import Any
 from aiohttp import web
 
 Fault = int | str
+#: set on a request whose WebSocket must close right after its handshake
+CLOSE_AFTER_HANDSHAKE = web.RequestKey("close_after_handshake", bool)
 _WORDS = frozenset({"drop", "close", "hang"})
 
 
@@ -129,7 +131,7 @@ class LoopbackServer:
         if fault is None:
             return None
         if fault == "close":
-            request["fault"] = "close"  # a WebSocket handler closes after its handshake
+            request[CLOSE_AFTER_HANDSHAKE] = True
             return None
         if fault == "drop":
             if request.transport is not None:

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from aiohttp import WSMsgType, web
 
+from helios.testing.loopback import CLOSE_AFTER_HANDSHAKE
 from helios.testing.voice_openai import speech_seconds, tone_pcm
 
 if TYPE_CHECKING:
@@ -77,7 +78,7 @@ def _tts(server: VoiceServer, request: web.Request, body: dict[str, Any]) -> web
 async def live(server: VoiceServer, request: web.Request) -> web.StreamResponse:
     ws = web.WebSocketResponse(max_msg_size=0)
     await ws.prepare(request)
-    if request.get("fault") == "close":
+    if request.get(CLOSE_AFTER_HANDSHAKE):
         await ws.close(code=1011, message=b"injected close")
         return ws
     setup: dict[str, Any] | None = None

@@ -15,6 +15,8 @@ from typing import TYPE_CHECKING, Any
 
 from aiohttp import WSMsgType, web
 
+from helios.testing.loopback import CLOSE_AFTER_HANDSHAKE
+
 if TYPE_CHECKING:
     from helios.testing.voice_server import VoiceServer
 
@@ -111,7 +113,7 @@ async def chat(server: VoiceServer, request: web.Request) -> web.StreamResponse:
 async def realtime(server: VoiceServer, request: web.Request) -> web.StreamResponse:
     ws = web.WebSocketResponse(max_msg_size=0)
     await ws.prepare(request)
-    if request.get("fault") == "close":
+    if request.get(CLOSE_AFTER_HANDSHAKE):
         await ws.close(code=1011, message=b"injected close")
         return ws
     send = ws.send_str

@@ -27,7 +27,7 @@ from typing import Any
 from aiohttp import WSMsgType, web
 
 from helios.testing import voice_gemini, voice_openai
-from helios.testing.loopback import Fault, LoopbackServer, Received
+from helios.testing.loopback import CLOSE_AFTER_HANDSHAKE, Fault, LoopbackServer, Received
 
 Calls = list[dict[str, Any]]
 DEFAULT_CALLS: Calls = [{"name": "book_flight", "arguments": {"from_city": "NYC", "to_city": "LA"}}]
@@ -113,7 +113,7 @@ async def http_agent(server: VoiceServer, request: web.Request) -> web.StreamRes
 async def ws_agent(server: VoiceServer, request: web.Request) -> web.StreamResponse:
     ws = web.WebSocketResponse(max_msg_size=0)
     await ws.prepare(request)
-    if request.get("fault") == "close":
+    if request.get(CLOSE_AFTER_HANDSHAKE):
         await ws.close(code=1011, message=b"injected close")
         return ws
     async for message in ws:

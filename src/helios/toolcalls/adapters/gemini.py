@@ -188,3 +188,6 @@ class GeminiLiveAgent:
             content = message.get("serverContent") or {}
             if content.get("turnComplete"):
                 return messages
+
+    async def aclose(self) -> None:
+        await self._http.aclose()
