@@ -52,6 +52,9 @@ class Message:
 @dataclass(slots=True)
 class GenerationConfig:
     max_tokens: int = 4096
+    #: OpenAI-compatible endpoints only: send no token limit, so the model's own
+    #: default applies (what Hermes does without --max_tokens)
+    omit_max_tokens: bool = False
     temperature: float | None = None
     reasoning_effort: ReasoningEffort | None = None
     #: OpenRouter provider routing: allowed (only), ignored (ignore), order, sort
@@ -62,7 +65,7 @@ class GenerationConfig:
     def identity(self) -> dict[str, Any]:
         """The settings that change results: part of trial ids."""
         return {
-            "max_tokens": self.max_tokens,
+            "max_tokens": None if self.omit_max_tokens else self.max_tokens,
             "temperature": self.temperature,
             "reasoning_effort": self.reasoning_effort,
             "openrouter_provider": self.openrouter_provider,

@@ -91,7 +91,8 @@ class OpenAIChatModel:
             request["tools"] = tools
         # OpenAI's reasoning models only take max_completion_tokens; others know max_tokens.
         token_key = "max_completion_tokens" if self.provider == "openai" else "max_tokens"
-        request[token_key] = config.max_tokens
+        if not config.omit_max_tokens:
+            request[token_key] = config.max_tokens
         if config.temperature is not None:
             request["temperature"] = config.temperature
         extra: dict[str, Any] = {}

@@ -1,0 +1,139 @@
+"""The web toolset's configuration and its search backends, from environment variables.
+
+- `HELIOS_SEARXNG_URL`: a SearXNG instance (its JSON format must be enabled);
+- `TAVILY_API_KEY` (and optionally `TAVILY_API_URL`, as Hermes reads them): Tavily;
+- `HELIOS_WEB_ALLOW_PRIVATE=1`: let `web_extract` fetch private and loopback
+  addresses (off by default: the model picks the URLs, and the fetch runs on the host);
+- `HELIOS_WEB_TIMEOUT` (seconds, default 20) and `HELIOS_WEB_MAX_BYTES` (default 5 MB).
+
+Without a search backend the toolset is unavailable and says what to set;
+nothing is faked.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import aiohttp
+
+from helios.secrets import register_secret
+
+DEFAULT_TAVILY_URL = "https://api.tavily.com"
+USER_AGENT = "Mozilla/5.0 (compatible; helios-harness web tools)"
+
+
+@dataclass(frozen=True, slots=True)
+class SearchHit:
+    title: str
+    url: str
+    description: str
+
+
+class SearchBackend(Protocol):
+    @property
+    def name(self) -> str: ...
+
+    async def search(self, query: str, limit: int, timeout: float) -> list[SearchHit]: ...
+
+
+class WebError(Exception):
+    """A search or fetch that failed; the message goes to the model."""
+
+
+def _hits(items: Any, text_key: str, limit: int) -> list[SearchHit]:
+    if not isinstance(items, list):
+        raise WebError("the search backend answered without a results list")
+    hits = [
+        SearchHit(str(i.get("title") or ""), str(i.get("url") or ""), str(i.get(text_key) or ""))
+        for i in items
+        if isinstance(i, dict) and i.get("url")
+    ]
+    return hits[:limit]
+
+
+async def _json(response: aiohttp.ClientResponse, backend: str) -> Any:
+    if response.status >= 400:
+        body = (await response.text(errors="replace"))[:200]
+        raise WebError(f"{backend} answered HTTP {response.status}: {body}")
+    try:
+        return await response.json(content_type=None)
+    except ValueError as exc:
+        raise WebError(f"{backend} answered with invalid JSON: {exc}") from None
+
+
+@dataclass(frozen=True)
+class SearxngBackend:
+    url: str
+    name: str = "searxng"
+
+    async def search(self, query: str, limit: int, timeout: float) -> list[SearchHit]:
+        params = {"q": query, "format": "json"}
+        async with aiohttp.ClientSession(
+            timeout=aiohttp.ClientTimeout(total=timeout), headers={"User-Agent": USER_AGENT}
+        ) as session, session.get(f"{self.url.rstrip('/')}/search", params=params) as response:
+            data = await _json(response, "SearXNG")
+        return _hits(data.get("results") if isinstance(data, dict) else None, "content", limit)
+
+
+@dataclass(frozen=True)
+class TavilyBackend:
+    url: str
+    api_key: str
+    name: str = "tavily"
+
+    async def search(self, query: str, limit: int, timeout: float) -> list[SearchHit]:
+        body = {"api_key": self.api_key, "query": query, "max_results": limit}
+        async with aiohttp.ClientSession(
+            timeout=aiohttp.ClientTimeout(total=timeout)
+        ) as session, session.post(f"{self.url.rstrip('/')}/search", json=body) as response:
+            data = await _json(response, "Tavily")
+        return _hits(data.get("results") if isinstance(data, dict) else None, "content", limit)
+
+
+@dataclass(frozen=True)
+class WebSettings:
+    backend: SearchBackend | None
+    allow_private: bool = False
+    timeout: float = 20.0
+    max_bytes: int = 5 * 1024 * 1024
+
+
+def _number(env: Mapping[str, str], name: str, default: float) -> float:
+    try:
+        value = float(env.get(name, "") or default)
+    except ValueError:
+        return default
+    return value if value > 0 else default
+
+
+def web_settings(environ: Mapping[str, str] | None = None) -> WebSettings:
+    env = os.environ if environ is None else environ
+    backend: SearchBackend | None = None
+    if env.get("HELIOS_SEARXNG_URL"):
+        backend = SearxngBackend(env["HELIOS_SEARXNG_URL"])
+    elif env.get("TAVILY_API_KEY"):
+        register_secret(env["TAVILY_API_KEY"])
+        backend = TavilyBackend(env.get("TAVILY_API_URL") or DEFAULT_TAVILY_URL,
+                                env["TAVILY_API_KEY"])  # fmt: skip
+    return WebSettings(
+        backend=backend,
+        allow_private=env.get("HELIOS_WEB_ALLOW_PRIVATE", "") in ("1", "true", "yes"),
+        timeout=_number(env, "HELIOS_WEB_TIMEOUT", 20.0),
+        max_bytes=int(_number(env, "HELIOS_WEB_MAX_BYTES", 5 * 1024 * 1024)),
+    )
+
+
+def web_unavailable_reason() -> str | None:
+    """None when the web toolset can run here; else what to configure."""
+    if web_settings().backend is None:
+        return (
+            "no web search backend is configured: set HELIOS_SEARXNG_URL (a SearXNG instance "
+            "with format=json enabled) or TAVILY_API_KEY"
+        )
+    if importlib.util.find_spec("html_to_markdown") is None:
+        return "page extraction needs html-to-markdown: pip install 'helios-harness[web]'"
+    return None

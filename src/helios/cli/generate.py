@@ -1,0 +1,182 @@
+"""`helios generate`: the prompt-dataset door on the command line.
+
+Takes every flag of Hermes's `batch_runner.py` in both spellings
+(`--dataset_file=F` and `--dataset-file F`), with Hermes's defaults, plus
+Helios's own. Exit codes are `helios batch`'s: 0 done, 2 bad invocation or
+input (never 0 on bad flags, unlike Hermes), 130 interrupted.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from helios.cli.common import EXIT_BAD_INPUT, Interrupted, err_console, fail, handle_errors
+from helios.cli.common import run_coroutine as run_async
+from helios.datagen.settings import HERMES_DEFAULT_MODEL, load_prefill, split_list
+
+
+def _opt(*names: str, help: str) -> Any:
+    return typer.Option(*names, help=help)
+
+
+DatasetOpt = Annotated[Path | None, _opt("--dataset_file", "--dataset-file",
+                                         help="JSONL prompts, one {\"prompt\": ...} per line.")]
+BatchOpt = Annotated[int | None, _opt("--batch_size", "--batch-size",
+                                      help="Prompts per batch file and checkpoint entry.")]
+RunOpt = Annotated[str | None, _opt("--run_name", "--run-name",
+                                    help="Run folder name under --output_dir.")]  # fmt: skip
+
+
+def generate_command(
+    dataset_file: DatasetOpt = None,
+    batch_size: BatchOpt = None,
+    run_name: RunOpt = None,
+    distribution: Annotated[str, _opt("--distribution", help="Toolset distribution "
+                                      "(--list_distributions shows them).")] = "default",
+    model: Annotated[str, _opt("--model", help="Model name, sent verbatim to --base_url "
+                               "(with --routing helios: a Helios provider/model).")] = (
+        HERMES_DEFAULT_MODEL
+    ),
+    api_key: Annotated[str | None, _opt("--api_key", "--api-key", help="API key (default: "
+                                        "the endpoint's variable: OPENROUTER_API_KEY…).")] = None,
+    base_url: Annotated[str | None, _opt("--base_url", "--base-url", help="OpenAI-compatible "
+                                         "endpoint (default OpenRouter's).")] = None,
+    max_turns: Annotated[int, _opt("--max_turns", "--max-turns", help="Model turns per "
+                                   "prompt.")] = 10,
+    num_workers: Annotated[int, _opt("--num_workers", "--num-workers", help="Hermes's "
+                                     "workers; the default for --concurrency.")] = 4,
+    resume: Annotated[bool, _opt("--resume", help="Continue the run: finished prompts are "
+                                 "skipped, failed ones retried.")] = False,
+    verbose: Annotated[bool, _opt("--verbose", help="A line per prompt, tracebacks on "
+                                  "errors.")] = False,
+    list_distributions: Annotated[bool, _opt("--list_distributions", "--list-distributions",
+                                             help="Print the distributions and exit.")] = False,
+    ephemeral_system_prompt: Annotated[str | None, _opt(
+        "--ephemeral_system_prompt", "--ephemeral-system-prompt",
+        help="System prompt used while running, never written to the data.")] = None,
+    log_prefix_chars: Annotated[int, _opt("--log_prefix_chars", "--log-prefix-chars",
+                                          help="Characters of prompts in log lines.")] = 100,
+    providers_allowed: Annotated[str | None, _opt("--providers_allowed", "--providers-allowed",
+                                                  help="OpenRouter: only these providers "
+                                                  "(comma-separated).")] = None,
+    providers_ignored: Annotated[str | None, _opt("--providers_ignored", "--providers-ignored",
+                                                  help="OpenRouter: never these.")] = None,
+    providers_order: Annotated[str | None, _opt("--providers_order", "--providers-order",
+                                                help="OpenRouter: try in this order.")] = None,
+    provider_sort: Annotated[str | None, _opt("--provider_sort", "--provider-sort",
+                                              help="OpenRouter: price|throughput|latency.")] = None,
+    max_tokens: Annotated[int | None, _opt("--max_tokens", "--max-tokens", help="Output tokens "
+                                           "per model call (default: the model's).")] = None,
+    reasoning_effort: Annotated[str | None, _opt(
+        "--reasoning_effort", "--reasoning-effort",
+        help="xhigh|high|medium|low|minimal|none (OpenRouter default: medium).")] = None,
+    reasoning_disabled: Annotated[bool, _opt("--reasoning_disabled", "--reasoning-disabled",
+                                             help="Turn reasoning off.")] = False,
+    prefill_messages_file: Annotated[Path | None, _opt(
+        "--prefill_messages_file", "--prefill-messages-file",
+        help="JSON array of {role, content} sent before each prompt, never written.")] = None,
+    max_samples: Annotated[int | None, _opt("--max_samples", "--max-samples",
+                                            help="Only the first N prompts.")] = None,
+    output_dir: Annotated[Path, _opt("--output_dir", "--output-dir", help="Where run folders "
+                                     "go.")] = Path("data"),
+    provider: Annotated[str, _opt("--provider", help="Sandbox of the tools: local (bubblewrap) "
+                                  "or docker.")] = "local",
+    concurrency: Annotated[int | None, _opt("--concurrency", help="Prompts in flight (default "
+                                            "--num_workers).")] = None,
+    keep_no_reasoning: Annotated[bool, _opt("--keep_no_reasoning", "--keep-no-reasoning",
+                                            help="Keep rows without any reasoning.")] = False,
+    seed: Annotated[int | None, _opt("--seed", help="Seed of the toolset sampling (kept for "
+                                     "--resume).")] = None,
+    distributions_file: Annotated[Path | None, _opt(
+        "--distributions_file", "--distributions-file",
+        help="YAML or JSON with more distributions.")] = None,
+    routing: Annotated[str, _opt("--routing", help="hermes (model verbatim to --base_url) or "
+                                 "helios (provider/model, e.g. anthropic/...).")] = "hermes",
+    image: Annotated[str, _opt("--image", help="Docker image of rows without one.")] = (
+        "debian:bookworm-slim"
+    ),
+    prompt_timeout: Annotated[float, _opt("--prompt_timeout", "--prompt-timeout",
+                                          help="Seconds one prompt may take.")] = 3600.0,
+    prices: Annotated[Path | None, _opt("--prices", help="JSON of extra model prices.")] = None,
+    quiet: Annotated[bool, _opt("--quiet", "-q", help="Only the live line.")] = False,
+    debug: Annotated[bool, _opt("--debug", help="Show tracebacks.")] = False,
+) -> None:
+    """Turn a JSONL file of prompts into tool-use trajectories (Hermes batch-runner flags)."""
+    if list_distributions:
+        _list(distributions_file, debug)
+        return
+    required = (("--dataset_file", dataset_file), ("--batch_size", batch_size),
+                ("--run_name", run_name))  # fmt: skip
+    missing = [flag for flag, value in required if value is None]
+    if missing:
+        fail(f"{', '.join(missing)} required (or --list_distributions)")
+    options = dict(
+        dataset_file=dataset_file, batch_size=batch_size, run_name=run_name,
+        distribution=distribution, model=model, api_key=api_key, base_url=base_url,
+        max_iterations=max_turns, num_workers=num_workers, verbose=verbose,
+        ephemeral_system_prompt=ephemeral_system_prompt, log_prefix_chars=log_prefix_chars,
+        providers_allowed=split_list(providers_allowed),
+        providers_ignored=split_list(providers_ignored),
+        providers_order=split_list(providers_order), provider_sort=provider_sort,
+        max_tokens=max_tokens, max_samples=max_samples, output_dir=output_dir,
+        provider=provider, concurrency=concurrency, keep_no_reasoning=keep_no_reasoning,
+        seed=seed, distributions_file=distributions_file, routing=routing, image=image,
+        prompt_timeout=prompt_timeout, prices=prices, quiet=quiet,
+        reasoning_effort=reasoning_effort, reasoning_disabled=reasoning_disabled,
+    )  # fmt: skip
+    _run(options, prefill_messages_file, resume, debug or verbose)
+
+
+def _run(options: dict[str, Any], prefill: Path | None, resume: bool, debug: bool) -> None:
+    from helios.datagen.runner import BatchRunner
+
+    runner: BatchRunner | None = None
+    try:
+        if prefill is not None:
+            options["prefill_messages"] = load_prefill(prefill)
+        runner = BatchRunner(**options)
+        result = run_async(runner.arun(resume))
+    except Interrupted as exc:
+        if runner is not None:
+            err_console.print("resume with the same command plus [bold]--resume[/]",
+                              highlight=False, soft_wrap=True)  # fmt: skip
+        handle_errors(exc, debug)
+    except Exception as exc:
+        handle_errors(exc, debug)
+    if result.aborted:
+        err_console.print(
+            f"[red]stopped early:[/] {escape(result.aborted)}; fix it, then rerun with --resume",
+            highlight=False, soft_wrap=True,
+        )  # fmt: skip
+        raise typer.Exit(EXIT_BAD_INPUT)
+    if result.failed:
+        err_console.print(f"{result.failed} prompt(s) failed (see failures.jsonl); rerun with "
+                          "--resume to retry them", highlight=False, soft_wrap=True)  # fmt: skip
+
+
+def _list(distributions_file: Path | None, debug: bool) -> None:
+    from helios.agents.toolsets import get_toolset
+    from helios.datagen.distributions import BUILTIN, describe, load_distributions_file
+
+    try:
+        extra = load_distributions_file(distributions_file) if distributions_file else {}
+    except Exception as exc:
+        handle_errors(exc, debug)
+    table = Table(title="Toolset distributions", title_justify="left")
+    for column in ("name", "toolsets (chance per prompt)", "description"):
+        table.add_column(column)
+    for name, dist in sorted({**BUILTIN, **extra}.items()):
+        mark = " (file)" if name in extra else ""
+        table.add_row(name + mark, describe(dist), dist.description)
+    console = Console()
+    console.print(table)
+    reason = get_toolset("web").unavailable_reason()
+    if reason:
+        console.print(f"[yellow]web toolset unavailable here:[/] {escape(reason)}",
+                      highlight=False, soft_wrap=True)  # fmt: skip

@@ -1,0 +1,111 @@
+"""The generate run on screen: a header, a live line counted in prompts (rows
+written, discarded, failed, tokens/s, cost), and a final table with tool usage,
+reasoning coverage and discards. Fed by the engine's events like `helios batch`."""
+
+from __future__ import annotations
+
+import time
+from types import TracebackType
+
+from rich.console import Console, RenderableType
+from rich.markup import escape
+from rich.panel import Panel
+from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+from rich.table import Table
+
+from helios.datagen.statistics import RunTotals
+from helios.display.progress import BatchProgress
+from helios.models.services import ModelServices
+
+
+class GenerateProgress(BatchProgress):
+    """BatchProgress with the line counted in rows, discards and failures."""
+
+    def __init__(self, console: Console, *, quiet: bool, services: ModelServices | None) -> None:
+        super().__init__(console, total=0, quiet=quiet)
+        self.rows = self.discarded = self.errors = 0
+        self.services = services
+        self.t0 = time.monotonic()
+        self._progress = Progress(
+            TextColumn("{task.completed}/{task.total} prompts"),
+            TextColumn("[green]rows {task.fields[rows]}[/] · [yellow]discarded "
+                       "{task.fields[discarded]}[/] · [red]failed {task.fields[errors]}[/]"),
+            BarColumn(bar_width=24),
+            TimeElapsedColumn(),
+            TextColumn("ETA"),
+            TimeRemainingColumn(),
+            TextColumn("{task.fields[extra]}"),
+            console=console,
+        )  # fmt: skip
+        self._task = self._progress.add_task("prompts", total=0, rows=0, discarded=0, errors=0,
+                                             extra="")  # fmt: skip
+        self.extra_source = self.money_line
+
+    def money_line(self) -> str:
+        services = self.services
+        if services is None:
+            return ""
+        t = services.totals
+        elapsed = max(time.monotonic() - self.t0, 1e-9)
+        return f"{t.output_tokens / elapsed:,.0f} tok/s · ${t.cost_usd:.4f} · {t.retries} retries"
+
+    def finished(self, key: str, label: str, passed: bool, detail: str) -> None:
+        if passed:
+            self.rows += 1
+        elif detail.startswith("discarded"):
+            self.discarded += 1
+        else:
+            self.errors += 1
+        self.passed, self.failed = self.rows, self.discarded + self.errors
+        self._running.pop(key, None)
+        self._progress.update(self._task, advance=1, rows=self.rows,
+                              discarded=self.discarded, errors=self.errors)  # fmt: skip
+        if self.quiet or passed:
+            return
+        mark = "[yellow]–[/]" if detail.startswith("discarded") else "[red]✗[/]"
+        self.console.print(f"{mark} {escape(label)} {escape(detail)}", highlight=False,
+                           soft_wrap=True)  # fmt: skip
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self._running.clear()
+        if self._live is not None:
+            self._live.__exit__(exc_type, exc, tb)
+            self._live = None
+            return
+        done = self.rows + self.discarded + self.errors
+        line = (f"{done} prompts: {self.rows} rows, {self.discarded} discarded, "
+                f"{self.errors} failed · {self.money_line()}")  # fmt: skip
+        self.console.print(line, highlight=False, soft_wrap=True, markup=False)
+
+
+def final_table(run: RunTotals, *, merged: int, failures: int, tombstones: int) -> RenderableType:
+    tools = Table(title="Tool usage", title_justify="left", expand=False)
+    for column in ("tool", "calls", "success", "failure", "success rate"):
+        tools.add_column(column, justify="left" if column == "tool" else "right")
+    for name, stats in sorted(run.tools.items(), key=lambda item: -item[1]["count"]):
+        calls = stats["success"] + stats["failure"]
+        rate = f"{stats['success'] / calls:.1%}" if calls else "–"
+        tools.add_row(name, str(stats["count"]), str(stats["success"]), str(stats["failure"]),
+                      rate)  # fmt: skip
+    if not run.tools:
+        tools.add_row("(no tool calls)", "", "", "", "")
+    coverage = run.turns_with_reasoning / run.turns if run.turns else 0.0
+    summary = Table.grid(padding=(0, 2))
+    summary.add_column(style="bold cyan")
+    summary.add_column()
+    summary.add_row("Trajectories", f"{merged} in trajectories.jsonl")
+    summary.add_row("Reasoning", f"{run.turns_with_reasoning}/{run.turns} assistant turns "
+                    f"({coverage:.1%})")  # fmt: skip
+    summary.add_row("Discarded", f"{tombstones} ({run.discarded} without reasoning)")
+    summary.add_row("Failed", f"{failures}" + (" (retried by --resume)" if failures else ""))
+    summary.add_row("Tokens", f"{run.tokens_in:,} in / {run.tokens_out:,} out · "
+                    f"${run.cost_usd:.4f}")  # fmt: skip
+    table = Table.grid()
+    table.add_row(tools)
+    table.add_row(Panel(summary, title="Run", expand=False, border_style="cyan"))
+    return table

@@ -1,0 +1,146 @@
+"""The run folder `<output_dir>/<run_name>/` and the batch files inside it.
+
+Layout (Hermes's files first, then Helios's):
+
+    batch_<n>.jsonl      one Hermes row per prompt, appended and fsynced
+    trajectories.jsonl   the merge of every recorded row (rewritten at the end)
+    checkpoint.json      Hermes's checkpoint (atomic)
+    statistics.json      Hermes's statistics plus Helios's counts (atomic)
+    tombstones.jsonl     prompts discarded (no reasoning, or dropped by the merge)
+    failures.jsonl       prompts that failed, with the error; retried by --resume
+    .helios/             the engine's store: run.json and results.jsonl (the
+                         completion records, which say where each row is)
+
+A row is written and fsynced before its completion record is appended, and only
+rows that a record points at are merged, so a kill -9 at any instant leaves at
+worst an orphan row that nothing counts. New rows never go into a batch file
+that existed when the invocation started.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import re
+import threading
+from pathlib import Path
+from typing import IO
+
+from helios.errors import ConfigError
+
+STORE_DIR = ".helios"
+LOCK_FILE = "generate.lock"
+TRAJECTORIES = "trajectories.jsonl"
+CHECKPOINT = "checkpoint.json"
+STATISTICS = "statistics.json"
+TOMBSTONES = "tombstones.jsonl"
+FAILURES = "failures.jsonl"
+_BATCH = re.compile(r"^batch_(\d+)\.jsonl$")
+
+
+def batch_name(number: int) -> str:
+    return f"batch_{number}.jsonl"
+
+
+def batch_files(run_dir: Path) -> dict[int, Path]:
+    """Existing batch files by number."""
+    found: dict[int, Path] = {}
+    if run_dir.is_dir():
+        for path in run_dir.iterdir():
+            match = _BATCH.match(path.name)
+            if match:
+                found[int(match.group(1))] = path
+    return found
+
+
+def cut_torn_tail(path: Path) -> bool:
+    """Drop a final line without its newline (a row torn by a kill); no record can
+    point at it, because rows are fsynced before their record is written."""
+    size = path.stat().st_size
+    if size == 0:
+        return False
+    with path.open("r+b") as handle:
+        handle.seek(size - 1)
+        if handle.read(1) == b"\n":
+            return False
+        start = max(size - 1024 * 1024, 0)
+        while True:
+            handle.seek(start)
+            chunk = handle.read(size - start)
+            cut = chunk.rfind(b"\n")
+            if cut != -1 or start == 0:
+                handle.truncate(start + cut + 1 if cut != -1 else 0)
+                return True
+            start = max(start - 1024 * 1024, 0)
+
+
+class RunLock:
+    """One `helios generate` per run folder: a second one gets one clear line."""
+
+    def __init__(self, store_dir: Path) -> None:
+        self.path = store_dir / LOCK_FILE
+        self._handle: IO[str] | None = None
+
+    def acquire(self) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        handle = self.path.open("a+")
+        try:
+            fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            handle.seek(0)
+            holder = handle.read().strip() or "another process"
+            handle.close()
+            raise ConfigError(
+                f"{self.path.parent.parent} is being written by pid {holder}; wait for it "
+                "or choose another --run_name", field="--run_name",
+            ) from None  # fmt: skip
+        handle.seek(0)
+        handle.truncate()
+        handle.write(str(os.getpid()))
+        handle.flush()
+        self._handle = handle
+
+    def release(self) -> None:
+        if self._handle is not None:
+            with contextlib.suppress(OSError):
+                fcntl.flock(self._handle.fileno(), fcntl.LOCK_UN)
+            self._handle.close()
+            self._handle = None
+
+
+class RowWriter:
+    """Appends rows to batch files (from worker threads), fsyncing each one."""
+
+    def __init__(self, run_dir: Path) -> None:
+        self.run_dir = run_dir
+        self._lock = threading.Lock()
+        self._handles: dict[int, IO[bytes]] = {}
+
+    def append(self, batch: int, line: bytes) -> tuple[str, int, int]:
+        """(file name, byte offset, length) of the row, once it is on disk."""
+        with self._lock:
+            handle = self._handles.get(batch)
+            if handle is None:
+                handle = (self.run_dir / batch_name(batch)).open("ab")
+                self._handles[batch] = handle
+            offset = handle.tell()
+            handle.write(line)
+            handle.flush()
+            fileno = handle.fileno()
+        # Outside the lock, so rows of other prompts are not held up by this sync;
+        # handles are only closed once every row is written.
+        os.fsync(fileno)
+        return batch_name(batch), offset, len(line)
+
+    def close_batch(self, batch: int) -> None:
+        with self._lock:
+            handle = self._handles.pop(batch, None)
+        if handle is not None:
+            handle.close()
+
+    def close(self) -> None:
+        with self._lock:
+            handles, self._handles = self._handles, {}
+        for handle in handles.values():
+            handle.close()

@@ -1,0 +1,96 @@
+"""Opening a run folder for one invocation: the lock, the engine's store, the seed
+and the number of the first new batch file."""
+
+from __future__ import annotations
+
+import random
+import time
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from helios import __version__
+from helios.datagen.folder import STORE_DIR, RunLock, batch_files, cut_torn_tail
+from helios.datagen.settings import GenerateSettings
+from helios.engine.store import RUN_FILE, RunStore, write_json_atomic
+from helios.errors import ConfigError
+
+
+@dataclass
+class RunSession:
+    run_dir: Path
+    store: RunStore
+    lock: RunLock
+    seed: int
+    first_batch: int
+    records: dict[str, dict[str, Any]]
+    #: earlier invocations' time, for the total duration
+    prior_seconds: float
+    resumed: bool
+
+    def close(self) -> None:
+        self.store.close()
+        self.lock.release()
+
+
+def _metadata(settings: GenerateSettings, seed: int) -> dict[str, Any]:
+    return {
+        "run_id": f"{int(time.time() * 1000):x}",
+        "created_at": datetime.now(UTC).isoformat(),
+        "helios_version": __version__,
+        "kind": "generate",
+        "run_name": settings.run_name,
+        "dataset_file": str(settings.dataset_file),
+        "model": settings.model,
+        "distribution": settings.distribution,
+        "seed": seed,
+    }
+
+
+def open_run(settings: GenerateSettings) -> RunSession:
+    """Lock the run folder and open (or create) its store; ConfigError if it is taken."""
+    run_dir = settings.run_dir
+    store_dir = run_dir / STORE_DIR
+    existing = (store_dir / RUN_FILE).is_file() or bool(batch_files(run_dir))
+    if existing and not settings.resume:
+        raise ConfigError(
+            f"{run_dir} already holds a run: add --resume to continue it, or choose another "
+            "--run_name", field="--run_name",
+        )  # fmt: skip
+    store_dir.mkdir(parents=True, exist_ok=True)
+    lock = RunLock(store_dir)
+    lock.acquire()
+    try:
+        return _open_locked(settings, run_dir, store_dir, lock)
+    except BaseException:
+        lock.release()
+        raise
+
+
+def _open_locked(
+    settings: GenerateSettings, run_dir: Path, store_dir: Path, lock: RunLock
+) -> RunSession:
+    resumed = (store_dir / RUN_FILE).is_file()
+    if not resumed:
+        seed = settings.seed if settings.seed is not None else random.randrange(2**31)
+        write_json_atomic(store_dir / RUN_FILE, _metadata(settings, seed))
+    store = RunStore.open_existing(store_dir)
+    metadata = store.metadata()
+    seed = settings.seed if settings.seed is not None else int(metadata.get("seed", 0))
+    records = store.load_records()
+    numbers = set(batch_files(run_dir))
+    for path in batch_files(run_dir).values():
+        cut_torn_tail(path)
+    numbers |= {int(r.get("batch_num", -1)) for r in records.values()}
+    first = max(numbers, default=-1) + 1
+    prior = float(metadata.get("seconds", 0.0)) if resumed else 0.0
+    return RunSession(run_dir, store, lock, seed, first, records, prior, resumed)
+
+
+def save_seconds(session: RunSession, seconds: float) -> None:
+    """Keep the run's total time in run.json, for statistics after a resume."""
+    path = session.store.run_dir / RUN_FILE
+    metadata = session.store.metadata()
+    metadata["seconds"] = round(seconds, 3)
+    write_json_atomic(path, metadata)

@@ -1,0 +1,108 @@
+"""`statistics.json`: Hermes's fields, then Helios's counts (failed and discarded
+prompts, bad input lines, what the merge dropped, tokens and cost)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from helios.datagen.outputs import TERMINAL, MergeResult
+
+
+@dataclass
+class RunTotals:
+    """Counts over the final record of every prompt, for the file and the final table."""
+
+    tools: dict[str, dict[str, int]]
+    turns: int
+    turns_with_reasoning: int
+    rows: int
+    discarded: int
+    failed: int
+    tokens_in: int
+    tokens_out: int
+    cost_usd: float
+    batches: int
+
+
+def totals(finals: Iterable[dict[str, Any]], failed_now: int) -> RunTotals:
+    result = RunTotals({}, 0, 0, 0, 0, failed_now, 0, 0, 0.0, 0)
+    batches: set[int] = set()
+    for record in finals:
+        batches.add(int(record.get("batch_num", 0)))
+        status = record.get("status")
+        result.tokens_in += int(record.get("tokens_in", 0))
+        result.tokens_out += int(record.get("tokens_out", 0))
+        result.cost_usd += float(record.get("cost_usd", 0.0))
+        if status not in TERMINAL:
+            continue
+        result.rows += status == "ok"
+        result.discarded += status == "discarded"
+        result.turns += int(record.get("turns", 0))
+        result.turns_with_reasoning += int(record.get("turns_with_reasoning", 0))
+        for name, entry in (record.get("tool_stats") or {}).items():
+            total = result.tools.setdefault(name, {"count": 0, "success": 0, "failure": 0})
+            for field in total:
+                total[field] += int(entry.get(field, 0))
+    result.batches = len(batches)
+    return result
+
+
+def _rates(stats: dict[str, int]) -> dict[str, Any]:
+    calls = stats["success"] + stats["failure"]
+    share = (lambda n: round(n / calls * 100, 2)) if calls else (lambda n: 0.0)
+    return {**stats, "success_rate": share(stats["success"]),
+            "failure_rate": share(stats["failure"])}
+
+
+def statistics_document(
+    *,
+    run_name: str,
+    distribution: str,
+    total_prompts: int,
+    batch_size: int,
+    model: str,
+    duration: float,
+    total_duration: float,
+    run: RunTotals,
+    merge: MergeResult,
+    bad_lines: int,
+    failed_prompts: int,
+    tombstones: int,
+    orphan_rows: int,
+) -> dict[str, Any]:
+    tools = sorted(run.tools.items(), key=lambda item: -item[1]["count"])
+    return {
+        "run_name": run_name,
+        "distribution": distribution,
+        "total_prompts": total_prompts,
+        "total_batches": run.batches,
+        "batch_size": batch_size,
+        "model": model,
+        "completed_at": datetime.now().isoformat(),
+        "duration_seconds": round(duration, 2),
+        "tool_statistics": {name: _rates(stats) for name, stats in tools},
+        "reasoning_statistics": {
+            "total_assistant_turns": run.turns,
+            "turns_with_reasoning": run.turns_with_reasoning,
+            "turns_without_reasoning": run.turns - run.turns_with_reasoning,
+        },
+        # Helios's additions
+        "trajectories_written": merge.rows,
+        "failed_prompts": failed_prompts,
+        "discarded_prompts": tombstones,
+        "discarded_no_reasoning": run.discarded,
+        "dropped_invalid_json": merge.invalid_json,
+        "dropped_invalid_tool_names": merge.invalid_tools,
+        "dropped_missing_rows": merge.missing,
+        "orphan_rows_skipped": orphan_rows,
+        "bad_input_lines": bad_lines,
+        "total_duration_seconds": round(total_duration, 2),
+        "usage": {
+            "input_tokens": run.tokens_in,
+            "output_tokens": run.tokens_out,
+            "cost_usd": round(run.cost_usd, 6),
+        },
+    }
