@@ -6,7 +6,9 @@ import asyncio
 import contextlib
 import os
 import signal
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 #: bytes kept per stream; the rest is dropped with a marker, so a chatty
 #: command cannot exhaust memory
@@ -50,6 +52,47 @@ def _kill_group(proc: asyncio.subprocess.Process) -> None:
         proc.kill()
 
 
+async def spawn(
+    argv: list[str],
+    *,
+    stdin: bool = False,
+    env: dict[str, str] | None = None,
+) -> asyncio.subprocess.Process:
+    """Start `argv` in its own process group, with piped output.
+
+    A cancel that lands while asyncio is still starting the process (CPython
+    gh-103847) would leave it running unseen: asyncio kills only the direct
+    child, and a sandbox init it forked holds the pipes. So the start runs
+    shielded; if we are cancelled meanwhile, the whole group is killed as soon
+    as the process exists, and the cancel goes on.
+    """
+    starting = asyncio.ensure_future(
+        asyncio.create_subprocess_exec(
+            *argv,
+            stdin=asyncio.subprocess.PIPE if stdin else asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+            env=env,
+            start_new_session=True,
+        )
+    )
+    try:
+        return await asyncio.shield(starting)
+    except BaseException:
+        starting.add_done_callback(_kill_abandoned)
+        raise
+
+
+def _kill_abandoned(starting: asyncio.Future[asyncio.subprocess.Process]) -> None:
+    if starting.cancelled() or starting.exception() is not None:
+        return
+    proc = starting.result()
+    _kill_group(proc)
+    # Reap it in the background so no zombie is left behind.
+    waiting = asyncio.ensure_future(proc.wait())
+    waiting.add_done_callback(lambda f: f.cancelled() or f.exception())
+
+
 async def run_process(
     argv: list[str],
     *,
@@ -59,14 +102,7 @@ async def run_process(
     cap: int = OUTPUT_CAP,
 ) -> ProcResult:
     """Run `argv` without blocking the loop. On timeout or cancel the whole group is killed."""
-    proc = await asyncio.create_subprocess_exec(
-        *argv,
-        stdin=asyncio.subprocess.PIPE if stdin is not None else asyncio.subprocess.DEVNULL,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-        env=env,
-        start_new_session=True,
-    )
+    proc = await spawn(argv, stdin=stdin is not None, env=env)
 
     async def feed_stdin() -> None:
         if stdin is not None and proc.stdin is not None:
@@ -78,6 +114,46 @@ async def run_process(
     readers = asyncio.gather(
         _read_capped(proc.stdout, cap), _read_capped(proc.stderr, cap), feed_stdin()
     )
+    out, err, timed_out = await _wait_readers(proc, readers, timeout)
+    return ProcResult(out, err, proc.returncode if proc.returncode is not None else -1, timed_out)
+
+
+async def run_streaming(
+    argv: list[str],
+    sink: Callable[[bytes], object],
+    *,
+    limit: int,
+    timeout: float | None = None,
+) -> tuple[ProcResult, bool]:
+    """Run `argv`, handing its stdout to `sink` chunk by chunk, with no output cap
+    but `limit`: past it the process is killed and the second value is True."""
+    proc = await spawn(argv)
+    overflow = False
+
+    async def pump() -> bytes:
+        nonlocal overflow
+        size = 0
+        assert proc.stdout is not None
+        while chunk := await proc.stdout.read(65536):
+            size += len(chunk)
+            if size > limit:
+                overflow = True
+                _kill_group(proc)
+                break
+            sink(chunk)
+        return b""
+
+    readers = asyncio.gather(pump(), _read_capped(proc.stderr, OUTPUT_CAP))
+    _, err, timed_out = await _wait_readers(proc, readers, timeout)
+    code = proc.returncode if proc.returncode is not None else -1
+    return ProcResult(b"", err, code, timed_out), overflow
+
+
+async def _wait_readers(
+    proc: asyncio.subprocess.Process,
+    readers: asyncio.Future[Any],
+    timeout: float | None,
+) -> tuple[bytes, bytes, bool]:
     timed_out = False
     try:
         await asyncio.wait_for(asyncio.shield(readers), timeout)
@@ -97,12 +173,12 @@ async def run_process(
     try:
         # After a kill the pipes close, so the readers finish with what was written;
         # a grandchild that escaped the group could hold them open, hence the bound.
-        out, err, _ = await asyncio.wait_for(readers, 10)
+        results = await asyncio.wait_for(readers, 10)
+        out, err = results[0], results[1]
     except TimeoutError:
         out, err = b"", b"[output lost: pipes held open after kill]"
     await proc.wait()
-    code = proc.returncode if proc.returncode is not None else -1
-    return ProcResult(out, err, code, timed_out)
+    return out, err, timed_out
 
 
 def decode(data: bytes) -> str:

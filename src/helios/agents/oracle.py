@@ -9,6 +9,7 @@ from helios.agents.base import Agent, AgentContext, AgentOutcome
 from helios.environments.base import Environment
 from helios.errors import AgentError
 from helios.failures import ErrorInfo
+from helios.secrets import redact
 
 RUN_SOLVE = (
     "if command -v bash >/dev/null 2>&1; then bash /solution/solve.sh; "
@@ -32,7 +33,9 @@ class OracleAgent(Agent):
             f"--- stdout\n{result.stdout}\n--- stderr\n{result.stderr}"
         )
         if ctx.logs_dir is not None:
-            await asyncio.to_thread((ctx.logs_dir / "oracle.txt").write_text, log, "utf-8")
+            await asyncio.to_thread(
+                (ctx.logs_dir / "oracle.txt").write_text, redact(log), "utf-8"
+            )
         outcome = AgentOutcome(n_turns=1)
         if not result.ok:
             message = "timed out" if result.timed_out else f"exited {result.exit_code}"

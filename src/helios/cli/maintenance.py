@@ -19,31 +19,38 @@ console = Console()
 
 def cleanup_command(
     run: Annotated[
-        str | None, typer.Option("--run", help="Only containers of this run id.")
+        str | None, typer.Option("--run", help="Only what this run id left behind.")
     ] = None,
+    force: Annotated[
+        bool,
+        typer.Option("--force", help="Also take sandboxes of batches that are still running."),
+    ] = False,
     images: Annotated[
         bool, typer.Option("--images", help="Also remove images Helios built.")
     ] = False,
     debug: Annotated[bool, typer.Option("--debug", help="Show tracebacks.")] = False,
 ) -> None:
-    """Remove leftover Helios containers (and sandboxes of dead processes)."""
-    from helios.environments.docker import remove_containers, remove_images
-    from helios.environments.local import remove_orphan_sandboxes
+    """Remove leftover Helios containers and local sandboxes.
 
-    async def go() -> tuple[list[str], list[str]]:
+    Without --run it skips every batch whose process is still alive (--force
+    takes them too)."""
+    from helios.environments.docker import DockerEnvironment, remove_images
+    from helios.environments.local import LocalEnvironment
+
+    async def go() -> tuple[list[str], list[str], list[str]]:
         try:
-            containers = await remove_containers(run)
+            containers = await DockerEnvironment.cleanup_run(run, force=force)
         except Exception as exc:
             err_console.print(
                 f"[yellow]docker skipped:[/] {escape(str(exc))}", highlight=False, soft_wrap=True
             )
             containers = []
         removed_images = await remove_images() if images else []
-        return containers, removed_images
+        sandboxes = await LocalEnvironment.cleanup_run(run, force=force)
+        return containers, removed_images, sandboxes
 
     try:
-        containers, removed_images = run_coroutine(go())
-        sandboxes = remove_orphan_sandboxes()
+        containers, removed_images, sandboxes = run_coroutine(go())
     except (Exception, Interrupted) as exc:
         handle_errors(exc, debug)
     console.print(

@@ -8,6 +8,8 @@ Invariants:
 - the sandbox is stopped whatever happened, also after a failed start;
 - start retries wait out their backoff without holding the scheduler slot;
 - the scorer runs only after the agent has stopped, and only if it exists;
+  before it, every process in the sandbox is killed (`Environment.stop_processes`);
+- a teardown failure is recorded beside the outcome (`teardown_error`), never in it;
 - an agent timeout is a partial ending: the conversation so far is kept and
   the unit is still scored.
 """
@@ -112,6 +114,8 @@ class Episode:
     started_at: str
     error: ErrorInfo | None = None
     agent_error: ErrorInfo | None = None
+    #: stopping the sandbox failed: recorded beside the outcome, never changes it
+    teardown_error: ErrorInfo | None = None
     score: Score = field(default_factory=Score)
     outcome: AgentOutcome = field(default_factory=AgentOutcome)
     usage: Usage = field(default_factory=Usage)
@@ -218,6 +222,8 @@ class _Lifecycle:
             if spec.scorer is not None:
                 phase, mark = spec.scorer.phase, time.monotonic()
                 self.phase(phase)
+                # Nothing the agent started may still run while it is scored.
+                await env.stop_processes()
                 out_dir = self.dir / phase if self.dir is not None else Path()
                 episode.score = await spec.scorer.score(env, episode.outcome, out_dir)
                 episode.timings.verifier = time.monotonic() - mark
@@ -228,7 +234,7 @@ class _Lifecycle:
             try:
                 await env.stop()
             except Exception as exc:
-                episode.error = episode.error or ErrorInfo.from_exception(exc, "teardown")
+                episode.teardown_error = ErrorInfo.from_exception(exc, "teardown")
             episode.timings.teardown = time.monotonic() - mark
 
 

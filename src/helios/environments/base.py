@@ -86,6 +86,13 @@ class Environment(ABC):
     async def download(self, src: str, dst: Path) -> None:
         """Copy a sandbox file or directory to the host path `dst`."""
 
+    async def stop_processes(self) -> None:
+        """Kill every process in the sandbox and check that none is left.
+
+        The episode calls it after the agent and before the scorer, so nothing
+        the agent started can run while it is scored. Raise
+        `EnvironmentExecError` if a process survives."""
+
     @abstractmethod
     async def stop(self) -> None:
         """Tear the sandbox down. Idempotent; safe after a failed or cancelled start."""

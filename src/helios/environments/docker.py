@@ -10,87 +10,61 @@ from __future__ import annotations
 import asyncio
 import os
 import posixpath
+import re
+import secrets
 import shlex
 import shutil
 from pathlib import Path
 from typing import ClassVar
 
 from helios._proc import decode, last_line, run_process
-from helios.environments import _tar
+from helios.environments import _docker_cli, _tar
+from helios.environments._docker_cleanup import cleanup_containers, remove_images
+from helios.environments._docker_cli import (
+    CONTROL_TIMEOUT,
+    IMAGE_REPO,
+    LABEL_INSTANCE,
+    LABEL_MANAGED,
+    LABEL_OWNER,
+    LABEL_RUN,
+    LABEL_TRIAL,
+    ImageBuilds,
+    docker,
+    docker_binary,
+)
+from helios.environments._owner import current_owner
+from helios.environments._safe_copy import Bounds
 from helios.environments.base import Environment, ExecResult
 from helios.environments.spec import SandboxSpec
 from helios.errors import (
-    EnvironmentBuildError,
     EnvironmentExecError,
     EnvironmentStartError,
     EnvironmentUnavailable,
-    PhaseTimeout,
 )
 
-LABEL_MANAGED = "helios.managed"
-LABEL_RUN = "helios.run"
-LABEL_TRIAL = "helios.trial"
-IMAGE_REPO = "helios-env"
-#: docker CLI calls that should be instant still get a bound, so a hung daemon
-#: shows up as an error instead of a stuck batch
-CONTROL_TIMEOUT = 120.0
+__all__ = ["CONTROL_TIMEOUT", "DockerEnvironment", "docker", "remove_containers", "remove_images"]
+
+#: kept for callers (and tests) of the earlier private name
+_ImageBuilds = ImageBuilds
+_builds = ImageBuilds()
+_NAME_UNSAFE = re.compile(r"[^a-zA-Z0-9_.-]")
 
 
-def docker_binary() -> str:
-    return os.environ.get("HELIOS_DOCKER", "docker")
-
-
-async def docker(
-    *args: str, timeout: float | None = CONTROL_TIMEOUT, stdin: bytes | None = None
-) -> tuple[int, str, str]:
-    result = await run_process([docker_binary(), *args], timeout=timeout, stdin=stdin)
-    if result.timed_out:
-        raise EnvironmentExecError(f"docker {args[0]} did not answer within {timeout:g}s")
-    return result.returncode, decode(result.stdout), decode(result.stderr)
-
-
-class _ImageBuilds:
-    """Builds each environment once per process, however many trials ask at once."""
-
-    def __init__(self) -> None:
-        self._locks: dict[str, asyncio.Lock] = {}
-        self._ready: set[str] = set()
-
-    async def ensure(self, tag: str, context: Path, timeout: float) -> None:
-        if tag in self._ready:
-            return
-        lock = self._locks.setdefault(tag, asyncio.Lock())
-        async with lock:
-            if tag in self._ready:
-                return
-            code, _, _ = await docker("image", "inspect", tag)
-            if code != 0:
-                await self._build(tag, context, timeout)
-            self._ready.add(tag)
-
-    async def _build(self, tag: str, context: Path, timeout: float) -> None:
-        args = ["build", "-q", "-t", tag, "--label", f"{LABEL_MANAGED}=true"]
-        build_network = os.environ.get("HELIOS_DOCKER_BUILD_NETWORK")
-        if build_network:
-            args += ["--network", build_network]
-        result = await run_process([docker_binary(), *args, str(context)], timeout=timeout)
-        if result.timed_out:
-            raise PhaseTimeout("build", timeout)
-        if result.returncode != 0:
-            tail = decode(result.stderr).strip().splitlines()[-3:]
-            raise EnvironmentBuildError(f"docker build of {context} failed: {' | '.join(tail)}")
-
-
-_builds = _ImageBuilds()
+def _name_part(text: str, size: int) -> str:
+    return _NAME_UNSAFE.sub("-", text)[:size] or "x"
 
 
 class DockerEnvironment(Environment):
     name: ClassVar[str] = "docker"
+    #: does this engine take `--storage-opt size=`? (overlay2 only on xfs with pquota)
+    storage_opt: ClassVar[bool | None] = None
 
     def __init__(self, spec: SandboxSpec, *, trial_id: str, run_id: str) -> None:
         super().__init__(spec, trial_id=trial_id, run_id=run_id)
         self.container: str | None = None
         self._has_timeout = False
+        #: ours alone: a container is removed by name only if it carries this token
+        self.instance = secrets.token_hex(6)
 
     @classmethod
     async def preflight(cls) -> None:
@@ -108,11 +82,13 @@ class DockerEnvironment(Environment):
 
     @classmethod
     async def cleanup_run(cls, run_id: str | None, *, force: bool = False) -> list[str]:
-        return await remove_containers(run_id)
+        return await cleanup_containers(run_id, force=force)
 
     @property
     def container_name(self) -> str:
-        return f"helios-{self.run_id[:8]}-{self.trial_id}"
+        # Unique across runs and across objects: two batches never share a name.
+        run, trial = _name_part(self.run_id, 36), _name_part(self.trial_id, 40)
+        return f"helios-{run}-{trial}-{self.instance}"
 
     @property
     def image(self) -> str:
@@ -128,33 +104,55 @@ class DockerEnvironment(Environment):
             return
         await _builds.ensure(self.image, context, self.spec.build_timeout)
 
-    def _run_args(self) -> list[str]:
+    def _run_args(self, with_storage: bool) -> list[str]:
         spec = self.spec
         cpus = min(spec.cpus, float(os.cpu_count() or 1))
         # With the network allowed, use the engine's default unless told otherwise.
         network = os.environ.get("HELIOS_DOCKER_NETWORK") if spec.network else "none"
         env_args = [arg for key, value in spec.env.items() for arg in ("-e", f"{key}={value}")]
+        storage = ["--storage-opt", f"size={spec.storage_mb}m"] if with_storage else []
         return [
             "run", "-d", "--name", self.container_name,
             "--label", f"{LABEL_MANAGED}=true",
             "--label", f"{LABEL_RUN}={self.run_id}",
             "--label", f"{LABEL_TRIAL}={self.trial_id}",
+            "--label", f"{LABEL_OWNER}={current_owner().label()}",
+            "--label", f"{LABEL_INSTANCE}={self.instance}",
             "--cpus", f"{cpus:g}", "--memory", f"{spec.memory_mb}m",
             # a fork bomb in one trial must not starve the host or the other trials
             "--pids-limit", str(spec.pids),
+            *storage,
             *env_args,
             *(["--network", network] if network else []),
             "--entrypoint", "sleep",
             self.image, "infinity",
         ]  # fmt: skip
 
+    async def _run(self) -> tuple[int, str, str]:
+        """`docker run`, with the storage limit where the engine supports it."""
+        cls = DockerEnvironment
+        with_storage = self.spec.storage_mb is not None and cls.storage_opt is not False
+        code, out, err = await docker(*self._run_args(with_storage))
+        if with_storage and code != 0 and "storage-opt" in err:
+            # e.g. overlay2 on ext4: the limit cannot be had here (see the README).
+            cls.storage_opt = False
+            await self._remove_own()
+            code, out, err = await docker(*self._run_args(False))
+        elif with_storage and code == 0:
+            cls.storage_opt = True
+        return code, out, err
+
     async def start(self) -> None:
-        code, out, err = await docker(*self._run_args())
+        code, out, err = await self._run()
         if code != 0:
-            # `docker run -d` can fail after creating the container: remove by name.
-            await docker("rm", "-f", self.container_name)
+            # `docker run -d` can fail after creating the container: remove it,
+            # by name, only once it is known to be ours.
+            await self._remove_own()
             raise EnvironmentStartError(f"docker run failed: {last_line(err, f'exit {code}')}")
         self.container = out.strip()
+        await self._setup()
+
+    async def _setup(self) -> None:
         setup = await self.exec(
             f"mkdir -p /logs/agent /logs/verifier {shlex.quote(self.workdir)}; "
             "command -v timeout >/dev/null && echo has-timeout",
@@ -163,6 +161,39 @@ class DockerEnvironment(Environment):
         if setup.exit_code != 0:
             raise EnvironmentStartError(f"container setup failed: {setup.stderr.strip()[:200]}")
         self._has_timeout = "has-timeout" in setup.stdout
+
+    async def _remove_own(self) -> None:
+        """Remove the container of our name if it carries our run and instance labels."""
+        labels = (
+            f'{{{{.Id}}}}\t{{{{index .Config.Labels "{LABEL_RUN}"}}}}'
+            f'\t{{{{index .Config.Labels "{LABEL_INSTANCE}"}}}}'
+        )
+        code, out, _ = await docker(
+            "container", "inspect", "--format", labels, self.container_name
+        )
+        if code != 0:
+            return  # no container of that name
+        cid, run, instance = [*out.strip().split("\t"), "", ""][:3]
+        if run == self.run_id and instance == self.instance:
+            await docker("rm", "-f", "-v", cid)
+
+    async def stop_processes(self) -> None:
+        """SIGKILL the container's pid 1, which kills every process in its pid
+        namespace (setsid, nohup and double forks included), then start it again
+        with its entrypoint alone."""
+        container = self._require_container()
+        code, _, err = await docker("kill", container)
+        if code != 0 and "is not running" not in err:
+            raise EnvironmentExecError(f"could not stop the agent's processes: {err.strip()[:200]}")
+        code, _, err = await docker("start", container)
+        if code != 0:
+            raise EnvironmentExecError(f"could not restart the container: {err.strip()[:200]}")
+        code, out, err = await docker("top", container, "-o", "pid")
+        running = len(out.split()) - 1
+        if code != 0 or running != 1:
+            raise EnvironmentExecError(
+                f"{running} processes run in the container after its restart, expected 1"
+            )
 
     def _require_container(self) -> str:
         if self.container is None:
@@ -209,38 +240,18 @@ class DockerEnvironment(Environment):
             raise EnvironmentExecError(f"upload to {dst} failed: {err.strip()[:200]}")
 
     async def download(self, src: str, dst: Path) -> None:
-        container = self._require_container()
-        result = await run_process(
-            [docker_binary(), "cp", f"{container}:{src}", "-"], timeout=CONTROL_TIMEOUT
-        )
-        if result.returncode != 0 or result.timed_out:
-            raise EnvironmentExecError(
-                f"download of {src} failed: {decode(result.stderr).strip()[:200]}"
-            )
-        await asyncio.to_thread(_tar.unpack_stripped, result.stdout, dst)
+        await _docker_cli.download(self._require_container(), src, dst, Bounds())
 
     async def stop(self) -> None:
-        target = self.container or self.container_name
-        self.container = None
+        container, self.container = self.container, None
         # Shielded: a Ctrl-C arriving now must not leave the container behind.
-        await asyncio.shield(docker("rm", "-f", "-v", target))
+        if container is not None:
+            # the id our own `docker run` returned: ours by construction
+            await asyncio.shield(docker("rm", "-f", "-v", container))
+        else:
+            await asyncio.shield(self._remove_own())
 
 
-async def remove_containers(run_id: str | None = None) -> list[str]:
-    """Remove Helios containers (of one run, or all); return their names."""
-    label = f"{LABEL_RUN}={run_id}" if run_id else f"{LABEL_MANAGED}=true"
-    code, out, err = await docker("ps", "-a", "-q", "--filter", f"label={label}")
-    if code != 0:
-        raise EnvironmentUnavailable(f"docker ps failed: {err.strip()[:200]}")
-    ids = out.split()
-    if ids:
-        await docker("rm", "-f", "-v", *ids)
-    return ids
-
-
-async def remove_images() -> list[str]:
-    code, out, _ = await docker("images", "-q", "--filter", f"label={LABEL_MANAGED}=true")
-    ids = sorted(set(out.split()))
-    if code == 0 and ids:
-        await docker("rmi", "-f", *ids)
-    return ids
+async def remove_containers(run_id: str | None = None, *, force: bool = False) -> list[str]:
+    """Remove the containers of one run, or those whose owner is gone; return their ids."""
+    return await cleanup_containers(run_id, force=force)

@@ -3,8 +3,10 @@
 Each trial gets a fresh root directory bound at `/`; the host's system
 directories are mounted read-only over it, so the sandbox has the host's tools
 but cannot see the host's home, the repository or any other trial. Every exec
-is its own `bwrap` with no network, its own pid namespace and die-with-parent.
-Files persist between execs through the trial's root; processes do not.
+is its own `bwrap` with no network, its own pid namespace and die-with-parent,
+so no process outlives the exec that started it. Files persist between execs
+through the trial's root. See `_bwrap` for what the sandbox sees and who it
+runs as, and `local_limits` for its resource limits.
 
 The Dockerfile is not run: the build context's files (a task's `environment/`) are copied into the
 working directory. Tasks whose Dockerfile installs software need docker.
@@ -14,53 +16,30 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import functools
-import os
 import posixpath
 import shlex
 import shutil
 import tempfile
 from collections.abc import AsyncIterator
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 from typing import ClassVar
 
 from helios._proc import decode, last_line, run_process
+from helios.environments import _local_root
+from helios.environments._bwrap import TRANSFER_MOUNT, BwrapCall, sandbox_env, tool
+from helios.environments._local_cleanup import cleanup_sandboxes, kill_processes, remove_holder
+from helios.environments._safe_copy import copy_out
 from helios.environments.base import Environment, ExecResult
+from helios.environments.local_limits import LocalLimits, runs_as_root
 from helios.environments.spec import SandboxSpec
 from helios.errors import EnvironmentExecError, EnvironmentUnavailable
 
-#: host directories shared read-only with every sandbox
-SYSTEM_DIRS = ("usr", "bin", "sbin", "lib", "lib32", "lib64", "libx32", "etc")
-SANDBOX_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
-SANDBOX_PREFIX = "helios-sandbox-"
-TRANSFER_MOUNT = "/.helios-transfer"
-SKIPPED_ENV_FILES = {"Dockerfile", ".dockerignore"}
 INSTALL_HINT = (
     "bubblewrap (bwrap) is not installed: install it with `apt-get install bubblewrap` "
     "(Debian/Ubuntu) or `dnf install bubblewrap` (Fedora), or use --provider docker"
 )
-
-
-@functools.cache
-def _system_mounts(with_symlinks: bool = False) -> tuple[str, ...]:
-    """Read-only binds of the host's system dirs; merged-/usr symlinks are
-    made in the trial root itself (bwrap cannot re-create them on each exec)."""
-    args: list[str] = []
-    for name in SYSTEM_DIRS:
-        host = Path("/") / name
-        if host.is_symlink():
-            if with_symlinks:
-                args += ["--symlink", os.readlink(host), f"/{name}"]
-        elif host.is_dir():
-            args += ["--ro-bind", str(host), f"/{name}"]
-    return tuple(args)
-
-
-def _make_system_symlinks(root: Path) -> None:
-    for name in SYSTEM_DIRS:
-        host = Path("/") / name
-        if host.is_symlink():
-            (root / name).symlink_to(os.readlink(host))
+#: exit code of the in-sandbox copy when the source does not exist
+_MISSING = 3
 
 
 class LocalEnvironment(Environment):
@@ -70,74 +49,39 @@ class LocalEnvironment(Environment):
         super().__init__(spec, trial_id=trial_id, run_id=run_id)
         self.root: Path | None = None
         self._holder: Path | None = None
+        self.limits = LocalLimits.from_spec(spec)
 
     @classmethod
     async def preflight(cls) -> None:
-        if shutil.which("bwrap") is None:
-            raise EnvironmentUnavailable(INSTALL_HINT)
-        probe = await run_process(
-            ["bwrap", "--unshare-all", *_system_mounts(with_symlinks=True), "true"], timeout=30
-        )
-        if probe.returncode != 0:
-            reason = last_line(decode(probe.stderr), "unknown")
-            raise EnvironmentUnavailable(
-                f"bwrap cannot create a sandbox here ({reason}); "
-                "enable unprivileged user namespaces or use --provider docker"
-            )
+        _require_tools()
+        probe = LocalEnvironment(SandboxSpec(label="preflight"), trial_id="probe", run_id="")
+        try:
+            await probe.start()
+            result = await probe.exec("true", cwd="/")
+        except EnvironmentUnavailable:
+            raise
+        except Exception as exc:
+            raise EnvironmentUnavailable(_unusable(str(exc))) from None
+        finally:
+            await probe.stop()
+        if result.exit_code != 0:
+            raise EnvironmentUnavailable(_unusable(last_line(result.stderr, "unknown")))
 
     @classmethod
     async def cleanup_run(cls, run_id: str | None, *, force: bool = False) -> list[str]:
-        removed = await asyncio.to_thread(remove_orphan_sandboxes)
-        return [str(path) for path in removed]
+        return await cleanup_sandboxes(run_id, force=force)
 
     async def start(self) -> None:
-        if shutil.which("bwrap") is None:
-            raise EnvironmentUnavailable(INSTALL_HINT)
-        # <tmp>/helios-sandbox-*/{owner.pid, root/}: the pid file lets
-        # `helios cleanup` remove sandboxes whose process died (kill -9).
-        self._holder = Path(tempfile.mkdtemp(prefix=SANDBOX_PREFIX))
-        (self._holder / "owner.pid").write_text(str(os.getpid()))
-        self.root = self._holder / "root"
-        self.root.mkdir()
-        await asyncio.to_thread(self._populate, self.root)
-
-    def _populate(self, root: Path) -> None:
-        # Runs before any sandboxed process exists, so host paths hold no planted links.
-        _make_system_symlinks(root)
-        workdir = root / PurePosixPath(self.workdir).relative_to("/")
-        workdir.mkdir(parents=True, exist_ok=True)
-        for sub in ("logs/agent", "logs/verifier", "tmp", "root"):
-            (root / sub).mkdir(parents=True, exist_ok=True)
-        (root / "tmp").chmod(0o1777)
-        env_dir = self.spec.build_context
-        if env_dir is not None and env_dir.is_dir():
-            for entry in env_dir.iterdir():
-                if entry.name in SKIPPED_ENV_FILES:
-                    continue
-                if entry.is_dir():
-                    shutil.copytree(entry, workdir / entry.name, symlinks=True)
-                else:
-                    shutil.copy2(entry, workdir / entry.name)
-
-    def _bwrap_args(self, cwd: str, env: dict[str, str], transfer: Path | None) -> list[str]:
-        if self.root is None:
-            raise EnvironmentExecError("sandbox is not running")
-        args = [
-            "bwrap", "--unshare-all", "--die-with-parent", "--new-session",
-            "--hostname", "sandbox",
-            "--bind", str(self.root), "/",
-            *_system_mounts(),
-            "--proc", "/proc", "--dev", "/dev",
-            "--chdir", cwd, "--clearenv",
-        ]  # fmt: skip
-        if transfer is not None:
-            args += ["--bind", str(transfer), TRANSFER_MOUNT]
-        base_env = {"PATH": SANDBOX_PATH, "HOME": "/root", "TMPDIR": "/tmp", "LANG": "C.UTF-8"}
-        base_env.update(self.spec.env)
-        base_env.update(env)
-        for key, value in base_env.items():
-            args += ["--setenv", key, value]
-        return args
+        _require_tools()
+        self._holder = await asyncio.to_thread(
+            _local_root.make_holder, self.run_id, self.trial_id
+        )
+        root = self._holder / "root"
+        await _local_root.mount_storage(root, self.limits.storage_mb)
+        self.root = root
+        await asyncio.to_thread(
+            _local_root.populate, root, self.workdir, self.spec.build_context
+        )
 
     async def exec(
         self,
@@ -157,12 +101,17 @@ class LocalEnvironment(Environment):
         timeout: float | None,
         transfer: Path | None = None,
     ) -> ExecResult:
+        if self.root is None:
+            raise EnvironmentExecError("sandbox is not running")
         # The working directory is made from inside the sandbox: on the host side a
         # path could run through a symlink the agent planted, and lead outside.
         quoted = shlex.quote(cwd)
         script = f"mkdir -p -- {quoted} 2>/dev/null; cd -- {quoted} || exit 125\n{command}"
-        argv = [*self._bwrap_args("/", env, transfer), "sh", "-c", script]
-        result = await run_process(argv, timeout=timeout)
+        full_env = sandbox_env(dict(self.spec.env), env)
+        call = BwrapCall(self.root, self.limits, full_env, transfer)
+        # bwrap itself starts with only the sandbox's variables: nothing of ours
+        # (API keys) reaches /proc/1/environ inside.
+        result = await run_process(call.argv(script), timeout=timeout, env=full_env)
         return ExecResult(
             decode(result.stdout), decode(result.stderr), result.returncode, result.timed_out
         )
@@ -170,31 +119,32 @@ class LocalEnvironment(Environment):
     # Files cross the sandbox boundary only through a fresh transfer folder that
     # the sandbox sees at TRANSFER_MOUNT; the copy to or from the destination
     # runs inside the sandbox, so symlinks the agent made resolve in its own
-    # view and can never reach host files.
+    # view and can never reach host files. What comes out is checked on the
+    # host again (`copy_out`): no link followed, nothing outside `dst`, bounded.
     async def upload(self, src: Path, dst: str) -> None:
         is_dir = await asyncio.to_thread(src.is_dir)
         target = shlex.quote(dst)
         if is_dir:
-            copy = f"mkdir -p -- {target} && cp -a {TRANSFER_MOUNT}/payload/. {target}/"
+            copy = f"mkdir -p -- {target} && cp -a -- {TRANSFER_MOUNT}/payload/. {target}/"
         else:
             parent = shlex.quote(posixpath.dirname(dst) or "/")
-            copy = f"mkdir -p -- {parent} && cp -a {TRANSFER_MOUNT}/payload {target}"
+            copy = f"mkdir -p -- {parent} && cp -a -- {TRANSFER_MOUNT}/payload {target}"
         async with self._transfer() as folder:
-            await asyncio.to_thread(_copy, src, folder / "payload")
+            await asyncio.to_thread(_stage, src, folder / "payload")
             result = await self._exec(copy, "/", {}, 120, transfer=folder)
         if result.exit_code != 0:
             raise EnvironmentExecError(f"upload to {dst} failed: {result.stderr.strip()[:200]}")
 
     async def download(self, src: str, dst: Path) -> None:
         source = shlex.quote(src)
-        # -L: symlinks are followed inside the sandbox, so only plain files come out.
-        copy = f"test -e {source} || exit 3; cp -RL -- {source} {TRANSFER_MOUNT}/payload"
+        # -P: links are copied as links, and then dropped on the host side.
+        copy = f"test -e {source} || exit {_MISSING}; cp -R -P -- {source} {TRANSFER_MOUNT}/payload"
         async with self._transfer() as folder:
             result = await self._exec(copy, "/", {}, 120, transfer=folder)
             payload = folder / "payload"
-            if result.exit_code == 3 or not payload.exists():
+            if result.exit_code == _MISSING or not await asyncio.to_thread(payload.exists):
                 raise EnvironmentExecError(f"{src} does not exist in the sandbox")
-            await asyncio.to_thread(_copy, payload, dst)
+            await asyncio.to_thread(copy_out, payload, dst, what=f"download of {src}")
 
     @contextlib.asynccontextmanager
     async def _transfer(self) -> AsyncIterator[Path]:
@@ -202,44 +152,49 @@ class LocalEnvironment(Environment):
             raise EnvironmentExecError("sandbox is not running")
         folder = Path(await asyncio.to_thread(tempfile.mkdtemp, "", "xfer-", str(self._holder)))
         try:
+            await asyncio.to_thread(_local_root.give_tree, folder)
             yield folder
         finally:
             await asyncio.to_thread(shutil.rmtree, folder, True)
 
+    async def stop_processes(self) -> None:
+        holder = self._holder
+        if holder is not None and not await kill_processes(holder):
+            raise EnvironmentExecError("processes of the sandbox survived SIGKILL")
+
     async def stop(self) -> None:
         holder, self._holder, self.root = self._holder, None, None
         if holder is not None:
-            await asyncio.shield(asyncio.to_thread(shutil.rmtree, holder, True))
+            # Shielded: a Ctrl-C arriving now must not leave the sandbox behind.
+            await asyncio.shield(remove_holder(holder))
 
 
-def _copy(src: Path, dst: Path) -> None:
+def _stage(src: Path, dst: Path) -> None:
+    """Copy a host file or folder into a transfer folder for the sandbox to read."""
     if src.is_dir():
-        shutil.copytree(src, dst, symlinks=True, dirs_exist_ok=True)
+        shutil.copytree(src, dst, symlinks=True)
     else:
-        dst.parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(src, dst)
+    _local_root.give_tree(dst.parent)
 
 
-def remove_orphan_sandboxes() -> list[Path]:
-    """Delete sandbox folders whose owning process is gone; return them."""
-    removed: list[Path] = []
-    for holder in Path(tempfile.gettempdir()).glob(f"{SANDBOX_PREFIX}*"):
-        try:
-            pid = int((holder / "owner.pid").read_text().strip())
-        except (OSError, ValueError):
-            pid = 0
-        if pid and _alive(pid):
-            continue
-        shutil.rmtree(holder, ignore_errors=True)
-        removed.append(holder)
-    return removed
+def _require_tools() -> None:
+    if tool("bwrap") is None:
+        raise EnvironmentUnavailable(INSTALL_HINT)
+    if tool("prlimit") is None or (runs_as_root() and tool("setpriv") is None):
+        raise EnvironmentUnavailable(
+            "the local sandbox needs prlimit and setpriv (util-linux): "
+            "install util-linux, or use --provider docker"
+        )
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
+def _unusable(reason: str) -> str:
+    return (
+        f"bwrap cannot create a sandbox here ({reason}); "
+        "enable unprivileged user namespaces or use --provider docker"
+    )
+
+
+async def remove_orphan_sandboxes() -> list[str]:
+    """Remove the sandboxes whose owning process is gone (kept for older callers)."""
+    return await cleanup_sandboxes(None)

@@ -29,6 +29,8 @@ class TrialResult(BaseModel):
     error: ErrorInfo | None = None
     #: a non-fatal note, e.g. the agent stopped early (partial) but was still scored
     agent_error: ErrorInfo | None = None
+    #: the sandbox could not be stopped cleanly; the reward and status stand
+    teardown_error: ErrorInfo | None = None
     #: agent turns (model calls for the tool agent)
     turns: int = 0
     duration: float = 0.0

@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from helios.environments.spec import SandboxSpec
 from helios.errors import TaskFormatError
+from helios.tasks.task_checks import check_task_folder
 
 
 class _Section(BaseModel):
@@ -38,6 +39,8 @@ class EnvironmentConfig(_Section):
     build_timeout_sec: float = Field(default=600.0, gt=0)
     #: Harbor spells it allow_internet; `network` is accepted as an alias.
     allow_internet: bool = False
+    #: writable storage in MiB; None = the provider's default
+    storage_mb: int | None = Field(default=None, gt=0)
     env: dict[str, str] = Field(default_factory=dict)
 
     @model_validator(mode="before")
@@ -119,6 +122,7 @@ class Task(BaseModel):
             network=env.allow_internet,
             cpus=env.cpus,
             memory_mb=env.memory_mb,
+            storage_mb=env.storage_mb,
             build_timeout=env.build_timeout_sec,
             label=self.name,
         )
@@ -139,6 +143,8 @@ def load_task(path: str | Path) -> Task:
     toml_path = task_dir / "task.toml"
     if not toml_path.is_file():
         raise TaskFormatError("missing task.toml", file=str(toml_path))
+    # Before any file is read: a link may point at a host file.
+    check_task_folder(task_dir)
     config = _parse_config(toml_path)
     instruction_path = task_dir / "instruction.md"
     if not instruction_path.is_file():

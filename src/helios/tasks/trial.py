@@ -106,6 +106,7 @@ def trial_result(spec: TrialSpec, episode: Episode) -> TrialResult:
         rewards=episode.score.rewards,
         error=error,
         agent_error=episode.agent_error,
+        teardown_error=episode.teardown_error,
         turns=episode.turns,
         duration=episode.duration,
         timings=episode.timings,

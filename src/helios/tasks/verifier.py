@@ -1,8 +1,13 @@
 """The verifier: runs after the agent, uploads tests/, runs test.sh, reads the reward.
 
-Order matters: /logs/verifier is emptied first so a reward file the agent wrote
-can never be read as the verifier's; tests are uploaded only now so the agent
-never sees them.
+Order matters: by now every process the agent started is dead (the episode
+calls `Environment.stop_processes` first). /logs/verifier and /tests are then
+emptied, so a reward file or a test the agent planted never counts; tests are
+uploaded only now, so the agent never sees them. test.sh runs with a fresh,
+empty HOME and PYTHONNOUSERSITE=1, so nothing the agent left in its home (a
+usercustomize.py, a ~/.local/bin) runs inside the tests; its PATH is the
+sandbox's fixed one (the image's on docker), which the agent cannot change.
+The reward files are read on the host from a checked download (no links, bounded).
 """
 
 from __future__ import annotations
@@ -10,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import json
 import math
+import secrets
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -18,11 +24,14 @@ from helios.engine.episode import Score
 from helios.environments.base import Environment
 from helios.errors import RewardFileInvalid, RewardFileMissing, VerifierError, VerifierTimeout
 from helios.failures import ErrorInfo
+from helios.secrets import redact
 from helios.tasks.task import Task
 
 RUN_TEST = (
     "if command -v bash >/dev/null 2>&1; then bash /tests/test.sh; else sh /tests/test.sh; fi"
 )
+#: a reward file is a number or a small object of numbers
+MAX_REWARD_FILE_BYTES = 1024 * 1024
 
 
 #: kept for callers of the earlier name: a verifier's outcome is a `Score`
@@ -61,27 +70,36 @@ async def run_verifier(env: Environment, task: Task, out_dir: Path) -> Score:
 
 
 async def _run_tests(env: Environment, task: Task, out_dir: Path) -> None:
+    # A new name each time, made only now: the agent cannot have prepared it.
+    home = f"/tmp/helios-verifier-home-{secrets.token_hex(8)}"
     cleared = await env.exec(
-        "rm -rf /logs/verifier /tests && mkdir -p /logs/verifier /tests", cwd="/", timeout=60
+        "rm -rf /logs/verifier /tests && mkdir -p /logs/verifier /tests "
+        f"&& mkdir -m 700 {home}",
+        cwd="/",
+        timeout=60,
     )
     if not cleared.ok:
         raise VerifierError(f"could not reset /logs/verifier: {cleared.stderr.strip()[:200]}")
     await env.upload(task.tests_dir, "/tests")
     timeout = task.config.verifier.timeout_sec
-    result = await env.exec(RUN_TEST, env=task.config.verifier.env, timeout=timeout)
+    variables = {"HOME": home, "PYTHONNOUSERSITE": "1", **task.config.verifier.env}
+    result = await env.exec(RUN_TEST, env=variables, timeout=timeout)
     await asyncio.to_thread(_write_output, out_dir, result.stdout, result.stderr)
     if result.timed_out:
         raise VerifierTimeout("verifier", timeout)
 
 
 def _write_output(out_dir: Path, stdout: str, stderr: str) -> None:
-    (out_dir / "test-stdout.txt").write_text(stdout, "utf-8")
-    (out_dir / "test-stderr.txt").write_text(stderr, "utf-8")
+    (out_dir / "test-stdout.txt").write_text(redact(stdout), "utf-8")
+    (out_dir / "test-stderr.txt").write_text(redact(stderr), "utf-8")
 
 
 def read_rewards(folder: Path) -> dict[str, float]:
     """reward.json (a dict of floats) wins over reward.txt (one float)."""
     json_path, txt_path = folder / "reward.json", folder / "reward.txt"
+    for path in (json_path, txt_path):
+        if path.is_file() and path.stat().st_size > MAX_REWARD_FILE_BYTES:
+            raise RewardFileInvalid(f"{path.name} is larger than {MAX_REWARD_FILE_BYTES} bytes")
     if json_path.is_file():
         try:
             data = json.loads(json_path.read_text("utf-8"))

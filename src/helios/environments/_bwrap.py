@@ -1,0 +1,111 @@
+"""The bwrap command line of one local-sandbox exec.
+
+What the sandbox sees:
+- its trial root at `/` (writable, persistent between execs);
+- the host's system folders read-only. On merged-/usr hosts `/lib`, `/bin`...
+  are symlinks; in the sandbox they are read-only binds of their targets on
+  folders of the trial root. Such a folder is a mount point in every exec,
+  so the agent can neither repoint nor rename it (an ld.so swap needs that);
+- a fresh /proc, a read-only /dev with a small /dev/shm; no network.
+
+Who runs it: when Helios is root, bwrap itself runs as an unprivileged host
+user (`nobody`), mapped to root inside, so the sandbox cannot read root-only
+host files (/etc/shadow) and the kernel enforces its process limit.
+
+Its environment: bwrap starts with an empty environment plus what the sandbox
+declares, so no key of Helios's own environment is in /proc/1/environ.
+"""
+
+from __future__ import annotations
+
+import functools
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+
+from helios.environments.local_limits import MIB, SHM_MB, LocalLimits, runs_as_root
+
+#: host directories shared read-only with every sandbox
+SYSTEM_DIRS = ("usr", "bin", "sbin", "lib", "lib32", "lib64", "libx32", "etc")
+SANDBOX_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+TRANSFER_MOUNT = "/.helios-transfer"
+#: the host user a sandbox runs as when Helios is root
+SANDBOX_UID = 65534
+SANDBOX_GID = 65534
+_TOOL_PATH = "/usr/bin:/bin:/usr/sbin:/sbin"
+
+
+@functools.cache
+def system_binds() -> tuple[tuple[str, str], ...]:
+    """(host folder, sandbox path) pairs, read-only; symlinked ones resolved."""
+    binds: list[tuple[str, str]] = []
+    for name in SYSTEM_DIRS:
+        host = Path("/") / name
+        if not host.is_dir():
+            continue
+        source = host.resolve() if host.is_symlink() else host
+        binds.append((str(source), f"/{name}"))
+    return tuple(binds)
+
+
+def mount_points() -> list[str]:
+    """Top-level names the trial root needs as folders (the binds' mount points)."""
+    return [dest.lstrip("/") for _, dest in system_binds()]
+
+
+@functools.cache
+def tool(name: str) -> str | None:
+    return shutil.which(name, path=_TOOL_PATH)
+
+
+@dataclass(frozen=True)
+class BwrapCall:
+    root: Path
+    limits: LocalLimits
+    env: dict[str, str]
+    transfer: Path | None = None
+
+    def argv(self, script: str) -> list[str]:
+        bwrap, prlimit = tool("bwrap"), tool("prlimit")
+        if bwrap is None or prlimit is None:
+            raise FileNotFoundError("bwrap or prlimit")
+        return [
+            *self._identity(),
+            bwrap, "--unshare-all", *self._user(),
+            "--die-with-parent", "--new-session", "--hostname", "sandbox",
+            "--bind", str(self.root), "/",
+            *[arg for source, dest in system_binds() for arg in ("--ro-bind", source, dest)],
+            "--proc", "/proc", "--dev", "/dev", "--remount-ro", "/dev",
+            "--perms", "1777", "--size", str(SHM_MB * MIB), "--tmpfs", "/dev/shm",
+            *self._transfer(),
+            "--chdir", "/", "--clearenv",
+            *[arg for key, value in self.env.items() for arg in ("--setenv", key, value)],
+            *self.limits.prlimit_argv(prlimit),
+            "sh", "-c", script,
+        ]  # fmt: skip
+
+    @staticmethod
+    def _identity() -> list[str]:
+        if not runs_as_root():
+            return []
+        setpriv = tool("setpriv")
+        if setpriv is None:
+            raise FileNotFoundError("setpriv")
+        return [setpriv, f"--reuid={SANDBOX_UID}", f"--regid={SANDBOX_GID}", "--clear-groups"]
+
+    @staticmethod
+    def _user() -> list[str]:
+        # Root inside, as in a container; an unprivileged user outside.
+        return ["--unshare-user", "--uid", "0", "--gid", "0"] if runs_as_root() else []
+
+    def _transfer(self) -> list[str]:
+        return [] if self.transfer is None else ["--bind", str(self.transfer), TRANSFER_MOUNT]
+
+
+def sandbox_env(declared: dict[str, str], extra: dict[str, str]) -> dict[str, str]:
+    """The whole environment of an exec (also bwrap's own): defaults, then what the
+    sandbox declares, then the exec's own variables."""
+    env = {"PATH": SANDBOX_PATH, "HOME": "/root", "TMPDIR": "/tmp", "LANG": "C.UTF-8"}
+    env.update(declared)
+    env.update(extra)
+    return env

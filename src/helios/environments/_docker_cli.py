@@ -1,0 +1,96 @@
+"""The `docker` CLI as asyncio subprocesses, and the once-per-process image builds."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import tempfile
+from pathlib import Path
+
+from helios._proc import decode, run_process, run_streaming
+from helios.environments import _safe_copy
+from helios.errors import EnvironmentBuildError, EnvironmentExecError, PhaseTimeout
+
+LABEL_MANAGED = "helios.managed"
+LABEL_RUN = "helios.run"
+LABEL_TRIAL = "helios.trial"
+#: which process started the container (`host:pid:start`), for `helios cleanup`
+LABEL_OWNER = "helios.owner"
+#: a random token per Environment object: a container is ours only if it carries ours
+LABEL_INSTANCE = "helios.instance"
+IMAGE_REPO = "helios-env"
+#: docker CLI calls that should be instant still get a bound, so a hung daemon
+#: shows up as an error instead of a stuck batch
+CONTROL_TIMEOUT = 120.0
+
+
+def docker_binary() -> str:
+    return os.environ.get("HELIOS_DOCKER", "docker")
+
+
+async def docker(
+    *args: str, timeout: float | None = CONTROL_TIMEOUT, stdin: bytes | None = None
+) -> tuple[int, str, str]:
+    result = await run_process([docker_binary(), *args], timeout=timeout, stdin=stdin)
+    if result.timed_out:
+        raise EnvironmentExecError(f"docker {args[0]} did not answer within {timeout:g}s")
+    return result.returncode, decode(result.stdout), decode(result.stderr)
+
+
+async def download(container: str, src: str, dst: Path, bounds: _safe_copy.Bounds) -> None:
+    """`docker cp CONTAINER:SRC -` streamed to a temporary file (no output cap but
+    the bound), then extracted on the host with `extract_tar`'s checks."""
+    spool = await asyncio.to_thread(tempfile.TemporaryFile)
+    try:
+        result, overflow = await run_streaming(
+            [docker_binary(), "cp", f"{container}:{src}", "-"],
+            spool.write,
+            # the tar format adds headers and padding to the files' own bytes
+            limit=bounds.max_bytes + bounds.max_entries * 1024 + (1 << 20),
+            timeout=CONTROL_TIMEOUT,
+        )
+        if overflow:
+            raise _safe_copy.UnsafeDownload(
+                f"download of {src}: larger than {bounds.max_bytes} bytes, download refused"
+            )
+        if result.returncode != 0 or result.timed_out:
+            reason = "timed out" if result.timed_out else decode(result.stderr).strip()[:200]
+            raise EnvironmentExecError(f"download of {src} failed: {reason}")
+        await asyncio.to_thread(spool.seek, 0)
+        await asyncio.to_thread(
+            _safe_copy.extract_tar, spool, dst, what=f"download of {src}", bounds=bounds
+        )
+    finally:
+        await asyncio.to_thread(spool.close)
+
+
+class ImageBuilds:
+    """Builds each environment once per process, however many trials ask at once."""
+
+    def __init__(self) -> None:
+        self._locks: dict[str, asyncio.Lock] = {}
+        self._ready: set[str] = set()
+
+    async def ensure(self, tag: str, context: Path, timeout: float) -> None:
+        if tag in self._ready:
+            return
+        lock = self._locks.setdefault(tag, asyncio.Lock())
+        async with lock:
+            if tag in self._ready:
+                return
+            code, _, _ = await docker("image", "inspect", tag)
+            if code != 0:
+                await self._build(tag, context, timeout)
+            self._ready.add(tag)
+
+    async def _build(self, tag: str, context: Path, timeout: float) -> None:
+        args = ["build", "-q", "-t", tag, "--label", f"{LABEL_MANAGED}=true"]
+        build_network = os.environ.get("HELIOS_DOCKER_BUILD_NETWORK")
+        if build_network:
+            args += ["--network", build_network]
+        result = await run_process([docker_binary(), *args, str(context)], timeout=timeout)
+        if result.timed_out:
+            raise PhaseTimeout("build", timeout)
+        if result.returncode != 0:
+            tail = decode(result.stderr).strip().splitlines()[-3:]
+            raise EnvironmentBuildError(f"docker build of {context} failed: {' | '.join(tail)}")

@@ -1,0 +1,151 @@
+"""A local sandbox's folder on the host: `<tmp>/helios-sandbox-*/{owner.json, root/}`.
+
+`owner.json` names the run and the owning process, so `helios cleanup` can
+tell leftovers from the sandboxes of a batch that is still running. When
+Helios is root, `root/` is a tmpfs of the sandbox's storage size.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+from pathlib import Path, PurePosixPath
+
+from helios._proc import decode, last_line, run_process
+from helios.environments._bwrap import SANDBOX_GID, SANDBOX_UID, mount_points, tool
+from helios.environments._owner import Owner, current_owner
+from helios.environments.local_limits import runs_as_root
+from helios.errors import EnvironmentStartError
+
+SANDBOX_PREFIX = "helios-sandbox-"
+OWNER_FILE = "owner.json"
+#: the file earlier versions wrote (a bare pid); still read by cleanup
+LEGACY_OWNER_FILE = "owner.pid"
+SKIPPED_ENV_FILES = {"Dockerfile", ".dockerignore"}
+
+
+def sandbox_base() -> Path:
+    return Path(tempfile.gettempdir())
+
+
+def make_holder(run_id: str, trial_id: str) -> Path:
+    holder = Path(tempfile.mkdtemp(prefix=SANDBOX_PREFIX, dir=sandbox_base()))
+    # The sandbox user (nobody, when Helios is root) must reach root/ and its
+    # transfer folders, and nothing else here.
+    holder.chmod(0o711)
+    owner = {"owner": current_owner().label(), "run": run_id, "trial": trial_id}
+    (holder / OWNER_FILE).write_text(json.dumps(owner))
+    (holder / "root").mkdir()
+    return holder
+
+
+def read_owner(holder: Path) -> tuple[Owner | None, str | None]:
+    """(owner, run id) of a holder; (None, None) when unknown."""
+    try:
+        data = json.loads((holder / OWNER_FILE).read_text())
+        return Owner.parse(str(data.get("owner", ""))), str(data.get("run") or "") or None
+    except (OSError, ValueError, AttributeError):
+        pass
+    try:
+        pid = int((holder / LEGACY_OWNER_FILE).read_text().strip())
+    except (OSError, ValueError):
+        return None, None
+    return Owner(current_owner().host, pid), None
+
+
+async def mount_storage(root: Path, storage_mb: int) -> bool:
+    """Make `root` a tmpfs of `storage_mb` (as root only); False if not possible."""
+    mount = tool("mount")
+    if not runs_as_root() or mount is None:
+        return False
+    options = f"size={storage_mb}m,mode=0755,uid={SANDBOX_UID},gid={SANDBOX_GID},nosuid,nodev"
+    result = await run_process(
+        [mount, "-t", "tmpfs", "-o", options, "helios-sandbox", str(root)], timeout=30
+    )
+    if result.returncode != 0:
+        raise EnvironmentStartError(
+            f"could not mount the sandbox's tmpfs: {last_line(decode(result.stderr), 'mount')}"
+        )
+    return True
+
+
+def mounts_under(path: Path) -> list[str]:
+    """Mount points at or below `path`, deepest first."""
+    prefix = str(path)
+    found: list[str] = []
+    try:
+        lines = Path("/proc/self/mountinfo").read_text().splitlines()
+    except OSError:
+        return []
+    for line in lines:
+        fields = line.split()
+        if len(fields) < 5:
+            continue
+        point = fields[4].replace("\\040", " ")
+        if point == prefix or point.startswith(prefix + "/"):
+            found.append(point)
+    return sorted(found, key=len, reverse=True)
+
+
+async def unmount_all(path: Path) -> None:
+    umount = tool("umount")
+    if umount is None:
+        return
+    for point in mounts_under(path):
+        # Lazy: a process that is still dying must not keep the folder forever.
+        await run_process([umount, "-l", point], timeout=30)
+
+
+def workdir_in(root: Path, workdir: str) -> Path:
+    """The host path of the sandbox's working directory; refuses one that leaves the root."""
+    path = PurePosixPath(workdir)
+    if not path.is_absolute():
+        raise EnvironmentStartError(f"the working directory {workdir!r} is not absolute")
+    if ".." in path.parts:
+        raise EnvironmentStartError(f"the working directory {workdir!r} leaves the sandbox")
+    return root.joinpath(*path.parts[1:])
+
+
+def populate(root: Path, workdir: str, env_dir: Path | None) -> None:
+    """Lay out a fresh trial root. Runs before any sandboxed process exists, so no
+    path here can hold a link the agent planted."""
+    for name in mount_points():
+        (root / name).mkdir(exist_ok=True)
+    target = workdir_in(root, workdir)
+    target.mkdir(parents=True, exist_ok=True)
+    for sub in ("logs/agent", "logs/verifier", "tmp", "root"):
+        (root / sub).mkdir(parents=True, exist_ok=True)
+    (root / "tmp").chmod(0o1777)
+    if env_dir is not None and env_dir.is_dir():
+        _copy_environment(env_dir, target)
+    if runs_as_root():
+        _give_to_sandbox_user(root)
+
+
+def _copy_environment(env_dir: Path, target: Path) -> None:
+    # Links are copied as links: they resolve inside the sandbox, never on the host.
+    for entry in env_dir.iterdir():
+        if entry.name in SKIPPED_ENV_FILES:
+            continue
+        dest = target / entry.name
+        if entry.is_symlink():
+            dest.symlink_to(os.readlink(entry))
+        elif entry.is_dir():
+            shutil.copytree(entry, dest, symlinks=True)
+        elif entry.is_file():
+            shutil.copy2(entry, dest)
+
+
+def _give_to_sandbox_user(root: Path) -> None:
+    os.lchown(root, SANDBOX_UID, SANDBOX_GID)
+    for folder, dirs, files in os.walk(root):
+        for name in dirs + files:
+            os.lchown(os.path.join(folder, name), SANDBOX_UID, SANDBOX_GID)
+
+
+def give_tree(path: Path) -> None:
+    """Hand a transfer folder to the sandbox user (root only)."""
+    if runs_as_root():
+        _give_to_sandbox_user(path)

@@ -1,0 +1,94 @@
+"""Resource limits of the local (bubblewrap) sandbox.
+
+Without cgroups (see `describe`), the limits are per-process rlimits set inside
+the sandbox's own user namespace, where the kernel counts processes per
+namespace, plus, when Helios runs as root, a size-limited tmpfs as the
+sandbox's root:
+- processes: RLIMIT_NPROC = the spec's `pids` (a fork bomb stops there);
+- memory: RLIMIT_DATA = `memory_mb` per process (heap and private mappings);
+- storage: the tmpfs size (root) and RLIMIT_FSIZE = `storage_mb` per file.
+
+Run `python -m helios.environments.local_limits` to see what this machine uses.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+
+from helios.environments.spec import SandboxSpec
+
+#: writable storage of a local sandbox when the task declares none (a tmpfs
+#: lives in memory and swap, so the default stays modest)
+DEFAULT_STORAGE_MB = 2048
+#: /dev/shm of a sandbox
+SHM_MB = 64
+MIB = 1024 * 1024
+
+
+@dataclass(frozen=True, slots=True)
+class LocalLimits:
+    memory_mb: int
+    pids: int
+    storage_mb: int
+
+    @classmethod
+    def from_spec(cls, spec: SandboxSpec) -> LocalLimits:
+        storage = spec.storage_mb if spec.storage_mb is not None else DEFAULT_STORAGE_MB
+        return cls(memory_mb=spec.memory_mb, pids=spec.pids, storage_mb=storage)
+
+    def prlimit_argv(self, prlimit: str) -> list[str]:
+        """A `prlimit` prefix run inside the sandbox: soft = hard, so nothing
+        inside can raise them again."""
+        data = self.memory_mb * MIB
+        fsize = self.storage_mb * MIB
+        return [
+            prlimit,
+            f"--nproc={self.pids}:{self.pids}",
+            f"--data={data}:{data}",
+            f"--fsize={fsize}:{fsize}",
+            "--",
+        ]
+
+
+def runs_as_root() -> bool:
+    return os.geteuid() == 0
+
+
+def prlimit_binary() -> str | None:
+    return shutil.which("prlimit", path="/usr/bin:/bin:/usr/sbin:/sbin")
+
+
+def cgroup2_controllers() -> set[str]:
+    """The controllers of a pure cgroup v2 hierarchy at /sys/fs/cgroup (empty on
+    cgroup v1 or hybrid machines, where v2 has no memory or pids controller)."""
+    try:
+        text = Path("/sys/fs/cgroup/cgroup.controllers").read_text()
+    except OSError:
+        return set()
+    return set(text.split())
+
+
+def describe() -> str:
+    """One line: which mechanism bounds the local sandbox here."""
+    storage = (
+        "a size-limited tmpfs root (Helios runs as root)"
+        if runs_as_root()
+        else "RLIMIT_FSIZE per file only (not root: no tmpfs root; total storage unbounded)"
+    )
+    v2 = cgroup2_controllers()
+    cgroups = (
+        f"cgroup v2 controllers available ({' '.join(sorted(v2))}) but not used"
+        if v2
+        else "no cgroup v2 controllers here"
+    )
+    return (
+        f"local sandbox limits: rlimits (NPROC=pids, DATA=memory_mb, FSIZE=storage_mb) "
+        f"+ {storage}; cpus not enforced; {cgroups}"
+    )
+
+
+if __name__ == "__main__":
+    print(describe())
