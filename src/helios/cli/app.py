@@ -6,7 +6,7 @@ import typer
 
 from helios import __version__
 from helios.cli.batch import batch_command, run_command
-from helios.cli.generate import generate_command
+from helios.cli.generate import export_command, generate_command
 from helios.cli.maintenance import cleanup_command, tasks_check_command
 from helios.cli.toolcalls import toolcalls_command
 
@@ -22,6 +22,7 @@ tasks_app = typer.Typer(help="Work with task folders.", no_args_is_help=True)
 app.command("run")(run_command)
 app.command("batch")(batch_command)
 app.command("generate")(generate_command)
+app.command("export")(export_command)
 app.command("cleanup")(cleanup_command)
 app.command("toolcalls")(toolcalls_command)
 tasks_app.command("check")(tasks_check_command)
