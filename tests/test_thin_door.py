@@ -43,13 +43,17 @@ def test_thin_door_resumes_after_an_interrupt(tmp_path: Path) -> None:
         assert service.interrupted
 
     asyncio.run(interrupted_run())
-    done_first = len(RunStore.open_existing(run_dir).load_records())
+    store.close()
+    reader = RunStore.open_existing(run_dir, readonly=True)
+    done_first = len(reader.load_records())
     assert 4 <= done_first < len(PROMPTS)
 
     resumed = _service(RunStore.open_existing(run_dir), delay=0.0)
     plan = resumed.plan(_units())
     assert len(plan.finished) == done_first and len(plan.pending) == len(PROMPTS) - done_first
     asyncio.run(resumed.run(plan))
+    assert resumed.store is not None
+    resumed.store.close()
 
     lines = [json.loads(line) for line in (run_dir / "results.jsonl").read_text().splitlines()]
     assert sorted(r["line"] for r in lines) == list(range(1, 13))  # each prompt exactly once

@@ -1,11 +1,32 @@
-"""Helios: run AI agents over many tasks and prompts at once, each in its own sandbox."""
+"""Helios: run AI agents over many tasks and prompts at once, each in its own sandbox.
+
+The public names are imported on first use, so `import helios` (and the start of
+the `helios` command, which must install its signal handlers first) stays fast.
+"""
+
+from __future__ import annotations
+
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
 
-from helios.errors import HeliosError
-from helios.tasks.runner import AgentRunner, ParallelRunner
-from helios.tasks.summary import BatchResult, TaskResult
-from helios.tasks.task import Task, discover_tasks, load_task
+if TYPE_CHECKING:
+    from helios.errors import HeliosError
+    from helios.tasks.runner import AgentRunner, ParallelRunner
+    from helios.tasks.summary import BatchResult, TaskResult
+    from helios.tasks.task import Task, discover_tasks, load_task
+
+_EXPORTS = {
+    "HeliosError": "helios.errors",
+    "AgentRunner": "helios.tasks.runner",
+    "ParallelRunner": "helios.tasks.runner",
+    "BatchResult": "helios.tasks.summary",
+    "TaskResult": "helios.tasks.summary",
+    "Task": "helios.tasks.task",
+    "discover_tasks": "helios.tasks.task",
+    "load_task": "helios.tasks.task",
+}
 
 __all__ = [
     "AgentRunner",
@@ -18,3 +39,16 @@ __all__ = [
     "discover_tasks",
     "load_task",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'helios' has no attribute {name!r}")
+    value = getattr(import_module(module), name)
+    globals()[name] = value  # later lookups skip this function
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

@@ -1,5 +1,5 @@
 """`python -m helios` is the same as the `helios` command."""
 
-from helios.cli.app import main
+from helios.cli.entry import main
 
 main()

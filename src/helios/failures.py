@@ -33,5 +33,6 @@ class ErrorInfo(BaseModel):
             message=message[:500],
             phase=phase,
             detail=detail,
-            infrastructure=isinstance(exc, EnvironmentError_),
+            infrastructure=isinstance(exc, EnvironmentError_)
+            or bool(getattr(exc, "infrastructure", False)),
         )

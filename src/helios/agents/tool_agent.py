@@ -147,11 +147,9 @@ class ToolAgent(Agent):
         def on_retry(error: ModelError, delay: float, attempt: int) -> None:
             run.ctx.retrying("model", delay, error.kind)
 
-        response = await run.services.generate(
-            run.messages, run.tool_wire, slot=run.ctx.slot, on_retry=on_retry
+        return await run.services.generate(
+            run.messages, run.tool_wire, slot=run.ctx.slot, on_retry=on_retry, usage=run.ctx.usage
         )
-        run.ctx.usage.add(response.usage)
-        return response
 
     async def _run_calls(self, run: _Run, calls: list[ToolCall]) -> bool:
         """Execute the turn's calls in order; True if one of them was submit."""

@@ -82,9 +82,10 @@ def _execute(
             soft_wrap=True,
         )
         raise typer.Exit(EXIT_BAD_INPUT)
-    if fail_under is not None and batch.pass_rate < fail_under:
+    if fail_under is not None and batch.gated_pass_rate < fail_under:
         err_console.print(
-            f"pass rate {batch.pass_rate:.1%} is below --fail-under {fail_under:.1%}",
+            f"pass rate {batch.gated_pass_rate:.1%} (invalid tasks and trials not run count "
+            f"as failed) is below --fail-under {fail_under:.1%}",
             highlight=False,
             soft_wrap=True,
         )
@@ -112,6 +113,10 @@ def batch_command(
     retry_errors: Annotated[
         bool, typer.Option("--retry-errors", help="With --resume, re-run errored trials too.")
     ] = False,
+    force: Annotated[
+        bool,
+        typer.Option("--force", help="With --resume, accept settings that differ from the run's."),
+    ] = False,
     fail_under: Annotated[
         float | None,
         typer.Option("--fail-under", min=0.0, max=1.0, help="Exit 1 below this pass rate."),
@@ -133,7 +138,8 @@ def batch_command(
     settings = _settings(
         debug, n_concurrent=n_concurrent, n_attempts=n_attempts, agent=agent, provider=provider,
         output_dir=output, quiet=quiet, pattern=pattern, resume=resume,
-        retry_errors=retry_errors, agent_settings=parsed.agent_settings, models=parsed.models,
+        retry_errors=retry_errors, force=force, agent_settings=parsed.agent_settings,
+        models=parsed.models,
     )  # fmt: skip
     _execute([tasks_dir], settings, fail_under, debug)
 

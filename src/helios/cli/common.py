@@ -13,6 +13,7 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
+from helios.cli.entry import early_exit
 from helios.errors import ConfigError, EnvironmentUnavailable, HeliosError, InputError
 
 T = TypeVar("T")
@@ -66,6 +67,10 @@ def run_coroutine(coro: Coroutine[Any, Any, T]) -> T:
         return asyncio.run(main())
     except (KeyboardInterrupt, asyncio.CancelledError):
         raise Interrupted() from None
+    finally:
+        # The loop's handlers are gone: a late signal still means "exit 130, one line".
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(signum, early_exit)
 
 
 def fail(message: str, code: int = EXIT_BAD_INPUT) -> NoReturn:

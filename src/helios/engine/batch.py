@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import inspect
 import logging
 import uuid
@@ -41,6 +42,9 @@ log = logging.getLogger(__name__)
 
 #: errors that every later unit would hit too: the batch stops starting units
 FATAL_ERRORS = frozenset({"AuthError"})
+#: errors that stop the batch after this many units in a row ended with them
+#: (an unreachable endpoint: one refusal may be a blip, three in a row are not)
+STOP_AFTER_IN_A_ROW = {"ConnectionError": 3}
 
 
 class Unit(Protocol):
@@ -108,6 +112,7 @@ class BatchOptions:
     #: whose cleanup hook runs after an interrupt (None: no sandboxes)
     provider: str | None = None
     fatal_errors: frozenset[str] = FATAL_ERRORS
+    stop_after_in_a_row: dict[str, int] = field(default_factory=lambda: dict(STOP_AFTER_IN_A_ROW))
     start_retries: int = 2
     start_backoff: float = 2.0
 
@@ -130,6 +135,7 @@ class BatchService(Generic[U, R]):
     #: why the batch stopped starting units early, if it did
     aborted: str | None = None
     interrupted: bool = False
+    _in_a_row: tuple[str | None, int] = (None, 0)
 
     #: the run id when there is no store
     memory_run_id: str = field(default_factory=lambda: uuid.uuid4().hex)
@@ -141,12 +147,17 @@ class BatchService(Generic[U, R]):
         return str(self.store.metadata().get("run_id", self.store.run_dir.name))
 
     # -- planning --------------------------------------------------------------
-    def plan(self, units: Sequence[U]) -> BatchPlan[U]:
-        """Skip complete units; move the leftovers of pending ones aside."""
+    def plan(
+        self, units: Sequence[U], records: dict[str, dict[str, Any]] | None = None
+    ) -> BatchPlan[U]:
+        """Skip complete units; move the leftovers of pending ones aside.
+
+        `records` are the store's complete records if the door has loaded them already."""
         if self.store is None:
             self._emit(BatchPlanned(total=len(units), pending=len(units)))
             return BatchPlan(list(units), list(units), [])
-        records = self.store.load_records()
+        if records is None:
+            records = self.store.load_records()
         pending = [u for u in units if not self._is_done(records.get(u.trial_id))]
         pending_ids = {u.trial_id for u in pending}
         for unit in pending:
@@ -198,7 +209,7 @@ class BatchService(Generic[U, R]):
             raise
         finally:
             if self.store is not None:
-                self.store.close()
+                self.store.flush()
         return self.recorded
 
     async def _record(self, unit: U, result: R) -> None:
@@ -208,19 +219,37 @@ class BatchService(Generic[U, R]):
         try:
             await asyncio.to_thread(self.door.write_files, unit, result)
         except OSError as exc:
+            if _out_of_space(exc):
+                self._stop(f"the output disk is full ({exc.strerror}): nothing more is started")
             result = self.door.crashed(unit, ErrorInfo.from_exception(exc, "record"))
         if self.store is not None:
-            self.store.append(self.door.to_record(unit, result))
+            try:
+                self.store.append(self.door.to_record(unit, result))
+            except OSError as exc:
+                # The record is rolled back: this unit runs again on resume.
+                self._stop(f"cannot record results in {self.store.run_dir}: {exc.strerror}")
+                return
         self.recorded.append(result)
         verdict = self.door.verdict(result)
         self._emit(TrialFinished(unit.trial_id, unit.label, verdict.passed, verdict.detail))
         await self._notify(unit, result)
 
+    def _stop(self, reason: str) -> None:
+        if self.aborted is None:
+            self.aborted = reason
+            self._emit(BatchStopping(reason))
+
     def _check_fatal(self, verdict: Verdict) -> None:
-        if verdict.error_kind in self.options.fatal_errors and self.aborted is None:
+        kind = verdict.error_kind
+        last, count = self._in_a_row
+        self._in_a_row = (kind, count + 1 if kind == last else 1)
+        limit = self.options.stop_after_in_a_row.get(kind or "")
+        fatal = kind in self.options.fatal_errors or (
+            limit is not None and self._in_a_row[1] >= limit
+        )
+        if fatal:
             # Every other unit would fail the same way: stop starting new ones.
-            self.aborted = f"{verdict.error_kind}: {verdict.error_message}"
-            self._emit(BatchStopping(self.aborted))
+            self._stop(f"{kind}: {verdict.error_message}")
 
     async def _notify(self, unit: U, result: R) -> None:
         if self.on_recorded is None:
@@ -229,9 +258,10 @@ class BatchService(Generic[U, R]):
             maybe = self.on_recorded(unit, result)
             if inspect.isawaitable(maybe):
                 await maybe
-        except Exception:
-            # The user's callback must not lose the batch: log it and go on.
-            log.exception("the on_complete callback failed for %s", unit.label)
+        except Exception as exc:
+            # The user's callback must not lose the batch: one line, and go on.
+            log.error("the on_complete callback failed for %s: %s: %s",
+                      unit.label, type(exc).__name__, exc)  # fmt: skip
 
     async def _cleanup_after_interrupt(self, run_id: str) -> None:
         if self.options.provider is None:
@@ -245,3 +275,7 @@ class BatchService(Generic[U, R]):
     def _emit(self, event: Any) -> None:
         if self.emit is not None:
             self.emit(event)
+
+
+def _out_of_space(exc: OSError) -> bool:
+    return exc.errno in (errno.ENOSPC, errno.EDQUOT, errno.EROFS)

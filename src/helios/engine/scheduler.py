@@ -6,6 +6,9 @@ Invariants:
   caller's order (attempts interleaved across tasks) is the start order;
 - a job may give its slot back while it waits (a retry backoff) and queue again
   for one afterwards, so waiting never blocks other work;
+- all the same, at most `max_in_flight` jobs exist at once (running or waiting),
+  so live sandboxes and memory stay bounded; a job keeps its ticket from start
+  to finish, and waits for a slot only while holding one, so this cannot deadlock;
 - once `stop_when()` is true no further item starts; items in flight finish;
 - a job's exception never escapes `run`: the job is expected to turn failures
   into data, and anything that slips through is passed to `on_crash`.
@@ -70,11 +73,14 @@ class Scheduler(Generic[T, R]):
         on_result: Callable[[T, R], Awaitable[None] | None] | None = None,
         on_crash: Callable[[T, BaseException], R] | None = None,
         stop_when: Callable[[], bool] | None = None,
+        max_in_flight: int | None = None,
     ) -> None:
         if n_concurrent < 1:
             raise ValueError("n_concurrent must be at least 1")
         self._job = job
         self._n = n_concurrent
+        #: jobs that exist at once, waiting ones included (default 2 × n)
+        self._max_in_flight = max(n_concurrent, max_in_flight or 2 * n_concurrent)
         self._on_result = on_result
         self._on_crash = on_crash
         self._stop_when = stop_when
@@ -82,20 +88,31 @@ class Scheduler(Generic[T, R]):
     async def run(self, items: Iterable[T]) -> list[R]:
         """Run every item; return results in completion order."""
         semaphore = asyncio.Semaphore(self._n)
+        tickets = asyncio.Semaphore(self._max_in_flight)
         results: list[R] = []
         async with asyncio.TaskGroup() as group:
             for item in items:
                 slot = Slot(semaphore)
                 # Acquire before creating the task: bounds memory for huge inputs
                 # and keeps the start order equal to the input order.
+                await tickets.acquire()
                 await slot.acquire()
                 if self._stop_when is not None and self._stop_when():
                     # A fatal condition (e.g. a rejected API key): start nothing
                     # more; trials in flight finish and are recorded.
                     slot.release()
+                    tickets.release()
                     break
-                group.create_task(self._run_one(item, slot, results))
+                group.create_task(self._run_ticketed(item, slot, results, tickets))
         return results
+
+    async def _run_ticketed(
+        self, item: T, slot: Slot, results: list[R], tickets: asyncio.Semaphore
+    ) -> None:
+        try:
+            await self._run_one(item, slot, results)
+        finally:
+            tickets.release()
 
     async def _run_one(self, item: T, slot: Slot, results: list[R]) -> None:
         try:

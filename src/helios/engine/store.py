@@ -1,46 +1,54 @@
-"""The run store: an append-only record of finished trials plus a folder per trial.
+"""The run store: one writer, append-only record streams, a folder per unit.
 
-Crash invariants (kill -9 at any instant):
-- a trial is complete iff `results.jsonl` holds a parseable line with its id;
-- its files (result.json etc.) are written before that line, so a complete
-  trial always has its files;
-- a torn last line (killed mid-append) is cut off on open, so it is neither
-  counted nor duplicated: that trial simply runs again;
-- a folder without a line is a leftover of an unfinished trial: it is moved
-  aside under `_incomplete/`, never deleted;
-- JSON documents (result.json, summaries, checkpoints) are replaced atomically.
-
-Only the event-loop thread writes, so appends need no lock.
+Crash invariants (kill -9 at any instant; see docs/design/invariants.md):
+- a unit is complete iff the `results` stream holds a readable line with its id;
+- its files are written before that line, so a complete unit has its files;
+- a torn last line is cut on open (that unit simply runs again); any other bad
+  line is quarantined and reported, and the records after it still count;
+- a folder without a line is a leftover of an unfinished unit: it is moved
+  aside under `_incomplete/` (the last KEEP_LEFTOVERS per unit are kept);
+- JSON documents (result.json, summaries, checkpoints) are replaced atomically;
+- one process writes a run folder at a time: an exclusive lock on `.lock`.
 """
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
+import fcntl
 import json
 import os
 import shutil
-import time
+from collections.abc import Mapping
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
+
+from helios.engine.jsonl import BadLine, RecordStream
+from helios.errors import ConfigError, InputError
 
 RESULTS_FILE = "results.jsonl"
 RUN_FILE = "run.json"
+LOCK_FILE = ".lock"
 INCOMPLETE_DIR = "_incomplete"
-FSYNC_INTERVAL = 1.0
+#: leftovers kept per unit folder under _incomplete/; older ones are deleted
+KEEP_LEFTOVERS = 3
 
 
 def write_json_atomic(path: Path, data: Any) -> None:
     """Write JSON via a temp file and os.replace: readers see old or new, never half."""
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    with tmp.open("w", encoding="utf-8") as handle:
-        json.dump(data, handle, indent=2, ensure_ascii=False, default=str)
-        handle.write("\n")
-        handle.flush()
-        os.fsync(handle.fileno())
-    os.replace(tmp, path)
+    try:
+        with tmp.open("w", encoding="utf-8") as handle:
+            json.dump(data, handle, indent=2, ensure_ascii=False, default=str)
+            handle.write("\n")
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        raise
 
 
 def new_run_dir(output_dir: Path, prefix: str) -> Path:
@@ -54,100 +62,130 @@ def new_run_dir(output_dir: Path, prefix: str) -> Path:
     return candidate
 
 
+class RunInUse(InputError):
+    """Another process holds the run folder's lock."""
+
+    kind = "RunInUse"
+
+
 class RunStore:
-    def __init__(self, run_dir: Path) -> None:
+    def __init__(self, run_dir: Path, *, readonly: bool = False) -> None:
         self.run_dir = run_dir
-        self.results_path = run_dir / RESULTS_FILE
-        self._handle: Any = None
-        self._last_sync = 0.0
-        self._sync_pending: asyncio.TimerHandle | None = None
+        self.readonly = readonly
+        self.results = RecordStream(run_dir / RESULTS_FILE)
+        self._streams: dict[str, RecordStream] = {"results": self.results}
+        self._lock: IO[str] | None = None
+        #: bad lines found when loading the results (reported by the door)
+        self.quarantined: list[BadLine] = []
+        #: leftovers deleted to keep _incomplete/ bounded
+        self.pruned: list[Path] = []
+
+    @property
+    def results_path(self) -> Path:
+        return self.results.path
 
     # -- opening -------------------------------------------------------------
     @classmethod
     def create(cls, run_dir: Path, metadata: dict[str, Any]) -> RunStore:
         run_dir.mkdir(parents=True, exist_ok=False)
+        store = cls(run_dir)
+        store._acquire()
         write_json_atomic(run_dir / RUN_FILE, metadata)
-        return cls(run_dir)
+        return store
 
     @classmethod
-    def open_existing(cls, run_dir: Path) -> RunStore:
+    def open_existing(cls, run_dir: Path, *, readonly: bool = False) -> RunStore:
         if not (run_dir / RUN_FILE).is_file():
             raise FileNotFoundError(f"{run_dir} is not a Helios run folder (no {RUN_FILE})")
-        return cls(run_dir)
+        store = cls(run_dir, readonly=readonly)
+        if not readonly:
+            store._acquire()
+        return store
+
+    def _acquire(self) -> None:
+        handle = (self.run_dir / LOCK_FILE).open("a+", encoding="utf-8")
+        try:
+            fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            handle.seek(0)
+            owner = handle.read().strip() or "unknown"
+            handle.close()
+            raise RunInUse(
+                f"{self.run_dir} is in use by another Helios process (pid {owner}); "
+                "wait for it to finish or stop it first"
+            ) from None
+        handle.seek(0)
+        handle.truncate()
+        handle.write(str(os.getpid()))
+        handle.flush()
+        self._lock = handle
 
     def metadata(self) -> dict[str, Any]:
         data = json.loads((self.run_dir / RUN_FILE).read_text("utf-8"))
         return data if isinstance(data, dict) else {}
 
-    def load_records(self) -> dict[str, dict[str, Any]]:
-        """Finished records by trial id (a later line wins); cuts a torn tail."""
-        records: dict[str, dict[str, Any]] = {}
-        if not self.results_path.is_file():
-            return records
-        good_end = 0
-        with self.results_path.open("rb") as handle:
-            for raw in handle:
-                if not raw.endswith(b"\n"):
-                    break  # torn final append
-                try:
-                    record = json.loads(raw)
-                except json.JSONDecodeError:
-                    break
-                good_end += len(raw)
-                if isinstance(record, dict) and "trial_id" in record:
-                    records[str(record["trial_id"])] = record
-        if good_end != self.results_path.stat().st_size:
-            with self.results_path.open("r+b") as handle:
-                handle.truncate(good_end)
-        return records
+    def check_settings(self, current: Mapping[str, Any], *, force: bool = False) -> None:
+        """Refuse to resume with settings that change results (unless `force`)."""
+        stored = self.metadata()
+        for key, value in current.items():
+            if key in stored and stored[key] != value and not force:
+                raise ConfigError(
+                    f"{self.run_dir} was run with {key}={stored[key]!r}, not {value!r}: "
+                    "resuming would mix two runs (use the same settings, or --force)",
+                    field=key,
+                )
 
-    # -- trial folders -------------------------------------------------------
+    # -- records ---------------------------------------------------------------
+    def stream(self, name: str) -> RecordStream:
+        """Another record stream of this run (`<name>.jsonl`)."""
+        if name not in self._streams:
+            self._streams[name] = RecordStream(self.run_dir / f"{name}.jsonl")
+        return self._streams[name]
+
+    def load_records(self) -> dict[str, dict[str, Any]]:
+        """Complete records by unit id (a later line wins); quarantines bad lines."""
+        loaded = self.results.load(repair=not self.readonly)
+        self.quarantined = loaded.quarantined
+        return {str(r["trial_id"]): r for r in loaded.records if "trial_id" in r}
+
+    def append(self, record: dict[str, Any]) -> None:
+        """Mark a unit complete: its files must already be written."""
+        if self.readonly:
+            raise PermissionError(f"{self.run_dir} was opened read-only")
+        self.results.append(record)
+
+    # -- unit folders ----------------------------------------------------------
     def trial_dir(self, folder: str) -> Path:
         return self.run_dir / folder
 
     def clear_leftover(self, folder: str) -> Path | None:
-        """Move an unfinished trial's folder aside (never delete evidence)."""
+        """Move an unfinished unit's folder aside (the last few are kept as evidence)."""
         path = self.trial_dir(folder)
         if not path.exists():
             return None
         aside_root = self.run_dir / INCOMPLETE_DIR
         aside_root.mkdir(exist_ok=True)
         base = folder.replace("/", "__")
-        n = 1
-        while (aside_root / f"{base}.{n}").exists():
-            n += 1
-        target = aside_root / f"{base}.{n}"
+        taken = sorted(
+            (int(p.suffix[1:]), p)
+            for p in aside_root.glob(f"{base}.*")
+            if p.suffix[1:].isdigit() and p.stem == base
+        )
+        number = taken[-1][0] + 1 if taken else 1
+        target = aside_root / f"{base}.{number}"
         shutil.move(str(path), str(target))
+        for _, old in taken[: max(0, len(taken) + 1 - KEEP_LEFTOVERS)]:
+            shutil.rmtree(old, ignore_errors=True)
+            self.pruned.append(old)
         return target
 
-    # -- appending -----------------------------------------------------------
-    def append(self, record: dict[str, Any]) -> None:
-        """Append one finished record: flushed now, fsynced within a second."""
-        if self._handle is None:
-            self._handle = self.results_path.open("ab")
-        line = json.dumps(record, ensure_ascii=False, default=str).encode("utf-8") + b"\n"
-        self._handle.write(line)
-        self._handle.flush()
-        now = time.monotonic()
-        if now - self._last_sync >= FSYNC_INTERVAL:
-            self._sync()
-        elif self._sync_pending is None:
-            with contextlib.suppress(RuntimeError):  # no running loop: sync at close
-                loop = asyncio.get_running_loop()
-                self._sync_pending = loop.call_later(FSYNC_INTERVAL, self._sync)
-
-    def _sync(self) -> None:
-        self._sync_pending = None
-        if self._handle is not None:
-            os.fsync(self._handle.fileno())
-        self._last_sync = time.monotonic()
+    # -- closing ---------------------------------------------------------------
+    def flush(self) -> None:
+        for stream in self._streams.values():
+            stream.close()
 
     def close(self) -> None:
-        if self._sync_pending is not None:
-            self._sync_pending.cancel()
-            self._sync_pending = None
-        if self._handle is not None:
-            self._handle.flush()
-            os.fsync(self._handle.fileno())
-            self._handle.close()
-            self._handle = None
+        self.flush()
+        lock, self._lock = self._lock, None
+        if lock is not None:
+            lock.close()  # closing the descriptor releases the flock

@@ -33,6 +33,17 @@ class TransientError(ModelError):
     retryable = True
 
 
+class ConnectionFailed(TransientError):
+    """The endpoint could not be reached at all (refused, DNS, bad address).
+
+    Retried only briefly: an unreachable endpoint is an infrastructure error, and
+    the batch stops starting trials after a few of them in a row."""
+
+    kind = "ConnectionError"
+    #: the endpoint failed, not the agent: the unit is an error, re-run on request
+    infrastructure = True
+
+
 class AuthError(ModelError):
     kind = "AuthError"
 

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import TypeVar
 
 from helios.engine.scheduler import Slot, backoff_sleep
-from helios.models.errors import ModelError, RateLimitError, RetriesExhausted
+from helios.models.errors import ConnectionFailed, ModelError, RateLimitError, RetriesExhausted
 from helios.models.limiter import AdaptiveLimiter
 
 T = TypeVar("T")
@@ -22,6 +22,9 @@ class RetryPolicy:
     max_total_seconds: float = 900.0
     base_delay: float = 1.0
     max_delay: float = 60.0
+    #: attempts at an endpoint that cannot be reached at all: fail fast, it is
+    #: not going to answer (the batch stops after a few such units in a row)
+    connection_attempts: int = 3
 
     def delay(self, error: ModelError, attempt: int) -> float:
         if isinstance(error, RateLimitError) and error.retry_after is not None:
@@ -59,6 +62,8 @@ async def call_with_retries(
             else:
                 limiter.on_success()
                 return result, attempt - 1
+        if isinstance(last, ConnectionFailed) and attempt >= policy.connection_attempts:
+            raise last
         delay = policy.delay(last, attempt)
         elapsed = time.monotonic() - started
         if attempt >= policy.max_attempts or elapsed + delay > policy.max_total_seconds:

@@ -13,6 +13,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Literal
+from urllib.parse import urlparse
 
 from helios.errors import ConfigError
 from helios.secrets import register_secret
@@ -94,6 +95,15 @@ def split_name(name: str) -> tuple[str, str]:
     )
 
 
+def _check_url(url: str, source: str) -> None:
+    parsed = urlparse(url)
+    if parsed.scheme not in ("http", "https") or not parsed.netloc:
+        raise ConfigError(
+            f"{source} {url!r} is not an http(s) URL (e.g. http://127.0.0.1:8000/v1)",
+            field="--base-url",
+        )
+
+
 def base_url_variable(provider: str) -> str:
     return provider.upper().replace("-", "_") + "_BASE_URL"
 
@@ -114,6 +124,8 @@ def resolve_model(
     # <PROVIDER>_BASE_URL (e.g. ANTHROPIC_BASE_URL, as the SDKs read it) points a provider
     # at a proxy or a local server without changing code.
     url = base_url or env.get(base_url_variable(provider_name)) or info.base_url
+    if url is not None:
+        _check_url(url, "--base-url" if base_url else base_url_variable(provider_name))
     if info.needs_base_url and not url:
         raise ConfigError(
             f"{provider_name} models need --base-url (e.g. http://127.0.0.1:8000/v1)",

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import email.utils
+import errno
 import json
+import math
+import socket
 import time
 from types import ModuleType
 from typing import Any, TypeVar, cast
@@ -11,6 +14,7 @@ from typing import Any, TypeVar, cast
 from helios.models.errors import (
     AuthError,
     BadRequestError,
+    ConnectionFailed,
     ContextWindowError,
     ModelError,
     RateLimitError,
@@ -36,17 +40,24 @@ def retry_after_seconds(headers: Any) -> float | None:
     millis = headers.get("retry-after-ms")
     if millis:
         try:
-            return max(0.0, float(millis) / 1000)
-        except ValueError:
-            pass
+            seconds = float(millis) / 1000
+        except (TypeError, ValueError):
+            seconds = math.nan
+        if math.isfinite(seconds):
+            return max(0.0, seconds)
     value = headers.get("retry-after")
     if not value:
         return None
+    # Anything unparseable counts as absent: a duplicated header arrives as "1, 1".
     try:
-        return max(0.0, float(value))
-    except ValueError:
-        parsed = email.utils.parsedate_to_datetime(value) if value else None
-        return max(0.0, parsed.timestamp() - time.time()) if parsed else None
+        seconds = float(value)
+    except (TypeError, ValueError):
+        try:
+            parsed = email.utils.parsedate_to_datetime(str(value))
+        except (TypeError, ValueError, IndexError, OverflowError):
+            return None
+        seconds = parsed.timestamp() - time.time()
+    return max(0.0, seconds) if math.isfinite(seconds) else None
 
 
 def _message(exc: Exception) -> str:
@@ -58,6 +69,42 @@ def _message(exc: Exception) -> str:
     return str(exc)
 
 
+def _chain(exc: BaseException) -> list[BaseException]:
+    chain: list[BaseException] = []
+    link: BaseException | None = exc
+    while link is not None and len(chain) < 8:
+        chain.append(link)
+        link = link.__cause__ or link.__context__
+    return chain
+
+
+def _unreachable_reason(exc: BaseException) -> str | None:
+    """Why the endpoint could not be reached at all, or None if it was reached.
+
+    The SDKs report a refused connection over aiohttp as a *timeout*; the cause
+    chain tells the truth."""
+    chain = _chain(exc)
+    if any(isinstance(e, socket.gaierror) for e in chain):
+        return "host name not found"
+    if any(getattr(e, "errno", None) == errno.ECONNREFUSED for e in chain):
+        return "connection refused"
+    text = " ".join(str(e) for e in chain).lower()
+    if "name or service not known" in text or "nodename nor servname" in text:
+        return "host name not found"
+    if "refused" in text or "connect call failed" in text:
+        return "connection refused"
+    if "cannot connect to host" in text or "unsupported protocol" in text:
+        return " ".join(str(chain[-1]).split())[:200]
+    return None
+
+
+def _endpoint(exc: BaseException) -> str:
+    url = getattr(getattr(exc, "request", None), "url", None)
+    if url is None:
+        return "the endpoint"
+    return f"{url.scheme}://{url.netloc.decode()}"
+
+
 def _is_context_overflow(exc: Exception, message: str) -> bool:
     code = getattr(exc, "code", None)
     text = f"{code or ''} {message}".lower()
@@ -67,7 +114,12 @@ def _is_context_overflow(exc: Exception, message: str) -> bool:
 def map_sdk_error(exc: Exception, sdk: ModuleType) -> ModelError | None:
     """Our typed error for an SDK exception, or None if it is not a model error."""
     message = " ".join(_message(exc).split())[:400]
-    if isinstance(exc, sdk.APITimeoutError | sdk.APIConnectionError):
+    if isinstance(exc, sdk.APIConnectionError):  # APITimeoutError is one too
+        reason = _unreachable_reason(exc)
+        if reason is not None:
+            return ConnectionFailed(f"cannot connect to {_endpoint(exc)}: {reason}")
+        if isinstance(exc, sdk.APITimeoutError):
+            return TransientError(f"request timed out: {message}")
         return TransientError(f"connection failed: {message}")
     if isinstance(exc, sdk.APIStatusError):
         status = int(exc.status_code)

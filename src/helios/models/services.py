@@ -53,12 +53,17 @@ class ModelServices:
         *,
         slot: Slot | None = None,
         on_retry: OnRetry | None = None,
+        usage: Usage | None = None,
     ) -> ModelResponse:
-        """One model turn with Helios's retries; usage carries cost, retries and time."""
+        """One model turn with Helios's retries; the response's usage carries cost,
+        retries and time. `usage` (the unit's running total) gets the call's usage,
+        and every retry as it happens, so retries count even when the call fails."""
         started = time.monotonic()
 
         def count_retry(error: Any, delay: float, attempt: int) -> None:
             self.totals.retries += 1
+            if usage is not None:
+                usage.retries += 1
             if on_retry is not None:
                 on_retry(error, delay, attempt)
 
@@ -69,11 +74,13 @@ class ModelServices:
             slot=slot,
             on_retry=count_retry,
         )
-        usage = response.usage
-        usage.model_seconds = time.monotonic() - started
-        usage.cost_usd = self.prices.cost(self.spec.model, usage)
-        self.totals.add(usage)  # retries are counted live by count_retry
-        usage.retries = retries
+        call_usage = response.usage
+        call_usage.model_seconds = time.monotonic() - started
+        call_usage.cost_usd = self.prices.cost(self.spec.model, call_usage)
+        self.totals.add(call_usage)  # retries are counted live by count_retry
+        if usage is not None:
+            usage.add(call_usage)
+        call_usage.retries = retries
         return response
 
     def live_line(self) -> str:

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from helios.agents.registry import create_agent
-from helios.errors import HeliosError, TaskFormatError
+from helios.errors import ConfigError, HeliosError, TaskFormatError
 from helios.identity import trial_id
 from helios.tasks.summary import InvalidTask
 from helios.tasks.task import Task, discover_tasks, load_task
@@ -26,6 +27,12 @@ def resolve_task_dirs(paths: Sequence[str | Path] | str | Path, pattern: str) ->
     items = [paths] if isinstance(paths, str | Path) else list(paths)
     found: list[Path] = []
     seen: set[Path] = set()
+    if Path(pattern).is_absolute() or pattern.startswith("/"):
+        raise ConfigError(
+            f"the pattern {pattern!r} is absolute: give one relative to the tasks folder, "
+            "e.g. '**/task.toml'",
+            field="--pattern",
+        )
     for item in items:
         path = Path(item)
         if not path.exists():
@@ -37,17 +44,57 @@ def resolve_task_dirs(paths: Sequence[str | Path] | str | Path, pattern: str) ->
     return found
 
 
+def task_keys(task_dirs: list[Path]) -> dict[Path, str]:
+    """Each task's path relative to the batch root (the common parent of all the
+    batch's task folders): two identical folders `a/t` and `b/t` are two units,
+    and moving or renaming the root keeps every key."""
+    if not task_dirs:
+        return {}
+    root = Path(os.path.commonpath([str(d) for d in task_dirs]))
+    if len(task_dirs) == 1 or root in task_dirs:
+        root = root.parent
+    return {d: d.relative_to(root).as_posix() for d in task_dirs}
+
+
 def load_tasks(task_dirs: list[Path]) -> LoadedTasks:
     """Load every task; a bad one becomes an `InvalidTask` and the rest go on."""
     loaded = LoadedTasks()
+    keys = task_keys(task_dirs)
     for task_dir in task_dirs:
         try:
-            loaded.tasks.append(load_task(task_dir))
+            loaded.tasks.append(load_task(task_dir, key=keys[task_dir]))
         except HeliosError as exc:
             loaded.invalid.append(InvalidTask(path=str(task_dir), error=str(exc)))
+        except UnicodeError:
+            reason = "not valid UTF-8 (rename or re-encode it)"
+            where = shown_path(_undecodable_file(task_dir) or task_dir)
+            invalid = InvalidTask(path=shown_path(task_dir), error=f"{where}: {reason}")
+            loaded.invalid.append(invalid)
         except OSError as exc:
             loaded.invalid.append(InvalidTask(path=str(task_dir), error=f"{task_dir}: {exc}"))
     return loaded
+
+
+def shown_path(path: Path) -> str:
+    """A path as text that can be printed and stored: undecodable bytes as \\xNN."""
+    return os.fsencode(path).decode("utf-8", "backslashreplace")
+
+
+def _undecodable_file(task_dir: Path) -> Path | None:
+    """The first task file whose name or text is not UTF-8, to name it in the error."""
+    for name in ("task.toml", "instruction.md"):
+        try:
+            (task_dir / name).read_text("utf-8")
+        except UnicodeDecodeError:
+            return task_dir / name
+        except OSError:
+            continue
+    for path in task_dir.rglob("*"):
+        try:
+            str(path).encode("utf-8")
+        except UnicodeEncodeError:
+            return path
+    return None
 
 
 def trial_folder(index: int, task: Task, attempt: int, n_attempts: int) -> str:
@@ -74,8 +121,8 @@ def build_specs(
     for attempt in range(1, n_attempts + 1):
         for index, task in enumerate(tasks):
             tid = trial_id(
-                # the name too: two identical task folders are still two tasks
-                input_checksum=f"{task.name}:{task.checksum}",
+                # the path under the batch root too: two identical folders are two tasks
+                input_checksum=f"{task.key}:{task.checksum}",
                 attempt=attempt,
                 agent=identity,
                 model=model,

@@ -10,6 +10,7 @@ from __future__ import annotations
 import inspect
 import json
 import time
+import uuid
 from collections.abc import Awaitable, Callable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
@@ -22,7 +23,7 @@ from helios import __version__
 from helios.agents.registry import agent_class
 from helios.display.progress import BatchProgress, default_console, header_panel
 from helios.engine.batch import BatchOptions, BatchService
-from helios.engine.store import RunStore, new_run_dir, write_json_atomic
+from helios.engine.store import KEEP_LEFTOVERS, RunStore, new_run_dir, write_json_atomic
 from helios.environments.registry import provider_class
 from helios.errors import InputError
 from helios.models.services import DEFAULT_MODEL, ModelServices
@@ -116,6 +117,9 @@ class ParallelRunner:
             self.console.print(
                 f"[yellow]invalid task[/] {escape(bad.error)}", highlight=False, soft_wrap=True
             )
+        if not loaded.tasks:
+            first = loaded.invalid[0].error if loaded.invalid else "none found"
+            raise InputError(f"no valid task to run ({len(loaded.invalid)} invalid): {first}")
         generation = s.models.generation
         return build_specs(
             loaded.tasks,
@@ -127,19 +131,33 @@ class ParallelRunner:
             result_settings={"generation": generation.identity()} if self.uses_model else {},
         )
 
+    def _identity(self) -> dict[str, Any]:
+        """The settings a resume must match: they change results."""
+        s = self.settings
+        identity: dict[str, Any] = {
+            "agent": s.agent, "model": self.model, "provider": s.provider,
+            "n_attempts": s.n_attempts, "agent_settings": s.agent_settings,
+        }  # fmt: skip
+        if self.uses_model:
+            identity["generation"] = s.models.generation.identity()
+        return json.loads(json.dumps(identity, default=str))  # type: ignore[no-any-return]
+
     def _open_store(self) -> RunStore:
         s = self.settings
         if s.resume is not None:
-            return RunStore.open_existing(s.resume)
+            store = RunStore.open_existing(s.resume)
+            try:
+                store.check_settings(self._identity(), force=s.force)
+            except BaseException:
+                store.close()
+                raise
+            return store
         metadata = {
-            "run_id": f"{int(time.time() * 1000):x}",
+            "run_id": uuid.uuid4().hex,
             "created_at": datetime.now(UTC).isoformat(),
             "helios_version": __version__,
             "kind": s.run_prefix,
-            "agent": s.agent,
-            "model": self.model,
-            "provider": s.provider,
-            "n_attempts": s.n_attempts,
+            **self._identity(),
             "task_paths": [str(p) for p in _as_list(self.task_paths)],
         }
         return RunStore.create(new_run_dir(s.output_dir, s.run_prefix), metadata)
@@ -155,12 +173,19 @@ class ParallelRunner:
                 await self.services.close()
 
     async def _run(self) -> BatchResult:
-        s = self.settings
         specs = self._plan()
         await self.provider_class.preflight()
         store = self._open_store()
+        try:
+            return await self._run_in(store, specs)
+        finally:
+            store.close()
+
+    async def _run_in(self, store: RunStore, specs: list[TrialSpec]) -> BatchResult:
+        s = self.settings
         self.run_dir = store.run_dir
         records = store.load_records()
+        self._report_store_repairs(store)
         specs = dedupe_folders(specs, {r["folder"]: tid for tid, r in records.items()})
         progress = BatchProgress(self.console, total=0, quiet=s.quiet or not s.show_progress)
         service: BatchService[TrialSpec, TrialResult] = BatchService(
@@ -176,7 +201,12 @@ class ParallelRunner:
             services=self.services,
             on_recorded=self._notify,
         )
-        plan = service.plan(specs)
+        plan = service.plan(specs, records)
+        if store.pruned and s.show_progress:
+            self.console.print(
+                f"removed {len(store.pruned)} old leftover folder(s) from _incomplete/ "
+                f"(the last {KEEP_LEFTOVERS} of each trial are kept)", highlight=False,
+            )  # fmt: skip
         finished = [TrialResult.model_validate(r) for r in plan.finished]
         prior = _prior_duration(store.run_dir)
         started = time.monotonic()
@@ -196,6 +226,14 @@ class ParallelRunner:
                 finished + service.recorded, len(specs), duration, store, service.interrupted
             )
         return batch
+
+    def _report_store_repairs(self, store: RunStore) -> None:
+        for bad in store.quarantined:
+            self.console.print(
+                f"[yellow]warning[/] {escape(str(store.results_path))}:{bad.line}: {bad.reason}; "
+                f"moved to {escape(store.results.quarantine_path.name)}",
+                highlight=False, soft_wrap=True,
+            )  # fmt: skip
 
     async def _notify(self, spec: TrialSpec, result: TrialResult) -> None:
         if self.on_complete is None:

@@ -22,6 +22,8 @@ class TaskBatchSettings:
     #: a run folder to finish
     resume: Path | None = None
     retry_errors: bool = False
+    #: resume even if the run was made with other settings
+    force: bool = False
     agent_settings: dict[str, Any] = field(default_factory=dict)
     #: sandbox starts at once; None = min(n_concurrent, 4)
     max_starts: int | None = None

@@ -96,6 +96,12 @@ class BatchResult:
     def pass_rate(self) -> float:
         return self.passed / self.total_tasks if self.total_tasks else 0.0
 
+    @property
+    def gated_pass_rate(self) -> float:
+        """The pass rate `--fail-under` checks: an invalid task counts as failed attempts."""
+        planned = self.total_tasks + self.not_run + len(self.invalid) * self.n_attempts
+        return self.passed / planned if planned else 0.0
+
 
 def build_batch_result(
     trials: list[TrialResult],

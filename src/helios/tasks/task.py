@@ -15,7 +15,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from helios.environments.spec import SandboxSpec
-from helios.errors import TaskFormatError
+from helios.errors import ConfigError, TaskFormatError
 from helios.tasks.task_checks import check_task_folder
 
 
@@ -41,6 +41,8 @@ class EnvironmentConfig(_Section):
     allow_internet: bool = False
     #: writable storage in MiB; None = the provider's default
     storage_mb: int | None = Field(default=None, gt=0)
+    #: processes at once (a Helios extension); None = the provider's default
+    pids: int | None = Field(default=None, gt=0)
     env: dict[str, str] = Field(default_factory=dict)
 
     @model_validator(mode="before")
@@ -75,6 +77,9 @@ class Task(BaseModel):
 
     path: Path
     name: str
+    #: what tells this task apart from an identical one elsewhere: its path relative
+    #: to the batch's root (the common parent of the batch's task folders)
+    key: str = ""
     config: TaskConfig
     instruction: str
     #: sha256 over every file of the task: part of each trial's identity
@@ -123,6 +128,7 @@ class Task(BaseModel):
             cpus=env.cpus,
             memory_mb=env.memory_mb,
             storage_mb=env.storage_mb,
+            **({"pids": env.pids} if env.pids is not None else {}),
             build_timeout=env.build_timeout_sec,
             label=self.name,
         )
@@ -133,11 +139,14 @@ def discover_tasks(root: str | Path, pattern: str = "**/task.toml") -> list[Path
     base = Path(root)
     if (base / "task.toml").is_file() and pattern in ("**/task.toml", "task.toml"):
         return [base.resolve()]
-    found = {p.parent.resolve() for p in base.glob(pattern) if p.name == "task.toml"}
+    try:
+        found = {p.parent.resolve() for p in base.glob(pattern) if p.name == "task.toml"}
+    except (NotImplementedError, ValueError) as exc:
+        raise ConfigError(f"bad pattern {pattern!r}: {exc}", field="--pattern") from None
     return sorted(found, key=lambda p: str(p))
 
 
-def load_task(path: str | Path) -> Task:
+def load_task(path: str | Path, key: str | None = None) -> Task:
     """Load and validate one task directory; raise `TaskFormatError` with a one-line reason."""
     task_dir = Path(path).resolve()
     toml_path = task_dir / "task.toml"
@@ -165,6 +174,7 @@ def load_task(path: str | Path) -> Task:
     return Task(
         path=task_dir,
         name=task_dir.name,
+        key=key or task_dir.name,
         config=config,
         instruction=instruction,
         checksum=tree_checksum(task_dir),

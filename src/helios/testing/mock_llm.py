@@ -72,8 +72,12 @@ class MockLLMServer:
         seed: int | None = None,
         strict_history: bool = True,
         max_recorded: int = 1000,
+        retry_after_headers: Sequence[str] = (),
     ) -> None:
         self.script = Script.coerce(script)
+        #: raw Retry-After values for 429s, each its own header (a duplicated or
+        #: malformed header, as proxies send them); empty = `retry_after`
+        self.retry_after_headers = tuple(retry_after_headers)
         self.host = host
         self.strict_history = strict_history
         self._requested_port = port
@@ -318,7 +322,12 @@ class MockLLMServer:
         if status == 429:
             self._count("injected_429")
             message = "Rate limit reached (injected by the mock server). Please try again later."
-            return dialect.error(429, message, retry_after=self._faults.retry_after)
+            response = dialect.error(429, message, retry_after=self._faults.retry_after)
+            if self.retry_after_headers:
+                response.headers.popall("retry-after", None)
+                for value in self.retry_after_headers:
+                    response.headers.add("Retry-After", value)
+            return response
         self._count("injected_500" if status >= 500 else "injected_other")
         return dialect.error(status, f"Injected error {status} from the mock server.")
 

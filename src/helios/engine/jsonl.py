@@ -1,0 +1,152 @@
+"""Append-only JSON Lines files that survive kill -9 and a bad line.
+
+Crash invariants:
+- an appended line is flushed at once (a process crash cannot lose it) and
+  fsynced within FSYNC_INTERVAL (an OS crash loses at most that much);
+- only a torn final line (no newline: the process died mid-append) is cut on
+  load; its bytes are kept in the quarantine file as evidence;
+- any other unreadable line is moved to the quarantine file and reported, and
+  every record after it still counts;
+- a failed append (a full disk) is rolled back to the last whole line, so the
+  file never holds half a record followed by more records.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any
+
+FSYNC_INTERVAL = 1.0
+
+
+@dataclass(frozen=True)
+class BadLine:
+    line: int
+    reason: str
+
+
+@dataclass
+class Loaded:
+    records: list[dict[str, Any]] = field(default_factory=list)
+    #: unreadable lines moved to the quarantine file (the torn tail included)
+    quarantined: list[BadLine] = field(default_factory=list)
+
+
+def _parse(raw: bytes) -> dict[str, Any] | str:
+    try:
+        record = json.loads(raw)
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        return f"not JSON ({exc.msg if isinstance(exc, json.JSONDecodeError) else 'not UTF-8'})"
+    if not isinstance(record, dict):
+        return f"not a JSON object but {type(record).__name__}"
+    return record
+
+
+class RecordStream:
+    """One JSONL file of records, with its quarantine file beside it."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.quarantine_path = path.with_name(path.stem + ".quarantine.jsonl")
+        self._handle: IO[bytes] | None = None
+        self._last_sync = 0.0
+        self._sync_pending: asyncio.TimerHandle | None = None
+
+    # -- loading ---------------------------------------------------------------
+    def load(self, *, repair: bool = True) -> Loaded:
+        """Every readable record in order. With `repair` (the owner of the file),
+        unreadable lines are moved to the quarantine file and cut from this one."""
+        loaded = Loaded()
+        if not self.path.is_file():
+            return loaded
+        good: list[bytes] = []
+        bad: list[tuple[int, bytes, str]] = []
+        with self.path.open("rb") as handle:
+            for number, raw in enumerate(handle, start=1):
+                if not raw.endswith(b"\n"):
+                    bad.append((number, raw, "torn final line (cut)"))
+                    break
+                parsed = _parse(raw)
+                if isinstance(parsed, str):
+                    bad.append((number, raw, parsed))
+                    continue
+                good.append(raw)
+                loaded.records.append(parsed)
+        if bad and repair:
+            self._quarantine(bad)
+            self._rewrite(good)
+        if bad:
+            loaded.quarantined = [BadLine(number, reason) for number, _, reason in bad]
+        return loaded
+
+    def _quarantine(self, bad: list[tuple[int, bytes, str]]) -> None:
+        with self.quarantine_path.open("ab") as handle:
+            for number, raw, reason in bad:
+                entry = {"line": number, "reason": reason, "text": raw.decode("utf-8", "replace")}
+                handle.write(json.dumps(entry, ensure_ascii=False).encode() + b"\n")
+            handle.flush()
+            os.fsync(handle.fileno())
+
+    def _rewrite(self, good: list[bytes]) -> None:
+        tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}.tmp")
+        with tmp.open("wb") as handle:
+            handle.writelines(good)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, self.path)
+
+    # -- appending -------------------------------------------------------------
+    def append(self, record: dict[str, Any]) -> None:
+        """Append one record: flushed now, fsynced within a second."""
+        line = json.dumps(record, ensure_ascii=False, default=str).encode("utf-8") + b"\n"
+        if self._handle is None:
+            self._handle = self.path.open("ab")
+        handle = self._handle
+        start = handle.tell()
+        try:
+            handle.write(line)
+            handle.flush()
+        except OSError:
+            self._roll_back(start)
+            raise
+        now = time.monotonic()
+        if now - self._last_sync >= FSYNC_INTERVAL:
+            self._sync()
+        elif self._sync_pending is None:
+            with contextlib.suppress(RuntimeError):  # no running loop: sync at close
+                loop = asyncio.get_running_loop()
+                self._sync_pending = loop.call_later(FSYNC_INTERVAL, self._sync)
+
+    def _roll_back(self, size: int) -> None:
+        # A half-written line must not be followed by more records: drop it now.
+        handle, self._handle = self._handle, None
+        with contextlib.suppress(OSError):
+            if handle is not None:
+                handle.close()
+        with contextlib.suppress(OSError), self.path.open("r+b") as fix:
+            fix.truncate(size)
+
+    def _sync(self) -> None:
+        self._sync_pending = None
+        if self._handle is not None:
+            with contextlib.suppress(OSError):
+                os.fsync(self._handle.fileno())
+        self._last_sync = time.monotonic()
+
+    def close(self) -> None:
+        if self._sync_pending is not None:
+            self._sync_pending.cancel()
+            self._sync_pending = None
+        handle, self._handle = self._handle, None
+        if handle is not None:
+            try:
+                handle.flush()
+                os.fsync(handle.fileno())
+            finally:
+                handle.close()
