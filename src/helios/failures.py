@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import errno
 import traceback
 
 from pydantic import BaseModel
 
 from helios.errors import EnvironmentError_, HeliosError
 from helios.secrets import redact
+
+#: the error kind of a full output disk: every later unit would hit it too
+DISK_FULL = "DiskFull"
+DISK_FULL_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT})
 
 
 class ErrorInfo(BaseModel):
@@ -23,6 +28,8 @@ class ErrorInfo(BaseModel):
     @classmethod
     def from_exception(cls, exc: BaseException, phase: str | None = None) -> ErrorInfo:
         kind = exc.kind if isinstance(exc, HeliosError) else type(exc).__name__
+        if isinstance(exc, OSError) and exc.errno in DISK_FULL_ERRNOS:
+            kind = DISK_FULL
         detail = None
         if not isinstance(exc, HeliosError):
             # Unexpected exceptions keep their traceback for debugging.
@@ -33,6 +40,7 @@ class ErrorInfo(BaseModel):
             message=message[:500],
             phase=phase,
             detail=detail,
-            infrastructure=isinstance(exc, EnvironmentError_)
+            # A host-side OSError is the harness's failure, never the agent's.
+            infrastructure=isinstance(exc, EnvironmentError_ | OSError)
             or bool(getattr(exc, "infrastructure", False)),
         )

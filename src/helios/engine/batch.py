@@ -36,12 +36,12 @@ from helios.engine.events import (
 )
 from helios.engine.scheduler import Scheduler, Slot
 from helios.engine.store import RunStore
-from helios.failures import ErrorInfo
+from helios.failures import DISK_FULL, ErrorInfo
 
 log = logging.getLogger(__name__)
 
 #: errors that every later unit would hit too: the batch stops starting units
-FATAL_ERRORS = frozenset({"AuthError"})
+FATAL_ERRORS = frozenset({"AuthError", DISK_FULL})
 #: errors that stop the batch after this many units in a row ended with them
 #: (an unreachable endpoint: one refusal may be a blip, three in a row are not)
 STOP_AFTER_IN_A_ROW = {"ConnectionError": 3}

@@ -264,7 +264,16 @@ class ParallelRunner:
             aborted=self.aborted,
             priced=services is None or services.prices.lookup(services.spec.model) is not None,
         )
-        write_json_atomic(store.run_dir / SUMMARY_FILE, summary_document(batch))
+        try:
+            write_json_atomic(store.run_dir / SUMMARY_FILE, summary_document(batch))
+        except OSError as exc:
+            # The records are safe; only the summary is missing (a resume rewrites it).
+            self.aborted = self.aborted or f"cannot write {SUMMARY_FILE}: {exc.strerror}"
+            batch.aborted = self.aborted
+            self.console.print(
+                f"[yellow]warning[/] cannot write {escape(str(store.run_dir / SUMMARY_FILE))}: "
+                f"{escape(str(exc.strerror))}", highlight=False, soft_wrap=True,
+            )  # fmt: skip
         if self.settings.show_progress:
             for panel in final_panels(batch):
                 self.console.print(panel)
