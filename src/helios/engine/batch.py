@@ -24,7 +24,7 @@ import logging
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Generic, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
 from helios.engine.episode import EpisodeContext
 from helios.engine.events import (
@@ -37,6 +37,9 @@ from helios.engine.events import (
 from helios.engine.scheduler import Scheduler, Slot
 from helios.engine.store import RunStore
 from helios.failures import DISK_FULL, ErrorInfo
+
+if TYPE_CHECKING:
+    from helios.models.services import ModelServices
 
 log = logging.getLogger(__name__)
 
@@ -127,7 +130,7 @@ class BatchService(Generic[U, R]):
     store: RunStore | None
     options: BatchOptions = field(default_factory=BatchOptions)
     emit: EventSink | None = None
-    services: Any = None
+    services: ModelServices | None = None
     #: the user's callback, called with (unit, result) after each record
     on_recorded: OnRecorded | None = None
     #: results recorded by this invocation, in completion order
