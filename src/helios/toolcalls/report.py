@@ -67,10 +67,9 @@ def batch_document(batch: BatchResult, duration: float | None = None) -> dict[st
 def report_document(entries: Sequence[Entry]) -> dict[str, Any]:
     tests = []
     for name, result in entries:
-        passed, total = counts(result)
+        document = batch_document(as_batch(result))
         tests.append({"id": name, "status": "PASS" if result.passed else "FAIL",
-                      "passed_runs": passed, "runs": total,
-                      **batch_document(as_batch(result))})  # fmt: skip
+                      "passed_runs": document["passed_count"], **document})  # fmt: skip
     n_passed = sum(1 for _, result in entries if result.passed)
     return {
         "generated_at": datetime.now(UTC).isoformat(timespec="seconds"),
@@ -135,7 +134,7 @@ def render_html(entries: Sequence[Entry]) -> str:
         status = test["status"]
         rows.append(
             f'<tr class="{status.lower()}"><td>{html.escape(name)}</td><td>{status}</td>'
-            f"<td>{result.match_rate:.0%}</td><td>{test['passed_runs']}/{test['runs']}</td>"
+            f"<td>{result.match_rate:.0%}</td><td>{test['passed_runs']}/{test['total']}</td>"
             f"<td><pre>{html.escape(str(redact_value(result.summary())))}</pre></td></tr>"
         )
     return (

@@ -1,0 +1,158 @@
+"""`helios toolcalls --config`: the summary, exit codes, one-line config errors, reports."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from helios.cli.app import app
+
+REPO = Path(__file__).resolve().parents[2]
+AGENTS = '''
+from helios import toolcalls
+
+class Echo:
+    """Calls the function named by the prompt's first word."""
+    async def run(self, audio):
+        word = (audio.transcript or "").split()[0]
+        if word == "crash":
+            raise RuntimeError("agent crashed")
+        return toolcalls.AgentResponse(tool_calls=[toolcalls.tool_call(word)])
+
+class Synth:
+    def __init__(self, voice="v"):
+        self.voice = voice
+    async def synthesize(self, text):
+        return toolcalls.Audio(data=b"\\x00" * 480, format="pcm", transcript=text)
+
+@toolcalls.agent
+async def echo_function(audio):
+    return [{"name": (audio.transcript or "").split()[0]}]
+'''
+GOOD = """
+synthesizer: {name: "cli_agents:Synth", params: {voice: x}}
+agent: cli_agents:Echo
+runs: 2
+max_concurrency: 3
+tests:
+  - id: one
+    prompt: "book now"
+    expect: [{name: book}]
+  - id: two
+    prompts: ["weather today", "weather tomorrow"]
+    expect: [{name: weather}]
+    runs: 1
+"""
+
+
+def _invoke(tmp_path: Path, config: str, *args: str) -> tuple[int, str]:
+    (tmp_path / "cli_agents.py").write_text(AGENTS)
+    path = tmp_path / "c.yaml"
+    path.write_text(textwrap.dedent(config))
+    result = CliRunner().invoke(app, ["toolcalls", "--config", str(path), *args])
+    return result.exit_code, result.output
+
+
+def test_a_passing_config_prints_the_summary_and_exits_0(tmp_path: Path) -> None:
+    code, out = _invoke(tmp_path, GOOD, "--report", str(tmp_path / "r.json"))
+    assert code == 0, out
+    assert "PASSED (100% pass rate, 2 runs)" in out
+    assert "  PASS  one  (100% match)  [2/2 runs]" in out
+    assert "  PASS  two  (100% match)  [2/2 runs]" in out
+    report = json.loads((tmp_path / "r.json").read_text())
+    assert [t["id"] for t in report["tests"]] == ["one", "two"]
+
+
+def test_runs_from_the_command_line_win(tmp_path: Path) -> None:
+    code, out = _invoke(tmp_path, GOOD, "--runs", "3", "--max-concurrency", "1")
+    assert code == 0
+    assert "[3/3 runs]" in out and "[6/6 runs]" in out
+
+
+def test_a_failed_or_crashed_run_exits_1(tmp_path: Path) -> None:
+    config = GOOD.replace('prompt: "book now"', 'prompt: "crash now"')
+    code, out = _invoke(tmp_path, config, "--report", str(tmp_path / "r.html"), "--quiet")
+    assert code == 1
+    assert "  FAIL  one  (0% match)  [0/2 runs]" in out
+    assert "error in agent: RuntimeError: agent crashed" in out
+    assert "crash now" in (tmp_path / "r.html").read_text()
+
+
+def test_a_function_agent_and_pipeline_section(tmp_path: Path) -> None:
+    config = """
+    pipeline:
+      synthesizer: cli_agents:Synth
+      agent: cli_agents.echo_function
+    tests:
+      - {id: t, prompt: "go", expect: [{name: go}]}
+    """
+    code, out = _invoke(tmp_path, config)
+    assert code == 0, out
+
+
+@pytest.mark.parametrize(
+    ("config", "message"),
+    [
+        ("agent: cli_agents:Echo\n", "c.yaml: tests: Field required"),
+        ("agent: cli_agents:Echo\ntests: []\n", "c.yaml: tests: List should have at least 1 item"),
+        ("agent: cli_agents:Echo\ntests:\n  - {id: a}\n",
+         "c.yaml: tests[0]: give exactly one of prompt or prompts"),
+        ("agent: cli_agents:Echo\ntests:\n  - {id: a, prompt: x, prompts: [y]}\n",
+         "c.yaml: tests[0]: give exactly one of prompt or prompts"),
+        ("agent: cli_agents:Echo\ntests:\n  - {id: a, prompt: x, expect: [{arguments: {}}]}\n",
+         "c.yaml: tests[0].expect[0].name: Field required"),
+        ("agent: cli_agents:Echo\nruns: 0\ntests:\n  - {id: a, prompt: x}\n",
+         "c.yaml: runs: Input should be greater than or equal to 1"),
+        ("agent: cli_agents:Echo\nrunz: 2\ntests:\n  - {id: a, prompt: x}\n",
+         "c.yaml: runz: Extra inputs are not permitted"),
+        ("agent: cli_agents:Echo\ntests:\n  - {id: a, prompt: x}\n  - {id: a, prompt: y}\n",
+         "duplicate test id 'a'"),
+        ("agent: nosuch\ntests:\n  - {id: a, prompt: x}\n",
+         "c.yaml: agent.name: unknown name 'nosuch'"),
+        ("agent: cli_agents:Nope\ntests:\n  - {id: a, prompt: x}\n",
+         "c.yaml: agent.name: 'cli_agents' has no attribute 'Nope'"),
+        ("agent: {name: http, params: {nope: 1}}\ntests:\n  - {id: a, prompt: x}\n",
+         "c.yaml: agent.params: TypeError:"),
+        ("agent: {name: http, params: {url: u, parser: {name: xml}}}\ntests:\n"
+         "  - {id: a, prompt: x}\n", "c.yaml: agent.params.parser.name: unknown name 'xml'"),
+        ("agent: {name: cli_agents:Echo, parms: {}}\ntests:\n  - {id: a, prompt: x}\n",
+         "c.yaml: agent.parms: Extra inputs are not permitted"),
+        ("agent: [unclosed\n", "c.yaml:2: not valid YAML: expected ','"),
+        ("- just\n- a list\n", "c.yaml: the config must be a mapping"),
+    ],
+)  # fmt: skip
+def test_a_bad_config_is_one_line_and_exit_2(tmp_path: Path, config: str, message: str) -> None:
+    code, out = _invoke(tmp_path, config)
+    assert code == 2, out
+    lines = [line for line in out.splitlines() if line.strip()]
+    assert len(lines) == 1, out
+    assert message in lines[0], out
+    assert "Traceback" not in out
+
+
+def test_missing_config_and_bad_report_exit_2(tmp_path: Path) -> None:
+    result = CliRunner().invoke(app, ["toolcalls", "--config", str(tmp_path / "none.yaml")])
+    assert result.exit_code == 2 and "cannot read the config" in result.output
+    code, out = _invoke(tmp_path, GOOD, "--report", "out.txt")
+    assert code == 2 and "must end in .json or .html" in out
+
+
+@pytest.mark.skipif(shutil.which("espeak-ng") is None, reason="espeak-ng missing")
+def test_the_example_config_runs_as_a_user_types_it(tmp_path: Path) -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "helios", "toolcalls", "--config",
+         str(REPO / "examples/toolcalls/config.yaml"), "--runs", "1",
+         "--report", str(tmp_path / "report.html")],
+        capture_output=True, text=True, cwd=tmp_path, timeout=300,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "PASS  book_flight_berlin_rome  (100% match)  [1/1 runs]" in result.stdout
+    assert (tmp_path / "report.html").is_file()
+    assert (tmp_path / ".helios_cache" / "audio").is_dir()
