@@ -156,6 +156,8 @@ def test_gemini_parser_reads_rest_sdk_and_live_shapes() -> None:
         (russo.JsonResponseParser(tool_calls_key="a.5"), {"a": [1]}, []),
     ],
 )  # fmt: skip
-def test_json_parser_paths(parser: Any, raw: Any, expected: list[tuple[str, dict[str, Any]]]) -> None:
+def test_json_parser_paths(
+    parser: Any, raw: Any, expected: list[tuple[str, dict[str, Any]]]
+) -> None:
     calls = parser.parse(raw).tool_calls
     assert [(c.name, c.arguments) for c in calls] == expected
