@@ -17,6 +17,8 @@ command -v dockerd >/dev/null 2>&1 || missing="$missing docker.io"
 command -v bwrap >/dev/null 2>&1 || missing="$missing bubblewrap"
 command -v debootstrap >/dev/null 2>&1 || missing="$missing debootstrap"
 command -v tmux >/dev/null 2>&1 || missing="$missing tmux"
+# espeak-ng: the tool-call tests' offline speech (helios.toolcalls.EspeakSynthesizer)
+command -v espeak-ng >/dev/null 2>&1 || missing="$missing espeak-ng"
 if [ -n "$missing" ]; then
     log "installing:$missing"
     apt-get update -q
