@@ -99,8 +99,8 @@ async def _agents(url: str, workdir: Path, episodes: int) -> tuple[float, float,
     async def episode(i: int) -> int:
         logs = workdir / "logs" / str(i)
         logs.mkdir(parents=True)
-        env = InstantEnv(task, trial_id=str(i), run_id="bench")
-        ctx = AgentContext(task=task, logs_dir=logs, timeout=600, services=services,
+        env = InstantEnv(task.sandbox_spec(), trial_id=str(i), run_id="bench")
+        ctx = AgentContext(logs_dir=logs, timeout=600, workdir=task.workdir, services=services,
                            trial_id=str(i))  # fmt: skip
         outcome = await agent.run(task.instruction, env, ctx)
         return outcome.n_turns
