@@ -87,6 +87,19 @@ class ToolCallDoor:
         self.agent_limiter = AdaptiveLimiter(initial=limit, maximum=limit)
         self.synth_limiter = AdaptiveLimiter(initial=limit, maximum=limit)
         self._audio: dict[str, asyncio.Future[Audio]] = {}
+        #: runs still to finish per prompt: a prompt's audio is dropped after its last run
+        self._remaining: dict[str, int] = {}
+
+    def plan(self, units: list[RunUnit]) -> None:
+        """Count each prompt's runs, so its audio is kept exactly as long as needed."""
+        for unit in units:
+            self._remaining[unit.prompt] = self._remaining.get(unit.prompt, 0) + 1
+
+    def _done_with(self, prompt: str) -> None:
+        left = self._remaining.get(prompt, 1) - 1
+        self._remaining[prompt] = left
+        if left <= 0:
+            self._audio.pop(prompt, None)
 
     # -- one run -----------------------------------------------------------------
     async def run_unit(self, unit: RunUnit, ctx: EpisodeContext, slot: Slot) -> SingleRunResult:
@@ -113,6 +126,7 @@ class ToolCallDoor:
             return result
         finally:
             current_slot.reset(token)
+            self._done_with(unit.prompt)
         return SingleRunResult(
             prompt=unit.prompt,
             run_index=unit.run_index,

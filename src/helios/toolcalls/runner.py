@@ -173,10 +173,17 @@ async def run_cases(
         text_mode=text_mode, policy=retry_policy or DEFAULT_RETRY_POLICY, limit=limit,
         timeout=timeout, emit=progress.handle,
     )  # fmt: skip
+    door.plan(units)
     store = _open_store(output_dir, units, limit) if output_dir is not None else None
+    by_id: dict[str, SingleRunResult] = {}
+
+    def keep(unit: RunUnit, result: SingleRunResult) -> None:
+        by_id[unit.trial_id] = result
+
     service: BatchService[RunUnit, SingleRunResult] = BatchService(
-        door=door, store=store, options=BatchOptions(n_concurrent=limit), emit=progress.handle
-    )
+        door=door, store=store, options=BatchOptions(n_concurrent=limit), emit=progress.handle,
+        on_recorded=keep,
+    )  # fmt: skip
     started = time.monotonic()
     try:
         plan = service.plan(units)
@@ -190,7 +197,7 @@ async def run_cases(
             if type(component).__module__.startswith("helios."):
                 await aclose_quietly(component)
                 await aclose_quietly(getattr(component, "inner", None))
-    batch = _collect(units, service.recorded, service.aborted)
+    batch = _collect(units, by_id, service.aborted)
     if store is not None:
         from helios.toolcalls.report import batch_document
 
@@ -211,13 +218,12 @@ def _open_store(output_dir: str | Path, units: list[RunUnit], limit: int) -> Run
     return RunStore.create(new_run_dir(Path(output_dir), "toolcalls"), metadata)
 
 
-def _collect(units: list[RunUnit], recorded: list[SingleRunResult],
+def _collect(units: list[RunUnit], by_id: dict[str, SingleRunResult],
              aborted: str | None) -> BatchResult:  # fmt: skip
     """Every unit's result in (case, run) order; units never started are failed runs."""
-    by_key = {(r.test_id, r.prompt, r.run_index): r for r in recorded}
     results = []
     for unit in sorted(units, key=lambda u: (u.case_index, u.run_index)):
-        found = by_key.get((unit.test_id, unit.prompt, unit.run_index))
+        found = by_id.get(unit.trial_id)
         if found is None:
             why = f"not run: the batch stopped early ({aborted})" if aborted else "not run"
             found = failed_result(unit, ErrorInfo(type="NotRun", message=why, phase="schedule"))

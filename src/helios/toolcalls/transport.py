@@ -24,6 +24,9 @@ from helios.secrets import redact
 
 #: bytes of an error body kept in a message
 _BODY_LIMIT = 300
+#: the largest answer read from a peer (HTTP body or WebSocket message): a hostile
+#: or broken endpoint must not exhaust memory
+MAX_ANSWER_BYTES = 64 * 1024 * 1024
 
 
 def status_error(
@@ -111,7 +114,7 @@ def _running_loop() -> asyncio.AbstractEventLoop | None:
 
 async def read_json_response(response: aiohttp.ClientResponse, peer: str) -> Any:
     """The JSON body of a response, or the typed error for its status or a bad body."""
-    body = await response.read()
+    body = await read_bounded(response, peer)
     text = body.decode("utf-8", errors="replace")
     if response.status >= 400:
         raise status_error(response.status, text, response.headers, peer)
@@ -119,6 +122,17 @@ async def read_json_response(response: aiohttp.ClientResponse, peer: str) -> Any
         return json.loads(text)
     except ValueError:
         raise TransientError(f"{peer} sent a body that is not JSON: {text[:120]!r}") from None
+
+
+async def read_bounded(response: aiohttp.ClientResponse, peer: str) -> bytes:
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in response.content.iter_chunked(1 << 16):
+        size += len(chunk)
+        if size > MAX_ANSWER_BYTES:
+            raise BadRequestError(f"{peer} sent more than {MAX_ANSWER_BYTES} bytes")
+        chunks.append(chunk)
+    return b"".join(chunks)
 
 
 def decode_ws_message(message: aiohttp.WSMessage) -> Any:

@@ -22,7 +22,12 @@ from helios.toolcalls.adapters.tools import gemini_tools
 from helios.toolcalls.audio import LIVE_RATE, to_pcm16, to_wav
 from helios.toolcalls.parsers.gemini import GeminiResponseParser
 from helios.toolcalls.synthesizers.google import GEMINI_BASE_URL, gemini_key
-from helios.toolcalls.transport import SessionHolder, decode_ws_message, read_json_response
+from helios.toolcalls.transport import (
+    MAX_ANSWER_BYTES,
+    SessionHolder,
+    decode_ws_message,
+    read_json_response,
+)
 from helios.toolcalls.types import AgentResponse, Audio
 
 LIVE_PATH = "/ws/google.ai.generativelanguage.v1beta.GenerativeService.BidiGenerateContent"
@@ -144,7 +149,7 @@ class GeminiLiveAgent:
     async def run(self, audio: Audio) -> AgentResponse:
         pcm = await asyncio.to_thread(to_pcm16, audio, LIVE_RATE)
         session = self._http.get()
-        async with session.ws_connect(self.url, max_msg_size=0) as ws:
+        async with session.ws_connect(self.url, max_msg_size=MAX_ANSWER_BYTES) as ws:
             async with asyncio.timeout(self.response_timeout):
                 await ws.send_str(json.dumps(self.setup_message()))
                 await self._expect_setup_complete(ws)

@@ -28,7 +28,12 @@ from helios.toolcalls.adapters.tools import realtime_tools
 from helios.toolcalls.audio import REALTIME_RATE, to_pcm16
 from helios.toolcalls.parsers.common import arguments_dict
 from helios.toolcalls.synthesizers.openai import OPENAI_BASE_URL, openai_key
-from helios.toolcalls.transport import SessionHolder, decode_ws_message, ws_closed_error
+from helios.toolcalls.transport import (
+    MAX_ANSWER_BYTES,
+    SessionHolder,
+    decode_ws_message,
+    ws_closed_error,
+)
 from helios.toolcalls.types import AgentResponse, Audio, ToolCall
 
 #: bytes of PCM per append event (the API caps an event at 15 MiB)
@@ -112,8 +117,8 @@ class OpenAIRealtimeAgent:
 
     async def run(self, audio: Audio) -> AgentResponse:
         pcm = await asyncio.to_thread(to_pcm16, audio, REALTIME_RATE)
-        session = self._http.get()
-        async with session.ws_connect(self.url, max_msg_size=0, heartbeat=None) as ws:
+        connect = self._http.get().ws_connect(self.url, max_msg_size=MAX_ANSWER_BYTES)
+        async with connect as ws:
             await ws.send_str(json.dumps(self.session_update()))
             for start in range(0, max(len(pcm), 1), CHUNK):
                 chunk = base64.b64encode(pcm[start : start + CHUNK]).decode("ascii")

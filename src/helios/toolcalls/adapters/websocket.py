@@ -12,7 +12,12 @@ from helios.models.errors import TransientError
 from helios.toolcalls.adapters.http import audio_payload
 from helios.toolcalls.parsers.mapping import JsonResponseParser
 from helios.toolcalls.protocols import ResponseParser
-from helios.toolcalls.transport import SessionHolder, decode_ws_message, ws_closed_error
+from helios.toolcalls.transport import (
+    MAX_ANSWER_BYTES,
+    SessionHolder,
+    decode_ws_message,
+    ws_closed_error,
+)
 from helios.toolcalls.types import AgentResponse, Audio
 
 
@@ -66,9 +71,10 @@ class WebSocketAgent:
         return json.dumps(audio_payload(audio, self.audio_field, self.format_field))
 
     async def run(self, audio: Audio) -> AgentResponse:
-        session = self._http.get()
         timeout = aiohttp.ClientWSTimeout(ws_receive=self.response_timeout, ws_close=5.0)
-        async with session.ws_connect(self.url, timeout=timeout, max_msg_size=0) as ws:
+        connect = self._http.get().ws_connect(self.url, timeout=timeout,
+                                              max_msg_size=MAX_ANSWER_BYTES)  # fmt: skip
+        async with connect as ws:
             message = self._message(audio)
             if isinstance(message, bytes):
                 await ws.send_bytes(message)
