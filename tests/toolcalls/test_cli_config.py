@@ -156,3 +156,32 @@ def test_the_example_config_runs_as_a_user_types_it(tmp_path: Path) -> None:
     assert "PASS  book_flight_berlin_rome  (100% match)  [1/1 runs]" in result.stdout
     assert (tmp_path / "report.html").is_file()
     assert (tmp_path / ".helios_cache" / "audio").is_dir()
+
+
+def test_text_mode_from_yaml_against_the_scripted_server(tmp_path: Path) -> None:
+    from helios.testing.mock_llm import MockLLMServer
+
+    script = {"scenarios": [{"match": "flight", "turns": [{"tool_calls": [
+        {"name": "book_flight", "arguments": {"to_city": "LA"}}]}]}]}  # fmt: skip
+    with MockLLMServer(script=script) as server:
+        config = f"""
+        synthesizer: null
+        agent:
+          name: model
+          params:
+            model: openai-compatible/scripted
+            base_url: {server.openai_base_url}
+            system_prompt: You book flights.
+            tools:
+              - name: book_flight
+                parameters: {{type: object, properties: {{to_city: {{type: string}}}}}}
+        tests:
+          - id: flight
+            prompt: Book a flight to LA
+            expect: [{{name: book_flight, arguments: {{to_city: LA}}}}]
+            runs: 3
+        """
+        code, out = _invoke(tmp_path, config)
+    assert code == 0, out
+    assert "  PASS  flight  (100% match)  [3/3 runs]" in out
+    assert server.stats["served_ok"] == 3

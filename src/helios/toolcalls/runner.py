@@ -168,6 +168,9 @@ async def run_cases(
     limit = max(1, min(max_concurrency or DEFAULT_MAX_CONCURRENCY, len(units) or 1))
     console = console or default_console()
     progress = BatchProgress(console, total=0, quiet=True)
+    live_line = getattr(getattr(agent, "services", None), "live_line", None)
+    if callable(live_line):  # text mode: tokens, cost and the model's limit on the line
+        progress.extra_source = live_line
     door = ToolCallDoor(
         synthesizer=synth, agent=agent, evaluator=evaluator or ExactEvaluator(),
         text_mode=text_mode, policy=retry_policy or DEFAULT_RETRY_POLICY, limit=limit,
