@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import io
 import json
-import shutil
 import wave
 from array import array
 from pathlib import Path
@@ -16,7 +15,7 @@ from helios import toolcalls as russo
 from helios.toolcalls import audio as au
 from helios.toolcalls.cache import AudioCache, CachedSynthesizer
 
-needs_espeak = pytest.mark.skipif(shutil.which("espeak-ng") is None, reason="espeak-ng missing")
+needs_espeak = pytest.mark.espeak
 
 
 def _ramp(n: int) -> bytes:

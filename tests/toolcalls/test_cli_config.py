@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
 import sys
 import textwrap
@@ -144,7 +143,7 @@ def test_missing_config_and_bad_report_exit_2(tmp_path: Path) -> None:
     assert code == 2 and "must end in .json or .html" in out
 
 
-@pytest.mark.skipif(shutil.which("espeak-ng") is None, reason="espeak-ng missing")
+@pytest.mark.espeak
 def test_the_example_config_runs_as_a_user_types_it(tmp_path: Path) -> None:
     result = subprocess.run(
         [sys.executable, "-m", "helios", "toolcalls", "--config",

@@ -11,7 +11,7 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLES = REPO / "examples" / "toolcalls"
-needs_espeak = pytest.mark.skipif(shutil.which("espeak-ng") is None, reason="espeak-ng missing")
+needs_espeak = pytest.mark.espeak
 
 
 def _run(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:

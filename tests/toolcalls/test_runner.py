@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import io
-import shutil
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +18,7 @@ from helios.toolcalls.evaluators import ExactEvaluator
 
 FAST = RetryPolicy(max_attempts=4, base_delay=0.01, max_delay=0.02)
 BOOK = russo.tool_call("book_flight", from_city="NYC", to_city="LA")
-needs_espeak = pytest.mark.skipif(shutil.which("espeak-ng") is None, reason="espeak-ng missing")
+needs_espeak = pytest.mark.espeak
 
 
 class CountingSynthesizer:
