@@ -135,8 +135,12 @@ def write_tombstones_and_failures(
             tombstones.append({**base, "reason": record.get("reason") or dropped.get(key)})
         elif record.get("status") == "error" and key in prompts:
             failures.append({**base, "error": record.get("error")})
-    write_jsonl_atomic(run_dir / TOMBSTONES, tombstones)
-    write_jsonl_atomic(run_dir / FAILURES, failures)
+    def order(item: dict[str, Any]) -> tuple[int, int]:
+        index = item.get("prompt_index")
+        return (0, int(index)) if isinstance(index, int) else (1, 0)
+
+    write_jsonl_atomic(run_dir / TOMBSTONES, sorted(tombstones, key=order))
+    write_jsonl_atomic(run_dir / FAILURES, sorted(failures, key=order))
     return len(tombstones), len(failures)
 
 
