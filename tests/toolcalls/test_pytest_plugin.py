@@ -249,13 +249,13 @@ def test_a(toolcalls_result):
 ''')
     cache = pytester.path / "audio-cache"
     spoken = pytester.path / "spoken.txt"
-    pytester.runpytest_subprocess("--toolcalls-cache-dir", str(cache)).assert_outcomes(passed=1)
+    pytester.runpytest("--toolcalls-cache-dir", str(cache)).assert_outcomes(passed=1)
     assert spoken.read_text() == "1"  # once per prompt
-    pytester.runpytest_subprocess("--toolcalls-cache-dir", str(cache)).assert_outcomes(passed=1)
+    pytester.runpytest("--toolcalls-cache-dir", str(cache)).assert_outcomes(passed=1)
     assert spoken.read_text() == "0"  # from the cache
-    pytester.runpytest_subprocess("--toolcalls-cache-dir", str(cache), "--toolcalls-no-cache")
+    pytester.runpytest("--toolcalls-cache-dir", str(cache), "--toolcalls-no-cache")
     assert spoken.read_text() == "1"
-    result = pytester.runpytest_subprocess("--toolcalls-cache-dir", str(cache),
+    result = pytester.runpytest("--toolcalls-cache-dir", str(cache),
                                            "--toolcalls-clear-cache")  # fmt: skip
     result.stdout.fnmatch_lines(["toolcalls: cleared 1 cached audio entries from *"])
     assert spoken.read_text() == "1"
