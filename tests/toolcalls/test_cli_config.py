@@ -184,3 +184,34 @@ def test_text_mode_from_yaml_against_the_scripted_server(tmp_path: Path) -> None
     assert code == 0, out
     assert "  PASS  flight  (100% match)  [3/3 runs]" in out
     assert server.stats["served_ok"] == 3
+
+
+def test_ctrl_c_exits_130_quickly(tmp_path: Path) -> None:
+    import signal
+    import time
+
+    (tmp_path / "slow_agents.py").write_text(
+        "import asyncio\n"
+        "from helios import toolcalls\n"
+        "class Slow:\n"
+        "    async def run(self, audio):\n"
+        "        await asyncio.sleep(60)\n"
+        "class Synth:\n"
+        "    async def synthesize(self, text):\n"
+        "        return toolcalls.Audio(data=b'', format='pcm')\n"
+    )
+    (tmp_path / "c.yaml").write_text(
+        "synthesizer: slow_agents:Synth\nagent: slow_agents:Slow\nruns: 5\n"
+        "tests:\n  - {id: t, prompt: x}\n"
+    )
+    process = subprocess.Popen(
+        [sys.executable, "-m", "helios", "toolcalls", "--config", "c.yaml"],
+        cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    time.sleep(3.0)
+    started = time.monotonic()
+    process.send_signal(signal.SIGINT)
+    out, err = process.communicate(timeout=60)
+    assert process.returncode == 130, out + err
+    assert "interrupted" in err and "Traceback" not in err
+    assert time.monotonic() - started < 15
