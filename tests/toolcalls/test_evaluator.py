@@ -171,3 +171,16 @@ def test_evaluator_never_raises_and_is_consistent(
     assert result.passed == (all(m.matched for m in result.matches))
     assert evaluator.evaluate(actual, actual).passed
     hash(tuple(expected))
+
+
+def test_types_take_the_issues_positional_signatures() -> None:
+    audio = russo.Audio(b"\x00\x00", "pcm", 16000)
+    assert (audio.format, audio.sample_rate, audio.channels, audio.sample_width) == (
+        "pcm", 16000, 1, 2)  # fmt: skip
+    assert "2 bytes" in str(audio) and "\\x00" not in repr(audio)
+    assert russo.ToolCall("f", {"a": 1}) == ToolCall(name="f", arguments={"a": 1})
+    assert russo.AgentResponse([A]).tool_calls == [A]
+    evaluation = russo.EvalResult(True, [A], [A])
+    assert evaluation.match_rate == 0.0  # no matches recorded
+    run = russo.SingleRunResult("p", 0, evaluation)
+    assert russo.BatchResult([run]).total == 1

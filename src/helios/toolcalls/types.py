@@ -20,7 +20,23 @@ from helios.failures import ErrorInfo
 AudioFormat = Literal["wav", "mp3", "pcm", "ogg", "flac", "opus", "aac"]
 
 
-class Audio(BaseModel):
+class Positional(BaseModel):
+    """Fields may also be given by position, in declaration order, as the issue's
+    signatures read (`Audio(data, "wav")`, `ToolCall("f", {...})`)."""
+
+    def __init__(self, *args: Any, **data: Any) -> None:
+        names = list(type(self).model_fields)
+        if len(args) > len(names):
+            raise TypeError(f"{type(self).__name__} takes at most {len(names)} positional "
+                            f"arguments ({len(args)} given)")  # fmt: skip
+        for name, value in zip(names, args, strict=False):
+            if name in data:
+                raise TypeError(f"{type(self).__name__} got {name!r} twice")
+            data[name] = value
+        super().__init__(**data)
+
+
+class Audio(Positional):
     """Audio bytes and what they are. `pcm` is raw little-endian samples."""
 
     model_config = ConfigDict(frozen=True)
@@ -61,26 +77,19 @@ class Audio(BaseModel):
             f"sample_rate={self.sample_rate}, channels={self.channels})"
         )
 
+    __str__ = __repr__
+
 
 def canonical_json(value: Any) -> str:
     """One text per value: key order and tuple/list do not matter."""
     return json.dumps(value, sort_keys=True, default=str, separators=(",", ":"))
 
 
-class ToolCall(BaseModel):
+class ToolCall(Positional):
     """A provider-neutral tool call: a name and its arguments."""
 
     name: str
     arguments: dict[str, Any] = Field(default_factory=dict)
-
-    def __init__(self, name: str | None = None, arguments: dict[str, Any] | None = None,
-                 **data: Any) -> None:  # fmt: skip
-        # Positional use (`ToolCall("f", {...})`) as well as russo's keywords.
-        if name is not None:
-            data["name"] = name
-        if arguments is not None:
-            data["arguments"] = arguments
-        super().__init__(**data)
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, ToolCall):
@@ -95,7 +104,7 @@ class ToolCall(BaseModel):
         return f"{self.name}({args})"
 
 
-class AgentResponse(BaseModel):
+class AgentResponse(Positional):
     """What an agent did: the tool calls it made, and its raw reply for debugging."""
 
     model_config = ConfigDict(arbitrary_types_allowed=True)
@@ -104,7 +113,7 @@ class AgentResponse(BaseModel):
     raw: Any | None = None
 
 
-class ToolCallMatch(BaseModel):
+class ToolCallMatch(Positional):
     """One expected call and the actual call it matched, or the closest one."""
 
     expected: ToolCall
@@ -113,7 +122,7 @@ class ToolCallMatch(BaseModel):
     details: str = ""
 
 
-class EvalResult(BaseModel):
+class EvalResult(Positional):
     """How one run's actual calls compared with the expected ones."""
 
     passed: bool
@@ -154,7 +163,7 @@ class EvalResult(BaseModel):
 EXTRA_CALL = "(none)"
 
 
-class SingleRunResult(BaseModel):
+class SingleRunResult(Positional):
     """One run of one prompt."""
 
     prompt: str
@@ -176,7 +185,7 @@ class SingleRunResult(BaseModel):
         return self.eval_result.error
 
 
-class BatchResult(BaseModel):
+class BatchResult(Positional):
     """Every run of a batch: prompts × runs, in prompt order then run order."""
 
     runs: list[SingleRunResult] = Field(default_factory=list)
