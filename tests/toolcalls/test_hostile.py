@@ -148,3 +148,26 @@ def test_a_leftover_temp_file_from_a_killed_writer_is_harmless(tmp_path: Path) -
     asyncio.run(synth.synthesize("x"))
     assert cache.size() == 1
     assert cache.clear() == 1 and not list(tmp_path.iterdir())
+
+
+def test_an_unreachable_agent_fails_fast_and_stops_the_batch() -> None:
+    import socket
+    import time
+
+    with socket.socket() as probe:  # a port nothing listens on
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    agent = russo.HttpAgent(f"http://127.0.0.1:{port}/agent")
+    started = time.monotonic()
+    result = asyncio.run(russo.run_concurrent(
+        "Book", Synth(), agent, None, [russo.tool_call("book_flight")], runs=50,
+        max_concurrency=2, retry_policy=FAST,
+    ))  # fmt: skip
+    assert time.monotonic() - started < 10
+    assert result.total == 50 and result.failed_count == 50
+    kinds = [run.error.type for run in result.runs if run.error]
+    assert kinds.count("ConnectionError") >= 3
+    assert set(kinds) == {"ConnectionError", "NotRun"}
+    first = next(run.error for run in result.runs if run.error and run.error.type != "NotRun")
+    assert first is not None and f"cannot connect to 127.0.0.1:{port}: connection refused" in (
+        first.message)  # fmt: skip

@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import json
+import socket
 from collections.abc import Mapping
 from typing import Any
 
@@ -15,6 +17,7 @@ import aiohttp
 from helios.models.errors import (
     AuthError,
     BadRequestError,
+    ConnectionFailed,
     ModelError,
     RateLimitError,
     TransientError,
@@ -57,6 +60,10 @@ def classify(exc: BaseException) -> ModelError | None:
         return status_error(exc.status, exc.message, exc.headers, "websocket handshake")
     if isinstance(exc, aiohttp.ClientResponseError):
         return status_error(exc.status, exc.message, exc.headers, "server")
+    unreachable = _unreachable(exc)
+    if unreachable is not None:
+        # Nothing listens there: retried only briefly, and a few in a row stop the batch.
+        return ConnectionFailed(unreachable)
     if isinstance(exc, aiohttp.ClientConnectionError | aiohttp.ClientPayloadError):
         return TransientError(f"connection failed: {type(exc).__name__}: {exc}")
     if isinstance(exc, TimeoutError):
@@ -74,6 +81,20 @@ def classify(exc: BaseException) -> ModelError | None:
     if module.startswith("httpx") and "TransportError" in names:
         return TransientError(f"connection failed: {type(exc).__name__}: {exc}")
     return None
+
+
+def _unreachable(exc: BaseException) -> str | None:
+    """'cannot connect to HOST:PORT: why' when the peer could not be reached at all."""
+    if not isinstance(exc, aiohttp.ClientConnectorError):
+        return None
+    cause = exc.os_error
+    if isinstance(exc, aiohttp.ClientConnectorDNSError) or isinstance(cause, socket.gaierror):
+        why = "host name not found"
+    elif getattr(cause, "errno", None) == errno.ECONNREFUSED:
+        why = "connection refused"
+    else:
+        return None
+    return f"cannot connect to {exc.host}:{exc.port}: {why}"
 
 
 class SessionHolder:
