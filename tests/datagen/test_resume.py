@@ -195,3 +195,48 @@ def test_two_processes_on_one_run_folder(tmp_path: Path, mock_server: MockLLMSer
     finally:
         assert first.wait(timeout=120) == 0
     assert _indices(tmp_path / "data/two", "trajectories.jsonl") == [0, 1, 2, 3]
+
+
+def test_resume_adopts_the_rows_of_a_run_hermes_started(
+    tmp_path: Path, mock_server: MockLLMServer
+) -> None:
+    run = tmp_path / "data" / "h"
+    run.mkdir(parents=True)
+    hermes_row = json.loads((Path(__file__).parent / "fixtures/hermes-row.json").read_text())
+    (run / "batch_0.jsonl").write_text(json.dumps(hermes_row) + "\n" + '{"torn": ')
+    prompt = hermes_row["conversations"][1]["value"]
+    dataset = write_dataset(tmp_path / "p.jsonl", [prompt, "Task new: go."])
+    args = hermes_args(mock_server, dataset, "h")
+    assert run_generate(tmp_path, *args).returncode == 2  # an existing run needs --resume
+    result = run_generate(tmp_path, *args, "--resume", check=True)
+    assert "adopted 1 rows" in result.stdout
+    assert _requests(mock_server) == 5  # only the new prompt ran
+    rows = read_jsonl(run / "trajectories.jsonl")
+    assert [r["conversations"][1]["value"] for r in rows] == [prompt, "Task new: go."]
+    assert rows[0] == hermes_row  # Hermes's row, untouched
+    assert (run / "batch_0.jsonl").read_text() == json.dumps(hermes_row) + "\n"  # torn tail cut
+    assert json.loads((run / "checkpoint.json").read_text())["completed_prompts"] == [0, 1]
+
+
+def test_ctrl_c_exits_130_with_consistent_files(tmp_path: Path, mock_server: MockLLMServer) -> None:
+    mock_server.set_faults(latency_ms=200)
+    dataset = write_dataset(tmp_path / "p.jsonl", [f"Task {i}: go." for i in range(12)])
+    args = hermes_args(mock_server, dataset, "c")
+    proc = subprocess.Popen([sys.executable, "-m", "helios", "generate", *args,
+                             "--concurrency=2"], cwd=tmp_path, env=cli_env(),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
+    results = tmp_path / "data/c/.helios/results.jsonl"
+    deadline = time.monotonic() + 60
+    while len(read_jsonl(results)) < 2:
+        assert time.monotonic() < deadline and proc.poll() is None
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    assert "--resume" in err and "Traceback" not in err
+    run = tmp_path / "data" / "c"
+    done = len(read_jsonl(run / "trajectories.jsonl"))
+    assert 2 <= done < 12
+    assert json.loads((run / "statistics.json").read_text())["trajectories_written"] == done
+    run_generate(tmp_path, *args, "--resume", check=True)
+    assert _indices(run, "trajectories.jsonl") == list(range(12))

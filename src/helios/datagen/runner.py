@@ -20,6 +20,7 @@ from rich.markup import escape
 from helios.agents.registry import create_agent
 from helios.agents.toolsets import get_toolset
 from helios.agents.toolsets.hermes import HERMES_TOOLSET_TOOLS, all_hermes_tool_names
+from helios.datagen.adopt import adopt_rows
 from helios.datagen.dataset import load_dataset
 from helios.datagen.display import GenerateProgress, final_table
 from helios.datagen.distributions import (
@@ -185,6 +186,8 @@ class BatchRunner:
         self.writer = RowWriter(session.run_dir)
         self.door = GenerateDoor(s, self.writer, all_hermes_tool_names())
         units = self._all_units = self._units(session.seed, services)
+        if session.adopt:
+            self._adopt(session, units)
         records = session.records.values()
         done = {r.get("prompt_key") for r in records if r.get("status") in TERMINAL}
         pending = assign_batches([u for u in units if u.key not in done], s.batch_size,
@@ -217,6 +220,15 @@ class BatchRunner:
             self.writer.close()
             self.result.aborted = service.aborted
             self._finish(session, units, time.monotonic() - started)
+
+    def _adopt(self, session: RunSession, units: list[PromptUnit]) -> None:
+        adopted = adopt_rows(session.run_dir, units)
+        for record in adopted:
+            session.store.append(record)
+            session.records[str(record["trial_id"])] = record
+        matched = sum(1 for r in adopted if not str(r["trial_id"]).startswith("adopted-"))
+        self._say(f"adopted {len(adopted)} rows from existing batch files ({matched} match "
+                  "prompts of this dataset)", "cyan")  # fmt: skip
 
     async def _recorded(self, unit: PromptUnit, result: PromptResult) -> None:
         self._records[unit.trial_id] = self.door.to_record(unit, result)

@@ -28,6 +28,8 @@ class RunSession:
     #: earlier invocations' time, for the total duration
     prior_seconds: float
     resumed: bool
+    #: batch files without a store (a run Hermes started): their rows get records
+    adopt: bool = False
 
     def close(self) -> None:
         self.store.close()
@@ -72,6 +74,7 @@ def _open_locked(
     settings: GenerateSettings, run_dir: Path, store_dir: Path, lock: RunLock
 ) -> RunSession:
     resumed = (store_dir / RUN_FILE).is_file()
+    adopt = not resumed and bool(batch_files(run_dir))
     if not resumed:
         seed = settings.seed if settings.seed is not None else random.randrange(2**31)
         write_json_atomic(store_dir / RUN_FILE, _metadata(settings, seed))
@@ -85,7 +88,7 @@ def _open_locked(
     numbers |= {int(r.get("batch_num", -1)) for r in records.values()}
     first = max(numbers, default=-1) + 1
     prior = float(metadata.get("seconds", 0.0)) if resumed else 0.0
-    return RunSession(run_dir, store, lock, seed, first, records, prior, resumed)
+    return RunSession(run_dir, store, lock, seed, first, records, prior, resumed, adopt)
 
 
 def save_seconds(session: RunSession, seconds: float) -> None:
