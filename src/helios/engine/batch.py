@@ -84,7 +84,9 @@ class Door(Protocol[U_contra, R]):
         ...
 
     def write_files(self, unit: U_contra, result: R) -> None:
-        """The door's own files for this result, written before its record."""
+        """The door's own files for this result, written before its record (in a
+        thread). A door that keeps no files sets `writes_files = False` and skips
+        the thread hop per unit."""
         ...
 
     def to_record(self, unit: U_contra, result: R) -> dict[str, Any]:
@@ -220,7 +222,8 @@ class BatchService(Generic[U, R]):
         # freed slot to the next unit as soon as this coroutine yields.
         self._check_fatal(self.door.verdict(result))
         try:
-            await asyncio.to_thread(self.door.write_files, unit, result)
+            if getattr(self.door, "writes_files", True):
+                await asyncio.to_thread(self.door.write_files, unit, result)
         except OSError as exc:
             if _out_of_space(exc):
                 self._stop(f"the output disk is full ({exc.strerror}): nothing more is started")

@@ -214,6 +214,9 @@ class ToolCallDoor:
         return value
 
     # -- what the batch service records ----------------------------------------
+    #: runs keep no files: the batch service need not hop to a thread per run
+    writes_files = False
+
     def write_files(self, unit: RunUnit, result: SingleRunResult) -> None:
         """Runs keep no files of their own: the record holds everything."""
 
