@@ -6,9 +6,11 @@ import asyncio
 import contextlib
 import os
 import signal
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
+
+T = TypeVar("T")
 
 #: bytes kept per stream; the rest is dropped with a marker, so a chatty
 #: command cannot exhaust memory
@@ -79,18 +81,13 @@ async def spawn(
     try:
         return await asyncio.shield(starting)
     except BaseException:
-        starting.add_done_callback(_kill_abandoned)
+        # Let the start finish (milliseconds), then kill what it made, so the
+        # caller's own cleanup sees the process gone.
+        with contextlib.suppress(BaseException):
+            proc = await run_to_end(asyncio.wait_for(starting, 10))
+            _kill_group(proc)
+            await run_to_end(asyncio.wait_for(proc.wait(), 5))
         raise
-
-
-def _kill_abandoned(starting: asyncio.Future[asyncio.subprocess.Process]) -> None:
-    if starting.cancelled() or starting.exception() is not None:
-        return
-    proc = starting.result()
-    _kill_group(proc)
-    # Reap it in the background so no zombie is left behind.
-    waiting = asyncio.ensure_future(proc.wait())
-    waiting.add_done_callback(lambda f: f.cancelled() or f.exception())
 
 
 async def run_process(
@@ -179,6 +176,26 @@ async def _wait_readers(
         out, err = b"", b"[output lost: pipes held open after kill]"
     await proc.wait()
     return out, err, timed_out
+
+
+async def run_to_end(work: Awaitable[T]) -> T:
+    """Await `work` to its end even if we are cancelled meanwhile, then let the
+    cancel go on. For teardown: a plain shield returns at once on cancel, and the
+    event loop may then close with the teardown half done. (A second signal
+    exits the process at once, and the grace timer bounds the wait.)"""
+    task = asyncio.ensure_future(work)
+    cancelled = False
+    while True:
+        try:
+            result = await asyncio.shield(task)
+            break
+        except asyncio.CancelledError:
+            if task.done():
+                raise
+            cancelled = True
+    if cancelled:
+        raise asyncio.CancelledError
+    return result
 
 
 def decode(data: bytes) -> str:

@@ -64,6 +64,9 @@ class BwrapCall:
     limits: LocalLimits
     env: dict[str, str]
     transfer: Path | None = None
+    #: a token in the command line (set, then unset: invisible inside), so this
+    #: exec's processes can be found from the host even once orphaned
+    marker: str = ""
 
     def argv(self, script: str) -> list[str]:
         bwrap, prlimit = tool("bwrap"), tool("prlimit")
@@ -79,6 +82,8 @@ class BwrapCall:
             "--perms", "1777", "--size", str(SHM_MB * MIB), "--tmpfs", "/dev/shm",
             *self._transfer(),
             "--chdir", "/", "--clearenv",
+            *(["--setenv", "HELIOS_EXEC", self.marker, "--unsetenv", "HELIOS_EXEC"]
+              if self.marker else []),
             *[arg for key, value in self.env.items() for arg in ("--setenv", key, value)],
             *self.limits.prlimit_argv(prlimit),
             "sh", "-c", script,

@@ -23,6 +23,35 @@ from helios.environments._local_root import (
 )
 
 
+def marked_processes(marker: str) -> list[int]:
+    """Processes whose command line holds `marker` (one exec's token)."""
+    needle = marker.encode()
+    found: list[int] = []
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            try:
+                with open(f"/proc/{name}/cmdline", "rb") as handle:
+                    if needle in handle.read():
+                        found.append(int(name))
+            except OSError:
+                continue
+    return found
+
+
+async def kill_marked(marker: str, *, within: float = 5.0) -> bool:
+    """Kill the processes of one exec (its outer bwrap and its sandbox init, which
+    may have lost its parent); True once none is left."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + within
+    while pids := await asyncio.to_thread(marked_processes, marker):
+        if loop.time() > deadline:
+            return False
+        for pid in pids:
+            _kill(pid)
+        await asyncio.sleep(0.02)
+    return True
+
+
 def sandbox_processes() -> dict[int, Path]:
     """pid → sandbox folder, for every bwrap process of a Helios sandbox on this host."""
     found: dict[int, Path] = {}

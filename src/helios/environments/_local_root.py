@@ -27,11 +27,18 @@ SKIPPED_ENV_FILES = {"Dockerfile", ".dockerignore"}
 
 
 def sandbox_base() -> Path:
-    return Path(tempfile.gettempdir())
+    """Where sandbox folders go: $HELIOS_SANDBOX_DIR, else the temporary folder."""
+    return Path(os.environ.get("HELIOS_SANDBOX_DIR") or tempfile.gettempdir())
 
 
 def make_holder(run_id: str, trial_id: str) -> Path:
-    holder = Path(tempfile.mkdtemp(prefix=SANDBOX_PREFIX, dir=sandbox_base()))
+    base = sandbox_base()
+    if runs_as_root() and not _traversable(base):
+        raise EnvironmentStartError(
+            f"the sandbox user (uid {SANDBOX_UID}) cannot reach {base}: set "
+            "HELIOS_SANDBOX_DIR (or TMPDIR) to a folder others may traverse, such as /tmp"
+        )
+    holder = Path(tempfile.mkdtemp(prefix=SANDBOX_PREFIX, dir=base))
     # The sandbox user (nobody, when Helios is root) must reach root/ and its
     # transfer folders, and nothing else here.
     holder.chmod(0o711)
@@ -39,6 +46,14 @@ def make_holder(run_id: str, trial_id: str) -> Path:
     (holder / OWNER_FILE).write_text(json.dumps(owner))
     (holder / "root").mkdir()
     return holder
+
+
+def _traversable(path: Path) -> bool:
+    """Every folder on the way to `path` lets others through (o+x)."""
+    try:
+        return all(folder.stat().st_mode & 0o001 for folder in (path, *path.parents))
+    except OSError:
+        return False
 
 
 def read_owner(holder: Path) -> tuple[Owner | None, str | None]:

@@ -155,6 +155,8 @@ def _extract_members(tar: tarfile.TarFile, dst: Path, budget: _Budget) -> None:
                 _extract_file(tar, member, dst, budget)
                 return
             _make_dir(dst)
+        if parts == (top,):
+            continue  # the folder itself: its contents land in dst
         relative = _relative(parts, top)
         if relative is None:
             budget.skipped.append(member.name)

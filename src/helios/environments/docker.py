@@ -17,7 +17,7 @@ import shutil
 from pathlib import Path
 from typing import ClassVar
 
-from helios._proc import decode, last_line, run_process
+from helios._proc import decode, last_line, run_process, run_to_end
 from helios.environments import _docker_cli, _tar
 from helios.environments._docker_cleanup import cleanup_containers, remove_images
 from helios.environments._docker_cli import (
@@ -244,12 +244,12 @@ class DockerEnvironment(Environment):
 
     async def stop(self) -> None:
         container, self.container = self.container, None
-        # Shielded: a Ctrl-C arriving now must not leave the container behind.
+        # To its end: a Ctrl-C arriving now must not leave the container behind.
         if container is not None:
             # the id our own `docker run` returned: ours by construction
-            await asyncio.shield(docker("rm", "-f", "-v", container))
+            await run_to_end(docker("rm", "-f", "-v", container))
         else:
-            await asyncio.shield(self._remove_own())
+            await run_to_end(self._remove_own())
 
 
 async def remove_containers(run_id: str | None = None, *, force: bool = False) -> list[str]:

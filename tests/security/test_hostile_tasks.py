@@ -1,0 +1,140 @@
+"""The hostile-task suite (issue 8): each task goes through the real task door with
+the oracle agent, on the local provider and on docker; one batch per provider.
+
+Every forged reward is 0, every escape is refused, every limit holds, and the
+host is untouched (its files, its /tmp, no sandbox, container or process left).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from helios.environments._local_cleanup import sandbox_processes
+from helios.environments._local_root import read_owner, sandbox_base
+
+from ..conftest import _need
+from .hostile import HOST_REWARD, KEY_CANARY, BatchOutcome, Context, run_hostile_batch
+
+PROVIDERS = ("local", "docker")
+
+
+@pytest.fixture(scope="module", params=PROVIDERS)
+def outcome(
+    request: pytest.FixtureRequest,
+    tmp_path_factory: pytest.TempPathFactory,
+    docker_available: bool,
+    bwrap_available: bool,
+) -> Iterator[BatchOutcome]:
+    provider: str = request.param
+    if provider == "docker":
+        _need("HELIOS_REQUIRE_DOCKER", docker_available, "a Docker engine")
+    else:
+        _need("HELIOS_REQUIRE_BWRAP", bwrap_available, "bubblewrap")
+    yield run_hostile_batch(tmp_path_factory.mktemp(f"hostile-{provider}"), provider)
+
+
+def _record(outcome: BatchOutcome, name: str) -> dict[str, object]:
+    if name not in outcome.hostiles:
+        pytest.skip(f"{name} does not apply to this provider here")
+    assert name in outcome.records, f"{name} has no result: {sorted(outcome.records)}"
+    return outcome.records[name]
+
+
+#: forging task → the error its honest result carries (None: a clean reward 0)
+FORGERS = {
+    "rewriter": None,
+    "ldso-swap": None,
+    "usercustomize": None,
+    "preseeded-reward": "RewardFileMissing",
+    "precreated-tests": None,
+    "key-read": None,
+    "network": None,
+}
+
+
+@pytest.mark.parametrize("name", sorted(FORGERS))
+def test_forged_reward_is_zero(outcome: BatchOutcome, name: str) -> None:
+    record = _record(outcome, name)
+    assert record["reward"] == 0.0, record
+    assert record["status"] == "failed", record
+    error = record["error"]
+    assert (error["type"] if isinstance(error, dict) else None) == FORGERS[name], record
+
+
+@pytest.mark.parametrize("name", ["payload-symlink", "artifact-symlink"])
+def test_links_out_of_the_sandbox_reach_no_host_file(outcome: BatchOutcome, name: str) -> None:
+    record = _record(outcome, name)
+    assert record["reward"] == 0.0, record
+    trial = outcome.run_dir / str(record["folder"])
+    for path in trial.rglob("*"):
+        assert not path.is_symlink(), path
+        if path.is_file():
+            assert HOST_REWARD not in path.read_text(errors="replace"), path
+    assert HOST_REWARD not in (outcome.run_dir / "results.jsonl").read_text()
+
+
+@pytest.mark.parametrize(
+    ("name", "reason"),
+    [("workdir-traversal", "WORKDIR"), ("environment-symlink", "symlink leaves the task folder")],
+)
+def test_hostile_task_folders_are_invalid_with_one_line(
+    outcome: BatchOutcome, name: str, reason: str
+) -> None:
+    bad = [b for b in outcome.runner.invalid if Path(b.path).name == name]
+    assert len(bad) == 1, outcome.runner.invalid
+    assert reason in bad[0].error and "\n" not in bad[0].error
+    assert name not in outcome.records
+    assert not outcome.ctx.traversal_dir.exists()
+
+
+@pytest.mark.parametrize(("name", "limit"), [("fork-bomb", 100), ("memory-hog", 0)])
+def test_limits_hold(outcome: BatchOutcome, name: str, limit: int) -> None:
+    record = _record(outcome, name)
+    assert record["reward"] == 0.0, record
+    oracle = outcome.run_dir / str(record["folder"]) / "agent" / "oracle.txt"
+    if name == "fork-bomb":
+        forked = int(oracle.read_text().split("--- stdout\n")[1].split()[0])
+        assert 10 < forked < limit, forked
+
+
+def test_disk_is_bounded(outcome: BatchOutcome) -> None:
+    record = _record(outcome, "disk-filler")
+    assert record["reward"] == 0.0, record
+    oracle = outcome.run_dir / str(record["folder"]) / "agent" / "oracle.txt"
+    used_mb = int(oracle.read_text().split("--- stdout\n")[1].split()[0])
+    assert 10 < used_mb <= 64, used_mb
+
+
+def test_no_connection_left_the_sandbox(outcome: BatchOutcome) -> None:
+    _record(outcome, "network")
+    assert outcome.ctx.connections == []
+
+
+def test_no_key_in_any_output(outcome: BatchOutcome) -> None:
+    _record(outcome, "key-read")
+    for path in outcome.run_dir.rglob("*"):
+        if path.is_file():
+            assert KEY_CANARY not in path.read_text(errors="replace"), path
+
+
+def test_host_untouched(outcome: BatchOutcome) -> None:
+    ctx: Context = outcome.ctx
+    assert sorted(p.name for p in ctx.host_dir.iterdir()) == ["reward.txt", "secret.txt"]
+    assert (ctx.host_dir / "reward.txt").read_text() == HOST_REWARD + "\n"
+    assert (ctx.host_dir / "secret.txt").read_text() == "host-only secret\n"
+    assert not ctx.traversal_dir.exists()
+    run_id = json.loads((outcome.run_dir / "run.json").read_text())["run_id"]
+    holders = [h for h in sandbox_base().glob("helios-sandbox-*") if read_owner(h)[1] == run_id]
+    assert holders == []
+    assert [h for h in sandbox_processes().values() if not h.exists()] == []
+    if outcome.runner.provider == "docker":
+        left = subprocess.run(
+            ["docker", "ps", "-aq", "--filter", f"label=helios.run={run_id}"],
+            capture_output=True, text=True, check=True,
+        )  # fmt: skip
+        assert left.stdout.split() == []
