@@ -241,6 +241,15 @@ def catalogue(ctx: Context) -> list[Hostile]:
             ),
         ),
         Hostile(
+            "host-secret-read",
+            # as root, the host's /etc is bound read-only into the local sandbox
+            solve="cat /etc/shadow /etc/gshadow > /app/shadow 2>/dev/null; true\n",
+            test=(
+                "if [ -s /app/shadow ]; then echo 1; else echo 0; fi > /logs/verifier/reward.txt\n"
+            ),
+            providers=("local",),
+        ),
+        Hostile(
             "fork-bomb",
             solve=(
                 "perl -e 'my $n = 0; for (1..3000) { my $p = fork(); last unless defined $p;"

@@ -53,6 +53,7 @@ FORGERS = {
     "preseeded-reward": "RewardFileMissing",
     "precreated-tests": None,
     "key-read": None,
+    "host-secret-read": None,
     "network": None,
 }
 
