@@ -79,6 +79,18 @@ class EnvironmentExecError(EnvironmentError_):
     kind = "EnvironmentExecError"
 
 
+class EnvironmentUnhealthy(EnvironmentError_):
+    """The sandbox started but its healthcheck never passed (not retried)."""
+
+    kind = "EnvironmentUnhealthy"
+
+
+class UnsupportedFeature(EnvironmentError_):
+    """A task asks for something this provider cannot do (a user, a network switch)."""
+
+    kind = "UnsupportedFeature"
+
+
 class PhaseTimeout(HeliosError):
     """A phase (build, agent, verifier) ran past its timeout."""
 

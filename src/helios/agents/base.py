@@ -59,6 +59,8 @@ class AgentContext:
     solution_dir: Path | None = None
     #: environment variables for the agent's commands (never secrets)
     exec_env: dict[str, str] = field(default_factory=dict)
+    #: environment variables for the reference solution only (`[solution.env]`)
+    solution_env: dict[str, str] = field(default_factory=dict)
 
     def turn(self, n: int) -> None:
         if self.emit is not None:

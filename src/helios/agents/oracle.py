@@ -25,8 +25,9 @@ class OracleAgent(Agent):
         if solution is None or not (solution / "solve.sh").is_file():
             raise AgentError(f"task {ctx.label} has no solution/solve.sh")
         await env.upload(solution, "/solution")
+        variables = {**ctx.exec_env, **ctx.solution_env}
         result = await env.exec(
-            RUN_SOLVE, cwd=ctx.workdir, env=ctx.exec_env or None, timeout=ctx.timeout
+            RUN_SOLVE, cwd=ctx.workdir, env=variables or None, timeout=ctx.timeout
         )
         log = (
             f"$ solve.sh (exit {result.exit_code})\n"

@@ -7,7 +7,8 @@ import typer
 from helios import __version__
 from helios.cli.batch import batch_command, run_command
 from helios.cli.generate import export_command, generate_command
-from helios.cli.maintenance import cleanup_command, tasks_check_command
+from helios.cli.maintenance import cleanup_command
+from helios.cli.tasks_check import tasks_check_command
 from helios.cli.toolcalls import toolcalls_command
 
 app = typer.Typer(

@@ -84,8 +84,8 @@ def _execute(
         raise typer.Exit(EXIT_BAD_INPUT)
     if fail_under is not None and batch.gated_pass_rate < fail_under:
         err_console.print(
-            f"pass rate {batch.gated_pass_rate:.1%} (invalid tasks and trials not run count "
-            f"as failed) is below --fail-under {fail_under:.1%}",
+            f"pass rate {batch.gated_pass_rate:.1%} (invalid and unsupported tasks and trials "
+            f"not run count as failed) is below --fail-under {fail_under:.1%}",
             highlight=False,
             soft_wrap=True,
         )

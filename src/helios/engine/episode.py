@@ -5,13 +5,20 @@ the returned `Episode`. On cancellation the sandbox is still stopped and nothing
 is returned, so a resume runs the unit again.
 
 Invariants:
-- the sandbox is stopped whatever happened, also after a failed start;
+- the sandbox is stopped whatever happened, also after a failed start; so is
+  every other sandbox a door's body opened through the session;
 - start retries wait out their backoff without holding the scheduler slot;
+- the agent starts only once the sandbox's healthcheck (if any) has passed;
+  a sandbox that never turns healthy is an infrastructure error, not retried;
 - the scorer runs only after the agent has stopped, and only if it exists;
   before it, every process in the sandbox is killed (`Environment.stop_processes`);
 - a teardown failure is recorded beside the outcome (`teardown_error`), never in it;
 - an agent timeout is a partial ending: the conversation so far is kept and
   the unit is still scored.
+
+A door whose unit is more than "agent, then scorer" (a task's steps, a
+verifier in its own sandbox) gives an `EpisodeBody`: it runs the phases on
+the `EpisodeSession`'s primitives, and the session keeps the invariants.
 """
 
 from __future__ import annotations
@@ -19,7 +26,8 @@ from __future__ import annotations
 import asyncio
 import random
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -32,6 +40,7 @@ from helios.agents.registry import create_agent
 from helios.engine.events import EventSink, PhaseChanged, Retrying
 from helios.engine.scheduler import Slot, backoff_sleep
 from helios.environments.base import Environment
+from helios.environments.health import wait_healthy
 from helios.environments.registry import create_environment
 from helios.environments.spec import SandboxSpec
 from helios.errors import AgentTimeout, EnvironmentStartError, EnvironmentUnavailable
@@ -71,6 +80,14 @@ class Scorer(Protocol):
     async def score(self, env: Environment, outcome: AgentOutcome, out_dir: Path) -> Score: ...
 
 
+class EpisodeBody(Protocol):
+    """Runs an episode's phases in its first sandbox (already started and healthy)
+    in place of the default "agent, then scorer". It fills `session.episode`
+    and may raise: the session records the error and stops every sandbox."""
+
+    async def run(self, session: EpisodeSession, env: Environment) -> None: ...
+
+
 @dataclass(frozen=True)
 class EpisodeSpec:
     trial_id: str
@@ -89,6 +106,10 @@ class EpisodeSpec:
     tools: Sequence[Tool] | None = None
     #: environment variables for the agent's phase only
     agent_env: Mapping[str, str] = field(default_factory=dict)
+    #: environment variables for the reference solution only (the oracle's solve.sh)
+    solution_env: Mapping[str, str] = field(default_factory=dict)
+    #: the phases to run instead of the default (agent, then scorer)
+    body: EpisodeBody | None = None
 
 
 @dataclass
@@ -143,25 +164,50 @@ def now_iso() -> str:
     return datetime.now(UTC).isoformat(timespec="milliseconds")
 
 
-class _Lifecycle:
+@dataclass
+class AgentRun:
+    """One agent phase: what the agent produced, and why it stopped early (if it did)."""
+
+    outcome: AgentOutcome
+    note: ErrorInfo | None = None
+
+
+class EpisodeSession:
+    """One unit's lifecycle and the primitives an `EpisodeBody` runs phases with."""
+
     def __init__(self, spec: EpisodeSpec, ctx: EpisodeContext, slot: Slot | None) -> None:
         self.spec, self.ctx, self.slot = spec, ctx, slot
         self.dir = unit_dir(ctx, spec.folder)
         self.episode = Episode(spec=spec, started_at=now_iso())
+        #: the phase errors are attributed to
+        self.current = "environment"
+        self._open: list[Environment] = []
 
     def phase(self, name: str) -> None:
+        self.current = name
         if self.ctx.emit is not None:
             self.ctx.emit(PhaseChanged(self.spec.trial_id, name))
 
+    @contextmanager
+    def timing(self, name: str) -> Iterator[None]:
+        """Add the time spent in the block to the episode's timing of `name`."""
+        mark = time.monotonic()
+        try:
+            yield
+        finally:
+            timings = self.episode.timings
+            setattr(timings, name, getattr(timings, name) + time.monotonic() - mark)
+
     async def start_environment(self, env: Environment) -> None:
-        """Build, then start with retries; backoffs do not hold the scheduler slot."""
+        """Build, then start with retries; backoffs do not hold the scheduler slot.
+        Then wait for the sandbox's healthcheck."""
         await env.build()
         attempt = 0
         while True:
             try:
                 async with self.ctx.start_gate:
                     await env.start()
-                return
+                break
             except EnvironmentUnavailable:
                 raise
             except EnvironmentStartError:
@@ -173,69 +219,118 @@ class _Lifecycle:
                 if self.ctx.emit is not None:
                     self.ctx.emit(Retrying(self.spec.trial_id, "environment", delay))
                 await backoff_sleep(self.slot, delay)
+        if env.spec.healthcheck is not None:
+            await wait_healthy(env, env.spec.healthcheck)
 
-    async def run_agent(self, env: Environment) -> None:
-        spec, episode = self.spec, self.episode
+    async def open_environment(self, sandbox: SandboxSpec) -> Environment:
+        """Create and start another sandbox of the unit's provider (e.g. a separate
+        verifier's); it is stopped at the end like the first one."""
+        env = create_environment(
+            self.spec.provider, sandbox, trial_id=self.spec.trial_id, run_id=self.ctx.run_id
+        )
+        self._open.append(env)
+        await self.start_environment(env)
+        return env
+
+    async def close_environment(self, env: Environment) -> None:
+        """Stop a sandbox now; a failure is recorded as the teardown error."""
+        if env in self._open:
+            self._open.remove(env)
+        with self.timing("teardown"):
+            try:
+                await env.stop()
+            except Exception as exc:
+                self.episode.teardown_error = self.episode.teardown_error or (
+                    ErrorInfo.from_exception(exc, "teardown")
+                )
+
+    async def run_agent(
+        self,
+        env: Environment,
+        *,
+        instruction: str | None = None,
+        timeout: float | None = None,
+        logs_dir: Path | None = None,
+        solution_dir: Path | None = None,
+        agent_env: Mapping[str, str] | None = None,
+        solution_env: Mapping[str, str] | None = None,
+    ) -> AgentRun:
+        """Run the unit's agent once; a timeout keeps what it said so far. Each
+        argument defaults to the spec's."""
+        spec = self.spec
+        timeout = spec.agent_timeout if timeout is None else timeout
         agent = create_agent(spec.agent, **spec.agent_settings)
         agent_ctx = AgentContext(
-            logs_dir=self.dir / "agent" if self.dir is not None else None,
-            timeout=spec.agent_timeout,
-            workdir=spec.sandbox.workdir,
+            logs_dir=logs_dir or (self.dir / "agent" if self.dir is not None else None),
+            timeout=timeout,
+            workdir=env.workdir,
             label=spec.label,
             trial_id=spec.trial_id,
             slot=self.slot,
             emit=self.ctx.emit,
-            usage=episode.usage,
+            usage=self.episode.usage,
             services=self.ctx.services,
             tools=spec.tools,
-            solution_dir=spec.solution_dir,
-            exec_env=dict(spec.agent_env),
+            solution_dir=spec.solution_dir if solution_dir is None else solution_dir,
+            exec_env=dict(spec.agent_env if agent_env is None else agent_env),
+            solution_env=dict(spec.solution_env if solution_env is None else solution_env),
         )
         # What the agent said so far survives a timeout: the context owns it.
-        episode.outcome = AgentOutcome(conversation=agent_ctx.conversation)
+        run = AgentRun(AgentOutcome(conversation=agent_ctx.conversation))
         try:
-            async with asyncio.timeout(spec.agent_timeout):
-                episode.outcome = await agent.run(spec.instruction, env, agent_ctx)
+            async with asyncio.timeout(timeout):
+                run.outcome = await agent.run(
+                    spec.instruction if instruction is None else instruction, env, agent_ctx
+                )
         except TimeoutError:
-            timeout = AgentTimeout("agent", spec.agent_timeout)
-            episode.agent_error = ErrorInfo.from_exception(timeout, "agent")
-            episode.outcome.n_turns = _turns(agent_ctx)
-            episode.outcome.tools = list(agent_ctx.tool_specs)
-            return
-        episode.agent_error = episode.outcome.error
+            run.note = ErrorInfo.from_exception(AgentTimeout("agent", timeout), "agent")
+            run.outcome.n_turns = _turns(agent_ctx)
+            run.outcome.tools = list(agent_ctx.tool_specs)
+            return run
+        run.note = run.outcome.error
+        return run
+
+    async def score(self, env: Environment, scorer: Scorer, out_dir: Path | None = None) -> Score:
+        """Kill everything the agent left running, then score the sandbox."""
+        self.phase(scorer.phase)
+        with self.timing("verifier"):
+            # Nothing the agent started may still run while it is scored.
+            await env.stop_processes()
+            if out_dir is None:
+                out_dir = self.dir / scorer.phase if self.dir is not None else Path()
+            return await scorer.score(env, self.episode.outcome, out_dir)
 
     async def execute(self) -> None:
-        spec, episode = self.spec, self.episode
-        phase = "environment"
+        spec = self.spec
         env = create_environment(
             spec.provider, spec.sandbox, trial_id=spec.trial_id, run_id=self.ctx.run_id
         )
-        mark = time.monotonic()
+        self._open.append(env)
         try:
             self.phase("environment")
-            await self.start_environment(env)
-            episode.timings.environment = time.monotonic() - mark
-            phase, mark = "agent", time.monotonic()
-            self.phase("agent")
-            await self.run_agent(env)
-            episode.timings.agent = time.monotonic() - mark
-            if spec.scorer is not None:
-                phase, mark = spec.scorer.phase, time.monotonic()
-                self.phase(phase)
-                # Nothing the agent started may still run while it is scored.
-                await env.stop_processes()
-                out_dir = self.dir / phase if self.dir is not None else Path()
-                episode.score = await spec.scorer.score(env, episode.outcome, out_dir)
-                episode.timings.verifier = time.monotonic() - mark
+            with self.timing("environment"):
+                await self.start_environment(env)
+            await (spec.body or _DEFAULT_BODY).run(self, env)
         except Exception as exc:
-            episode.error = ErrorInfo.from_exception(exc, phase)
+            self.episode.error = ErrorInfo.from_exception(exc, self.current)
         finally:
-            mark = time.monotonic()
-            try:
-                await env.stop()
-            except Exception as exc:
-                episode.teardown_error = ErrorInfo.from_exception(exc, "teardown")
-            episode.timings.teardown = time.monotonic() - mark
+            for opened in reversed(list(self._open)):
+                await self.close_environment(opened)
+
+
+class _AgentThenScorer:
+    """The default body: the agent, then the scorer if there is one."""
+
+    async def run(self, session: EpisodeSession, env: Environment) -> None:
+        session.phase("agent")
+        with session.timing("agent"):
+            run = await session.run_agent(env)
+        session.episode.outcome, session.episode.agent_error = run.outcome, run.note
+        if session.spec.scorer is not None:
+            session.episode.score = await session.score(env, session.spec.scorer)
+
+
+_DEFAULT_BODY = _AgentThenScorer()
 
 
 def _turns(ctx: AgentContext) -> int:
@@ -243,7 +338,7 @@ def _turns(ctx: AgentContext) -> int:
 
 
 async def run_episode(spec: EpisodeSpec, ctx: EpisodeContext, slot: Slot | None = None) -> Episode:
-    lifecycle = _Lifecycle(spec, ctx, slot)
+    lifecycle = EpisodeSession(spec, ctx, slot)
     started = time.monotonic()
     if lifecycle.dir is not None:
         subdirs = ["agent"] + ([spec.scorer.phase] if spec.scorer is not None else [])

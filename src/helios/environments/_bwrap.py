@@ -6,7 +6,8 @@ What the sandbox sees:
   are symlinks; in the sandbox they are read-only binds of their targets on
   folders of the trial root. Such a folder is a mount point in every exec,
   so the agent can neither repoint nor rename it (an ld.so swap needs that);
-- a fresh /proc, a read-only /dev with a small /dev/shm; no network.
+- a fresh /proc, a read-only /dev with a small /dev/shm; no network, unless
+  the task's network is public (`--share-net`: the host's network).
 
 Who runs it: when Helios is root, bwrap itself runs as an unprivileged host
 user (`nobody`), mapped to root inside, so the sandbox cannot read root-only
@@ -67,6 +68,14 @@ class BwrapCall:
     #: a token in the command line (set, then unset: invisible inside), so this
     #: exec's processes can be found from the host even once orphaned
     marker: str = ""
+    #: the uid and gid the command runs as inside (None: root when Helios is
+    #: root, else the invoking user); see `_local_users`
+    uid: int | None = None
+    gid: int | None = None
+    #: share the host's network (a task's `network_mode = "public"`)
+    share_net: bool = False
+    #: extra read-only binds (host file, sandbox path), after the system ones
+    extra_binds: tuple[tuple[str, str], ...] = ()
 
     def argv(self, script: str) -> list[str]:
         bwrap, prlimit = tool("bwrap"), tool("prlimit")
@@ -74,10 +83,11 @@ class BwrapCall:
             raise FileNotFoundError("bwrap or prlimit")
         return [
             *self._identity(),
-            bwrap, "--unshare-all", *self._user(),
+            bwrap, "--unshare-all", *(["--share-net"] if self.share_net else []), *self._user(),
             "--die-with-parent", "--new-session", "--hostname", "sandbox",
             "--bind", str(self.root), "/",
             *[arg for source, dest in system_binds() for arg in ("--ro-bind", source, dest)],
+            *[arg for source, dest in self.extra_binds for arg in ("--ro-bind", source, dest)],
             "--proc", "/proc", "--dev", "/dev", "--remount-ro", "/dev",
             "--perms", "1777", "--size", str(SHM_MB * MIB), "--tmpfs", "/dev/shm",
             *self._transfer(),
@@ -98,8 +108,10 @@ class BwrapCall:
             raise FileNotFoundError("setpriv")
         return [setpriv, f"--reuid={SANDBOX_UID}", f"--regid={SANDBOX_GID}", "--clear-groups"]
 
-    @staticmethod
-    def _user() -> list[str]:
+    def _user(self) -> list[str]:
+        if self.uid is not None:
+            gid = self.uid if self.gid is None else self.gid
+            return ["--unshare-user", "--uid", str(self.uid), "--gid", str(gid)]
         # Root inside, as in a container; an unprivileged user outside.
         return ["--unshare-user", "--uid", "0", "--gid", "0"] if runs_as_root() else []
 

@@ -2,12 +2,19 @@
 
 from __future__ import annotations
 
+import shlex
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar
 
 from helios.environments.spec import SandboxSpec
+from helios.errors import EnvironmentExecError, UnsupportedFeature
+
+#: a user inside the sandbox: a name or a uid
+User = str | int
+#: who runs Helios's own housekeeping (resets, ownership) whatever the image's USER
+ROOT: User = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,11 +41,17 @@ class Environment(ABC):
 
     #: the provider name used on the command line (`--provider NAME`)
     name: ClassVar[str]
+    #: `exec(..., user=)` runs the command as that user
+    supports_users: ClassVar[bool] = False
+    #: `set_network` can open or close the network of a running sandbox
+    dynamic_network: ClassVar[bool] = False
 
     def __init__(self, spec: SandboxSpec, *, trial_id: str, run_id: str) -> None:
         self.spec = spec
         self.trial_id = trial_id
         self.run_id = run_id
+        #: the network the next commands get (the spec's until `set_network`)
+        self.network = spec.network
 
     @property
     def capabilities(self) -> Capabilities:
@@ -75,8 +88,10 @@ class Environment(ABC):
         cwd: str | None = None,
         env: dict[str, str] | None = None,
         timeout: float | None = None,
+        user: User | None = None,
     ) -> ExecResult:
-        """Run `command` with `sh -c` inside the sandbox. Never raises on a non-zero exit."""
+        """Run `command` with `sh -c` inside the sandbox, as `user` if given (None:
+        the sandbox's default user). Never raises on a non-zero exit."""
 
     @abstractmethod
     async def upload(self, src: Path, dst: str) -> None:
@@ -85,6 +100,29 @@ class Environment(ABC):
     @abstractmethod
     async def download(self, src: str, dst: Path) -> None:
         """Copy a sandbox file or directory to the host path `dst`."""
+
+    async def set_network(self, public: bool) -> None:
+        """Open or close the network for the commands that follow (a phase's own
+        network). Providers without `dynamic_network` refuse a change."""
+        if public == self.network:
+            return
+        if not self.dynamic_network:
+            raise UnsupportedFeature(
+                f"the {self.name} provider cannot change the network of a running sandbox"
+            )
+        self.network = public
+
+    async def give_to(self, path: str, user: User) -> None:
+        """Make `path` (recursively) the user's, so files Helios uploaded for a phase
+        that runs as `user` are theirs to read (and write)."""
+        if not self.supports_users:
+            raise UnsupportedFeature(f"the {self.name} provider cannot run commands as {user!r}")
+        quoted = shlex.quote(str(user))
+        result = await self.exec(f"chown -R -- {quoted} {shlex.quote(path)}", cwd="/", user=ROOT)
+        if not result.ok:
+            raise EnvironmentExecError(
+                f"cannot give {path} to user {user!r}: {result.stderr.strip()[:200]}"
+            )
 
     async def stop_processes(self) -> None:
         """Kill every process in the sandbox and check that none is left.

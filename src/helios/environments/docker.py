@@ -34,7 +34,7 @@ from helios.environments._docker_cli import (
 )
 from helios.environments._owner import current_owner
 from helios.environments._safe_copy import Bounds
-from helios.environments.base import Environment, ExecResult
+from helios.environments.base import Environment, ExecResult, User
 from helios.environments.spec import SandboxSpec
 from helios.errors import (
     EnvironmentExecError,
@@ -56,6 +56,7 @@ def _name_part(text: str, size: int) -> str:
 
 class DockerEnvironment(Environment):
     name: ClassVar[str] = "docker"
+    supports_users: ClassVar[bool] = True
     #: does this engine take `--storage-opt size=`? (overlay2 only on xfs with pquota)
     storage_opt: ClassVar[bool | None] = None
 
@@ -207,9 +208,12 @@ class DockerEnvironment(Environment):
         cwd: str | None = None,
         env: dict[str, str] | None = None,
         timeout: float | None = None,
+        user: User | None = None,
     ) -> ExecResult:
         container = self._require_container()
         args = ["exec", "-i", "-w", cwd or self.workdir]
+        if user is not None:
+            args += ["-u", str(user)]
         for key, value in (env or {}).items():
             args += ["-e", f"{key}={value}"]
         inner = ["sh", "-c", command]
@@ -224,6 +228,8 @@ class DockerEnvironment(Environment):
         if result.returncode != 0 and result.stderr.startswith(b"Error response from daemon"):
             # The container itself is gone or broken: not the command's failure.
             raise EnvironmentExecError(decode(result.stderr).strip()[:300])
+        if user is not None and result.returncode == 126 and b"find user" in result.stderr:
+            raise EnvironmentExecError(f"user {user!r} does not exist in the sandbox")
         timed_out = result.timed_out or (timeout is not None and result.returncode == 124)
         return ExecResult(
             decode(result.stdout), decode(result.stderr), result.returncode, timed_out

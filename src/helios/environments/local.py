@@ -34,8 +34,9 @@ from helios.environments._local_cleanup import (
     kill_processes,
     remove_holder,
 )
+from helios.environments._local_users import LocalUsers, SandboxUser
 from helios.environments._safe_copy import copy_out
-from helios.environments.base import Environment, ExecResult
+from helios.environments.base import Environment, ExecResult, User
 from helios.environments.local_limits import LocalLimits, runs_as_root
 from helios.environments.spec import SandboxSpec
 from helios.errors import EnvironmentExecError, EnvironmentUnavailable
@@ -50,11 +51,16 @@ _MISSING = 3
 
 class LocalEnvironment(Environment):
     name: ClassVar[str] = "local"
+    #: as far as one user namespace allows: see `_local_users`
+    supports_users: ClassVar[bool] = True
+    #: every exec is its own bwrap, so each can have its own network
+    dynamic_network: ClassVar[bool] = True
 
     def __init__(self, spec: SandboxSpec, *, trial_id: str, run_id: str) -> None:
         super().__init__(spec, trial_id=trial_id, run_id=run_id)
         self.root: Path | None = None
         self._holder: Path | None = None
+        self._users: LocalUsers | None = None
         self.limits = LocalLimits.from_spec(spec)
 
     @classmethod
@@ -83,6 +89,7 @@ class LocalEnvironment(Environment):
             _local_root.make_holder, self.run_id, self.trial_id
         )
         root = self._holder / "root"
+        self._users = LocalUsers(self._holder)
         await _local_root.mount_storage(root, self.limits.storage_mb)
         self.root = root
         await asyncio.to_thread(
@@ -96,8 +103,15 @@ class LocalEnvironment(Environment):
         cwd: str | None = None,
         env: dict[str, str] | None = None,
         timeout: float | None = None,
+        user: User | None = None,
     ) -> ExecResult:
-        return await self._exec(command, cwd or self.workdir, env or {}, timeout)
+        who = await self._user(user) if user is not None else None
+        return await self._exec(command, cwd or self.workdir, env or {}, timeout, who=who)
+
+    async def _user(self, user: User) -> SandboxUser:
+        if self._users is None:
+            raise EnvironmentExecError("sandbox is not running")
+        return await asyncio.to_thread(self._users.resolve, user)
 
     async def _exec(
         self,
@@ -106,16 +120,25 @@ class LocalEnvironment(Environment):
         env: dict[str, str],
         timeout: float | None,
         transfer: Path | None = None,
+        who: SandboxUser | None = None,
     ) -> ExecResult:
-        if self.root is None:
+        if self.root is None or self._users is None:
             raise EnvironmentExecError("sandbox is not running")
         # The working directory is made from inside the sandbox: on the host side a
         # path could run through a symlink the agent planted, and lead outside.
         quoted = shlex.quote(cwd)
         script = f"mkdir -p -- {quoted} 2>/dev/null; cd -- {quoted} || exit 125\n{command}"
-        full_env = sandbox_env(dict(self.spec.env), env)
+        declared = dict(self.spec.env)
+        if who is not None:
+            declared = {"HOME": who.home, "USER": who.name, "LOGNAME": who.name, **declared}
+            script = f"mkdir -p -- {shlex.quote(who.home)} 2>/dev/null; {script}"
+        full_env = sandbox_env(declared, env)
         marker = f"helios-exec-{secrets.token_hex(8)}"
-        call = BwrapCall(self.root, self.limits, full_env, transfer, marker)
+        call = BwrapCall(
+            self.root, self.limits, full_env, transfer, marker,
+            uid=who.uid if who else None, gid=who.gid if who else None,
+            share_net=self.network, extra_binds=tuple(self._users.binds()),
+        )  # fmt: skip
         try:
             # bwrap itself starts with only the sandbox's variables: nothing of ours
             # (API keys) reaches /proc/1/environ inside.
@@ -171,6 +194,11 @@ class LocalEnvironment(Environment):
             yield folder
         finally:
             await asyncio.to_thread(shutil.rmtree, folder, True)
+
+    async def give_to(self, path: str, user: User) -> None:
+        # One host user owns the whole trial root and appears as whoever runs an
+        # exec (see `_local_users`): the files are already the user's.
+        return None
 
     async def stop_processes(self) -> None:
         holder = self._holder

@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import ClassVar
 
-from helios.environments.base import Environment, ExecResult
+from helios.environments.base import Environment, ExecResult, User
 from helios.errors import EnvironmentExecError
 
 
@@ -26,6 +26,7 @@ class NullEnvironment(Environment):
         cwd: str | None = None,
         env: dict[str, str] | None = None,
         timeout: float | None = None,
+        user: User | None = None,
     ) -> ExecResult:
         raise EnvironmentExecError("the null environment has no sandbox to run commands in")
 

@@ -13,6 +13,23 @@ from pathlib import Path
 DEFAULT_WORKDIR = "/app"
 
 
+@dataclass(frozen=True, slots=True)
+class HealthCheck:
+    """A readiness command, with Docker HEALTHCHECK's timing (see `environments.health`)."""
+
+    command: str
+    #: seconds between checks after the start period
+    interval: float = 5.0
+    #: seconds one check may take
+    timeout: float = 30.0
+    #: seconds after start in which failures do not count
+    start_period: float = 0.0
+    #: seconds between checks during the start period
+    start_interval: float = 5.0
+    #: failures in a row (after the start period) that make the sandbox unhealthy
+    retries: int = 3
+
+
 @dataclass(frozen=True)
 class SandboxSpec:
     #: a ready image (docker) to start from; with `build_context` it is ignored
@@ -35,6 +52,8 @@ class SandboxSpec:
     build_timeout: float = 600.0
     #: a short name for messages and labels (the task's or the prompt's)
     label: str = ""
+    #: the agent starts only once this passes (None: as soon as the sandbox runs)
+    healthcheck: HealthCheck | None = None
 
     @property
     def dockerfile(self) -> Path | None:

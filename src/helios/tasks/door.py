@@ -13,6 +13,7 @@ from helios.engine.episode import EpisodeContext, now_iso, unit_dir
 from helios.engine.scheduler import Slot
 from helios.engine.store import write_json_atomic
 from helios.failures import ErrorInfo
+from helios.tasks.features import features_used
 from helios.tasks.results import TrialResult
 from helios.tasks.trial import TrialSpec, run_trial
 
@@ -81,4 +82,7 @@ def spec_config(spec: TrialSpec) -> dict[str, Any]:
             "agent": cfg.agent.timeout_sec,
             "verifier": cfg.verifier.timeout_sec,
         },
+        "schema_version": cfg.schema_version,
+        "features": features_used(spec.task),
+        **({"steps": [step.name for step in cfg.steps]} if cfg.steps else {}),
     }

@@ -9,9 +9,11 @@ from pathlib import Path
 from typing import Any
 
 from helios.agents.registry import create_agent
+from helios.environments.base import Environment
 from helios.errors import ConfigError, HeliosError, TaskFormatError
 from helios.identity import trial_id
-from helios.tasks.summary import InvalidTask
+from helios.tasks.features import unsupported
+from helios.tasks.summary import InvalidTask, UnsupportedTask
 from helios.tasks.task import Task, discover_tasks, load_task
 from helios.tasks.trial import TrialSpec
 
@@ -20,6 +22,19 @@ from helios.tasks.trial import TrialSpec
 class LoadedTasks:
     tasks: list[Task] = field(default_factory=list)
     invalid: list[InvalidTask] = field(default_factory=list)
+    #: valid tasks that need what Helios (or the provider) cannot give
+    unsupported: list[UnsupportedTask] = field(default_factory=list)
+    #: keys no schema version defines → how many tasks have them
+    unknown_keys: dict[str, int] = field(default_factory=dict)
+
+    def unknown_keys_line(self, limit: int = 8) -> str | None:
+        """One warning for the whole batch, or None."""
+        if not self.unknown_keys:
+            return None
+        items = sorted(self.unknown_keys.items(), key=lambda kv: (-kv[1], kv[0]))
+        shown = [f"{key} ({n} task{'s' if n > 1 else ''})" for key, n in items[:limit]]
+        more = f", and {len(items) - limit} more" if len(items) > limit else ""
+        return f"task.toml keys Helios does not know were ignored: {', '.join(shown)}{more}"
 
 
 def resolve_task_dirs(paths: Sequence[str | Path] | str | Path, pattern: str) -> list[Path]:
@@ -56,13 +71,22 @@ def task_keys(task_dirs: list[Path]) -> dict[Path, str]:
     return {d: d.relative_to(root).as_posix() for d in task_dirs}
 
 
-def load_tasks(task_dirs: list[Path]) -> LoadedTasks:
-    """Load every task; a bad one becomes an `InvalidTask` and the rest go on."""
+def load_tasks(task_dirs: list[Path], provider: type[Environment] | None = None) -> LoadedTasks:
+    """Load every task; a bad one becomes an `InvalidTask`, one that needs what
+    Helios or `provider` cannot give an `UnsupportedTask`, and the rest go on."""
     loaded = LoadedTasks()
     keys = task_keys(task_dirs)
     for task_dir in task_dirs:
         try:
-            loaded.tasks.append(load_task(task_dir, key=keys[task_dir]))
+            task = load_task(task_dir, key=keys[task_dir])
+            for key in task.unknown_keys:
+                loaded.unknown_keys[key] = loaded.unknown_keys.get(key, 0) + 1
+            limits = unsupported(task, provider)
+            if limits:
+                reasons = [str(limit) for limit in limits]
+                loaded.unsupported.append(UnsupportedTask(path=str(task_dir), reasons=reasons))
+            else:
+                loaded.tasks.append(task)
         except HeliosError as exc:
             loaded.invalid.append(InvalidTask(path=str(task_dir), error=str(exc)))
         except UnicodeError:

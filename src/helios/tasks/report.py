@@ -30,6 +30,8 @@ def results_panel(batch: BatchResult) -> Panel:
         table.add_row("Not run", f"[yellow]{batch.not_run}[/] (finish with --resume)")
     if batch.invalid:
         table.add_row("Invalid tasks", f"[yellow]{len(batch.invalid)}[/]")
+    if batch.unsupported:
+        table.add_row("Unsupported tasks", f"[yellow]{len(batch.unsupported)}[/]")
     table.add_row("Mean reward", f"{batch.mean_reward:.3f}")
     table.add_row("Duration", _fmt_duration(batch.duration))
     usage = batch.usage

@@ -11,7 +11,25 @@ from helios.failures import ErrorInfo
 from helios.usage import Usage
 
 TrialStatus = Literal["passed", "failed", "error"]
+StepStatus = Literal["passed", "failed", "error", "not_run"]
 PASS_THRESHOLD = 1.0
+
+
+class StepResult(BaseModel):
+    """One step of a multi-step task."""
+
+    name: str
+    status: StepStatus
+    #: the step's reward; None when its verifier produced none (or it did not run)
+    reward: float | None = None
+    rewards: dict[str, float] = Field(default_factory=dict)
+    #: why the step has no reward, or why it stopped the trial
+    error: ErrorInfo | None = None
+    agent_error: ErrorInfo | None = None
+    #: its reward missed `min_reward`: the steps after it did not run
+    below_min_reward: bool = False
+    turns: int = 0
+    duration: float = 0.0
 
 
 class TrialResult(BaseModel):
@@ -40,6 +58,10 @@ class TrialResult(BaseModel):
     finished_at: str
     #: output folder of this trial, relative to the batch folder
     folder: str
+    #: a multi-step task's steps, in order (steps that did not run included)
+    steps: list[StepResult] | None = None
+    #: how the steps' rewards became `reward` ("mean" or "final"), for multi-step tasks
+    reward_strategy: str | None = None
 
     @property
     def passed(self) -> bool:

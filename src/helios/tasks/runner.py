@@ -28,7 +28,13 @@ from helios.environments.registry import provider_class
 from helios.errors import InputError
 from helios.models.services import DEFAULT_MODEL, ModelServices
 from helios.tasks.door import TaskDoor
-from helios.tasks.plan import build_specs, dedupe_folders, load_tasks, resolve_task_dirs
+from helios.tasks.plan import (
+    LoadedTasks,
+    build_specs,
+    dedupe_folders,
+    load_tasks,
+    resolve_task_dirs,
+)
 from helios.tasks.report import final_panels
 from helios.tasks.results import TrialResult
 from helios.tasks.settings import TaskBatchSettings
@@ -36,6 +42,7 @@ from helios.tasks.summary import (
     BatchResult,
     InvalidTask,
     TaskResult,
+    UnsupportedTask,
     build_batch_result,
     summary_document,
 )
@@ -87,6 +94,8 @@ class ParallelRunner:
         self.console = console or default_console()
         self.services: ModelServices | None = None
         self.invalid: list[InvalidTask] = []
+        self.unsupported: list[UnsupportedTask] = []
+        self.unknown_keys: dict[str, int] = {}
         #: why the batch stopped early (a fatal error), if it did
         self.aborted: str | None = None
         self.run_dir: Path | None = None
@@ -111,15 +120,17 @@ class ParallelRunner:
         if not task_dirs:
             where = ", ".join(str(p) for p in _as_list(self.task_paths))
             raise InputError(f"no task.toml matching {s.pattern!r} under {where}")
-        loaded = load_tasks(task_dirs)
-        self.invalid = loaded.invalid
-        for bad in loaded.invalid if s.show_progress else []:
-            self.console.print(
-                f"[yellow]invalid task[/] {escape(bad.error)}", highlight=False, soft_wrap=True
-            )
+        loaded = load_tasks(task_dirs, self.provider_class)
+        self.invalid, self.unsupported = loaded.invalid, loaded.unsupported
+        self.unknown_keys = loaded.unknown_keys
+        self._report_loading(loaded)
         if not loaded.tasks:
-            first = loaded.invalid[0].error if loaded.invalid else "none found"
-            raise InputError(f"no valid task to run ({len(loaded.invalid)} invalid): {first}")
+            skipped = [t.error for t in loaded.invalid] + [t.error for t in loaded.unsupported]
+            first = skipped[0] if skipped else "none found"
+            raise InputError(
+                f"no task to run ({len(loaded.invalid)} invalid, "
+                f"{len(loaded.unsupported)} unsupported): {first}"
+            )
         generation = s.models.generation
         return build_specs(
             loaded.tasks,
@@ -130,6 +141,20 @@ class ParallelRunner:
             provider=s.provider,
             result_settings={"generation": generation.identity()} if self.uses_model else {},
         )
+
+    def _report_loading(self, loaded: LoadedTasks) -> None:
+        """One line per invalid or unsupported task, one for unknown keys."""
+        if not self.settings.show_progress:
+            return
+        lines = [("invalid task", bad.error) for bad in loaded.invalid]
+        lines += [("unsupported task", task.error) for task in loaded.unsupported]
+        unknown = loaded.unknown_keys_line()
+        if unknown is not None:
+            lines.append(("warning", unknown))
+        for label, text in lines:
+            self.console.print(
+                f"[yellow]{label}[/] {escape(text)}", highlight=False, soft_wrap=True
+            )
 
     def _identity(self) -> dict[str, Any]:
         """The settings a resume must match: they change results."""
@@ -256,6 +281,8 @@ class ParallelRunner:
             n_attempts=self.settings.n_attempts,
             duration=duration,
             invalid=self.invalid,
+            unsupported=self.unsupported,
+            unknown_keys=self.unknown_keys,
             output_dir=store.run_dir,
             model=self.model,
             agent=self.settings.agent,
@@ -285,7 +312,8 @@ class ParallelRunner:
             return
         rows = {
             "Tasks": f"{n_trials // s.n_attempts} found"
-            + (f", {len(self.invalid)} invalid" if self.invalid else ""),
+            + (f", {len(self.invalid)} invalid" if self.invalid else "")
+            + (f", {len(self.unsupported)} unsupported" if self.unsupported else ""),
             "Attempts": str(s.n_attempts),
             "Trials": f"{n_trials}"
             + (f" ({n_trials - n_pending} already done)" if n_pending < n_trials else ""),

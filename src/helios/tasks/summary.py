@@ -23,6 +23,8 @@ class TaskResult:
     passed: bool
     trial_id: str = ""
     folder: str = ""
+    #: a multi-step task's steps: name, status and reward of each
+    steps: list[dict[str, Any]] | None = None
 
     @property
     def task_name(self) -> str:
@@ -41,6 +43,9 @@ class TaskResult:
             passed=result.passed,
             trial_id=result.trial_id,
             folder=result.folder,
+            steps=None
+            if result.steps is None
+            else [{"name": s.name, "status": s.status, "reward": s.reward} for s in result.steps],
         )
 
 
@@ -48,6 +53,20 @@ class TaskResult:
 class InvalidTask:
     path: str
     error: str
+
+
+@dataclass
+class UnsupportedTask:
+    """A valid task that needs what Helios (or the provider) cannot honour."""
+
+    path: str
+    #: "unsupported: <field> (<why>)", one per field
+    reasons: list[str]
+
+    @property
+    def error(self) -> str:
+        """One line: the task's path and every field it cannot have."""
+        return f"{self.path}: " + "; ".join(self.reasons)
 
 
 @dataclass
@@ -65,6 +84,9 @@ class BatchResult:
     results: list[TaskResult]
     usage: Usage = field(default_factory=Usage)
     invalid: list[InvalidTask] = field(default_factory=list)
+    unsupported: list[UnsupportedTask] = field(default_factory=list)
+    #: task.toml keys no schema version defines → how many tasks have them
+    unknown_keys: dict[str, int] = field(default_factory=dict)
     output_dir: Path | None = None
     model: str | None = None
     agent: str = ""
@@ -98,8 +120,10 @@ class BatchResult:
 
     @property
     def gated_pass_rate(self) -> float:
-        """The pass rate `--fail-under` checks: an invalid task counts as failed attempts."""
-        planned = self.total_tasks + self.not_run + len(self.invalid) * self.n_attempts
+        """The pass rate `--fail-under` checks: an invalid or unsupported task counts
+        as failed attempts."""
+        skipped = len(self.invalid) + len(self.unsupported)
+        planned = self.total_tasks + self.not_run + skipped * self.n_attempts
         return self.passed / planned if planned else 0.0
 
 
@@ -116,6 +140,8 @@ def build_batch_result(
     interrupted: bool = False,
     aborted: str | None = None,
     priced: bool = True,
+    unsupported: list[UnsupportedTask] | None = None,
+    unknown_keys: dict[str, int] | None = None,
 ) -> BatchResult:
     ordered = sorted(trials, key=lambda r: (r.folder, r.attempt))
     passes = group_passes((r.task_path, r.passed) for r in ordered)
@@ -132,6 +158,8 @@ def build_batch_result(
         results=[TaskResult.from_trial(r) for r in ordered],
         usage=Usage.sum([r.usage for r in ordered]),
         invalid=invalid,
+        unsupported=list(unsupported or []),
+        unknown_keys=dict(unknown_keys or {}),
         output_dir=output_dir,
         model=model,
         agent=agent,
@@ -152,6 +180,7 @@ def summary_document(batch: BatchResult) -> dict[str, Any]:
         "failed": batch.failed,
         "errored": batch.errored,
         "invalid": len(batch.invalid),
+        "unsupported": len(batch.unsupported),
         "mean_reward": round(batch.mean_reward, 6),
         "mean_reward_ci95": [round(ci_low, 6), round(ci_high, 6)],
         "pass_rate": round(batch.pass_rate, 6),
@@ -173,10 +202,13 @@ def summary_document(batch: BatchResult) -> dict[str, Any]:
                 "attempt": t.attempt,
                 "trial_id": t.trial_id,
                 "folder": t.folder,
+                **({"steps": t.steps} if t.steps is not None else {}),
             }
             for t in batch.results
         ],
         "invalid_tasks": [{"path": i.path, "error": i.error} for i in batch.invalid],
+        "unsupported_tasks": [{"path": u.path, "reasons": u.reasons} for u in batch.unsupported],
+        "unknown_keys": dict(sorted(batch.unknown_keys.items())),
     }
     if batch.n_attempts > 1:
         doc["n_attempts"] = batch.n_attempts

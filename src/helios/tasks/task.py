@@ -1,7 +1,9 @@
-"""Harbor-format tasks: `task.toml`, `instruction.md`, `environment/`, `tests/`.
+"""Harbor-format tasks: `task.toml`, `instruction.md`, `environment/`, `tests/`
+(or `steps/<name>/...` for a multi-step task).
 
-Loading is strict about what Helios needs and lenient about the rest: unknown
-keys are ignored, as Harbor ignores them, so Terminal-Bench tasks load as-is.
+Loading is strict about what Helios needs and lenient about the rest: keys no
+schema version defines are kept on the task (`unknown_keys`) and reported once
+per batch, and fields Helios cannot honour are named by `tasks.features`.
 """
 
 from __future__ import annotations
@@ -10,64 +12,34 @@ import hashlib
 import re
 import tomllib
 from pathlib import Path
-from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, ValidationError
 
-from helios.environments.spec import SandboxSpec
+from helios.environments.spec import HealthCheck, SandboxSpec
 from helios.errors import ConfigError, TaskFormatError
+from helios.tasks.schema import (
+    AgentConfig,
+    EnvironmentConfig,
+    HealthcheckConfig,
+    TaskConfig,
+    VerifierConfig,
+    unknown_keys,
+)
+from helios.tasks.schema_env import expand_env_defaults
 from helios.tasks.task_checks import check_task_folder
+from helios.tasks.task_layout import check_layout
 
-
-class _Section(BaseModel):
-    model_config = ConfigDict(extra="ignore")
-
-
-class VerifierConfig(_Section):
-    timeout_sec: float = Field(default=600.0, gt=0)
-    env: dict[str, str] = Field(default_factory=dict)
-
-
-class AgentConfig(_Section):
-    timeout_sec: float = Field(default=600.0, gt=0)
-
-
-class EnvironmentConfig(_Section):
-    docker_image: str | None = None
-    cpus: float = Field(default=1, gt=0)
-    memory_mb: int = Field(default=2048, gt=0)
-    build_timeout_sec: float = Field(default=600.0, gt=0)
-    #: Harbor spells it allow_internet; `network` is accepted as an alias.
-    allow_internet: bool = False
-    #: writable storage in MiB; None = the provider's default
-    storage_mb: int | None = Field(default=None, gt=0)
-    #: processes at once (a Helios extension); None = the provider's default
-    pids: int | None = Field(default=None, gt=0)
-    env: dict[str, str] = Field(default_factory=dict)
-
-    @model_validator(mode="before")
-    @classmethod
-    def _network_alias(cls, data: Any) -> Any:
-        if isinstance(data, dict) and "network" in data and "allow_internet" not in data:
-            data = dict(data)
-            data["allow_internet"] = data.pop("network")
-        return data
-
-
-class TaskConfig(_Section):
-    version: str = "1.0"
-    metadata: dict[str, Any] = Field(default_factory=dict)
-    verifier: VerifierConfig = Field(default_factory=VerifierConfig)
-    agent: AgentConfig = Field(default_factory=AgentConfig)
-    environment: EnvironmentConfig = Field(default_factory=EnvironmentConfig)
-
-    @model_validator(mode="before")
-    @classmethod
-    def _schema_version_alias(cls, data: Any) -> Any:
-        if isinstance(data, dict) and "schema_version" in data and "version" not in data:
-            data = dict(data)
-            data["version"] = str(data.pop("schema_version"))
-        return data
+__all__ = [
+    "AgentConfig",
+    "EnvironmentConfig",
+    "Task",
+    "TaskConfig",
+    "VerifierConfig",
+    "discover_tasks",
+    "load_task",
+    "sandbox_spec_for",
+    "tree_checksum",
+]
 
 
 class Task(BaseModel):
@@ -81,11 +53,19 @@ class Task(BaseModel):
     #: to the batch's root (the common parent of the batch's task folders)
     key: str = ""
     config: TaskConfig
+    #: the task's instruction; for a multi-step task, the root one (never sent) or ""
     instruction: str
     #: sha256 over every file of the task: part of each trial's identity
     checksum: str
     #: sha256 over `environment/` only: the docker image cache key
     environment_hash: str
+    #: sha256 of each tests folder that is a separate verifier's build context
+    #: (it has a Dockerfile), by its path under the task: the image cache key
+    tests_hashes: dict[str, str] = {}
+    #: keys no schema version defines (dotted names), reported once per batch
+    unknown_keys: tuple[str, ...] = ()
+    #: a multi-step task's instructions, by step name
+    step_instructions: dict[str, str] = {}
 
     @property
     def environment_dir(self) -> Path:
@@ -99,6 +79,9 @@ class Task(BaseModel):
     def solution_dir(self) -> Path:
         return self.path / "solution"
 
+    def step_dir(self, name: str) -> Path:
+        return self.path / "steps" / name
+
     @property
     def dockerfile(self) -> Path | None:
         candidate = self.environment_dir / "Dockerfile"
@@ -106,32 +89,68 @@ class Task(BaseModel):
 
     @property
     def workdir(self) -> str:
-        """The agent's working directory: the Dockerfile's last WORKDIR, else /app."""
-        dockerfile = self.dockerfile
-        if dockerfile is not None:
-            found = re.findall(r"(?im)^\s*WORKDIR\s+(\S+)\s*$", dockerfile.read_text("utf-8"))
-            if found and found[-1].startswith("/"):
-                return str(found[-1])
-        return "/app"
+        """The agent's working directory: `[environment] workdir`, else the
+        Dockerfile's last WORKDIR, else /app."""
+        return self.config.environment.workdir or dockerfile_workdir(self.dockerfile) or "/app"
 
     def sandbox_spec(self) -> SandboxSpec:
         """The sandbox this task asks for."""
-        env = self.config.environment
-        has_dockerfile = self.dockerfile is not None
-        return SandboxSpec(
-            image=None if has_dockerfile else env.docker_image,
-            build_context=self.environment_dir if self.environment_dir.is_dir() else None,
+        return sandbox_spec_for(
+            self.config.environment,
+            build_context=self.environment_dir,
             context_hash=self.environment_hash,
             workdir=self.workdir,
-            env=dict(env.env),
-            network=env.allow_internet,
-            cpus=env.cpus,
-            memory_mb=env.memory_mb,
-            storage_mb=env.storage_mb,
-            **({"pids": env.pids} if env.pids is not None else {}),
-            build_timeout=env.build_timeout_sec,
             label=self.name,
         )
+
+
+def dockerfile_workdir(dockerfile: Path | None) -> str | None:
+    if dockerfile is None or not dockerfile.is_file():
+        return None
+    found = re.findall(r"(?im)^\s*WORKDIR\s+(\S+)\s*$", dockerfile.read_text("utf-8"))
+    return str(found[-1]) if found and found[-1].startswith("/") else None
+
+
+def health_check(config: HealthcheckConfig | None) -> HealthCheck | None:
+    if config is None:
+        return None
+    return HealthCheck(
+        command=config.command,
+        interval=config.interval_sec,
+        timeout=config.timeout_sec,
+        start_period=config.start_period_sec,
+        start_interval=config.start_interval_sec,
+        retries=config.retries,
+    )
+
+
+def sandbox_spec_for(
+    env: EnvironmentConfig,
+    *,
+    build_context: Path | None,
+    context_hash: str,
+    workdir: str,
+    label: str,
+) -> SandboxSpec:
+    """The sandbox an `[environment]` table (the task's or a separate verifier's) asks for."""
+    if build_context is not None and not build_context.is_dir():
+        build_context = None
+    has_dockerfile = build_context is not None and (build_context / "Dockerfile").is_file()
+    return SandboxSpec(
+        image=None if has_dockerfile else env.docker_image,
+        build_context=build_context,
+        context_hash=context_hash,
+        workdir=workdir,
+        env=expand_env_defaults(env.env),
+        network=env.network_public,
+        cpus=env.cpus,
+        memory_mb=env.memory_mb,
+        storage_mb=env.storage_mb,
+        **({"pids": env.pids} if env.pids is not None else {}),
+        build_timeout=env.build_timeout_sec,
+        label=label,
+        healthcheck=health_check(env.healthcheck),
+    )
 
 
 def discover_tasks(root: str | Path, pattern: str = "**/task.toml") -> list[Path]:
@@ -155,22 +174,8 @@ def load_task(path: str | Path, key: str | None = None) -> Task:
     # Before any file is read: a link may point at a host file.
     check_task_folder(task_dir)
     config = _parse_config(toml_path)
-    instruction_path = task_dir / "instruction.md"
-    if not instruction_path.is_file():
-        raise TaskFormatError("missing instruction.md", file=str(instruction_path))
-    instruction = instruction_path.read_text("utf-8")
-    if not instruction.strip():
-        raise TaskFormatError("instruction is empty", file=str(instruction_path))
-    test_sh = task_dir / "tests" / "test.sh"
-    if not test_sh.is_file():
-        raise TaskFormatError("missing tests/test.sh", file=str(test_sh))
+    instruction, step_instructions = check_layout(task_dir, config)
     env_dir = task_dir / "environment"
-    if config.environment.docker_image is None and not (env_dir / "Dockerfile").is_file():
-        raise TaskFormatError(
-            "needs environment/Dockerfile or [environment] docker_image",
-            file=str(toml_path),
-            field="environment.docker_image",
-        )
     return Task(
         path=task_dir,
         name=task_dir.name,
@@ -179,7 +184,19 @@ def load_task(path: str | Path, key: str | None = None) -> Task:
         instruction=instruction,
         checksum=tree_checksum(task_dir),
         environment_hash=tree_checksum(env_dir) if env_dir.is_dir() else "",
+        tests_hashes=_tests_hashes(task_dir, config),
+        unknown_keys=tuple(unknown_keys(config)),
+        step_instructions=step_instructions,
     )
+
+
+def _tests_hashes(task_dir: Path, config: TaskConfig) -> dict[str, str]:
+    folders = ["tests", *(f"steps/{step.name}/tests" for step in config.steps or [])]
+    return {
+        folder: tree_checksum(task_dir / folder)
+        for folder in folders
+        if (task_dir / folder / "Dockerfile").is_file()
+    }
 
 
 def _parse_config(toml_path: Path) -> TaskConfig:
@@ -195,9 +212,24 @@ def _parse_config(toml_path: Path) -> TaskConfig:
         return TaskConfig.model_validate(data)
     except ValidationError as exc:
         first = exc.errors()[0]
-        field = ".".join(str(part) for part in first["loc"])
-        line = _line_of_key(text, str(first["loc"][-1])) if first["loc"] else None
-        raise TaskFormatError(first["msg"], file=str(toml_path), line=line, field=field) from None
+        keys = [str(part) for part in first["loc"] if _is_key(part)]
+        field = ".".join(keys) or None
+        line = _line_of_key(text, keys[-1]) if keys else None
+        message = first["msg"].removeprefix("Value error, ")
+        raise TaskFormatError(message, file=str(toml_path), line=line, field=field) from None
+
+
+def _is_key(part: object) -> bool:
+    """A location part that is a task.toml key (not a list index or a union's type name)."""
+    return (
+        isinstance(part, str)
+        and part[:1].islower()
+        and "[" not in part
+        and part not in _TYPE_NAMES
+    )
+
+
+_TYPE_NAMES = frozenset({"str", "int", "float", "bool", "list", "dict"})
 
 
 def _line_of_key(text: str, key: str) -> int | None:

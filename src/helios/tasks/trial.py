@@ -1,8 +1,9 @@
 """One task trial: the task door's unit of work on the engine's episode lifecycle.
 
 A `TrialSpec` (task × attempt × agent × model) becomes an `EpisodeSpec` with the
-task's sandbox, instruction, timeouts, solution and verifier; the episode's
-conversation becomes `agent/trajectory.json` (ATIF); the outcome a `TrialResult`.
+task's sandbox and a `TaskBody` that runs its steps (one for a single-step
+task: instruction, solution, agent, verifier); each step's conversation becomes
+`[steps/<name>/]agent/trajectory.json` (ATIF); the outcome a `TrialResult`.
 `run_trial` never raises (cancellation aside).
 """
 
@@ -22,9 +23,11 @@ from helios.engine.episode import (
 )
 from helios.engine.scheduler import Slot
 from helios.failures import ErrorInfo
-from helios.tasks.results import TrialResult, status_for
+from helios.tasks.body import StepRun, TaskBody
+from helios.tasks.phases import plan_steps
+from helios.tasks.results import StepResult, StepStatus, TrialResult, status_for
 from helios.tasks.task import Task
-from helios.tasks.verifier import Verifier
+from helios.tasks.verifier import primary_reward
 from helios.trajectories.atif_writer import write_atif
 
 #: the context every trial of a batch shares (the engine's)
@@ -46,7 +49,11 @@ class TrialSpec:
     #: how the display names it ("task #2" with k > 1)
     label: str = ""
 
-    def episode(self) -> EpisodeSpec:
+    def body(self) -> TaskBody:
+        """The trial's phases (a new one per run: it keeps the steps' outcomes)."""
+        return TaskBody(plan_steps(self.task), strategy=self.task.config.reward_strategy)
+
+    def episode(self, body: TaskBody | None = None) -> EpisodeSpec:
         task = self.task
         return EpisodeSpec(
             trial_id=self.trial_id,
@@ -58,39 +65,74 @@ class TrialSpec:
             agent_settings=self.agent_settings,
             instruction=task.instruction,
             agent_timeout=task.config.agent.timeout_sec,
-            scorer=Verifier(task),
             solution_dir=task.solution_dir,
+            body=body or self.body(),
         )
 
 
 async def run_trial(spec: TrialSpec, ctx: TrialContext, slot: Slot | None = None) -> TrialResult:
-    episode = await run_episode(spec.episode(), ctx, slot)
-    if episode.outcome.conversation:
+    body = spec.body()
+    episode = await run_episode(spec.episode(body), ctx, slot)
+    for step in body.runs:
+        if not step.outcome.conversation:
+            continue
         try:
-            await asyncio.to_thread(_write_trajectory, spec, ctx, episode)
+            await asyncio.to_thread(_write_trajectory, spec, ctx, step)
         except OSError as exc:
             episode.error = episode.error or ErrorInfo.from_exception(exc, "agent")
-    return trial_result(spec, episode)
+    return trial_result(spec, episode, body)
 
 
-def _write_trajectory(spec: TrialSpec, ctx: TrialContext, episode: Episode) -> None:
+def _write_trajectory(spec: TrialSpec, ctx: TrialContext, step: StepRun) -> None:
     agent = agent_class(spec.agent)
     services = ctx.services
     folder = unit_dir(ctx, spec.folder)
     if folder is None:
         return
     write_atif(
-        folder / "agent" / "trajectory.json",
-        episode.outcome.conversation,
-        session_id=spec.trial_id,
+        folder / step.plan.folder / "agent" / "trajectory.json",
+        step.outcome.conversation,
+        session_id=spec.trial_id + (f"/{step.plan.name}" if step.plan.name else ""),
         agent_name=f"helios-{agent.name}",
         agent_version=agent.version,
         model_name=services.spec.qualified if services is not None else spec.model,
-        tool_definitions=[tool.to_openai() for tool in episode.outcome.tools],
+        tool_definitions=[tool.to_openai() for tool in step.outcome.tools],
     )
 
 
-def trial_result(spec: TrialSpec, episode: Episode) -> TrialResult:
+def step_results(body: TaskBody) -> list[StepResult] | None:
+    """Each step's result, in order (the ones that did not run too); None for a
+    single-step task."""
+    if not body.steps or body.steps[0].name is None:
+        return None
+    results = [_step_result(run) for run in body.runs]
+    for plan in body.steps[len(body.runs) :]:
+        results.append(StepResult(name=plan.name or "", status="not_run"))
+    return results
+
+
+def _step_result(run: StepRun) -> StepResult:
+    rewards = run.rewards
+    error = run.error or (run.score.error if run.score is not None else None)
+    status: StepStatus
+    if run.error is not None or run.score is None:
+        status = "error"
+    else:
+        status = "passed" if rewards is not None and primary_reward(rewards) >= 1.0 else "failed"
+    return StepResult(
+        name=run.plan.name or "",
+        status=status,
+        reward=None if rewards is None else primary_reward(rewards),
+        rewards=rewards or {},
+        error=error,
+        agent_error=run.agent_note,
+        below_min_reward=run.below_min_reward,
+        turns=run.outcome.n_turns,
+        duration=run.duration,
+    )
+
+
+def trial_result(spec: TrialSpec, episode: Episode, body: TaskBody | None = None) -> TrialResult:
     error = episode.error or episode.score.error
     reward = episode.reward
     return TrialResult(
@@ -114,4 +156,6 @@ def trial_result(spec: TrialSpec, episode: Episode) -> TrialResult:
         started_at=episode.started_at,
         finished_at=episode.finished_at,
         folder=spec.folder,
+        steps=step_results(body) if body is not None else None,
+        reward_strategy=spec.task.config.reward_strategy if spec.task.config.steps else None,
     )

@@ -8,6 +8,11 @@ empty HOME and PYTHONNOUSERSITE=1, so nothing the agent left in its home (a
 usercustomize.py, a ~/.local/bin) runs inside the tests; its PATH is the
 sandbox's fixed one (the image's on docker), which the agent cannot change.
 The reward files are read on the host from a checked download (no links, bounded).
+
+A task's `VerifierPlan` says who runs the tests (`[verifier] user`: /tests,
+/logs/verifier and the fresh HOME are made theirs), which tests folders are
+layered into /tests (a step's over the task's), and whether the sandbox is a
+separate verifier's whose image already holds /tests (built from tests/).
 """
 
 from __future__ import annotations
@@ -18,13 +23,15 @@ import math
 import secrets
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from helios.agents.base import AgentOutcome
 from helios.engine.episode import Score
-from helios.environments.base import Environment
+from helios.environments.base import ROOT, Environment, User
 from helios.errors import RewardFileInvalid, RewardFileMissing, VerifierError, VerifierTimeout
 from helios.failures import ErrorInfo
 from helios.secrets import redact
+from helios.tasks.phases import VerifierPlan, plan_steps
 from helios.tasks.task import Task
 
 RUN_TEST = (
@@ -50,6 +57,13 @@ class Verifier:
 
 
 async def run_verifier(env: Environment, task: Task, out_dir: Path) -> Score:
+    """Score the environment's final state with the task's (first step's) verifier."""
+    return await run_tests(env, plan_steps(task)[0].verifier, out_dir)
+
+
+async def run_tests(
+    env: Environment, plan: VerifierPlan, out_dir: Path, *, separate: bool = False
+) -> Score:
     """Score the environment's final state.
 
     Test failures become data (reward 0 and a typed error); a broken sandbox
@@ -58,7 +72,7 @@ async def run_verifier(env: Environment, task: Task, out_dir: Path) -> Score:
     await asyncio.to_thread(out_dir.mkdir, parents=True, exist_ok=True)
     outcome = Score()
     try:
-        await _run_tests(env, task, out_dir)
+        await _run_tests(env, plan, out_dir, separate)
         await env.download("/logs/verifier", out_dir)
         outcome.rewards = await asyncio.to_thread(read_rewards, out_dir)
         outcome.reward = primary_reward(outcome.rewards)
@@ -69,24 +83,48 @@ async def run_verifier(env: Environment, task: Task, out_dir: Path) -> Score:
     return outcome
 
 
-async def _run_tests(env: Environment, task: Task, out_dir: Path) -> None:
+async def _run_tests(env: Environment, plan: VerifierPlan, out_dir: Path, separate: bool) -> None:
     # A new name each time, made only now: the agent cannot have prepared it.
     home = f"/tmp/helios-verifier-home-{secrets.token_hex(8)}"
-    cleared = await env.exec(
-        "rm -rf /logs/verifier /tests && mkdir -p /logs/verifier /tests "
-        f"&& mkdir -m 700 {home}",
-        cwd="/",
-        timeout=60,
+    as_root: dict[str, Any] = {"user": ROOT} if env.supports_users else {}
+    keep_tests = separate and await _image_has_tests(env, plan)
+    reset = "rm -rf /logs/verifier && mkdir -p /logs/verifier" if keep_tests else (
+        "rm -rf /logs/verifier /tests && mkdir -p /logs/verifier /tests"
     )
+    cleared = await env.exec(f"{reset} && mkdir -m 700 {home}", cwd="/", timeout=60, **as_root)
     if not cleared.ok:
         raise VerifierError(f"could not reset /logs/verifier: {cleared.stderr.strip()[:200]}")
-    await env.upload(task.tests_dir, "/tests")
-    timeout = task.config.verifier.timeout_sec
-    variables = {"HOME": home, "PYTHONNOUSERSITE": "1", **task.config.verifier.env}
-    result = await env.exec(RUN_TEST, env=variables, timeout=timeout)
+    for tests in () if keep_tests else plan.tests_dirs:
+        await env.upload(tests, "/tests")  # a step's files over the task's
+    if plan.user is not None:
+        await _give(env, plan.user, ["/logs/verifier", "/tests", home])
+    variables = {"HOME": home, "PYTHONNOUSERSITE": "1", **plan.env}
+    as_user: dict[str, Any] = {"user": plan.user} if plan.user is not None else {}
+    baseline = env.network
+    if plan.network is not None:
+        await env.set_network(plan.network)
+    try:
+        result = await env.exec(RUN_TEST, env=variables, timeout=plan.timeout, **as_user)
+    finally:
+        await env.set_network(baseline)
     await asyncio.to_thread(_write_output, out_dir, result.stdout, result.stderr)
     if result.timed_out:
-        raise VerifierTimeout("verifier", timeout)
+        raise VerifierTimeout("verifier", plan.timeout)
+
+
+async def _image_has_tests(env: Environment, plan: VerifierPlan) -> bool:
+    """A separate verifier built from a tests folder owns /tests (as in Harbor); a
+    provider that does not run Dockerfiles (local) gets the folder uploaded."""
+    sandbox = plan.sandbox
+    if sandbox is None or sandbox.build_context not in plan.tests_dirs:
+        return False
+    return (await env.exec("test -f /tests/test.sh", cwd="/", timeout=60)).ok
+
+
+async def _give(env: Environment, user: User, paths: list[str]) -> None:
+    """Make what test.sh must write (and read) the verifier user's."""
+    for path in paths:
+        await env.give_to(path, user)
 
 
 def _write_output(out_dir: Path, stdout: str, stderr: str) -> None:

@@ -1,0 +1,126 @@
+"""`helios tasks check`: the oracle must reach 1.0 and nop must stay below it; and
+which schema features each task uses, and which of them are not honoured."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from helios.cli.common import Interrupted, handle_errors, run_coroutine
+from helios.environments.registry import provider_class
+from helios.tasks.features import caveats, features_used
+from helios.tasks.plan import LoadedTasks, load_tasks, resolve_task_dirs
+from helios.tasks.runner import ParallelRunner
+from helios.tasks.summary import BatchResult
+
+console = Console()
+
+
+def tasks_check_command(
+    tasks_dir: Annotated[Path, typer.Argument(help="Folder of tasks to check.")],
+    provider: Annotated[str, typer.Option("--provider", help="docker or local.")] = "docker",
+    n_concurrent: Annotated[int, typer.Option("--n-concurrent", "-n", min=1)] = 2,
+    output: Annotated[Path, typer.Option("--output", "-o")] = Path("output"),
+    pattern: Annotated[str, typer.Option("--pattern", "-p")] = "**/task.toml",
+    debug: Annotated[bool, typer.Option("--debug")] = False,
+) -> None:
+    """Check tasks: the oracle must reach 1.0 and nop must stay below it.
+
+    Also lists the schema features each task uses and what is not honoured;
+    unsupported tasks are not run and are counted apart (they alone do not fail
+    the check)."""
+    try:
+        loaded = load_tasks(resolve_task_dirs(tasks_dir, pattern), provider_class(provider))
+    except Exception as exc:
+        handle_errors(exc, debug)
+    _features_table(loaded, provider)
+    broken: list[str] = []
+    if loaded.tasks:
+        try:
+            oracle, nop = run_coroutine(_run(tasks_dir, provider, n_concurrent, output, pattern))
+        except (Exception, Interrupted) as exc:
+            handle_errors(exc, debug)
+        broken = _report(oracle, nop)
+    _skipped(loaded)
+    n_broken = len(broken) + len(loaded.invalid)
+    if n_broken:
+        names = ", ".join(broken + [b.path for b in loaded.invalid])
+        console.print(f"[red]{n_broken} broken task(s)[/]: {names}", highlight=False)
+        raise typer.Exit(1)
+    suffix = f" ({len(loaded.unsupported)} unsupported, not run)" if loaded.unsupported else ""
+    console.print(f"[green]all {len(loaded.tasks)} tasks healthy[/]{suffix}", highlight=False)
+
+
+async def _run(
+    tasks_dir: Path, provider: str, n_concurrent: int, output: Path, pattern: str
+) -> tuple[BatchResult, BatchResult]:
+    def runner_for(agent: str) -> ParallelRunner:
+        return ParallelRunner(
+            tasks_dir, n_concurrent=n_concurrent, agent=agent, provider=provider,
+            output_dir=output, pattern=pattern, quiet=True, show_progress=False,
+            run_prefix=f"check_{agent}",
+        )  # fmt: skip
+
+    # One after the other, so -n bounds the trials in flight.
+    oracle = await runner_for("oracle").run()
+    nop = await runner_for("nop").run()
+    return oracle, nop
+
+
+def _features_table(loaded: LoadedTasks, provider: str) -> None:
+    table = Table(title="Task features")
+    for column in ("task", "uses", "not honoured"):
+        table.add_column(column)
+    cls = provider_class(provider)
+    for task in loaded.tasks:
+        used = ", ".join(features_used(task)) or "-"
+        notes = "; ".join(caveats(task, cls)) or "-"
+        table.add_row(task.name, used, notes)
+    for skipped in loaded.unsupported:
+        reasons = escape("; ".join(skipped.reasons))
+        table.add_row(Path(skipped.path).name, "-", f"[yellow]{reasons}[/]")
+    if table.rows:
+        console.print(table)
+
+
+def _skipped(loaded: LoadedTasks) -> None:
+    for bad in loaded.invalid:
+        console.print(f"[red]invalid[/] {escape(bad.error)}", highlight=False, soft_wrap=True)
+    for task in loaded.unsupported:
+        console.print(
+            f"[yellow]unsupported task[/] {escape(task.error)}", highlight=False, soft_wrap=True
+        )
+    unknown = loaded.unknown_keys_line()
+    if unknown is not None:
+        console.print(f"[yellow]warning[/] {escape(unknown)}", highlight=False, soft_wrap=True)
+
+
+def _rewards(batch: BatchResult) -> dict[str, float]:
+    return {r.name: r.reward for r in batch.results}
+
+
+def _report(oracle: BatchResult, nop: BatchResult) -> list[str]:
+    oracle_rewards, nop_rewards = _rewards(oracle), _rewards(nop)
+    errors = {r.name: r.error for r in oracle.results if r.error}
+    table = Table(title="Task check")
+    for column in ("task", "oracle", "nop", "verdict"):
+        table.add_column(column)
+    broken: list[str] = []
+    for name in sorted(oracle_rewards):
+        o, n = oracle_rewards[name], nop_rewards.get(name, 0.0)
+        problems = []
+        if o < 1.0:
+            problems.append("oracle below 1.0" + (f" ({errors[name]})" if name in errors else ""))
+        if n >= 1.0:
+            problems.append("nop passes: the test accepts the initial state")
+        if problems:
+            broken.append(name)
+        verdict = "[green]healthy[/]" if not problems else "[red]" + "; ".join(problems) + "[/]"
+        table.add_row(name, f"{o:g}", f"{n:g}", verdict)
+    console.print(table)
+    return broken

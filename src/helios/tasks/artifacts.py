@@ -1,0 +1,119 @@
+"""Artifacts: files a trial keeps from its sandbox, and the only files a separate
+verifier gets from the agent's.
+
+What is collected: the conventional /logs/artifacts (if it exists) and every
+entry of the task's `artifacts` list (and a step's). Each lands under the
+trial's `artifacts/` folder (at its `destination`, else at its source path)
+through the provider's checked download: no link followed, bounded. A missing
+or refused entry is recorded in `artifacts/manifest.json`, never an error of
+the trial: a verifier that needed it fails on its own.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import fnmatch
+import json
+import posixpath
+import shlex
+import shutil
+from dataclasses import asdict, dataclass
+from pathlib import Path, PurePosixPath
+
+from helios.environments.base import ROOT, Environment, User
+from helios.errors import EnvironmentError_
+from helios.tasks.schema import ArtifactConfig
+
+CONVENTION = "/logs/artifacts"
+MANIFEST = "manifest.json"
+
+
+@dataclass
+class Collected:
+    #: the path in the sandbox (absolute)
+    source: str
+    #: where it is under the trial's artifacts/ folder
+    destination: str
+    #: "ok", "missing" or "failed: <why>"
+    status: str
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "ok"
+
+
+def _entries(artifacts: tuple[ArtifactConfig, ...], workdir: str) -> list[ArtifactConfig]:
+    entries = [ArtifactConfig(source=CONVENTION)]
+    for item in artifacts:
+        source = item.source
+        if not source.startswith("/"):
+            source = posixpath.join(workdir, source)
+        entries.append(item.model_copy(update={"source": posixpath.normpath(source)}))
+    return entries
+
+
+async def collect(
+    env: Environment, artifacts: tuple[ArtifactConfig, ...], host_dir: Path | None
+) -> list[Collected]:
+    """Download the artifacts into `host_dir` (a temporary folder when the trial
+    keeps no files is the caller's business) and write the manifest."""
+    if host_dir is None:
+        return []
+    found: list[Collected] = []
+    for item in _entries(artifacts, env.workdir):
+        destination = item.destination or PurePosixPath(item.source).relative_to("/").as_posix()
+        record = Collected(item.source, destination, "ok")
+        exists = await env.exec(f"test -e {shlex.quote(item.source)}", cwd="/", timeout=60)
+        if not exists.ok:
+            if item.source != CONVENTION or item.destination is not None:
+                record.status = "missing"
+                found.append(record)
+            continue
+        target = host_dir / destination
+        try:
+            await env.download(item.source, target)
+            if item.exclude:
+                await asyncio.to_thread(_drop_excluded, target, item.exclude)
+        except EnvironmentError_ as exc:
+            record.status = f"failed: {exc}"
+        found.append(record)
+    if found:
+        await asyncio.to_thread(_write_manifest, host_dir, found)
+    return found
+
+
+async def transfer(
+    env: Environment, host_dir: Path | None, collected: list[Collected], user: User | None
+) -> None:
+    """Put collected artifacts back at their source paths in a separate verifier's
+    sandbox, owned by the verifier's user when it has one."""
+    if host_dir is None:
+        return
+    for item in collected:
+        if not item.ok:
+            continue
+        await env.upload(host_dir / item.destination, item.source)
+        if user is not None and user != ROOT:
+            await env.give_to(item.source, user)
+
+
+def _drop_excluded(target: Path, patterns: list[str]) -> None:
+    """`tar --exclude` semantics, after the fact: a name or a relative path that
+    matches a pattern is removed (a folder with everything in it)."""
+    if not target.is_dir():
+        return
+    for path in sorted(target.rglob("*"), key=lambda p: len(p.parts)):
+        if not path.exists() and not path.is_symlink():
+            continue
+        relative = path.relative_to(target).as_posix()
+        if any(fnmatch.fnmatch(path.name, p) or fnmatch.fnmatch(relative, p) for p in patterns):
+            if path.is_dir() and not path.is_symlink():
+                shutil.rmtree(path)
+            else:
+                path.unlink()
+
+
+def _write_manifest(host_dir: Path, found: list[Collected]) -> None:
+    host_dir.mkdir(parents=True, exist_ok=True)
+    data = [asdict(item) for item in found]
+    (host_dir / MANIFEST).write_text(json.dumps(data, indent=2) + "\n", "utf-8")

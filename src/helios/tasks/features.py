@@ -1,0 +1,181 @@
+"""Which schema features a task uses, and which of them Helios cannot honour.
+
+A task that needs something Helios cannot give (a GPU, MCP servers, a compose
+file with services, a network allowlist...) is not run: it is reported as
+"unsupported: <field>", one line, and counted apart from invalid tasks. Some
+limits depend on the provider: a network that changes between phases needs
+one that can switch it (local can; docker cannot, as in Harbor), and users
+need one that can run commands as another user.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from helios.environments.base import Environment
+from helios.tasks.phases import network_override
+from helios.tasks.schema import (
+    AgentConfig,
+    ArtifactConfig,
+    EnvironmentConfig,
+    StepConfig,
+    TaskConfig,
+    VerifierConfig,
+    as_artifact,
+)
+from helios.tasks.schema_env import host_variables
+from helios.tasks.task import Task
+from helios.tasks.task_layout import has_compose, step_verifier
+
+SUPPORTED_MAJOR = "1"
+
+
+@dataclass(frozen=True)
+class Unsupported:
+    field: str
+    reason: str
+
+    def __str__(self) -> str:
+        return f"unsupported: {self.field} ({self.reason})"
+
+
+def features_used(task: Task) -> list[str]:
+    """Short names of the schema features beyond the basics that the task uses."""
+    c = task.config
+    verifiers = [c.verifier, *(step_verifier(c, s) for s in c.steps or [])]
+    agents = [c.agent, *(s.agent for s in c.steps or [])]
+    checks = {
+        "multi-step": bool(c.steps),
+        "min_reward": any(s.min_reward is not None for s in c.steps or []),
+        "agent user": any(a.user is not None for a in agents),
+        "verifier user": any(v.user is not None for v in verifiers),
+        "workdir": c.environment.workdir is not None,
+        "environment env": bool(c.environment.env),
+        "solution env": bool(c.solution.env),
+        "verifier env": any(v.env for v in verifiers),
+        "separate verifier": any(v.separate for v in verifiers),
+        "artifacts": bool(c.artifacts) or any(s.artifacts for s in c.steps or []),
+        "healthcheck": c.environment.healthcheck is not None
+        or any(s.healthcheck is not None for s in c.steps or []),
+        "network_mode": c.environment.network_mode is not None
+        or any(x.network_mode is not None for x in [*agents, *verifiers]),
+        "docker_image": c.environment.docker_image is not None,
+    }
+    return [name for name, used in checks.items() if used]
+
+
+def unsupported(task: Task, provider: type[Environment] | None = None) -> list[Unsupported]:
+    """What the task asks for that Helios (or `provider`) cannot honour."""
+    found = list(_task_limits(task))
+    if provider is not None:
+        found += _provider_limits(task, provider)
+    return found
+
+
+def _task_limits(task: Task) -> Iterator[Unsupported]:
+    c = task.config
+    major = c.schema_version.split(".", 1)[0]
+    if major != SUPPORTED_MAJOR:
+        yield Unsupported("schema_version", f"{c.schema_version}: Helios reads 1.x")
+    yield from _environment_limits(c.environment, "environment")
+    if has_compose(task.environment_dir):
+        yield Unsupported("environment/docker-compose.yaml", "compose services")
+    for where, phase in _phases(c):
+        if phase.network_mode == "allowlist" or phase.allowed_hosts:
+            yield Unsupported(f"{where}.allowed_hosts", "needs a filtering proxy")
+    for where, verifier in _verifiers(c):
+        if verifier.collect:
+            yield Unsupported(f"{where}.collect", "commands in compose services")
+        if verifier.environment is not None:
+            yield from _environment_limits(verifier.environment, f"{where}.environment")
+        if verifier.separate and has_compose(task.tests_dir):
+            yield Unsupported("tests/docker-compose.yaml", "compose services")
+    for index, item in enumerate(_all_artifacts(c)):
+        if item.service not in (None, "main"):
+            yield Unsupported(f"artifacts[{index}].service", "compose services")
+
+
+def _environment_limits(env: EnvironmentConfig, where: str) -> Iterator[Unsupported]:
+    if env.os == "windows":
+        yield Unsupported(f"{where}.os", "windows containers")
+    if env.gpus:
+        yield Unsupported(f"{where}.gpus", "no GPU scheduling")
+    if env.gpu_types:
+        yield Unsupported(f"{where}.gpu_types", "no GPU scheduling")
+    if env.tpu is not None:
+        yield Unsupported(f"{where}.tpu", "no TPU scheduling")
+    if env.mcp_servers:
+        yield Unsupported(f"{where}.mcp_servers", "the agents take no MCP servers")
+    if env.skills_dir is not None:
+        yield Unsupported(f"{where}.skills_dir", "the agents take no skills")
+    if env.network_mode == "allowlist" or env.allowed_hosts:
+        yield Unsupported(f"{where}.allowed_hosts", "needs a filtering proxy")
+    for key, variable in host_variables(env.env).items():
+        yield Unsupported(
+            f"{where}.env.{key}", f"${{{variable}}} from the host: Helios passes none in"
+        )
+
+
+def _provider_limits(task: Task, provider: type[Environment]) -> list[Unsupported]:
+    c = task.config
+    found: list[Unsupported] = []
+    if not provider.supports_users:
+        for where, phase in _phases(c):
+            if getattr(phase, "user", None) is not None:
+                found.append(
+                    Unsupported(f"{where}.user", f"the {provider.name} provider has no users")
+                )
+    if not provider.dynamic_network:
+        baseline = task.sandbox_spec().network
+        for where, phase in [(w, p) for w, p in _phases(c) if isinstance(p, AgentConfig)]:
+            if network_override(phase.network_mode, baseline) is not None:
+                found.append(_switch(where, provider))
+        for where, verifier in _verifiers(c):
+            own = baseline
+            if verifier.separate:  # its own sandbox starts with its own network
+                own = (verifier.environment or c.environment).network_public
+            if network_override(verifier.network_mode, own) is not None:
+                found.append(_switch(where, provider))
+    return found
+
+
+def _switch(where: str, provider: type[Environment]) -> Unsupported:
+    return Unsupported(
+        f"{where}.network_mode",
+        f"the {provider.name} provider cannot change a running sandbox's network",
+    )
+
+
+def _phases(c: TaskConfig) -> Iterator[tuple[str, AgentConfig | VerifierConfig]]:
+    yield "agent", c.agent
+    yield "verifier", c.verifier
+    for index, step in enumerate(c.steps or []):
+        yield f"steps[{index}].agent", step.agent
+        yield f"steps[{index}].verifier", step.verifier
+
+
+def _verifiers(c: TaskConfig) -> Iterator[tuple[str, VerifierConfig]]:
+    yield "verifier", c.verifier
+    for index, step in enumerate(c.steps or []):
+        yield f"steps[{index}].verifier", step_verifier(c, step)
+
+
+def _all_artifacts(c: TaskConfig) -> list[ArtifactConfig]:
+    steps: list[StepConfig] = c.steps or []
+    return [as_artifact(a) for a in [*c.artifacts, *(a for s in steps for a in s.artifacts)]]
+
+
+def caveats(task: Task, provider: type[Environment]) -> list[str]:
+    """What the provider honours only in part for this task (the task still runs)."""
+    notes: list[str] = []
+    if provider.name != "local":
+        return notes
+    c = task.config
+    if task.dockerfile is not None:
+        notes.append("environment/Dockerfile is not run (its folder's files are copied)")
+    if any(getattr(p, "user", None) is not None for _, p in _phases(c)):
+        notes.append("users are identities only: one host user owns the sandbox")
+    if any(v.separate for _, v in _verifiers(c)) and task.tests_hashes:
+        notes.append("tests/Dockerfile is not run (tests/ is uploaded to /tests)")
+    return notes
