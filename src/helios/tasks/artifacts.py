@@ -63,11 +63,16 @@ async def collect(
     for item in _entries(artifacts, env.workdir):
         destination = item.destination or PurePosixPath(item.source).relative_to("/").as_posix()
         record = Collected(item.source, destination, "ok")
-        exists = await env.exec(f"test -e {shlex.quote(item.source)}", cwd="/", timeout=60)
-        if not exists.ok:
-            if item.source != CONVENTION or item.destination is not None:
+        kind = await _kind(env, item.source)
+        if kind == "missing":
+            if item.source != CONVENTION:
                 record.status = "missing"
                 found.append(record)
+            continue
+        if kind not in ("file", "dir"):
+            # A link, a fifo or a device: the checked download never follows or makes one.
+            record.status = f"skipped: a {kind}, not a regular file or folder"
+            found.append(record)
             continue
         target = host_dir / destination
         try:
@@ -76,10 +81,24 @@ async def collect(
                 await asyncio.to_thread(_drop_excluded, target, item.exclude)
         except EnvironmentError_ as exc:
             record.status = f"failed: {exc}"
+        if record.ok and not await asyncio.to_thread(target.exists):
+            record.status = "skipped: not a regular file or folder"
         found.append(record)
     if found:
         await asyncio.to_thread(_write_manifest, host_dir, found)
     return found
+
+
+async def _kind(env: Environment, path: str) -> str:
+    """What `path` is in the sandbox (its processes are stopped: it cannot change)."""
+    p = shlex.quote(path)
+    probe = (
+        f"if [ -L {p} ]; then echo link; elif [ -f {p} ]; then echo file; "
+        f"elif [ -d {p} ]; then echo dir; elif [ -e {p} ]; then echo special; "
+        "else echo missing; fi"
+    )
+    result = await env.exec(probe, cwd="/", timeout=60)
+    return result.stdout.strip() or "missing"
 
 
 async def transfer(
@@ -90,7 +109,7 @@ async def transfer(
     if host_dir is None:
         return
     for item in collected:
-        if not item.ok:
+        if not item.ok or not await asyncio.to_thread((host_dir / item.destination).exists):
             continue
         await env.upload(host_dir / item.destination, item.source)
         if user is not None and user != ROOT:
