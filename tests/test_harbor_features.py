@@ -456,3 +456,35 @@ def test_a_step_cannot_leave_a_forger_for_the_next(provider: str, tmp_path: Path
     record = _only(_run(tmp_path / "tasks", tmp_path / "out", provider))
     assert [s["reward"] for s in record["steps"]] == [1.0, 0.0]
     assert record["reward"] == 0.5
+
+
+# -- images -------------------------------------------------------------------------------
+
+
+def test_a_ready_image_gets_the_environment_files(provider: str, tmp_path: Path) -> None:
+    folder = task(
+        tmp_path / "tasks", "ready",
+        '[environment]\ndocker_image = "debian:bookworm-slim"\nmemory_mb = 256\n',
+        dockerfile=None, solve="cp data/payload.txt /app/copied.txt\n",
+        test='[ "$(cat /app/copied.txt)" = payload ] && echo 1 > /logs/verifier/reward.txt'
+        " || echo 0 > /logs/verifier/reward.txt\n",
+    )  # fmt: skip
+    write(folder / "environment" / "data" / "payload.txt", "payload\n")
+    record = _only(_run(tmp_path / "tasks", tmp_path / "out", provider))
+    assert record["reward"] == 1.0, record["error"]
+
+
+@pytest.mark.usefixtures("need_docker")
+def test_an_image_whose_user_is_not_root(tmp_path: Path) -> None:
+    # Helios's own folders are made as root; solve.sh (copied in 0600) is readable
+    # by the image's USER, who runs it.
+    dockerfile = "FROM debian:bookworm-slim\nRUN useradd -m runner\nUSER runner\n"
+    task(
+        tmp_path / "tasks", "runner",
+        '[environment]\nworkdir = "/srv/work"\nmemory_mb = 256\n', dockerfile=dockerfile,
+        solve='echo "$(whoami) $PWD" > /tmp/who\n',
+        test='[ "$(cat /tmp/who)" = "runner /srv/work" ] && echo 1 > /logs/verifier/reward.txt'
+        " || echo 0 > /logs/verifier/reward.txt\n",
+    )  # fmt: skip
+    record = _only(_run(tmp_path / "tasks", tmp_path / "out", "docker"))
+    assert record["reward"] == 1.0, record["error"]

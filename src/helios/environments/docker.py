@@ -34,7 +34,7 @@ from helios.environments._docker_cli import (
 )
 from helios.environments._owner import current_owner
 from helios.environments._safe_copy import Bounds
-from helios.environments.base import Environment, ExecResult, User
+from helios.environments.base import ROOT, Environment, ExecResult, User
 from helios.environments.spec import SandboxSpec
 from helios.errors import (
     EnvironmentExecError,
@@ -158,6 +158,8 @@ class DockerEnvironment(Environment):
             f"mkdir -p /logs/agent /logs/verifier {shlex.quote(self.workdir)}; "
             "command -v timeout >/dev/null && echo has-timeout",
             cwd="/",
+            # as root even when the image's USER is not: these folders are Helios's
+            user=ROOT,
         )
         if setup.exit_code != 0:
             raise EnvironmentStartError(f"container setup failed: {setup.stderr.strip()[:200]}")

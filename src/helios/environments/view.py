@@ -1,10 +1,12 @@
 """What one phase of an episode sees of a sandbox: its commands run as the phase's
 user, and the files uploaded for it are that user's.
 
-The task door hands the agent (and a step's setup hook) such a view when the
-task names `[agent] user`, so every tool, the oracle's solve.sh and any
-plugin agent run as that user without knowing it. The view never starts or
-stops the sandbox: its owner does.
+The task door hands the agent (and a step's setup hook) such a view, so every
+tool, the oracle's solve.sh and any plugin agent run as `[agent] user` without
+knowing it. Without a user the phase runs as the image's default user, and
+files uploaded for it become that user's when it is not root (an image with
+`USER runner` must still read the solve.sh Helios copied in as root). The
+view never starts or stops the sandbox: its owner does.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from pathlib import Path
 from typing import ClassVar
 
 from helios.environments.base import Capabilities, Environment, ExecResult, User
+from helios.errors import EnvironmentExecError
 
 
 class UserView(Environment):
@@ -22,6 +25,9 @@ class UserView(Environment):
         super().__init__(inner.spec, trial_id=inner.trial_id, run_id=inner.run_id)
         self.inner = inner
         self.user = user
+        #: who gets the uploaded files, found once (None: nobody, root reads all)
+        self._owner: User | None = None
+        self._owner_known = False
 
     @property
     def capabilities(self) -> Capabilities:
@@ -51,8 +57,10 @@ class UserView(Environment):
 
     async def upload(self, src: Path, dst: str) -> None:
         await self.inner.upload(src, dst)
-        if self.user is not None:
-            await self.inner.give_to(dst, self.user)
+        if not self._owner_known:
+            self._owner, self._owner_known = await file_owner(self.inner, self.user), True
+        if self._owner is not None:
+            await self.inner.give_to(dst, self._owner)
 
     async def download(self, src: str, dst: Path) -> None:
         await self.inner.download(src, dst)
@@ -64,6 +72,21 @@ class UserView(Environment):
         return None
 
 
+async def file_owner(env: Environment, user: User | None) -> User | None:
+    """Who must own the files Helios puts in place for a phase that runs as `user`:
+    the user, or the image's default user when that is not root; None: nobody
+    (root reads everything, or the provider has no users)."""
+    if user is not None:
+        return user
+    if not env.supports_users:
+        return None
+    probe = await env.exec("id -u", cwd="/", timeout=60)
+    uid = probe.stdout.strip()
+    if not probe.ok or not uid.isdigit():
+        raise EnvironmentExecError(f"cannot tell the sandbox's user: {probe.stderr.strip()[:200]}")
+    return None if uid == "0" else int(uid)
+
+
 def as_user(env: Environment, user: User | None) -> Environment:
-    """`env` itself when no user is asked for, else a view that runs as `user`."""
-    return env if user is None else UserView(env, user)
+    """A view of `env` for a phase that runs as `user` (None: the image's default)."""
+    return UserView(env, user)

@@ -19,8 +19,10 @@ import shlex
 import shutil
 from dataclasses import asdict, dataclass
 from pathlib import Path, PurePosixPath
+from typing import Any
 
 from helios.environments.base import ROOT, Environment, User
+from helios.environments.view import file_owner
 from helios.errors import EnvironmentError_
 from helios.tasks.schema import ArtifactConfig
 
@@ -97,7 +99,8 @@ async def _kind(env: Environment, path: str) -> str:
         f"elif [ -d {p} ]; then echo dir; elif [ -e {p} ]; then echo special; "
         "else echo missing; fi"
     )
-    result = await env.exec(probe, cwd="/", timeout=60)
+    as_root: dict[str, Any] = {"user": ROOT} if env.supports_users else {}
+    result = await env.exec(probe, cwd="/", timeout=60, **as_root)
     return result.stdout.strip() or "missing"
 
 
@@ -108,12 +111,13 @@ async def transfer(
     sandbox, owned by the verifier's user when it has one."""
     if host_dir is None:
         return
+    owner = await file_owner(env, user)
     for item in collected:
         if not item.ok or not await asyncio.to_thread((host_dir / item.destination).exists):
             continue
         await env.upload(host_dir / item.destination, item.source)
-        if user is not None and user != ROOT:
-            await env.give_to(item.source, user)
+        if owner is not None:
+            await env.give_to(item.source, owner)
 
 
 def _drop_excluded(target: Path, patterns: list[str]) -> None:

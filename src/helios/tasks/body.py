@@ -73,9 +73,15 @@ class StepRun:
 class TaskBody:
     steps: list[StepPlan]
     strategy: str = "mean"
+    #: `environment/` of a task that runs a ready image (`docker_image`, no
+    #: Dockerfile): Harbor copies its files into the working directory at start
+    environment_files: Path | None = None
     runs: list[StepRun] = field(default_factory=list)
 
     async def run(self, session: EpisodeSession, env: Environment) -> None:
+        if self.environment_files is not None:
+            with session.timing("environment"):
+                await env.upload(self.environment_files, env.workdir)
         try:
             for index, plan in enumerate(self.steps):
                 step = StepRun(plan)

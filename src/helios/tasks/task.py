@@ -211,7 +211,8 @@ def _parse_config(toml_path: Path) -> TaskConfig:
     try:
         return TaskConfig.model_validate(data)
     except ValidationError as exc:
-        first = exc.errors()[0]
+        # In a union (a string or a table), the branch that got furthest says what is wrong.
+        first = min(exc.errors(), key=lambda e: (e["type"] != "value_error", -len(e["loc"])))
         keys = [str(part) for part in first["loc"] if _is_key(part)]
         field = ".".join(keys) or None
         line = _line_of_key(text, keys[-1]) if keys else None

@@ -51,7 +51,13 @@ class TrialSpec:
 
     def body(self) -> TaskBody:
         """The trial's phases (a new one per run: it keeps the steps' outcomes)."""
-        return TaskBody(plan_steps(self.task), strategy=self.task.config.reward_strategy)
+        task = self.task
+        ready_image = task.dockerfile is None and task.environment_dir.is_dir()
+        return TaskBody(
+            plan_steps(task),
+            strategy=task.config.reward_strategy,
+            environment_files=task.environment_dir if ready_image else None,
+        )
 
     def episode(self, body: TaskBody | None = None) -> EpisodeSpec:
         task = self.task

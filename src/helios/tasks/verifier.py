@@ -28,6 +28,7 @@ from typing import Any
 from helios.agents.base import AgentOutcome
 from helios.engine.episode import Score
 from helios.environments.base import ROOT, Environment, User
+from helios.environments.view import file_owner
 from helios.errors import RewardFileInvalid, RewardFileMissing, VerifierError, VerifierTimeout
 from helios.failures import ErrorInfo
 from helios.secrets import redact
@@ -96,8 +97,9 @@ async def _run_tests(env: Environment, plan: VerifierPlan, out_dir: Path, separa
         raise VerifierError(f"could not reset /logs/verifier: {cleared.stderr.strip()[:200]}")
     for tests in () if keep_tests else plan.tests_dirs:
         await env.upload(tests, "/tests")  # a step's files over the task's
-    if plan.user is not None:
-        await _give(env, plan.user, ["/logs/verifier", "/tests", home])
+    owner = await file_owner(env, plan.user)
+    if owner is not None:
+        await _give(env, owner, ["/logs/verifier", "/tests", home])
     variables = {"HOME": home, "PYTHONNOUSERSITE": "1", **plan.env}
     as_user: dict[str, Any] = {"user": plan.user} if plan.user is not None else {}
     baseline = env.network
