@@ -16,8 +16,12 @@ from typing import Any
 
 import pytest
 
+from helios.environments.docker import DockerEnvironment
+from helios.environments.view import as_user
+from helios.errors import EnvironmentExecError
 from helios.tasks.runner import ParallelRunner
 from helios.tasks.summary import BatchResult
+from helios.tasks.task import load_task
 from helios.testing.mock_llm import MockLLMServer
 
 from .harbor_tasks import (
@@ -79,6 +83,7 @@ def test_tool_agent_commands_and_files_are_the_users(provider: str, tmp_path: Pa
     ok=1
     [ "$(cat tool.txt)" = "agent /custom-workdir" ] || {{ echo "bash: $(cat tool.txt)"; ok=0; }}
     [ "$(stat -c %U edited.txt)" = {owner} ] || {{ echo "editor: $(stat -c %U edited.txt)"; ok=0; }}
+    [ ! -e /usr/local/forbidden.txt ] || {{ echo "the editor wrote as root"; ok=0; }}
     echo $ok > /logs/verifier/reward.txt
     """
     task(
@@ -89,6 +94,9 @@ def test_tool_agent_commands_and_files_are_the_users(provider: str, tmp_path: Pa
         {"tool_calls": [{"name": "bash", "arguments": {"command": 'echo "$(whoami) $PWD" > tool.txt'}}]},  # noqa: E501
         {"tool_calls": [{"name": "editor", "arguments": {
             "command": "create", "path": "/custom-workdir/edited.txt", "file_text": "x\n"}}]},
+        # not the agent's to write: refused to the model, as `echo > file` would be
+        {"tool_calls": [{"name": "editor", "arguments": {
+            "command": "create", "path": "/usr/local/forbidden.txt", "file_text": "x\n"}}]},
         {"tool_calls": [{"name": "submit", "arguments": {}}]},
     ]  # fmt: skip
     with MockLLMServer(script={"scenarios": [{"match": "USERPROBE", "turns": turns}]}) as server:
@@ -98,6 +106,9 @@ def test_tool_agent_commands_and_files_are_the_users(provider: str, tmp_path: Pa
         )  # fmt: skip
     record = _only(batch)
     assert record["reward"] == 1.0, (record["error"], record["agent_error"])
+    assert batch.output_dir is not None
+    trajectory = (batch.output_dir / record["folder"] / "agent" / "trajectory.json").read_text()
+    assert "/usr/local/forbidden.txt" in trajectory and "not writable" in trajectory
 
 
 @pytest.mark.usefixtures("need_docker")
@@ -106,6 +117,32 @@ def test_an_unknown_user_is_an_error_not_a_silent_root(tmp_path: Path) -> None:
     task(tmp_path / "tasks", "ghost", toml, solve="whoami > /app/who\n")
     record = _only(_run(tmp_path / "tasks", tmp_path / "out", "docker"))
     assert record["status"] == "error" and "nobody-here" in record["error"]["message"]
+
+
+@pytest.mark.usefixtures("need_docker")
+def test_uploads_for_a_user_are_written_as_that_user(tmp_path: Path) -> None:
+    folder = task(tmp_path, "up", USERS_TOML, dockerfile=USERS_DOCKERFILE)
+    env = DockerEnvironment(load_task(folder).sandbox_spec(), trial_id="up", run_id="pytest")
+    view = as_user(env, "agent")
+    payload = write(tmp_path / "payload.txt", "hi\n", 0o600)
+
+    async def go() -> tuple[str, str]:
+        await env.build()
+        await env.start()
+        try:
+            await view.upload(payload, "/home/agent/mine.txt")  # the user's own folder
+            await view.upload(payload, "/solution/solve.sh")  # Helios's: given to the user
+            with pytest.raises(EnvironmentExecError, match=r"upload to /usr/local/x\.txt failed"):
+                await view.upload(payload, "/usr/local/x.txt")
+            owners = await env.exec("stat -c %U /home/agent/mine.txt /solution/solve.sh")
+            absent = await env.exec("test -e /usr/local/x.txt || echo absent; ls -A /tmp")
+            return owners.stdout, absent.stdout
+        finally:
+            await env.stop()
+
+    owners, absent = asyncio.run(go())
+    assert owners.split() == ["agent", "agent"]
+    assert absent.strip() == "absent"  # and no staging folder left in /tmp
 
 
 # -- a separate verifier -----------------------------------------------------------------
@@ -488,3 +525,58 @@ def test_an_image_whose_user_is_not_root(tmp_path: Path) -> None:
     )  # fmt: skip
     record = _only(_run(tmp_path / "tasks", tmp_path / "out", "docker"))
     assert record["reward"] == 1.0, record["error"]
+
+
+STEP_FEATURES_TOML = """
+[agent]
+timeout_sec = 60
+[environment]
+memory_mb = 256
+[[steps]]
+name = "make"
+[steps.healthcheck]
+command = "{check}"
+interval_sec = 0.1
+start_interval_sec = 0.1
+retries = 2
+timeout_sec = 5
+[[steps]]
+name = "grade"
+artifacts = ["/app/result.txt"]
+[steps.verifier]
+environment_mode = "separate"
+"""
+
+
+def _step_features_task(root: Path, name: str, check: str) -> None:
+    folder = task(
+        root, name, STEP_FEATURES_TOML.format(check=check), solve=None, test=None
+    )
+    make = step(
+        folder, "make", solve="cat data.txt > /app/made.txt\n",
+        test='[ "$(cat /app/made.txt)" = seed ] && echo 1 > /logs/verifier/reward.txt'
+        " || echo 0 > /logs/verifier/reward.txt\n",
+    )  # fmt: skip
+    write(make / "workdir" / "data.txt", "seed\n")
+    step(
+        folder, "grade", solve="cat /app/made.txt > /app/result.txt; touch /app/junk\n",
+        test='[ "$(cat /app/result.txt)" = seed ] && [ ! -e /app/junk ] && [ ! -e /app/made.txt ]'
+        " && echo 1 > /logs/verifier/reward.txt || echo 0 > /logs/verifier/reward.txt\n",
+    )  # fmt: skip
+
+
+def test_step_healthchecks_and_a_steps_separate_verifier(provider: str, tmp_path: Path) -> None:
+    _step_features_task(tmp_path / "tasks", "ready", "test -f /app/data.txt")
+    _step_features_task(tmp_path / "tasks", "never", "echo no-such-service; false")
+    batch = _run(tmp_path / "tasks", tmp_path / "out", provider)
+    records = _records(batch)
+    ready = records["ready"]
+    assert [s["reward"] for s in ready["steps"]] == [1.0, 1.0], ready["steps"]
+    assert batch.output_dir is not None
+    collected = batch.output_dir / ready["folder"] / "steps" / "grade" / "artifacts"
+    assert (collected / "app" / "result.txt").read_text() == "seed\n"
+    never = records["never"]
+    assert never["status"] == "error" and never["error"]["type"] == "EnvironmentUnhealthy"
+    assert "step 'make'" in never["error"]["message"]
+    assert "no-such-service" in never["error"]["message"]
+    assert [s["status"] for s in never["steps"]] == ["error", "not_run"]

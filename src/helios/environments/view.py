@@ -3,19 +3,29 @@ user, and the files uploaded for it are that user's.
 
 The task door hands the agent (and a step's setup hook) such a view, so every
 tool, the oracle's solve.sh and any plugin agent run as `[agent] user` without
-knowing it. Without a user the phase runs as the image's default user, and
-files uploaded for it become that user's when it is not root (an image with
-`USER runner` must still read the solve.sh Helios copied in as root). The
-view never starts or stops the sandbox: its owner does.
+knowing it. Without a user the phase runs as the image's default user.
+
+Uploads go through root (`docker cp`), so for a phase that is not root they
+are staged and then copied into place *as the user*: an agent that may not
+write /etc with bash may not write it with the editor either. Only Helios's
+own folders (/solution, /logs/...) are written as root and then given to the
+user. The view never starts or stops the sandbox: its owner does.
 """
 
 from __future__ import annotations
 
-from pathlib import Path
+import asyncio
+import posixpath
+import secrets
+import shlex
+from pathlib import Path, PurePosixPath
 from typing import ClassVar
 
-from helios.environments.base import Capabilities, Environment, ExecResult, User
+from helios.environments.base import ROOT, Capabilities, Environment, ExecResult, User
 from helios.errors import EnvironmentExecError
+
+#: folders Helios itself fills for a phase: written as root, then given to its user
+HELIOS_FOLDERS = ("/solution", "/logs")
 
 
 class UserView(Environment):
@@ -56,11 +66,35 @@ class UserView(Environment):
         return await self.inner.exec(command, cwd=cwd, env=env, timeout=timeout, user=who)
 
     async def upload(self, src: Path, dst: str) -> None:
-        await self.inner.upload(src, dst)
         if not self._owner_known:
             self._owner, self._owner_known = await file_owner(self.inner, self.user), True
-        if self._owner is not None:
-            await self.inner.give_to(dst, self._owner)
+        owner = self._owner
+        if owner is None:
+            await self.inner.upload(src, dst)
+        elif _is_helios_folder(dst):
+            await self.inner.upload(src, dst)
+            await self.inner.give_to(dst, owner)
+        else:
+            await self._upload_as(owner, src, dst)
+
+    async def _upload_as(self, owner: User, src: Path, dst: str) -> None:
+        """Stage the files as root, then copy them into place as `owner`, so the
+        write is subject to the user's own permissions."""
+        staging = f"/tmp/.helios-upload-{secrets.token_hex(8)}"
+        await self.inner.upload(src, f"{staging}/payload")
+        try:
+            await self.inner.give_to(staging, owner)
+            target = shlex.quote(dst)
+            if await asyncio.to_thread(src.is_dir):
+                copy = f"mkdir -p -- {target} && cp -R -p -- {staging}/payload/. {target}/"
+            else:
+                parent = shlex.quote(posixpath.dirname(dst) or "/")
+                copy = f"mkdir -p -- {parent} && cp -p -- {staging}/payload {target}"
+            result = await self.inner.exec(copy, cwd="/", timeout=120, user=owner)
+            if not result.ok:
+                raise EnvironmentExecError(f"upload to {dst} failed: {result.stderr.strip()[:200]}")
+        finally:
+            await self.inner.exec(f"rm -rf -- {staging}", cwd="/", timeout=60, user=ROOT)
 
     async def download(self, src: str, dst: Path) -> None:
         await self.inner.download(src, dst)
@@ -70,6 +104,11 @@ class UserView(Environment):
 
     async def stop(self) -> None:
         return None
+
+
+def _is_helios_folder(path: str) -> bool:
+    parts = PurePosixPath(posixpath.normpath(path)).parts
+    return any(parts[:2] == PurePosixPath(folder).parts for folder in HELIOS_FOLDERS)
 
 
 async def file_owner(env: Environment, user: User | None) -> User | None:
