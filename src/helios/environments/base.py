@@ -112,6 +112,17 @@ class Environment(ABC):
             )
         self.network = public
 
+    async def default_owner(self) -> User | None:
+        """Who must own files Helios uploads for a phase that runs as the sandbox's
+        default user: that user, or None when it is root (it reads everything)."""
+        if not self.supports_users:
+            return None
+        probe = await self.exec("id -u", cwd="/", timeout=60)
+        uid = probe.stdout.strip()
+        if not probe.ok or not uid.isdigit():
+            raise EnvironmentExecError(f"cannot tell the sandbox's user: {probe.stderr[:200]}")
+        return None if uid == "0" else int(uid)
+
     async def give_to(self, path: str, user: User) -> None:
         """Make `path` (recursively) the user's, so files Helios uploaded for a phase
         that runs as `user` are theirs to read (and write)."""

@@ -47,6 +47,8 @@ __all__ = ["CONTROL_TIMEOUT", "DockerEnvironment", "docker", "remove_containers"
 #: kept for callers (and tests) of the earlier private name
 _ImageBuilds = ImageBuilds
 _builds = ImageBuilds()
+#: each image's USER (its default user), by image name
+_image_users: dict[str, str] = {}
 _NAME_UNSAFE = re.compile(r"[^a-zA-Z0-9_.-]")
 
 
@@ -179,6 +181,17 @@ class DockerEnvironment(Environment):
         cid, run, instance = [*out.strip().split("\t"), "", ""][:3]
         if run == self.run_id and instance == self.instance:
             await docker("rm", "-f", "-v", cid)
+
+    async def default_owner(self) -> User | None:
+        """The image's USER, read once per image (no exec in the container)."""
+        image = self.image
+        if image not in _image_users:
+            code, out, err = await docker("image", "inspect", "--format", "{{.Config.User}}", image)
+            if code != 0:
+                raise EnvironmentExecError(f"cannot inspect {image}: {last_line(err, 'no answer')}")
+            _image_users[image] = out.strip().split(":", 1)[0]
+        user = _image_users[image]
+        return None if user in ("", "0", "root") else user
 
     async def stop_processes(self) -> None:
         """SIGKILL the container's pid 1, which kills every process in its pid

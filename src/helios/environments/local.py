@@ -195,6 +195,10 @@ class LocalEnvironment(Environment):
         finally:
             await asyncio.to_thread(shutil.rmtree, folder, True)
 
+    async def default_owner(self) -> User | None:
+        # Every file of the trial root is the exec's own (see `give_to`).
+        return None
+
     async def give_to(self, path: str, user: User) -> None:
         # One host user owns the whole trial root and appears as whoever runs an
         # exec (see `_local_users`): the files are already the user's.

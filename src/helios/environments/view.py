@@ -112,18 +112,9 @@ def _is_helios_folder(path: str) -> bool:
 
 
 async def file_owner(env: Environment, user: User | None) -> User | None:
-    """Who must own the files Helios puts in place for a phase that runs as `user`:
-    the user, or the image's default user when that is not root; None: nobody
-    (root reads everything, or the provider has no users)."""
-    if user is not None:
-        return user
-    if not env.supports_users:
-        return None
-    probe = await env.exec("id -u", cwd="/", timeout=60)
-    uid = probe.stdout.strip()
-    if not probe.ok or not uid.isdigit():
-        raise EnvironmentExecError(f"cannot tell the sandbox's user: {probe.stderr.strip()[:200]}")
-    return None if uid == "0" else int(uid)
+    """Who must own the files Helios puts in place for a phase that runs as `user`
+    (None: the sandbox's default user); None: nobody needs them given."""
+    return user if user is not None else await env.default_owner()
 
 
 def as_user(env: Environment, user: User | None) -> Environment:

@@ -62,10 +62,11 @@ async def collect(
     if host_dir is None:
         return []
     found: list[Collected] = []
-    for item in _entries(artifacts, env.workdir):
+    entries = _entries(artifacts, env.workdir)
+    kinds = await _kinds(env, [item.source for item in entries])
+    for item, kind in zip(entries, kinds, strict=True):
         destination = item.destination or PurePosixPath(item.source).relative_to("/").as_posix()
         record = Collected(item.source, destination, "ok")
-        kind = await _kind(env, item.source)
         if kind == "missing":
             if item.source != CONVENTION:
                 record.status = "missing"
@@ -91,17 +92,21 @@ async def collect(
     return found
 
 
-async def _kind(env: Environment, path: str) -> str:
-    """What `path` is in the sandbox (its processes are stopped: it cannot change)."""
-    p = shlex.quote(path)
-    probe = (
-        f"if [ -L {p} ]; then echo link; elif [ -f {p} ]; then echo file; "
-        f"elif [ -d {p} ]; then echo dir; elif [ -e {p} ]; then echo special; "
-        "else echo missing; fi"
-    )
+async def _kinds(env: Environment, paths: list[str]) -> list[str]:
+    """What each path is in the sandbox, in one exec (its processes are stopped:
+    nothing changes them between this and the download)."""
+    lines = []
+    for path in paths:
+        p = shlex.quote(path)
+        lines.append(
+            f"if [ -L {p} ]; then echo link; elif [ -f {p} ]; then echo file; "
+            f"elif [ -d {p} ]; then echo dir; elif [ -e {p} ]; then echo special; "
+            "else echo missing; fi"
+        )
     as_root: dict[str, Any] = {"user": ROOT} if env.supports_users else {}
-    result = await env.exec(probe, cwd="/", timeout=60, **as_root)
-    return result.stdout.strip() or "missing"
+    result = await env.exec("\n".join(lines), cwd="/", timeout=60, **as_root)
+    kinds = result.stdout.split()
+    return kinds if len(kinds) == len(paths) else ["missing"] * len(paths)
 
 
 async def transfer(
