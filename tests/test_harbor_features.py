@@ -580,3 +580,59 @@ def test_step_healthchecks_and_a_steps_separate_verifier(provider: str, tmp_path
     assert "step 'make'" in never["error"]["message"]
     assert "no-such-service" in never["error"]["message"]
     assert [s["status"] for s in never["steps"]] == ["error", "not_run"]
+
+
+# -- interrupts --------------------------------------------------------------------------
+
+
+@pytest.mark.usefixtures("need_docker")
+def test_cancel_with_two_sandboxes_alive_leaves_none(tmp_path: Path) -> None:
+    # Step "a" is verified in its own sandbox while the agent's stays up for "b":
+    # a cancel then must remove both.
+    toml = """
+    [agent]
+    timeout_sec = 60
+    [environment]
+    memory_mb = 256
+    [[steps]]
+    name = "a"
+    [steps.verifier]
+    environment_mode = "separate"
+    timeout_sec = 120
+    [[steps]]
+    name = "b"
+    """
+    folder = task(tmp_path / "tasks", "slow", toml, solve=None, test=None)
+    step(folder, "a", solve="true\n", test="sleep 120\n")
+    step(folder, "b", solve="true\n", test="echo 1 > /logs/verifier/reward.txt\n")
+    runner = ParallelRunner(
+        tmp_path / "tasks", agent="oracle", provider="docker", output_dir=tmp_path / "out",
+        show_progress=False,
+    )  # fmt: skip
+
+    def containers(run_id: str, *flags: str) -> list[str]:
+        out = subprocess.run(
+            ["docker", "ps", "-q", *flags, "--filter", f"label=helios.run={run_id}"],
+            capture_output=True, text=True, timeout=60,
+        )  # fmt: skip
+        return out.stdout.split()
+
+    async def go() -> str:
+        job = asyncio.create_task(runner.run())
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            await asyncio.sleep(0.5)
+            if runner.run_dir is None:
+                continue
+            run_id = json.loads((runner.run_dir / "run.json").read_text())["run_id"]
+            if len(await asyncio.to_thread(containers, run_id)) == 2:
+                break
+        else:
+            raise AssertionError("the step's verifier sandbox never started")
+        job.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await job
+        return run_id
+
+    run_id = asyncio.run(go())
+    assert containers(run_id, "-a") == []
