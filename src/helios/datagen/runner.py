@@ -123,6 +123,8 @@ class BatchRunner:
         self.distribution: Distribution = resolve_distribution(s.distribution, extra)
         self.dataset = load_dataset(s.dataset_file, s.max_samples)
         self._warn_bad_lines()
+        if openrouter_min_coding_score is not None:
+            self._warn("openrouter_min_coding_score is not supported by Helios; ignored")
         self.services: ModelServices | None = None
         self.result = GenerateResult(s.run_dir, bad_lines=len(self.dataset.bad))
 
