@@ -6,13 +6,21 @@
     runner.run(resume=False)
 
 Outputs land in `<output_dir>/<run_name>/` (default `data/`) with Hermes's file
-names and schemas; see `helios.datagen.folder` for the layout.
+names and schemas; see `helios.datagen.folder` for the layout. The names below
+are imported on first use, so the CLI's start (`helios --help`, `helios batch`)
+does not pay for the model clients and tools.
 """
 
-from helios.datagen.distributions import BUILTIN as BUILTIN_DISTRIBUTIONS
-from helios.datagen.distributions import Distribution
-from helios.datagen.runner import BatchRunner, GenerateResult
-from helios.datagen.settings import GenerateSettings
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from helios.datagen.distributions import BUILTIN as BUILTIN_DISTRIBUTIONS
+    from helios.datagen.distributions import Distribution
+    from helios.datagen.runner import BatchRunner, GenerateResult
+    from helios.datagen.settings import GenerateSettings
 
 __all__ = [
     "BUILTIN_DISTRIBUTIONS",
@@ -21,3 +29,18 @@ __all__ = [
     "GenerateResult",
     "GenerateSettings",
 ]
+
+_WHERE = {
+    "BUILTIN_DISTRIBUTIONS": ("helios.datagen.distributions", "BUILTIN"),
+    "Distribution": ("helios.datagen.distributions", "Distribution"),
+    "BatchRunner": ("helios.datagen.runner", "BatchRunner"),
+    "GenerateResult": ("helios.datagen.runner", "GenerateResult"),
+    "GenerateSettings": ("helios.datagen.settings", "GenerateSettings"),
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _WHERE:
+        raise AttributeError(f"module 'helios.datagen' has no attribute {name!r}")
+    module, attribute = _WHERE[name]
+    return getattr(importlib.import_module(module), attribute)
