@@ -495,7 +495,7 @@ class ScriptedEnv(Environment):
     name = "scripted"
 
     def __init__(self, task_dir: Path, exec_fn: Callable[[str], ExecResult]) -> None:
-        super().__init__(load_task(task_dir), trial_id="t", run_id="r")
+        super().__init__(load_task(task_dir).sandbox_spec(), trial_id="t", run_id="r")
         self.exec_fn = exec_fn
         self.upload_error: Exception | None = None
 

@@ -115,8 +115,10 @@ def test_examples_on_docker_k3_leave_no_container(examples_copy: Path, tmp_path:
     summary = json.loads((run_dir / "batch_summary.json").read_text())
     assert summary["passed"] == summary["total_tasks"] == 3 * summary["n_unique_tasks"]
     assert summary["pass_at_k"]["pass@3"] == 1.0
+    # this run's containers: other batches may be running on the same engine
+    run_id = json.loads((run_dir / "run.json").read_text())["run_id"]
     leftovers = subprocess.run(
-        ["docker", "ps", "-aq", "--filter", "label=helios.managed=true"],
+        ["docker", "ps", "-aq", "--filter", f"label=helios.run={run_id}"],
         capture_output=True,
         text=True,
         check=True,
