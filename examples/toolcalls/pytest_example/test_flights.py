@@ -1,6 +1,8 @@
 """russo's pytest examples, with only the import line changed. Run with:
 
-    pytest examples/toolcalls/pytest_example -o asyncio_mode=auto --toolcalls-report report.html
+    pytest examples/toolcalls/pytest_example --toolcalls-report report.html
+
+(its pytest.ini turns on pytest-asyncio's auto mode, as a russo project would).
 
 The synthesizer is the default (espeak-ng); the audio cache is .helios_cache/audio.
 """
