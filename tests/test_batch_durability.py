@@ -173,6 +173,18 @@ def test_invalid_tasks_count_against_fail_under(make_task: TaskMaker, tmp_path: 
     assert result.returncode == 1 and "50.0%" in result.stderr
 
 
+def _wait_for_handlers(pid: int, timeout: float = 30) -> None:
+    """Until Helios's own code has installed its SIGTERM handler: before that the
+    interpreter itself is starting, and no program can catch a signal yet."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("SigCgt:") and int(line.split()[1], 16) & (1 << (15 - 1)):
+                return
+        time.sleep(0.002)
+    raise AssertionError("helios never installed its signal handlers")
+
+
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
 def test_a_signal_at_startup_exits_130_with_one_line(
     make_task: TaskMaker, tmp_path: Path, signum: int
@@ -180,9 +192,10 @@ def test_a_signal_at_startup_exits_130_with_one_line(
     make_task("slow", solve="sleep 20\n")
     command = helios_cmd("batch", str(tmp_path / "tasks"), "--agent", "oracle", "--provider",
                          "local", "-o", str(tmp_path / "out"))  # fmt: skip
-    # Before ~50 ms the interpreter itself is still starting: no Python code runs yet.
-    for delay in (0.1, 0.2, 0.3, 0.5):
+    # From the first instant Helios's code runs (imports, parsing, planning, the batch).
+    for delay in (0.0, 0.05, 0.1, 0.2, 0.3, 0.5):
         proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        _wait_for_handlers(proc.pid)
         time.sleep(delay)
         proc.send_signal(signum)
         _, err = proc.communicate(timeout=60)

@@ -39,6 +39,11 @@ EMPTY_REPLY_NUDGE = (
     "Your reply had no text and no tool call. Continue working on the task with the "
     "tools, and call `submit` when it is complete."
 )
+#: the nudge when the tools have no `submit` (Hermes's toolsets): a final answer ends the run
+EMPTY_REPLY_NUDGE_NO_SUBMIT = (
+    "Your reply had no text and no tool call. Continue working on the task with the "
+    "tools, and reply with your final answer when it is complete."
+)
 
 
 @dataclass
@@ -131,7 +136,10 @@ class ToolAgent(Agent):
                 if message.content.strip():
                     return None  # a plain answer ends the run like submit
                 self._count_invalid(run, valid=False)
-                run.messages.append(Message("user", EMPTY_REPLY_NUDGE))
+                nudge = EMPTY_REPLY_NUDGE if "submit" in run.tools.tools else (
+                    EMPTY_REPLY_NUDGE_NO_SUBMIT
+                )
+                run.messages.append(Message("user", nudge))
             elif await self._run_calls(run, message.tool_calls):
                 return None
             if run.invalid_in_a_row >= MAX_CONSECUTIVE_INVALID:
