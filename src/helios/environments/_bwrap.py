@@ -76,8 +76,15 @@ class BwrapCall:
     share_net: bool = False
     #: extra read-only binds (host file, sandbox path), after the system ones
     extra_binds: tuple[tuple[str, str], ...] = ()
+    #: the command is the pid namespace's init (bwrap's --as-pid-1): nothing
+    #: inside can kill it (the persistent shell's server, which reaps orphans)
+    as_pid_1: bool = False
 
     def argv(self, script: str) -> list[str]:
+        return self.command_argv(["sh", "-c", script])
+
+    def command_argv(self, command: list[str]) -> list[str]:
+        """The sandbox running `command` (after the limits) instead of `sh -c script`."""
         bwrap, prlimit = tool("bwrap"), tool("prlimit")
         if bwrap is None or prlimit is None:
             raise FileNotFoundError("bwrap or prlimit")
@@ -85,6 +92,7 @@ class BwrapCall:
             *self._identity(),
             bwrap, "--unshare-all", *(["--share-net"] if self.share_net else []), *self._user(),
             "--die-with-parent", "--new-session", "--hostname", "sandbox",
+            *(["--as-pid-1"] if self.as_pid_1 else []),
             "--bind", str(self.root), "/",
             *[arg for source, dest in system_binds() for arg in ("--ro-bind", source, dest)],
             *[arg for source, dest in self.extra_binds for arg in ("--ro-bind", source, dest)],
@@ -96,7 +104,7 @@ class BwrapCall:
               if self.marker else []),
             *[arg for key, value in self.env.items() for arg in ("--setenv", key, value)],
             *self.limits.prlimit_argv(prlimit),
-            "sh", "-c", script,
+            *command,
         ]  # fmt: skip
 
     @staticmethod

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import posixpath
 import secrets
 import shlex
@@ -36,6 +37,7 @@ from helios.environments._local_cleanup import (
 )
 from helios.environments._local_users import LocalUsers, SandboxUser
 from helios.environments._safe_copy import copy_out
+from helios.environments._shell import SandboxShell, ShellUnavailable, server_argv, server_python
 from helios.environments.base import Environment, ExecResult, User
 from helios.environments.local_limits import LocalLimits, runs_as_root
 from helios.environments.spec import SandboxSpec
@@ -62,6 +64,10 @@ class LocalEnvironment(Environment):
         self._holder: Path | None = None
         self._users: LocalUsers | None = None
         self.limits = LocalLimits.from_spec(spec)
+        #: persistent shells by (uid, gid, network, binds): one bwrap for many commands
+        self._shells: dict[tuple[object, ...], SandboxShell] = {}
+        #: the shell could not start here: every command is a one-shot bwrap
+        self._one_shot = server_python() is None
 
     @classmethod
     async def preflight(cls) -> None:
@@ -139,6 +145,10 @@ class LocalEnvironment(Environment):
             uid=who.uid if who else None, gid=who.gid if who else None,
             share_net=self.network, extra_binds=tuple(self._users.binds()),
         )  # fmt: skip
+        if transfer is None and not self._one_shot:
+            shell = await self._shell(call, sandbox_env(declared, {}))
+            if shell is not None:
+                return await shell.run(script, full_env, timeout)
         try:
             # bwrap itself starts with only the sandbox's variables: nothing of ours
             # (API keys) reaches /proc/1/environ inside.
@@ -153,6 +163,41 @@ class LocalEnvironment(Environment):
         return ExecResult(
             decode(result.stdout), decode(result.stderr), result.returncode, result.timed_out
         )
+
+    async def _shell(self, call: BwrapCall, env: dict[str, str]) -> SandboxShell | None:
+        """The idle persistent shell for this user and network (started if need be),
+        or None: then the command runs as a one-shot bwrap (the shell is busy with
+        another command, or cannot start here)."""
+        key = (call.uid, call.gid, call.share_net, call.extra_binds)
+        shell = self._shells.get(key)
+        if shell is not None and not shell.dead:
+            return None if shell.busy else shell
+        python = server_python()
+        if python is None:
+            return None
+        for old_key, old in list(self._shells.items()):
+            if old_key[3] != call.extra_binds and not old.busy:
+                # A user was added since: no command will pick that shell again.
+                del self._shells[old_key]
+                await old.close()
+        # The server's own environment is the sandbox's alone, as bwrap's is.
+        own = dataclasses.replace(call, env=env, as_pid_1=True)
+        shell = SandboxShell(own.command_argv(server_argv(python)), env, call.marker)
+        self._shells[key] = shell
+        shell.busy = True
+        try:
+            await shell.start()
+        except ShellUnavailable:
+            self._one_shot = True
+            return None
+        finally:
+            shell.busy = False
+        return shell
+
+    async def _close_shells(self) -> None:
+        shells, self._shells = list(self._shells.values()), {}
+        for shell in shells:
+            await shell.close()
 
     # Files cross the sandbox boundary only through a fresh transfer folder that
     # the sandbox sees at TRANSFER_MOUNT; the copy to or from the destination
@@ -206,11 +251,13 @@ class LocalEnvironment(Environment):
 
     async def stop_processes(self) -> None:
         holder = self._holder
+        await self._close_shells()
         if holder is not None and not await kill_processes(holder):
             raise EnvironmentExecError("processes of the sandbox survived SIGKILL")
 
     async def stop(self) -> None:
         holder, self._holder, self.root = self._holder, None, None
+        await run_to_end(self._close_shells())
         if holder is not None:
             # To its end: a Ctrl-C arriving now must not leave the sandbox behind.
             await run_to_end(remove_holder(holder))

@@ -62,6 +62,7 @@ class MockLLMServer:
         host: str = "127.0.0.1",
         port: int = 0,
         latency_ms: float = 0.0,
+        jitter_ms: float = 0.0,
         rate_429: float = 0.0,
         retry_after: float = 1.0,
         rate_500: float = 0.0,
@@ -82,8 +83,10 @@ class MockLLMServer:
         self.strict_history = strict_history
         self._requested_port = port
         self._faults = Faults(
-            latency_ms, rate_429, retry_after, rate_500, drop, malformed, require_key
+            latency_ms, rate_429, retry_after, rate_500, drop, malformed, require_key, jitter_ms
         )
+        # Its own generator: jitter must not shift the seeded sequence of faults.
+        self._jitter = random.Random(seed)
         self._fail_queue: deque[FaultKind] = deque(check_fail_sequence(fail_sequence))
         self._rng = random.Random(seed)
         # Handlers run on the server loop while tests read and reconfigure from their own thread.
@@ -293,8 +296,11 @@ class MockLLMServer:
         headers = {k.lower(): v for k, v in request.headers.items()}
         self._record(request, dialect.name, body, headers)
         faults = self._faults
-        if faults.latency_ms > 0:
-            await asyncio.sleep(faults.latency_ms / 1000)
+        delay = faults.latency_ms
+        if faults.jitter_ms > 0:
+            delay = max(0.0, delay + self._jitter.uniform(-faults.jitter_ms, faults.jitter_ms))
+        if delay > 0:
+            await asyncio.sleep(delay / 1000)
         if not isinstance(body, dict):
             self._count("bad_request")
             return dialect.error(400, "The request body is not a valid JSON object.")

@@ -295,14 +295,16 @@ class Faults:
     drop: float = 0.0
     malformed: float = 0.0
     require_key: str | None = field(default=None, repr=False)
+    #: each reply's latency is latency_ms ± up to this much (uniform)
+    jitter_ms: float = 0.0
 
     def __post_init__(self) -> None:
         for name in ("rate_429", "rate_500", "drop", "malformed"):
             value = getattr(self, name)
             if not 0.0 <= value <= 1.0:
                 raise ValueError(f"{name} must be a probability in [0, 1], got {value!r}")
-        if self.latency_ms < 0 or self.retry_after < 0:
-            raise ValueError("latency_ms and retry_after must be >= 0")
+        if self.latency_ms < 0 or self.retry_after < 0 or self.jitter_ms < 0:
+            raise ValueError("latency_ms, jitter_ms and retry_after must be >= 0")
 
     def describe(self) -> dict[str, Any]:
         """Settings as JSON, with the required key reduced to whether one is set."""

@@ -1,0 +1,205 @@
+"""A persistent shell per local sandbox: one long-lived process inside bwrap that
+runs the sandbox's commands, instead of one bwrap (namespaces, mounts, prlimit)
+per command.
+
+The server (`_shell_server.py`) runs in the sandbox under the same bwrap
+command line a one-shot exec gets (read-only system folders, empty environment
+plus the sandbox's own, rlimits, no network unless allowed, its own pid
+namespace, die-with-parent), so every property of a one-shot exec holds; what
+it adds is that the sandbox's init survives between commands. After each
+command the server kills every other process of its pid namespace, so no
+process outlives its command, exactly as when the namespace itself ended.
+
+The host side here frames one request per command over the server's stdin and
+reads typed frames back (see the server's docstring). Anything unexpected (a
+torn frame, the server killed by the command itself, a cancel mid-command)
+kills the whole shell; the next command starts a fresh one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import signal
+from functools import cache
+from pathlib import Path
+
+from helios._proc import OUTPUT_CAP, decode, run_to_end, spawn
+from helios.environments._bwrap import tool
+from helios.environments._local_cleanup import kill_marked
+from helios.environments.base import ExecResult
+
+#: a frame larger than this is a broken (or forged) stream, not output
+MAX_FRAME = 1 << 20
+#: the server must say it is ready within this time
+START_TIMEOUT = 30.0
+#: beyond a command's own timeout (which the server enforces), the host waits this long
+BACKSTOP = 15.0
+#: what a command's result says when its shell died under it (as a SIGKILL would)
+DIED_CODE = 128 + signal.SIGKILL
+ENV_SWITCH = "HELIOS_LOCAL_SHELL"
+
+
+class ShellUnavailable(Exception):
+    """The server could not start here (no usable python3 in the sandbox's view)."""
+
+
+@cache
+def server_source() -> str:
+    """The server's code without its docstring and comments: it is the sandbox
+    init's command line, which commands inside can read."""
+    text = (Path(__file__).with_name("_shell_server.py")).read_text("utf-8")
+    code = text[text.index("from __future__") :]
+    lines = [line for line in code.splitlines() if line.strip() and not line.lstrip().startswith("#")]
+    return "\n".join(lines) + "\n"
+
+
+@cache
+def server_python() -> str | None:
+    """The system Python the sandbox sees (its /usr is the host's, read-only), or
+    None: then every command is a one-shot bwrap. HELIOS_LOCAL_SHELL=0 turns it off."""
+    if os.environ.get(ENV_SWITCH, "1") == "0":
+        return None
+    return tool("python3")
+
+
+def server_argv(python: str) -> list[str]:
+    return [python, "-I", "-S", "-c", server_source()]
+
+
+class _Capped:
+    """One output stream, cut at `OUTPUT_CAP` with a marker, as one-shot execs are."""
+
+    def __init__(self) -> None:
+        self.chunks: list[bytes] = []
+        self.size = 0
+        self.dropped = 0
+
+    def add(self, data: bytes) -> None:
+        room = OUTPUT_CAP - self.size
+        if room > 0:
+            self.chunks.append(data[:room])
+            self.size += min(room, len(data))
+        self.dropped += max(0, len(data) - max(room, 0))
+
+    def text(self) -> str:
+        if self.dropped:
+            self.chunks.append(f"\n[... {self.dropped} bytes dropped ...]\n".encode())
+            self.dropped = 0
+        return decode(b"".join(self.chunks))
+
+
+class SandboxShell:
+    """One running server; `run` one command at a time (`busy` says when not)."""
+
+    def __init__(self, argv: list[str], env: dict[str, str], marker: str) -> None:
+        self.argv, self.env, self.marker = argv, env, marker
+        self.proc: asyncio.subprocess.Process | None = None
+        self.busy = False
+        self.dead = False
+        self._stderr: asyncio.Task[bytes] | None = None
+
+    async def start(self) -> None:
+        try:
+            self.proc = await spawn(self.argv, stdin=True, env=self.env)
+            assert self.proc.stderr is not None
+            self._stderr = asyncio.ensure_future(_tail(self.proc.stderr))
+            kind, _ = await asyncio.wait_for(self._frame(), START_TIMEOUT)
+            if kind != b"R":
+                raise ShellUnavailable(f"unexpected first frame {kind!r}")
+        except BaseException as exc:
+            reason = await self._failure_reason()
+            await run_to_end(self.close())
+            if isinstance(exc, ShellUnavailable | asyncio.IncompleteReadError | TimeoutError):
+                raise ShellUnavailable(reason or str(exc)) from None
+            raise
+
+    async def _failure_reason(self) -> str:
+        task = self._stderr
+        if task is None or not task.done() or task.cancelled():
+            return ""
+        return decode(task.result()).strip()[-300:]
+
+    async def _frame(self) -> tuple[bytes, bytes]:
+        assert self.proc is not None and self.proc.stdout is not None
+        header = await self.proc.stdout.readexactly(5)
+        size = int.from_bytes(header[1:], "big")
+        if size > MAX_FRAME:
+            raise asyncio.IncompleteReadError(header, None)
+        return header[:1], await self.proc.stdout.readexactly(size)
+
+    async def run(self, script: str, env: dict[str, str], timeout: float | None) -> ExecResult:
+        if self.proc is None or self.proc.stdin is None or self.dead:
+            raise ShellUnavailable("the shell is not running")
+        self.busy = True
+        out, err = _Capped(), _Capped()
+        try:
+            payload = json.dumps({"script": script, "env": env, "timeout": timeout}).encode()
+            self.proc.stdin.write(b"%d\n%s" % (len(payload), payload))
+            backstop = None if timeout is None else timeout + BACKSTOP
+            async with asyncio.timeout(backstop):
+                return await self._collect(out, err)
+        except TimeoutError:
+            await self._kill()
+            return ExecResult(out.text(), err.text(), -signal.SIGKILL, timed_out=True)
+        except (asyncio.IncompleteReadError, ConnectionError, ValueError, KeyError):
+            # The command killed its shell, or the stream broke: this command's
+            # result is what came so far; the next command gets a fresh shell.
+            await self._kill()
+            err.add(b"\n[the sandbox's shell died during this command]\n")
+            return ExecResult(out.text(), err.text(), DIED_CODE)
+        except BaseException:
+            # A cancel mid-command: what runs must not go on unseen.
+            await run_to_end(self._kill())
+            raise
+        finally:
+            self.busy = False
+
+    async def _collect(self, out: _Capped, err: _Capped) -> ExecResult:
+        while True:
+            kind, data = await self._frame()
+            if kind == b"O":
+                out.add(data)
+            elif kind == b"E":
+                err.add(data)
+            elif kind == b"X":
+                end = json.loads(data)
+                timed_out = bool(end["timed_out"])
+                # A timed-out command reads as killed, as a one-shot exec's bwrap does.
+                code = -signal.SIGKILL if timed_out else int(end["code"])
+                return ExecResult(out.text(), err.text(), code, timed_out)
+            else:
+                raise ValueError(f"unknown frame {kind!r}")
+
+    async def _kill(self) -> None:
+        self.dead = True
+        await self.close()
+
+    async def close(self) -> None:
+        """Kill the shell and everything in its sandbox namespace; idempotent."""
+        self.dead = True
+        proc, self.proc = self.proc, None
+        if proc is not None:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            if proc.stdin is not None:
+                proc.stdin.close()
+        # The sandbox's init lives in its own session: find it by its marker.
+        await kill_marked(self.marker)
+        if proc is not None:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(proc.wait(), 5)
+        if self._stderr is not None:
+            self._stderr.cancel()
+            with contextlib.suppress(BaseException):
+                await self._stderr
+
+
+async def _tail(stream: asyncio.StreamReader, keep: int = 4096) -> bytes:
+    """Read the server's stderr to its end (a traceback, if it failed), keeping the tail."""
+    kept = b""
+    while chunk := await stream.read(65536):
+        kept = (kept + chunk)[-keep:]
+    return kept

@@ -1,0 +1,223 @@
+"""The local sandbox's persistent shell (issue 13): one bwrap per sandbox, commands
+framed over its stdin and stdout, with every property of a one-shot exec kept."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import uuid
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+
+import pytest
+
+from helios._proc import OUTPUT_CAP
+from helios.environments._local_cleanup import sandbox_processes
+from helios.environments._shell import server_python
+from helios.environments.local import LocalEnvironment
+from helios.environments.spec import SandboxSpec
+
+pytestmark = pytest.mark.usefixtures("need_bwrap")
+
+Body = Callable[[LocalEnvironment], Awaitable[None]]
+
+
+def _in_sandbox(body: Body, *, spec: SandboxSpec | None = None) -> None:
+    if server_python() is None:
+        pytest.skip("no system python3 for the persistent shell")
+    env = LocalEnvironment(spec or SandboxSpec(), trial_id=uuid.uuid4().hex[:8], run_id="shell")
+
+    async def go() -> None:
+        await env.start()
+        try:
+            await body(env)
+        finally:
+            await env.stop()
+
+    asyncio.run(go())
+
+
+def _only_shell(env: LocalEnvironment) -> int:
+    """The pid of the one persistent shell the sandbox has (and check it is one)."""
+    shells = [s for s in env._shells.values() if not s.dead]
+    assert len(shells) == 1
+    assert shells[0].proc is not None
+    return shells[0].proc.pid
+
+
+def test_many_commands_share_one_shell_with_framing_and_exit_codes() -> None:
+    async def body(env: LocalEnvironment) -> None:
+        first = await env.exec("echo out; echo err >&2; exit 3")
+        assert (first.stdout, first.stderr, first.exit_code) == ("out\n", "err\n", 3)
+        pid = _only_shell(env)
+        for i in range(30):
+            result = await env.exec(f"printf 'line {i}\\n'; printf 'e{i}' >&2; exit {i % 5}")
+            assert (result.stdout, result.stderr, result.exit_code) == (
+                f"line {i}\n", f"e{i}", i % 5
+            )
+        assert _only_shell(env) == pid
+        # A frame-like text in the output is only output.
+        tricky = await env.exec("printf 'X\\0\\0\\0\\x10{\"code\": 9}'; exit 4")
+        assert tricky.exit_code == 4 and tricky.stdout.startswith("X")
+        killed = await env.exec("kill -9 $$")
+        assert killed.exit_code == 137 and not killed.timed_out
+
+    _in_sandbox(body)
+
+
+def test_timeout_kills_the_command_and_what_it_started() -> None:
+    async def body(env: LocalEnvironment) -> None:
+        slow = await env.exec("echo before; (sleep 60 &); setsid sleep 61 & sleep 30", timeout=1)
+        assert slow.timed_out and slow.stdout == "before\n"
+        after = await env.exec("ps -eo comm")
+        assert "sleep" not in after.stdout
+        assert after.exit_code == 0 and not after.timed_out
+
+    _in_sandbox(body)
+
+
+def test_no_process_outlives_its_command() -> None:
+    async def body(env: LocalEnvironment) -> None:
+        started = await env.exec("nohup sleep 100 >/dev/null 2>&1 & setsid sleep 101 & echo ok")
+        assert started.stdout == "ok\n"
+        left = await env.exec("ps -eo pid,comm")
+        assert "sleep" not in left.stdout
+        # only the shell (the namespace's init), sh and ps itself
+        assert len(left.stdout.strip().splitlines()) == 4, left.stdout
+
+    _in_sandbox(body)
+
+
+def test_huge_and_binary_outputs() -> None:
+    async def body(env: LocalEnvironment) -> None:
+        big = await env.exec(f"head -c {OUTPUT_CAP + 5000} /dev/zero | tr '\\0' a")
+        assert big.stdout.startswith("a" * 1000)
+        assert "[... 5000 bytes dropped ...]" in big.stdout
+        assert big.exit_code == 0
+        binary = await env.exec("head -c 300000 /dev/urandom; printf done >&2")
+        assert binary.stderr == "done" and len(binary.stdout) > 100_000
+        both = await env.exec("seq 1 200000; seq 1 100000 >&2")
+        assert both.stdout.splitlines()[-1] == "200000"
+        assert both.stderr.splitlines()[-1] == "100000"
+
+    _in_sandbox(body)
+
+
+def test_stdin_is_empty_and_closed_stdout_is_fine() -> None:
+    async def body(env: LocalEnvironment) -> None:
+        reads = await env.exec("cat; read line; echo \"read: $? [$line]\"", timeout=10)
+        assert reads.stdout == "read: 1 []\n" and not reads.timed_out
+        closed = await env.exec("exec >&-; echo still >&2; exit 2")
+        assert (closed.stdout, closed.stderr, closed.exit_code) == ("", "still\n", 2)
+        assert (await env.exec("echo next")).stdout == "next\n"
+
+    _in_sandbox(body)
+
+
+def test_the_shell_cannot_be_killed_or_forged_from_inside() -> None:
+    async def body(env: LocalEnvironment) -> None:
+        await env.exec("true")
+        pid = _only_shell(env)
+        survived = await env.exec("kill -9 1; kill -9 -1; kill -9 $PPID; echo alive")
+        assert survived.stdout == "alive\n"
+        forged = await env.exec("printf 'X\\0\\0\\0\\x02{}' > /proc/1/fd/1; echo tried")
+        assert forged.stdout == "tried\n"
+        assert (await env.exec("echo fine")).stdout == "fine\n"
+        assert _only_shell(env) == pid
+
+    _in_sandbox(body)
+
+
+def test_a_shell_killed_mid_command_reports_and_is_replaced() -> None:
+    async def body(env: LocalEnvironment) -> None:
+        await env.exec("true")
+        pid = _only_shell(env)
+
+        async def kill_soon() -> None:
+            await asyncio.sleep(0.3)
+            os.killpg(pid, signal.SIGKILL)
+
+        killer = asyncio.create_task(kill_soon())
+        result = await env.exec("echo partial; sleep 20", timeout=30)
+        await killer
+        assert result.exit_code == 137 and "died" in result.stderr
+        assert result.stdout == "partial\n"
+        again = await env.exec("echo again")
+        assert again.stdout == "again\n" and _only_shell(env) != pid
+
+    _in_sandbox(body)
+
+
+def test_cancel_mid_command_leaves_no_process() -> None:
+    async def body(env: LocalEnvironment) -> None:
+        for _ in range(5):
+            task = asyncio.create_task(env.exec("sleep 30"))
+            await asyncio.sleep(0.2)
+            task.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await task
+        holder = env._holder
+        await asyncio.sleep(0.2)
+        assert [p for p, h in sandbox_processes().items() if h == holder] == []
+        assert (await env.exec("echo ok")).stdout == "ok\n"
+
+    _in_sandbox(body)
+
+
+def test_concurrent_commands_all_run() -> None:
+    async def body(env: LocalEnvironment) -> None:
+        results = await asyncio.gather(*(env.exec(f"sleep 0.2; echo {i}") for i in range(4)))
+        assert [r.stdout for r in results] == [f"{i}\n" for i in range(4)]
+
+    _in_sandbox(body)
+
+
+def test_environment_users_network_and_read_only_system() -> None:
+    spec = SandboxSpec(env={"DECLARED": "yes"})
+
+    async def body(env: LocalEnvironment) -> None:
+        seen = await env.exec("env; cat /proc/1/environ | tr '\\0' '\\n'", env={"EXTRA": "1"})
+        names = {line.split("=", 1)[0] for line in seen.stdout.splitlines() if "=" in line}
+        assert {"DECLARED", "EXTRA", "PATH"} <= names
+        assert not names & {"HOME_HOST", "PYTEST_CURRENT_TEST", "VIRTUAL_ENV"}
+        first = await env.exec("cat /proc/1/environ | tr '\\0' '\\n'")
+        assert "EXTRA" not in first.stdout  # per-command variables stay per command
+        denied = await env.exec("touch /usr/helios-x /etc/helios-x 2>&1; echo $?")
+        assert denied.stdout.strip().endswith("1")
+        who = await env.exec("id -un; echo $HOME", user="agent")
+        assert who.stdout.split() == ["agent", "/home/agent"]
+        root = await env.exec("id -u")
+        assert root.stdout.strip() in ("0", str(os.getuid()))
+        await env.set_network(True)
+        await env.exec("true")
+        assert len([s for s in env._shells.values() if not s.dead]) == 3
+
+    os.environ.setdefault("HOME_HOST", "x")
+    _in_sandbox(body, spec=spec)
+
+
+def test_stop_processes_kills_the_shell_and_the_next_command_gets_a_fresh_one(
+    tmp_path: Path,
+) -> None:
+    async def body(env: LocalEnvironment) -> None:
+        await env.exec("true")
+        pid = _only_shell(env)
+        await env.stop_processes()
+        assert env._shells == {}
+        holder = env._holder
+        assert [p for p, h in sandbox_processes().items() if h == holder] == []
+        assert (await env.exec("echo fresh")).stdout == "fresh\n"
+        assert _only_shell(env) != pid
+
+    _in_sandbox(body)
+
+
+def test_one_shot_fallback_keeps_working() -> None:
+    async def body(env: LocalEnvironment) -> None:
+        env._one_shot = True
+        result = await env.exec("echo one-shot; exit 5")
+        assert (result.stdout, result.exit_code) == ("one-shot\n", 5)
+        assert env._shells == {}
+
+    _in_sandbox(body)
