@@ -52,7 +52,7 @@ def server_source() -> str:
     init's command line, which commands inside can read."""
     text = (Path(__file__).with_name("_shell_server.py")).read_text("utf-8")
     code = text[text.index("from __future__") :]
-    lines = [line for line in code.splitlines() if line.strip() and not line.lstrip().startswith("#")]
+    lines = [ln for ln in code.splitlines() if ln.strip() and not ln.lstrip().startswith("#")]
     return "\n".join(lines) + "\n"
 
 
