@@ -3,8 +3,16 @@
 
 from __future__ import annotations
 
+import asyncio
+import json
 import textwrap
 from pathlib import Path
+from typing import Any
+
+import pytest
+
+from helios.tasks.runner import ParallelRunner
+from helios.tasks.summary import BatchResult
 
 DOCKERFILE = "FROM debian:bookworm-slim\nWORKDIR /app\n"
 
@@ -98,3 +106,30 @@ cd /custom-workdir || ok=0
   echo "test.sh sees the wrong variables"; ok=0; }
 echo $ok > /logs/verifier/reward.txt
 """
+
+
+@pytest.fixture(params=["docker", "local"])
+def provider(request: pytest.FixtureRequest) -> str:
+    request.getfixturevalue("need_docker" if request.param == "docker" else "need_bwrap")
+    return str(request.param)
+
+
+def run_tasks(tasks: Path, out: Path, provider: str, **kwargs: Any) -> BatchResult:
+    kwargs.setdefault("agent", "oracle")
+    runner = ParallelRunner(
+        tasks, provider=provider, output_dir=out, show_progress=False, n_concurrent=2, **kwargs
+    )
+    return asyncio.run(runner.run())
+
+
+def records_of(batch: BatchResult) -> dict[str, dict[str, Any]]:
+    assert batch.output_dir is not None
+    return {
+        r.name: json.loads((batch.output_dir / r.folder / "result.json").read_text())
+        for r in batch.results
+    }
+
+
+def only_record(batch: BatchResult) -> dict[str, Any]:
+    (record,) = records_of(batch).values()
+    return record
