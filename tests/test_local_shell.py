@@ -111,6 +111,10 @@ def test_stdin_is_empty_and_closed_stdout_is_fine() -> None:
         closed = await env.exec("exec >&-; echo still >&2; exit 2")
         assert (closed.stdout, closed.stderr, closed.exit_code) == ("", "still\n", 2)
         assert (await env.exec("echo next")).stdout == "next\n"
+        # Its output ends before it does: it must still run to its own end.
+        early = await env.exec("echo bye; exec >&- 2>&-; sleep 0.3; touch /tmp/late; exit 6")
+        assert (early.stdout, early.exit_code, early.timed_out) == ("bye\n", 6, False)
+        assert (await env.exec("test -f /tmp/late && echo ran")).stdout == "ran\n"
 
     _in_sandbox(body)
 

@@ -84,15 +84,18 @@ def run(request: dict[str, Any]) -> None:
     now = time.monotonic()
     deadline = None if timeout is None else now + float(timeout)
     drain: float | None = None
-    timed_out = False
+    timed_out = exited = False
     streams = 2
-    while streams:
+    # Until the command has exited and its output has ended (or its time is up):
+    # a command may close its output before it exits, and must not be killed then.
+    while streams or not exited:
         limits = [t for t in (deadline, drain) if t is not None]
         wait = None if not limits else max(0.0, min(limits) - time.monotonic())
         for key, _ in selector.select(wait):
             if key.data is None:
                 # The command is done: nothing it started may outlive it.
                 selector.unregister(pidfd)
+                exited = True
                 kill_the_rest()
                 deadline, drain = None, time.monotonic() + DRAIN_SECONDS
                 continue
