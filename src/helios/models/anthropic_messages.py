@@ -5,16 +5,15 @@ from __future__ import annotations
 import json
 from typing import Any
 
-import anthropic
-from anthropic.types import Message as AnthropicMessage
-
 from helios.models.base import GenerationConfig, Message, ModelResponse, ToolCall
 from helios.models.errors import TransientError
+from helios.models.http import JsonEndpoint
 from helios.models.routing import ModelSpec
-from helios.models.sdk_errors import post_body
 from helios.usage import Usage
 
 WIRE = "anthropic"
+DEFAULT_BASE_URL = "https://api.anthropic.com"
+API_VERSION = "2023-06-01"
 #: thinking budgets per reasoning effort (tokens)
 THINKING_BUDGET = {"minimal": 1024, "low": 2048, "medium": 8192, "high": 16384, "xhigh": 32000}
 STOP_REASONS = {"tool_use": "tool_calls", "end_turn": "stop", "max_tokens": "length"}
@@ -70,11 +69,12 @@ def assemble(messages: list[Message]) -> tuple[str, list[dict[str, Any]]]:
 
 
 def _usage(raw: Any) -> Usage:
+    raw = raw if isinstance(raw, dict) else {}
     return Usage(
-        input_tokens=int(getattr(raw, "input_tokens", 0) or 0),
-        output_tokens=int(getattr(raw, "output_tokens", 0) or 0),
-        cache_read_tokens=int(getattr(raw, "cache_read_input_tokens", 0) or 0),
-        cache_write_tokens=int(getattr(raw, "cache_creation_input_tokens", 0) or 0),
+        input_tokens=int(raw.get("input_tokens") or 0),
+        output_tokens=int(raw.get("output_tokens") or 0),
+        cache_read_tokens=int(raw.get("cache_read_input_tokens") or 0),
+        cache_write_tokens=int(raw.get("cache_creation_input_tokens") or 0),
         calls=1,
     )
 
@@ -84,11 +84,10 @@ class AnthropicModel:
         self.name = spec.model
         self.provider = spec.provider
         self._spec = spec
-        self._client = anthropic.AsyncAnthropic(
-            api_key=spec.api_key,
-            base_url=spec.base_url,
-            max_retries=0,  # retries belong to Helios
-            http_client=anthropic.DefaultAioHttpClient(),
+        # Retries belong to Helios (models/retry.py); the endpoint makes one attempt.
+        self._endpoint = JsonEndpoint(
+            spec.base_url or DEFAULT_BASE_URL,
+            {"x-api-key": spec.api_key or "", "anthropic-version": API_VERSION},
         )
 
     def _request(
@@ -117,33 +116,35 @@ class AnthropicModel:
         self, messages: list[Message], tools: list[dict[str, Any]], config: GenerationConfig
     ) -> ModelResponse:
         body = self._request(messages, tools, config)
-        response = await post_body(
-            self._client, anthropic, "/v1/messages", AnthropicMessage, body, config.timeout
-        )
-        return self._parse(response)
+        response = await self._endpoint.post("/v1/messages", body, config.timeout)
+        try:
+            return self._parse(response)
+        except (AttributeError, TypeError, ValueError, KeyError) as exc:
+            raise TransientError(f"malformed response: {type(exc).__name__}: {exc}") from None
 
-    def _parse(self, response: Any) -> ModelResponse:
-        content = getattr(response, "content", None)
-        if content is None:
+    def _parse(self, response: dict[str, Any]) -> ModelResponse:
+        content = response.get("content")
+        if not isinstance(content, list):
             raise TransientError("malformed response: no content")
         texts: list[str] = []
         thinking: list[str] = []
         state: list[dict[str, Any]] = []
         calls: list[ToolCall] = []
         for block in content:
-            kind = getattr(block, "type", "")
+            kind = block.get("type", "")
             if kind == "text":
-                texts.append(block.text)
+                texts.append(str(block.get("text") or ""))
             elif kind == "thinking":
-                thinking.append(block.thinking)
-                state.append(
-                    {"type": "thinking", "thinking": block.thinking, "signature": block.signature}
-                )
+                thinking.append(str(block.get("thinking") or ""))
+                state.append({"type": "thinking", "thinking": block.get("thinking", ""),
+                              "signature": block.get("signature", "")})  # fmt: skip
             elif kind == "redacted_thinking":
-                state.append({"type": "redacted_thinking", "data": block.data})
+                state.append({"type": "redacted_thinking", "data": block.get("data", "")})
             elif kind == "tool_use":
-                arguments = block.input if isinstance(block.input, dict) else None
-                calls.append(ToolCall(block.id, block.name, arguments, json.dumps(block.input)))
+                raw_input = block.get("input")
+                arguments = raw_input if isinstance(raw_input, dict) else None
+                calls.append(ToolCall(str(block.get("id") or ""), str(block.get("name") or ""),
+                                      arguments, json.dumps(raw_input)))  # fmt: skip
         message = Message(
             role="assistant",
             content="".join(texts),
@@ -151,13 +152,13 @@ class AnthropicModel:
             reasoning="\n".join(thinking) or None,
             provider_state=state or None,
         )
-        reason = str(getattr(response, "stop_reason", "") or "end_turn")
+        reason = str(response.get("stop_reason") or "end_turn")
         return ModelResponse(
             message=message,
-            usage=_usage(getattr(response, "usage", None)),
+            usage=_usage(response.get("usage")),
             finish_reason=STOP_REASONS.get(reason, reason),
-            model=str(getattr(response, "model", "") or self.name),
+            model=str(response.get("model") or self.name),
         )
 
     async def close(self) -> None:
-        await self._client.close()
+        await self._endpoint.close()

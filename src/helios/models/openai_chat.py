@@ -5,16 +5,14 @@ from __future__ import annotations
 import json
 from typing import Any
 
-import openai
-from openai.types.chat import ChatCompletion
-
 from helios.models.base import GenerationConfig, Message, ModelResponse, ToolCall
 from helios.models.errors import TransientError
+from helios.models.http import JsonEndpoint
 from helios.models.routing import ModelSpec
-from helios.models.sdk_errors import post_body
 from helios.usage import Usage
 
 WIRE = "openai"
+DEFAULT_BASE_URL = "https://api.openai.com/v1"
 
 
 def to_wire(message: Message) -> dict[str, Any]:
@@ -52,20 +50,31 @@ def _parse_arguments(raw: str) -> dict[str, Any] | None:
     return parsed if isinstance(parsed, dict) else None
 
 
+def _field(raw: Any, name: str) -> Any:
+    return raw.get(name) if isinstance(raw, dict) else None
+
+
 def _usage(raw: Any) -> Usage:
-    if raw is None:
+    if not isinstance(raw, dict):
         return Usage(calls=1)
-    prompt = int(getattr(raw, "prompt_tokens", 0) or 0)
-    prompt_details = getattr(raw, "prompt_tokens_details", None)
-    cached = int(getattr(prompt_details, "cached_tokens", 0) or 0)
-    completion_details = getattr(raw, "completion_tokens_details", None)
+    prompt = int(raw.get("prompt_tokens") or 0)
+    cached = int(_field(raw.get("prompt_tokens_details"), "cached_tokens") or 0)
+    reasoning = _field(raw.get("completion_tokens_details"), "reasoning_tokens")
     return Usage(
         input_tokens=max(0, prompt - cached),
         cache_read_tokens=cached,
-        output_tokens=int(getattr(raw, "completion_tokens", 0) or 0),
-        reasoning_tokens=int(getattr(completion_details, "reasoning_tokens", 0) or 0),
+        output_tokens=int(raw.get("completion_tokens") or 0),
+        reasoning_tokens=int(reasoning or 0),
         calls=1,
     )
+
+
+def _text(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):  # content parts, as some compatible servers send
+        return "".join(str(_field(part, "text") or "") for part in content)
+    return ""
 
 
 class OpenAIChatModel:
@@ -73,11 +82,10 @@ class OpenAIChatModel:
         self.name = spec.model
         self.provider = spec.provider
         self._spec = spec
-        self._client = openai.AsyncOpenAI(
-            api_key=spec.api_key or "not-needed",
-            base_url=spec.base_url,
-            max_retries=0,  # retries belong to Helios
-            http_client=openai.DefaultAioHttpClient(),
+        # Retries belong to Helios (models/retry.py); the endpoint makes one attempt.
+        self._endpoint = JsonEndpoint(
+            spec.base_url or DEFAULT_BASE_URL,
+            {"Authorization": f"Bearer {spec.api_key or 'not-needed'}"},
         )
 
     def _request(
@@ -112,40 +120,46 @@ class OpenAIChatModel:
         self, messages: list[Message], tools: list[dict[str, Any]], config: GenerationConfig
     ) -> ModelResponse:
         body = self._request(messages, tools, config)
-        response = await post_body(
-            self._client, openai, "/chat/completions", ChatCompletion, body, config.timeout
-        )
-        return self._parse(response)
+        response = await self._endpoint.post("/chat/completions", body, config.timeout)
+        try:
+            return self._parse(response)
+        except (AttributeError, TypeError, ValueError, KeyError) as exc:
+            raise TransientError(f"malformed response: {type(exc).__name__}: {exc}") from None
 
-    def _parse(self, response: Any) -> ModelResponse:
-        if not getattr(response, "choices", None):
+    def _parse(self, response: dict[str, Any]) -> ModelResponse:
+        choices = response.get("choices")
+        if not choices or not isinstance(choices, list) or not isinstance(choices[0], dict):
             raise TransientError("malformed response: no choices")
-        choice = response.choices[0]
-        raw = choice.message
-        extra = getattr(raw, "model_extra", None) or {}
-        reasoning = extra.get("reasoning_content") or extra.get("reasoning")
-        calls = [
-            ToolCall(
-                id=call.id,
-                name=call.function.name,
-                arguments=_parse_arguments(call.function.arguments or ""),
-                raw_arguments=call.function.arguments or "",
+        choice = choices[0]
+        raw = choice.get("message") or {}
+        reasoning = raw.get("reasoning_content") or raw.get("reasoning")
+        calls = []
+        for call in raw.get("tool_calls") or []:
+            function = _field(call, "function")
+            if not isinstance(function, dict):
+                continue
+            arguments = function.get("arguments") or ""
+            arguments = arguments if isinstance(arguments, str) else json.dumps(arguments)
+            calls.append(
+                ToolCall(
+                    id=str(call.get("id") or ""),
+                    name=str(function.get("name") or ""),
+                    arguments=_parse_arguments(arguments),
+                    raw_arguments=arguments,
+                )
             )
-            for call in (raw.tool_calls or [])
-            if getattr(call, "function", None) is not None
-        ]
         message = Message(
             role="assistant",
-            content=raw.content or "",
+            content=_text(raw.get("content")),
             tool_calls=calls,
             reasoning=str(reasoning) if reasoning else None,
         )
         return ModelResponse(
             message=message,
-            usage=_usage(getattr(response, "usage", None)),
-            finish_reason=str(choice.finish_reason or "stop"),
-            model=str(getattr(response, "model", "") or self.name),
+            usage=_usage(response.get("usage")),
+            finish_reason=str(choice.get("finish_reason") or "stop"),
+            model=str(response.get("model") or self.name),
         )
 
     async def close(self) -> None:
-        await self._client.close()
+        await self._endpoint.close()

@@ -78,7 +78,7 @@ def _chain(exc: BaseException) -> list[BaseException]:
     return chain
 
 
-def _unreachable_reason(exc: BaseException) -> str | None:
+def unreachable_reason(exc: BaseException) -> str | None:
     """Why the endpoint could not be reached at all, or None if it was reached.
 
     The SDKs report a refused connection over aiohttp as a *timeout*; the cause
@@ -105,34 +105,37 @@ def _endpoint(exc: BaseException) -> str:
     return f"{url.scheme}://{url.netloc.decode()}"
 
 
-def _is_context_overflow(exc: Exception, message: str) -> bool:
-    code = getattr(exc, "code", None)
+def is_context_overflow(code: object, message: str) -> bool:
     text = f"{code or ''} {message}".lower()
     return any(marker in text for marker in _CONTEXT_MARKERS)
+
+
+def status_error(status: int, message: str, headers: Any, code: object = None) -> ModelError:
+    """Our typed error for an HTTP error status (the same mapping for every transport)."""
+    if status == 429:
+        return RateLimitError(message, retry_after=retry_after_seconds(headers))
+    if status in (401, 403):
+        return AuthError(f"authentication failed ({status}): {message}", status=status)
+    if status in (400, 413, 422) and is_context_overflow(code, message):
+        return ContextWindowError(message, status=status)
+    if status == 408 or status == 409 or status >= 500:
+        return TransientError(f"server error {status}: {message}", status=status)
+    return BadRequestError(f"request rejected ({status}): {message}", status=status)
 
 
 def map_sdk_error(exc: Exception, sdk: ModuleType) -> ModelError | None:
     """Our typed error for an SDK exception, or None if it is not a model error."""
     message = " ".join(_message(exc).split())[:400]
     if isinstance(exc, sdk.APIConnectionError):  # APITimeoutError is one too
-        reason = _unreachable_reason(exc)
+        reason = unreachable_reason(exc)
         if reason is not None:
             return ConnectionFailed(f"cannot connect to {_endpoint(exc)}: {reason}")
         if isinstance(exc, sdk.APITimeoutError):
             return TransientError(f"request timed out: {message}")
         return TransientError(f"connection failed: {message}")
     if isinstance(exc, sdk.APIStatusError):
-        status = int(exc.status_code)
-        if status == 429:
-            headers = getattr(exc.response, "headers", None)
-            return RateLimitError(message, retry_after=retry_after_seconds(headers))
-        if status in (401, 403):
-            return AuthError(f"authentication failed ({status}): {message}", status=status)
-        if status in (400, 413, 422) and _is_context_overflow(exc, message):
-            return ContextWindowError(message, status=status)
-        if status == 408 or status == 409 or status >= 500:
-            return TransientError(f"server error {status}: {message}", status=status)
-        return BadRequestError(f"request rejected ({status}): {message}", status=status)
+        headers = getattr(exc.response, "headers", None)
+        return status_error(int(exc.status_code), message, headers, getattr(exc, "code", None))
     if isinstance(exc, json.JSONDecodeError | ValueError):
         # A 200 with an unparseable body: the SDKs raise plain ValueError.
         return TransientError(f"malformed response: {message[:200]}")
