@@ -42,6 +42,13 @@ def available_toolsets() -> list[str]:
 
 
 def get_toolset(name: str) -> Toolset:
+    # Registered and built-in names first: scanning the installed packages' entry
+    # points costs milliseconds, far more than an episode should pay per start.
+    if name in _registered:
+        return _registered[name]
+    builtins = _builtins()
+    if name in builtins:
+        return builtins[name]
     toolsets = _all()
     if name not in toolsets:
         known = ", ".join(sorted(toolsets))
