@@ -121,6 +121,11 @@ def batch_command(
         float | None,
         typer.Option("--fail-under", min=0.0, max=1.0, help="Exit 1 below this pass rate."),
     ] = None,
+    workers: Annotated[
+        int | None,
+        typer.Option("--workers", min=1,
+                     help="Processes that run trials (default: the cores, at most -n)."),
+    ] = None,
     base_url: BaseUrlOpt = None,
     api_key: ApiKeyOpt = None,
     max_turns: MaxTurnsOpt = None,
@@ -139,7 +144,7 @@ def batch_command(
         debug, n_concurrent=n_concurrent, n_attempts=n_attempts, agent=agent, provider=provider,
         output_dir=output, quiet=quiet, pattern=pattern, resume=resume,
         retry_errors=retry_errors, force=force, agent_settings=parsed.agent_settings,
-        models=parsed.models,
+        models=parsed.models, workers=workers,
     )  # fmt: skip
     _execute([tasks_dir], settings, fail_under, debug)
 

@@ -120,6 +120,20 @@ class BatchOptions:
     stop_after_in_a_row: dict[str, int] = field(default_factory=lambda: dict(STOP_AFTER_IN_A_ROW))
     start_retries: int = 2
     start_backoff: float = 2.0
+    #: processes that run units (see engine/workers.py); 1 = this one alone
+    workers: int = 1
+    #: keep every result in `recorded` (the door's summary needs them); False keeps
+    #: only `counts`, so memory does not grow with the number of units
+    keep_results: bool = True
+
+
+@dataclass
+class Counts:
+    """What this invocation recorded, kept whatever `keep_results` says."""
+
+    total: int = 0
+    passed: int = 0
+    errors: int = 0
 
 
 OnRecorded = Callable[[Any, Any], Awaitable[None] | None]
@@ -135,8 +149,9 @@ class BatchService(Generic[U, R]):
     services: ModelServices | None = None
     #: the user's callback, called with (unit, result) after each record
     on_recorded: OnRecorded | None = None
-    #: results recorded by this invocation, in completion order
+    #: results recorded by this invocation, in completion order (if `keep_results`)
     recorded: list[R] = field(default_factory=list)
+    counts: Counts = field(default_factory=Counts)
     #: why the batch stopped starting units early, if it did
     aborted: str | None = None
     interrupted: bool = False
@@ -206,8 +221,14 @@ class BatchService(Generic[U, R]):
             ),
             stop_when=lambda: self.aborted is not None,
         )
+        workers = min(self.options.workers, self.options.n_concurrent, len(plan.pending))
         try:
-            await scheduler.run(plan.pending)
+            if workers > 1:
+                from helios.engine.workers import run_sharded
+
+                await run_sharded(self, plan.pending, ctx, workers)
+            else:
+                await scheduler.run(plan.pending)
         except asyncio.CancelledError:
             self.interrupted = True
             await self._cleanup_after_interrupt(ctx.run_id)
@@ -235,8 +256,12 @@ class BatchService(Generic[U, R]):
                 # The record is rolled back: this unit runs again on resume.
                 self._stop(f"cannot record results in {self.store.run_dir}: {exc.strerror}")
                 return
-        self.recorded.append(result)
+        if self.options.keep_results:
+            self.recorded.append(result)
         verdict = self.door.verdict(result)
+        self.counts.total += 1
+        self.counts.passed += verdict.passed
+        self.counts.errors += verdict.error_kind is not None
         self._emit(TrialFinished(unit.trial_id, unit.label, verdict.passed, verdict.detail))
         await self._notify(unit, result)
 

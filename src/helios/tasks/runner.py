@@ -24,6 +24,7 @@ from helios.agents.registry import agent_class
 from helios.display.progress import BatchProgress, default_console, header_panel
 from helios.engine.batch import BatchOptions, BatchService
 from helios.engine.store import KEEP_LEFTOVERS, RunStore, new_run_dir, write_json_atomic
+from helios.engine.workers import default_workers
 from helios.environments.registry import provider_class
 from helios.errors import InputError
 from helios.models.services import DEFAULT_MODEL, ModelServices
@@ -221,6 +222,7 @@ class ParallelRunner:
                 max_starts=s.starts_at_once,
                 retry_errors=s.retry_errors,
                 provider=s.provider,
+                workers=s.workers or default_workers(s.n_concurrent),
             ),
             emit=progress.handle,
             services=self.services,

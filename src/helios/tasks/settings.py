@@ -28,6 +28,9 @@ class TaskBatchSettings:
     #: sandbox starts at once; None = min(n_concurrent, 4)
     max_starts: int | None = None
     show_progress: bool = True
+    #: processes that run trials (one writer keeps the store); None = the number
+    #: of cores, capped by n_concurrent (the CLI's default)
+    workers: int | None = 1
     #: run folders are named <prefix>_YYYYMMDD_HHMMSS
     run_prefix: str = "batch"
     models: ModelOptions = field(default_factory=ModelOptions)
@@ -35,6 +38,8 @@ class TaskBatchSettings:
     def __post_init__(self) -> None:
         if self.n_concurrent < 1 or self.n_attempts < 1:
             raise ConfigError("-n and -k must be at least 1", field="-n/-k")
+        if self.workers is not None and self.workers < 1:
+            raise ConfigError("--workers must be at least 1", field="--workers")
         self.output_dir = Path(self.output_dir)
         self.resume = Path(self.resume) if self.resume is not None else None
 

@@ -1,0 +1,336 @@
+"""Worker processes: a batch's units run on every core, one writer keeps the store.
+
+`BatchService.run` with `workers > 1` forks that many workers once the plan is
+made. Each runs its own event loop and its share of the `-n` budget (slots,
+tickets, sandbox starts, its own model client and limiter). The parent stays
+the only writer: it hands units out one at a time as a worker has room (so the
+start order is still the input order), and every result comes back to it to be
+written and recorded exactly as with one process (`BatchService._record`):
+files first, then the completion mark, then events and callbacks.
+
+Messages are length-prefixed pickles over a socket pair per worker:
+- parent → worker: ("unit", index) | ("stop",) no more starts | ("end",) no more units;
+- worker → parent: ("event", event) | ("result", index, result, totals) |
+  ("unstarted", index) a unit it was sent but did not start after a stop.
+
+A worker that dies (kill -9) has its units in flight recorded as crashed (an
+error, re-run by `--retry-errors`); the others go on. On an interrupt the parent
+sends SIGTERM to every worker, whose trials stop their sandboxes as they would
+in one process, and waits for them (bounded) before the provider's cleanup.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import pickle
+import signal
+import socket
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any
+
+from helios._proc import run_to_end
+from helios.engine.episode import EpisodeContext
+from helios.engine.events import Event, TrialStarted
+from helios.engine.scheduler import Slot
+from helios.failures import ErrorInfo
+
+if TYPE_CHECKING:
+    from helios.engine.batch import BatchService
+
+#: how long an interrupted parent waits for its workers to stop their sandboxes
+STOP_GRACE = 40.0
+
+
+def default_workers(n_concurrent: int) -> int:
+    """The number of cores, capped by `-n`."""
+    return max(1, min(os.cpu_count() or 1, n_concurrent))
+
+
+def split(total: int, parts: int, index: int) -> int:
+    """Worker `index`'s share of `total` (at least 1)."""
+    return max(1, total // parts + (1 if index < total % parts else 0))
+
+
+async def _send(writer: asyncio.StreamWriter, message: tuple[Any, ...]) -> None:
+    data = pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL)
+    writer.write(len(data).to_bytes(4, "big") + data)
+    await writer.drain()
+
+
+async def _receive(reader: asyncio.StreamReader) -> tuple[Any, ...] | None:
+    try:
+        header = await reader.readexactly(4)
+        return pickle.loads(await reader.readexactly(int.from_bytes(header, "big")))  # type: ignore[no-any-return]
+    except (asyncio.IncompleteReadError, ConnectionError):
+        return None
+
+
+# -- the parent ----------------------------------------------------------------------
+@dataclass
+class _Worker:
+    index: int
+    pid: int
+    slots: int
+    reader: asyncio.StreamReader
+    writer: asyncio.StreamWriter
+    #: units sent and not yet answered, by index
+    in_flight: set[int] = field(default_factory=set)
+    totals: Any = None
+
+    @property
+    def room(self) -> int:
+        # its tickets: twice its slots, as the scheduler's (see invariants.md)
+        return 2 * self.slots - len(self.in_flight)
+
+
+async def run_sharded(service: BatchService[Any, Any], units: list[Any], ctx: EpisodeContext,
+                      workers: int) -> None:  # fmt: skip
+    """Run `units` over `workers` forked processes; record in this one."""
+    n = service.options.n_concurrent
+    pool = [await _fork(service, units, ctx, i, workers, split(n, workers, i))
+            for i in range(workers)]  # fmt: skip
+    feeder = _Feeder(service, units, pool)
+    try:
+        async with asyncio.TaskGroup() as group:
+            for worker in pool:
+                group.create_task(feeder.listen(worker))
+            await feeder.feed()
+    except BaseException:
+        await _terminate(pool)
+        raise
+    finally:
+        for worker in pool:
+            worker.writer.close()
+        await run_to_end(_reap(pool))
+
+
+class _Feeder:
+    def __init__(self, service: BatchService[Any, Any], units: list[Any],
+                 pool: list[_Worker]) -> None:  # fmt: skip
+        self.service, self.units, self.pool = service, units, pool
+        self.room = asyncio.Event()
+        self.stopped = False
+
+    async def feed(self) -> None:
+        for index in range(len(self.units)):
+            worker = await self._worker_with_room()
+            if worker is None or self.service.aborted is not None:
+                break
+            worker.in_flight.add(index)
+            await _send(worker.writer, ("unit", index))
+        if self.service.aborted is not None:
+            await self._tell_all(("stop",))
+        await self._tell_all(("end",))
+
+    async def _tell_all(self, message: tuple[Any, ...]) -> None:
+        for worker in self.pool:
+            with contextlib.suppress(ConnectionError, RuntimeError):
+                await _send(worker.writer, message)
+
+    async def _worker_with_room(self) -> _Worker | None:
+        while True:
+            alive = [w for w in self.pool if not w.writer.is_closing()]
+            if not alive:
+                return None
+            best = max(alive, key=lambda w: w.room)
+            if best.room > 0:
+                return best
+            self.room.clear()
+            await self.room.wait()
+
+    async def listen(self, worker: _Worker) -> None:
+        service = self.service
+        while (message := await _receive(worker.reader)) is not None:
+            kind = message[0]
+            if kind == "event":
+                service._emit(message[1])
+                continue
+            index = message[1]
+            worker.in_flight.discard(index)
+            self.room.set()
+            if kind == "result":
+                worker.totals = message[3]
+                self._add_totals()
+                await service._record(self.units[index], message[2])
+                if service.aborted is not None and not self.stopped:
+                    self.stopped = True
+                    await self._tell_all(("stop",))
+        # The worker is gone: what it had in flight will never come back.
+        worker.writer.close()
+        self.room.set()
+        for index in sorted(worker.in_flight):
+            unit = self.units[index]
+            error = ErrorInfo(type="WorkerDied", message=f"worker process {worker.pid} died",
+                              phase="internal")  # fmt: skip
+            await service._record(unit, service.door.crashed(unit, error))
+        worker.in_flight.clear()
+
+    def _add_totals(self) -> None:
+        services = self.service.services
+        if services is None:
+            return
+        from helios.usage import Usage
+
+        total = Usage()
+        for worker in self.pool:
+            if worker.totals is not None:
+                total.add(worker.totals)
+        services.totals = total
+
+
+async def _fork(service: BatchService[Any, Any], units: list[Any], ctx: EpisodeContext,
+                index: int, count: int, slots: int) -> _Worker:  # fmt: skip
+    parent_sock, child_sock = socket.socketpair()
+    starts = split(service.options.max_starts, count, index)
+    pid = os.fork()
+    if pid == 0:  # the worker: never returns
+        parent_sock.close()
+        code = 0
+        try:
+            _worker_main(service, units, ctx, child_sock, slots, starts)
+        except BaseException:
+            code = 1
+        finally:
+            os._exit(code)
+    child_sock.close()
+    reader, writer = await asyncio.open_connection(sock=parent_sock)
+    return _Worker(index, pid, slots, reader, writer)
+
+
+async def _terminate(pool: list[_Worker]) -> None:
+    for worker in pool:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(worker.pid, signal.SIGTERM)
+
+
+async def _reap(pool: list[_Worker]) -> None:
+    await asyncio.to_thread(_wait_all, [worker.pid for worker in pool], STOP_GRACE)
+
+
+def _wait_all(pids: list[int], seconds: float) -> None:
+    """Reap the workers; one still there after `seconds` is killed."""
+    deadline = time.monotonic() + seconds
+    for pid in pids:
+        with contextlib.suppress(ChildProcessError):
+            while os.waitpid(pid, os.WNOHANG)[0] == 0:
+                if time.monotonic() > deadline:
+                    with contextlib.suppress(ProcessLookupError):
+                        os.kill(pid, signal.SIGKILL)
+                    os.waitpid(pid, 0)
+                    break
+                time.sleep(0.01)
+
+
+# -- the worker ----------------------------------------------------------------------
+def _worker_main(service: BatchService[Any, Any], units: list[Any], ctx: EpisodeContext,
+                 sock: socket.socket, slots: int, starts: int) -> None:  # fmt: skip
+    # Forked from inside the parent's running loop: forget it, and its signal pipe.
+    asyncio.events._set_running_loop(None)
+    signal.set_wakeup_fd(-1)
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, signal.SIG_DFL)
+    asyncio.run(_work(service, units, ctx, sock, slots, starts))
+
+
+async def _work(service: BatchService[Any, Any], units: list[Any], parent_ctx: EpisodeContext,
+                sock: socket.socket, slots: int, starts: int) -> None:  # fmt: skip
+    reader, writer = await asyncio.open_connection(sock=sock)
+    main = asyncio.current_task()
+    assert main is not None
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, main.cancel)
+    services = _own_services(service)
+    emit: Callable[[Event], None] | None = None
+    if service.emit is not None:
+        def emit(event: Event) -> None:
+            writer.write(_frame(("event", event)))
+
+    ctx = replace(parent_ctx, start_gate=asyncio.Semaphore(starts), emit=emit,
+                  services=services)  # fmt: skip
+    try:
+        await _Runner(service, units, ctx, reader, writer, slots).run()
+    finally:
+        if services is not None:
+            await services.close()
+        writer.close()
+
+
+def _frame(message: tuple[Any, ...]) -> bytes:
+    data = pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL)
+    return len(data).to_bytes(4, "big") + data
+
+
+def _own_services(service: BatchService[Any, Any]) -> Any:
+    """A copy of the batch's model services with this worker's own client, limiter
+    and totals (the parent's were made in another process's loop)."""
+    services = service.services
+    if services is None:
+        return None
+    from helios.models.limiter import AdaptiveLimiter
+    from helios.usage import Usage
+
+    limiter = services.limiter
+    own = AdaptiveLimiter(initial=limiter.limit, minimum=limiter.minimum,
+                          maximum=limiter.maximum, decrease=limiter.decrease,
+                          cooldown=limiter.cooldown)  # fmt: skip
+    return replace(services, limiter=own, totals=Usage(), _model=None)
+
+
+class _Runner:
+    """The worker's scheduler: the parent's units, at most `slots` at once."""
+
+    def __init__(self, service: BatchService[Any, Any], units: list[Any], ctx: EpisodeContext,
+                 reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
+                 slots: int) -> None:  # fmt: skip
+        self.service, self.units, self.ctx = service, units, ctx
+        self.reader, self.writer = reader, writer
+        self.semaphore = asyncio.Semaphore(slots)
+        self.queue: asyncio.Queue[int | None] = asyncio.Queue()
+        self.stopped = False
+
+    async def run(self) -> None:
+        listener = asyncio.create_task(self._listen())
+        try:
+            async with asyncio.TaskGroup() as group:
+                while (index := await self.queue.get()) is not None:
+                    slot = Slot(self.semaphore)
+                    await slot.acquire()
+                    if self.stopped:
+                        slot.release()
+                        await _send(self.writer, ("unstarted", index))
+                        continue
+                    group.create_task(self._one(index, slot))
+        finally:
+            listener.cancel()
+
+    async def _listen(self) -> None:
+        while (message := await _receive(self.reader)) is not None:
+            if message[0] == "unit":
+                await self.queue.put(message[1])
+            elif message[0] == "stop":
+                self.stopped = True
+            elif message[0] == "end":
+                break
+        await self.queue.put(None)
+
+    async def _one(self, index: int, slot: Slot) -> None:
+        service, unit = self.service, self.units[index]
+        try:
+            try:
+                if self.ctx.emit is not None:
+                    self.ctx.emit(TrialStarted(unit.trial_id, unit.label))
+                result = await service.door.run_unit(unit, self.ctx, slot)
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                result = service.door.crashed(unit, ErrorInfo.from_exception(exc, "internal"))
+        finally:
+            slot.release()
+        services = self.ctx.services
+        totals = services.totals if services is not None else None
+        await _send(self.writer, ("result", index, result, totals))

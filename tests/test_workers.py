@@ -1,0 +1,176 @@
+"""`--workers N` (issue 13): units run in worker processes, the parent alone keeps
+the store. A batch's outputs are the same with one worker and with two, apart
+from timings and ids; interrupts, resume and a dead worker lose nothing."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from helios import ParallelRunner
+from helios.engine.batch import BatchOptions, BatchService
+from helios.engine.store import RunStore
+from helios.testing.mock_llm import MockLLMServer
+
+from .conftest import TaskMaker, helios_cmd
+from .test_tool_agent import FAST_RETRIES, KEY, SCRIPT
+from .thin_door import PromptDoor, PromptUnit
+
+#: what differs between two runs of the same batch by design
+VOLATILE = {
+    "started_at", "finished_at", "duration", "duration_seconds", "timings", "model_seconds",
+    "created_at", "run_id", "timestamp", "task_paths", "output_dir",
+}  # fmt: skip
+
+
+def _normal(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _normal(v) for k, v in value.items() if k not in VOLATILE}
+    if isinstance(value, list):
+        return [_normal(v) for v in value]
+    return value
+
+
+def _outputs(run_dir: Path) -> dict[str, Any]:
+    """Every file of a run folder, JSON normalized; results.jsonl in id order."""
+    found: dict[str, Any] = {}
+    for path in sorted(run_dir.rglob("*")):
+        if not path.is_file() or path.name == ".lock":
+            continue
+        rel = str(path.relative_to(run_dir))
+        text = path.read_text("utf-8", errors="replace")
+        if path.suffix == ".jsonl":
+            records = [_normal(json.loads(line)) for line in text.splitlines()]
+            found[rel] = sorted(records, key=lambda r: json.dumps(r, sort_keys=True))
+        elif path.suffix == ".json":
+            found[rel] = _normal(json.loads(text))
+        else:
+            found[rel] = text
+    return found
+
+
+def _batch(server: MockLLMServer, tasks: Path, out: Path, workers: int) -> Path:
+    runner = ParallelRunner(
+        tasks, model="openai-compatible/scripted", base_url=server.openai_base_url,
+        api_key=KEY, output_dir=out, show_progress=False, provider="local",
+        n_concurrent=4, n_attempts=2, retry_policy=FAST_RETRIES, workers=workers,
+    )  # fmt: skip
+    batch = asyncio.run(runner.run())
+    assert batch.output_dir is not None and batch.passed == batch.total_tasks
+    return batch.output_dir
+
+
+@pytest.mark.usefixtures("need_bwrap")
+def test_outputs_are_the_same_with_one_and_two_workers(
+    examples_copy: Path, tmp_path: Path
+) -> None:
+    with MockLLMServer(script=SCRIPT, require_key=KEY) as server:
+        one = _outputs(_batch(server, examples_copy, tmp_path / "one", workers=1))
+        two = _outputs(_batch(server, examples_copy, tmp_path / "two", workers=2))
+    assert len(one) > 50  # result, config, trajectory, verifier files of 16 trials
+    assert one.keys() == two.keys()
+    for name in one:
+        assert one[name] == two[name], name
+
+
+def _prompt_service(tmp_path: Path, workers: int, n: int = 3) -> BatchService[Any, Any]:
+    store = RunStore.create(tmp_path / f"run{workers}", {"run_id": "w"})
+    return BatchService(door=PromptDoor(delay=0.05), store=store,
+                        options=BatchOptions(n_concurrent=n, workers=workers))  # fmt: skip
+
+
+def test_sharded_batch_records_every_unit_once_and_emits_events(tmp_path: Path) -> None:
+    units = [PromptUnit(f"prompt {i} {'good' if i % 2 else 'bad'}", i) for i in range(40)]
+    events: list[Any] = []
+    service = _prompt_service(tmp_path, workers=2, n=6)
+    service.emit = events.append
+    assert service.store is not None
+    try:
+        asyncio.run(service.run(service.plan(units)))
+        records = service.store.load_records()
+    finally:
+        service.store.close()
+    assert sorted(records) == sorted(u.trial_id for u in units)
+    assert service.counts.total == 40 and service.counts.passed == 20
+    assert len(service.recorded) == 40
+    started = [e for e in events if type(e).__name__ == "TrialStarted"]
+    assert len(started) == 40  # the workers' events reach the parent's display
+    lines = (service.store.run_dir / "results.jsonl").read_text().splitlines()
+    assert len(lines) == 40
+
+
+def test_keep_results_false_keeps_counts_only(tmp_path: Path) -> None:
+    units = [PromptUnit(f"p{i} good", i) for i in range(10)]
+    service = _prompt_service(tmp_path, workers=1)
+    service.options.keep_results = False
+    assert service.store is not None
+    try:
+        asyncio.run(service.run(service.plan(units)))
+    finally:
+        service.store.close()
+    assert service.recorded == [] and service.counts.total == 10 == service.counts.passed
+
+
+@pytest.mark.usefixtures("need_bwrap")
+def test_interrupted_sharded_batch_resumes_without_loss_or_duplicates(
+    make_task: TaskMaker, tmp_path: Path
+) -> None:
+    for i in range(24):
+        make_task(f"t{i:02d}", solve=f"sleep 0.{3 + i % 5}\n")
+    out = tmp_path / "out"
+    base = ["batch", str(tmp_path / "tasks"), "--provider", "local", "--agent", "oracle",
+            "-n", "4", "--workers", "2", "-q", "-o", str(out)]  # fmt: skip
+    proc = subprocess.Popen(helios_cmd(*base), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and len(list(out.glob("batch_*/0*/result.json"))) < 4:
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGINT)
+    _, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == 130, stderr[-500:]
+    (run_dir,) = out.glob("batch_*")
+    done_before = len((run_dir / "results.jsonl").read_text().splitlines())
+    assert 0 < done_before < 24
+    resumed = subprocess.run(helios_cmd(*base, "--resume", str(run_dir)), capture_output=True,
+                             text=True, timeout=180)  # fmt: skip
+    assert resumed.returncode == 0, resumed.stderr[-500:]
+    ids = [json.loads(line)["trial_id"] for line in (run_dir / "results.jsonl").open()]
+    assert len(ids) == len(set(ids)) == 24
+    summary = json.loads((run_dir / "batch_summary.json").read_text())
+    assert summary["total_tasks"] == 24 and summary["passed"] == 24
+
+
+def test_a_killed_worker_s_units_are_recorded_as_errors(tmp_path: Path) -> None:
+    units = [PromptUnit(f"slow {i} good", i) for i in range(12)]
+    service = _prompt_service(tmp_path, workers=2, n=4)
+    service.door = PromptDoor(delay=0.4)
+    assert service.store is not None
+
+    async def go() -> None:
+        task = asyncio.create_task(service.run(service.plan(units)))
+        await asyncio.sleep(0.2)
+        children = _children(os.getpid())
+        assert len(children) == 2
+        os.kill(children[0], signal.SIGKILL)
+        await task
+
+    try:
+        asyncio.run(go())
+        records = service.store.load_records()
+    finally:
+        service.store.close()
+    statuses = [r["status"] for r in records.values()]
+    assert len(records) == 12  # every unit recorded once: run, or lost with its worker
+    assert 0 < statuses.count("error") <= 4 and statuses.count("passed") >= 8
+
+
+def _children(pid: int) -> list[int]:
+    path = Path(f"/proc/{pid}/task/{pid}/children")
+    return [int(p) for p in path.read_text().split()]
