@@ -22,7 +22,7 @@ import errno
 import inspect
 import logging
 import uuid
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
@@ -34,6 +34,7 @@ from helios.engine.events import (
     TrialFinished,
     TrialStarted,
 )
+from helios.engine.jsonl import RecordHead
 from helios.engine.scheduler import Scheduler, Slot
 from helios.engine.store import RunStore
 from helios.failures import DISK_FULL, ErrorInfo
@@ -104,8 +105,20 @@ class Door(Protocol[U_contra, R]):
 class BatchPlan(Generic[U]):
     units: list[U]
     pending: list[U]
-    #: records of the units already complete, in unit order
-    finished: list[dict[str, Any]]
+    #: ids of the units already complete, in unit order
+    finished_ids: list[str]
+    #: their full records, read only when asked for (`finished`)
+    records: dict[str, dict[str, Any]] | None = None
+    store: RunStore | None = None
+
+    @property
+    def finished(self) -> list[dict[str, Any]]:
+        """The records of the units already complete, in unit order. Read from the
+        store on first use, so a resume starts without parsing whole records."""
+        if self.records is None:
+            wanted = set(self.finished_ids)
+            self.records = self.store.read_records(wanted) if self.store is not None else {}
+        return [self.records[tid] for tid in self.finished_ids if tid in self.records]
 
 
 @dataclass
@@ -168,33 +181,41 @@ class BatchService(Generic[U, R]):
 
     # -- planning --------------------------------------------------------------
     def plan(
-        self, units: Sequence[U], records: dict[str, dict[str, Any]] | None = None
+        self,
+        units: Sequence[U],
+        records: Mapping[str, dict[str, Any] | RecordHead] | None = None,
     ) -> BatchPlan[U]:
         """Skip complete units; move the leftovers of pending ones aside.
 
-        `records` are the store's complete records if the door has loaded them already."""
+        `records` are the store's complete records (or their heads, `load_index`)
+        if the door has loaded them already."""
         if self.store is None:
             self._emit(BatchPlanned(total=len(units), pending=len(units)))
             return BatchPlan(list(units), list(units), [])
-        if records is None:
-            records = self.store.load_records()
-        pending = [u for u in units if not self._is_done(records.get(u.trial_id))]
-        pending_ids = {u.trial_id for u in pending}
+        known = self.store.load_index() if records is None else records
+        pending: list[U] = []
+        finished_ids: list[str] = []
+        retry_errors = self.options.retry_errors
+        for unit in units:
+            record = known.get(unit.trial_id)
+            if record is None or (retry_errors and not self._is_done(record)):
+                pending.append(unit)
+            else:
+                finished_ids.append(unit.trial_id)
         for unit in pending:
             if unit.folder is not None:
                 self.store.clear_leftover(unit.folder)
-        finished = [
-            records[u.trial_id]
-            for u in units
-            if u.trial_id in records and u.trial_id not in pending_ids
-        ]
+        first = next(iter(known.values()), None)
+        full = known if isinstance(first, dict) else None  # the door's full records
         self._emit(BatchPlanned(total=len(units), pending=len(pending)))
-        return BatchPlan(list(units), pending, finished)
+        return BatchPlan(list(units), pending, finished_ids, records=full,  # type: ignore[arg-type]
+                         store=self.store)  # fmt: skip
 
-    def _is_done(self, record: dict[str, Any] | None) -> bool:
+    def _is_done(self, record: dict[str, Any] | RecordHead | None) -> bool:
         if record is None:
             return False
-        return not (self.options.retry_errors and record.get("status") == "error")
+        status = record.get("status") if isinstance(record, dict) else record.status
+        return not (self.options.retry_errors and status == "error")
 
     # -- running ---------------------------------------------------------------
     async def run(self, plan: BatchPlan[U]) -> list[R]:
@@ -220,6 +241,8 @@ class BatchService(Generic[U, R]):
                 unit, ErrorInfo.from_exception(exc, "internal")
             ),
             stop_when=lambda: self.aborted is not None,
+            # Results reach `_record` one by one; the scheduler need not keep them.
+            keep_results=False,
         )
         workers = min(self.options.workers, self.options.n_concurrent, len(plan.pending))
         try:

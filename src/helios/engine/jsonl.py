@@ -4,7 +4,8 @@ Crash invariants:
 - an appended line is flushed at once (a process crash cannot lose it) and
   fsynced within FSYNC_INTERVAL (an OS crash loses at most that much);
 - only a torn final line (no newline: the process died mid-append) is cut on
-  load; its bytes are kept in the quarantine file as evidence;
+  load; its bytes are kept in the quarantine file as evidence; a blank line
+  holds nothing and is skipped;
 - any other unreadable line is moved to the quarantine file and reported, and
   every record after it still counts;
 - a failed append (a full disk) is rolled back to the last whole line, so the
@@ -16,13 +17,31 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import mmap
 import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
+import msgspec
+
 FSYNC_INTERVAL = 1.0
+#: bytes of whole lines decoded at once on resume
+HEAD_BLOCK = 32 * 1024 * 1024
+
+
+class RecordHead(msgspec.Struct, gc=False):
+    """What resume needs of a record: its id, status and folder. Decoding into
+    this validates the whole line as JSON but builds nothing else, so a run's
+    load time follows its number of records, not their size."""
+
+    trial_id: object = None
+    status: object = None
+    folder: object = None
+
+
+_HEADS = msgspec.json.Decoder(RecordHead)
 
 
 @dataclass(frozen=True)
@@ -36,6 +55,37 @@ class Loaded:
     records: list[dict[str, Any]] = field(default_factory=list)
     #: unreadable lines moved to the quarantine file (the torn tail included)
     quarantined: list[BadLine] = field(default_factory=list)
+
+
+def _decode_heads(path: Path) -> list[RecordHead] | None:
+    """Every line's head, or None if a line is not a JSON object or the last one is torn."""
+    with path.open("rb") as handle:
+        size = os.fstat(handle.fileno()).st_size
+        if size == 0:
+            return []
+        with mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as mapped:
+            view = memoryview(mapped)
+            try:
+                return _decode_blocks(mapped, view, size)
+            except (msgspec.DecodeError, msgspec.ValidationError):
+                return None
+            finally:
+                view.release()
+
+
+def _decode_blocks(mapped: mmap.mmap, view: memoryview, size: int) -> list[RecordHead] | None:
+    heads: list[RecordHead] = []
+    start = 0
+    while start < size:
+        end = min(start + HEAD_BLOCK, size)
+        cut = mapped.rfind(b"\n", start, end) + 1
+        if cut <= start:  # a line longer than a block
+            cut = mapped.find(b"\n", end) + 1
+            if cut == 0:
+                return None  # a torn final line
+        heads.extend(_HEADS.decode_lines(view[start:cut]))
+        start = cut
+    return heads
 
 
 def _parse(raw: bytes) -> dict[str, Any] | str:
@@ -72,6 +122,8 @@ class RecordStream:
                 if not raw.endswith(b"\n"):
                     bad.append((number, raw, "torn final line (cut)"))
                     break
+                if raw.isspace():
+                    continue  # no record, nothing to keep (the fast path skips it too)
                 parsed = _parse(raw)
                 if isinstance(parsed, str):
                     bad.append((number, raw, parsed))
@@ -100,6 +152,22 @@ class RecordStream:
             handle.flush()
             os.fsync(handle.fileno())
         os.replace(tmp, self.path)
+
+    def load_heads(self, *, repair: bool = True) -> tuple[list[RecordHead], list[BadLine]]:
+        """The head of every readable record, in order, and the bad lines. Blocks
+        of whole lines are decoded at once, straight from a memory map, when every
+        line is a JSON object (the usual case); otherwise `load` goes line by
+        line, quarantining as it goes."""
+        try:
+            heads = _decode_heads(self.path)
+        except FileNotFoundError:
+            return [], []
+        if heads is not None:
+            return heads, []
+        loaded = self.load(repair=repair)
+        heads = [RecordHead(r.get("trial_id"), r.get("status"), r.get("folder"))
+                 for r in loaded.records]  # fmt: skip
+        return heads, loaded.quarantined
 
     # -- appending -------------------------------------------------------------
     def append(self, record: dict[str, Any]) -> None:

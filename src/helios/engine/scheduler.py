@@ -74,6 +74,7 @@ class Scheduler(Generic[T, R]):
         on_crash: Callable[[T, BaseException], R] | None = None,
         stop_when: Callable[[], bool] | None = None,
         max_in_flight: int | None = None,
+        keep_results: bool = True,
     ) -> None:
         if n_concurrent < 1:
             raise ValueError("n_concurrent must be at least 1")
@@ -84,9 +85,11 @@ class Scheduler(Generic[T, R]):
         self._on_result = on_result
         self._on_crash = on_crash
         self._stop_when = stop_when
+        #: collect results for `run` to return; off, memory stays flat in the input size
+        self._keep = keep_results
 
     async def run(self, items: Iterable[T]) -> list[R]:
-        """Run every item; return results in completion order."""
+        """Run every item; return results in completion order (none if not `keep_results`)."""
         semaphore = asyncio.Semaphore(self._n)
         tickets = asyncio.Semaphore(self._max_in_flight)
         results: list[R] = []
@@ -126,7 +129,8 @@ class Scheduler(Generic[T, R]):
                 result = self._on_crash(item, exc)
         finally:
             slot.release()
-        results.append(result)
+        if self._keep:
+            results.append(result)
         if self._on_result is not None:
             maybe = self._on_result(item, result)
             if maybe is not None:

@@ -23,7 +23,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import IO, Any
 
-from helios.engine.jsonl import BadLine, RecordStream
+from helios.engine.jsonl import BadLine, RecordHead, RecordStream
 from helios.errors import ConfigError, InputError
 
 RESULTS_FILE = "results.jsonl"
@@ -147,6 +147,34 @@ class RunStore:
         loaded = self.results.load(repair=not self.readonly)
         self.quarantined = loaded.quarantined
         return {str(r["trial_id"]): r for r in loaded.records if "trial_id" in r}
+
+    def load_index(self) -> dict[str, RecordHead]:
+        """Complete records' heads by unit id (a later line wins): what resume
+        needs, at a cost that grows with the number of records, not their size."""
+        heads, self.quarantined = self.results.load_heads(repair=not self.readonly)
+        index: dict[str, RecordHead] = {}
+        for head in heads:
+            tid = head.trial_id
+            if tid is not None:
+                index[tid if isinstance(tid, str) else str(tid)] = head
+        return index
+
+    def read_records(self, ids: set[str]) -> dict[str, dict[str, Any]]:
+        """The full records of `ids` (a later line wins), streamed from the file."""
+        found: dict[str, dict[str, Any]] = {}
+        if not ids or not self.results_path.is_file():
+            return found
+        with self.results_path.open("rb") as handle:
+            for raw in handle:
+                if not raw.endswith(b"\n"):
+                    break
+                try:
+                    record = json.loads(raw)
+                except ValueError:
+                    continue
+                if isinstance(record, dict) and str(record.get("trial_id")) in ids:
+                    found[str(record["trial_id"])] = record
+        return found
 
     def append(self, record: dict[str, Any]) -> None:
         """Mark a unit complete: its files must already be written."""

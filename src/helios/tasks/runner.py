@@ -210,9 +210,11 @@ class ParallelRunner:
     async def _run_in(self, store: RunStore, specs: list[TrialSpec]) -> BatchResult:
         s = self.settings
         self.run_dir = store.run_dir
-        records = store.load_records()
+        # Heads only (id, status, folder): a resume starts without parsing whole records.
+        index = store.load_index()
         self._report_store_repairs(store)
-        specs = dedupe_folders(specs, {r["folder"]: tid for tid, r in records.items()})
+        folders = {str(h.folder): tid for tid, h in index.items() if h.folder is not None}
+        specs = dedupe_folders(specs, folders)
         progress = BatchProgress(self.console, total=0, quiet=s.quiet or not s.show_progress)
         service: BatchService[TrialSpec, TrialResult] = BatchService(
             door=TaskDoor(store.run_dir),
@@ -228,13 +230,12 @@ class ParallelRunner:
             services=self.services,
             on_recorded=self._notify,
         )
-        plan = service.plan(specs, records)
+        plan = service.plan(specs, index)
         if store.pruned and s.show_progress:
             self.console.print(
                 f"removed {len(store.pruned)} old leftover folder(s) from _incomplete/ "
                 f"(the last {KEEP_LEFTOVERS} of each trial are kept)", highlight=False,
             )  # fmt: skip
-        finished = [TrialResult.model_validate(r) for r in plan.finished]
         prior = _prior_duration(store.run_dir)
         started = time.monotonic()
         self._print_header(len(specs), len(plan.pending), store.run_dir)
@@ -249,6 +250,7 @@ class ParallelRunner:
         finally:
             self.aborted = service.aborted
             duration = prior + time.monotonic() - started
+            finished = [TrialResult.model_validate(r) for r in plan.finished]
             batch = self._finish(
                 finished + service.recorded, len(specs), duration, store, service.interrupted
             )
