@@ -201,15 +201,24 @@ def test_environment_users_network_and_read_only_system() -> None:
     _in_sandbox(body, spec=spec)
 
 
-def test_stop_processes_kills_the_shell_and_the_next_command_gets_a_fresh_one(
-    tmp_path: Path,
-) -> None:
+def test_stop_processes_keeps_only_a_sealed_idle_shell(tmp_path: Path) -> None:
     async def body(env: LocalEnvironment) -> None:
         await env.exec("true")
         pid = _only_shell(env)
+        (shell,) = env._shells.values()
+        assert shell.sealed  # the server is not dumpable: nothing inside can trace it
+        seal = await env.exec("grep -i '^cap' /proc/self/status; cat /proc/1/status")
+        assert "CapEff:\t0000000000000000" in seal.stdout
+        await env.exec("nohup sleep 100 >/dev/null 2>&1 &")
+        await env.stop_processes()
+        holder = env._holder
+        left = [p for p, h in sandbox_processes().items() if h == holder]
+        assert left == [shell.proc.pid] if shell.proc else left == []
+        assert "sleep" not in (await env.exec("ps -eo comm")).stdout
+        assert _only_shell(env) == pid  # the verifier reuses it
+        shell.sealed = False  # as if PR_SET_DUMPABLE had failed: then it goes
         await env.stop_processes()
         assert env._shells == {}
-        holder = env._holder
         assert [p for p, h in sandbox_processes().items() if h == holder] == []
         assert (await env.exec("echo fresh")).stdout == "fresh\n"
         assert _only_shell(env) != pid
@@ -223,5 +232,42 @@ def test_one_shot_fallback_keeps_working() -> None:
         result = await env.exec("echo one-shot; exit 5")
         assert (result.stdout, result.exit_code) == ("one-shot\n", 5)
         assert env._shells == {}
+
+    _in_sandbox(body)
+
+
+def test_a_clean_sandbox_is_stopped_without_searching_the_host(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import helios.environments._local_cleanup as cleanup
+    import helios.environments.local as local
+
+    scans: list[object] = []
+    real = cleanup.kill_processes
+
+    async def counting(holder: Path, **kwargs: object) -> bool:
+        scans.append(holder)
+        return await real(holder)
+
+    monkeypatch.setattr(local, "kill_processes", counting)
+    monkeypatch.setattr(cleanup, "kill_processes", counting)
+
+    async def body(env: LocalEnvironment) -> None:
+        await env.exec("sleep 100 & echo started")
+        assert (await env.exec("sleep 30", timeout=0.5)).timed_out  # the server's own kill
+        task = asyncio.create_task(env.exec("sleep 30"))
+        await asyncio.sleep(0.2)
+        task.cancel()  # the shell is killed through its known server
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        await env.stop_processes()
+        assert scans == []  # every init it started is known to have ended
+        env._one_shot = True
+        assert (await env.exec("sleep 30", timeout=0.5)).timed_out
+        await env.stop_processes()
+        assert len(scans) == 1  # a one-shot timeout is a gap in the bookkeeping
+        await env.exec("true")
+        await env.stop_processes()
+        assert len(scans) == 1
 
     _in_sandbox(body)

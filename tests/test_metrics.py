@@ -41,3 +41,14 @@ def test_bootstrap_ci_brackets_mean_and_is_deterministic() -> None:
     assert low < 0.5 < high
     assert bootstrap_ci(values) == (low, high)
     assert bootstrap_ci([1.0, 1.0]) == (1.0, 1.0)
+
+
+def test_large_samples_use_the_normal_interval() -> None:
+    from helios.engine.metrics import BOOTSTRAP_MAX
+
+    values = [1.0 if i % 4 else 0.0 for i in range(BOOTSTRAP_MAX + 1)]
+    low, high = bootstrap_ci(values)
+    assert low < 0.75 < high and high - low < 0.03
+    small = values[:2000]
+    boot_low, boot_high = bootstrap_ci(small)
+    assert boot_low < 0.75 < boot_high and 0.02 < boot_high - boot_low < 0.06

@@ -105,8 +105,13 @@ def _kill(pid: int) -> None:
         os.kill(pid, signal.SIGKILL)
 
 
-async def remove_holder(holder: Path) -> None:
-    await kill_processes(holder)
+async def remove_holder(holder: Path, *, scan: bool = True) -> None:
+    """Kill what is left of a sandbox, unmount and delete its folder. `scan=False`
+    when its owner knows every sandbox init it started has ended: the look
+    through every process's command line is then skipped (it costs about 10 ms
+    with a few hundred sandboxes running)."""
+    if scan:
+        await kill_processes(holder)
     await unmount_all(holder / "root")
     await asyncio.to_thread(shutil.rmtree, holder, True)
 

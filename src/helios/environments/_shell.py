@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import os
 import signal
 from functools import cache
@@ -99,6 +98,13 @@ class SandboxShell:
         self.proc: asyncio.subprocess.Process | None = None
         self.busy = False
         self.dead = False
+        #: the server is not dumpable: no process of the sandbox can trace it or
+        #: open its pipes, so it may outlive the agent's phase (see `keeps`)
+        self.sealed = False
+        #: the server (the sandbox's pid 1): killing it ends the whole pid namespace
+        self._server: int | None = None
+        #: the last close killed the server by its pidfd: nothing of it can be left
+        self.clean = False
         self._stderr: asyncio.Task[bytes] | None = None
 
     async def start(self) -> None:
@@ -106,9 +112,11 @@ class SandboxShell:
             self.proc = await spawn(self.argv, stdin=True, env=self.env)
             assert self.proc.stderr is not None
             self._stderr = asyncio.ensure_future(_tail(self.proc.stderr))
-            kind, _ = await asyncio.wait_for(self._frame(), START_TIMEOUT)
+            kind, data = await asyncio.wait_for(self._frame(), START_TIMEOUT)
             if kind != b"R":
                 raise ShellUnavailable(f"unexpected first frame {kind!r}")
+            self.sealed = data == b"sealed"
+            self._server = _server_pidfd(self.proc.pid)
         except BaseException as exc:
             reason = await self._failure_reason()
             await run_to_end(self.close())
@@ -136,8 +144,7 @@ class SandboxShell:
         self.busy = True
         out, err = _Capped(), _Capped()
         try:
-            payload = json.dumps({"script": script, "env": env, "timeout": timeout}).encode()
-            self.proc.stdin.write(b"%d\n%s" % (len(payload), payload))
+            self.proc.stdin.write(_request(script, env, timeout))
             backstop = None if timeout is None else timeout + BACKSTOP
             async with asyncio.timeout(backstop):
                 return await self._collect(out, err)
@@ -165,13 +172,20 @@ class SandboxShell:
             elif kind == b"E":
                 err.add(data)
             elif kind == b"X":
-                end = json.loads(data)
-                timed_out = bool(end["timed_out"])
+                status, timed = data.split(b" ")
+                timed_out = timed == b"1"
                 # A timed-out command reads as killed, as a one-shot exec's bwrap does.
-                code = -signal.SIGKILL if timed_out else int(end["code"])
+                code = -signal.SIGKILL if timed_out else int(status)
                 return ExecResult(out.text(), err.text(), code, timed_out)
             else:
                 raise ValueError(f"unknown frame {kind!r}")
+
+    @property
+    def reusable(self) -> bool:
+        """May serve the next phase (a verifier): alive, idle, sealed, its server
+        known. Between commands its namespace holds nothing but the server, which
+        killed everything else when the last command ended."""
+        return self.sealed and not self.dead and not self.busy and self._server is not None
 
     async def _kill(self) -> None:
         self.dead = True
@@ -181,20 +195,56 @@ class SandboxShell:
         """Kill the shell and everything in its sandbox namespace; idempotent."""
         self.dead = True
         proc, self.proc = self.proc, None
+        server, self._server = self._server, None
+        if proc is None and server is None:
+            return  # closed before
+        if server is not None:
+            # The namespace's init: the kernel kills every process of it.
+            with contextlib.suppress(OSError):
+                signal.pidfd_send_signal(server, signal.SIGKILL)
+            os.close(server)
         if proc is not None:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(proc.pid, signal.SIGKILL)
             if proc.stdin is not None:
                 proc.stdin.close()
-        # The sandbox's init lives in its own session: find it by its marker.
-        await kill_marked(self.marker)
+        exited = False
         if proc is not None:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(proc.wait(), 5)
+                exited = True
+        self.clean = server is not None and exited
+        if not self.clean and (proc is not None or server is not None):
+            # The server was never known (a failed start): find it by its marker.
+            await kill_marked(self.marker)
         if self._stderr is not None:
             self._stderr.cancel()
             with contextlib.suppress(BaseException):
                 await self._stderr
+
+
+def _server_pidfd(bwrap: int) -> int | None:
+    """A pidfd of the server: the only child of the sandbox's outer bwrap (with
+    `--as-pid-1` there is no separate init)."""
+    try:
+        children = Path(f"/proc/{bwrap}/task/{bwrap}/children").read_text().split()
+    except OSError:
+        return None
+    if len(children) != 1:
+        return None
+    try:
+        return os.pidfd_open(int(children[0]))
+    except OSError:
+        return None
+
+
+def _request(script: str, env: dict[str, str], timeout: float | None) -> bytes:
+    """One command for the server: length-prefixed fields (see `_shell_server`)."""
+    fields = [b"" if timeout is None else repr(float(timeout)).encode(), script.encode(),
+              str(len(env)).encode()]  # fmt: skip
+    for name, value in env.items():
+        fields += [name.encode(), value.encode()]
+    return b"".join(b"%d\n%s" % (len(f), f) for f in fields)
 
 
 async def _tail(stream: asyncio.StreamReader, keep: int = 4096) -> bytes:

@@ -7,10 +7,14 @@ its import path. It imports only the standard library and must stay runnable
 by any Python 3.9+ (`os.pidfd_open`).
 
 Wire format (see `_shell.py`, the host side):
-- host → server: `<n>\\n` then n bytes of JSON: {"script", "env", "timeout"};
+- host → server: fields of `<length>\\n<bytes>`: the timeout, the script, the
+  number of variables, each variable's name and value;
 - server → host: frames of 1 type byte + 4-byte big-endian length + payload:
-  `R` ready (once), `O` stdout bytes, `E` stderr bytes, `X` the end: JSON
-  {"code", "timed_out"}.
+  `R` ready (once), `O` stdout bytes, `E` stderr bytes, `X` the end:
+  b"<exit code> <1 if timed out else 0>".
+
+It imports nothing beyond builtin modules (no subprocess, json or selectors),
+so it starts in about the time of a bare interpreter.
 
 Per command, as a one-shot bwrap exec would:
 - `sh -c script` with exactly the given environment, stdin empty (/dev/null),
@@ -24,17 +28,15 @@ Per command, as a one-shot bwrap exec would:
 
 from __future__ import annotations
 
-import json
 import os
-import selectors
+import select
 import signal
-import subprocess
 import sys
 import time
-from typing import Any
 
 #: after the command's exit (or its timeout), how long leftover output may drain
 DRAIN_SECONDS = 2.0
+_READ = select.POLLIN | select.POLLHUP | select.POLLERR
 
 
 def send(kind: bytes, data: bytes) -> None:
@@ -65,46 +67,54 @@ def reap_orphans() -> None:
             time.sleep(0.0005)  # killed, not yet dead
 
 
-def run(request: dict[str, Any]) -> None:
-    timeout = request.get("timeout")
-    proc = subprocess.Popen(
-        ["sh", "-c", request["script"]],
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        env=request["env"],
-        start_new_session=True,
-    )
-    assert proc.stdout is not None and proc.stderr is not None
-    selector = selectors.DefaultSelector()
-    selector.register(proc.stdout, selectors.EVENT_READ, b"O")
-    selector.register(proc.stderr, selectors.EVENT_READ, b"E")
-    pidfd = os.pidfd_open(proc.pid)
-    selector.register(pidfd, selectors.EVENT_READ, None)
-    now = time.monotonic()
-    deadline = None if timeout is None else now + float(timeout)
+def spawn(script: bytes, env: dict[bytes, bytes]) -> tuple[int, int, int]:
+    """`sh -c script` in its own session: stdin /dev/null, stdout and stderr pipes."""
+    out_r, out_w = os.pipe()
+    err_r, err_w = os.pipe()
+    actions = [
+        (os.POSIX_SPAWN_OPEN, 0, "/dev/null", os.O_RDONLY, 0),
+        (os.POSIX_SPAWN_DUP2, out_w, 1),
+        (os.POSIX_SPAWN_DUP2, err_w, 2),
+    ]
+    try:
+        pid = os.posix_spawn(b"/bin/sh", [b"sh", b"-c", script], env,
+                             file_actions=actions, setsid=True)
+    finally:
+        os.close(out_w)
+        os.close(err_w)
+    return pid, out_r, err_r
+
+
+def run(script: bytes, env: dict[bytes, bytes], timeout: float | None) -> None:
+    pid, out_r, err_r = spawn(script, env)
+    pidfd = os.pidfd_open(pid)
+    poller = select.poll()
+    kinds = {out_r: b"O", err_r: b"E"}
+    for fd in (out_r, err_r, pidfd):
+        poller.register(fd, _READ)
+    deadline = None if timeout is None else time.monotonic() + timeout
     drain: float | None = None
     timed_out = exited = False
-    streams = 2
     # Until the command has exited and its output has ended (or its time is up):
     # a command may close its output before it exits, and must not be killed then.
-    while streams or not exited:
+    while kinds or not exited:
         limits = [t for t in (deadline, drain) if t is not None]
-        wait = None if not limits else max(0.0, min(limits) - time.monotonic())
-        for key, _ in selector.select(wait):
-            if key.data is None:
+        wait = None if not limits else max(0.0, min(limits) - time.monotonic()) * 1000
+        for fd, _ in poller.poll(wait):
+            if fd == pidfd:
                 # The command is done: nothing it started may outlive it.
-                selector.unregister(pidfd)
+                poller.unregister(pidfd)
                 exited = True
                 kill_the_rest()
                 deadline, drain = None, time.monotonic() + DRAIN_SECONDS
                 continue
-            chunk = os.read(key.fd, 65536)
+            chunk = os.read(fd, 65536)
             if chunk:
-                send(key.data, chunk)
+                send(kinds[fd], chunk)
             else:
-                selector.unregister(key.fileobj)
-                streams -= 1
+                poller.unregister(fd)
+                os.close(fd)
+                del kinds[fd]
         now = time.monotonic()
         if deadline is not None and now >= deadline:
             timed_out = True
@@ -112,31 +122,44 @@ def run(request: dict[str, Any]) -> None:
             deadline, drain = None, now + DRAIN_SECONDS
         if drain is not None and now >= drain:
             break
-    selector.close()
+    for fd in kinds:
+        os.close(fd)
     os.close(pidfd)
     kill_the_rest()
-    code = proc.wait()
+    _, status = os.waitpid(pid, 0)
     reap_orphans()
-    proc.stdout.close()
-    proc.stderr.close()
-    result = {"code": 128 - code if code < 0 else code, "timed_out": timed_out}
-    send(b"X", json.dumps(result).encode())
+    code = os.waitstatus_to_exitcode(status)
+    send(b"X", b"%d %d" % (128 - code if code < 0 else code, timed_out))
+
+
+def field(reader: object) -> bytes | None:
+    line = reader.readline()  # type: ignore[attr-defined]
+    if not line:
+        return None
+    return reader.read(int(line))  # type: ignore[attr-defined,no-any-return]
 
 
 def main() -> None:
-    try:  # other processes of the sandbox (same uid) may not open our pipes via /proc
+    """Requests: fields of `<length>\\n<bytes>`: the timeout (empty: none), the
+    script, the number of variables, then each variable's name and value."""
+    sealed = b""
+    try:  # the commands (same uid, no capabilities) may neither trace us nor open our pipes
         import ctypes
 
-        ctypes.CDLL(None).prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE, 0
+        libc = ctypes.CDLL(None)
+        if libc.prctl(4, 0, 0, 0, 0) == 0 and libc.prctl(3, 0, 0, 0, 0) == 0:
+            sealed = b"sealed"  # PR_SET_DUMPABLE 0 set, and PR_GET_DUMPABLE says 0
     except Exception:
         pass
     reader = sys.stdin.buffer
-    send(b"R", b"")  # ready
-    while True:
-        line = reader.readline()
-        if not line:
-            return
-        run(json.loads(reader.read(int(line))))
+    send(b"R", sealed)  # ready
+    while (timeout := field(reader)) is not None:
+        script = field(reader) or b""
+        env: dict[bytes, bytes] = {}
+        for _ in range(int(field(reader) or b"0")):
+            name = field(reader) or b""
+            env[name] = field(reader) or b""
+        run(script, env, float(timeout) if timeout else None)
 
 
 if __name__ == "__main__":

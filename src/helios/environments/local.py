@@ -68,6 +68,11 @@ class LocalEnvironment(Environment):
         self._shells: dict[tuple[object, ...], SandboxShell] = {}
         #: the shell could not start here: every command is a one-shot bwrap
         self._one_shot = server_python() is None
+        #: a sandbox init may have escaped our bookkeeping (a cancel, a timeout, a
+        #: shell that died): look through the host's processes before trusting it
+        self._dirty = False
+        #: one-shot bwraps running now
+        self._running = 0
 
     @classmethod
     async def preflight(cls) -> None:
@@ -148,17 +153,25 @@ class LocalEnvironment(Environment):
         if transfer is None and not self._one_shot:
             shell = await self._shell(call, sandbox_env(declared, {}))
             if shell is not None:
-                return await shell.run(script, full_env, timeout)
+                try:
+                    return await shell.run(script, full_env, timeout)
+                finally:
+                    self._dirty = self._dirty or (shell.dead and not shell.clean)
+        self._running += 1
         try:
             # bwrap itself starts with only the sandbox's variables: nothing of ours
             # (API keys) reaches /proc/1/environ inside.
             result = await run_process(call.argv(script), timeout=timeout, env=full_env)
         except BaseException:
+            self._dirty = True
             # A sandbox init that lost its parent (killed mid-start) is in its own
             # session, out of reach of the group kill: find it by its marker.
             await run_to_end(kill_marked(marker))
             raise
+        finally:
+            self._running -= 1
         if result.timed_out:
+            self._dirty = True
             await kill_marked(marker)
         return ExecResult(
             decode(result.stdout), decode(result.stderr), result.returncode, result.timed_out
@@ -180,6 +193,7 @@ class LocalEnvironment(Environment):
                 # A user was added since: no command will pick that shell again.
                 del self._shells[old_key]
                 await old.close()
+                self._dirty = self._dirty or not old.clean
         # The server's own environment is the sandbox's alone, as bwrap's is.
         own = dataclasses.replace(call, env=env, as_pid_1=True)
         shell = SandboxShell(own.command_argv(server_argv(python)), env, call.marker)
@@ -190,14 +204,22 @@ class LocalEnvironment(Environment):
         except ShellUnavailable:
             self._one_shot = True
             return None
+        except BaseException:
+            self._dirty = True
+            raise
         finally:
             shell.busy = False
         return shell
 
-    async def _close_shells(self) -> None:
-        shells, self._shells = list(self._shells.values()), {}
+    async def _close_shells(self, *, keep_reusable: bool = False) -> None:
+        """Close the shells; before a verifier, idle sealed ones are kept: nothing
+        but their server is left in them, and nothing the agent ran can reach it."""
+        kept = {k: s for k, s in self._shells.items() if keep_reusable and s.reusable}
+        shells = [s for k, s in self._shells.items() if k not in kept]
+        self._shells = kept
         for shell in shells:
             await shell.close()
+            self._dirty = self._dirty or not shell.clean
 
     # Files cross the sandbox boundary only through a fresh transfer folder that
     # the sandbox sees at TRANSFER_MOUNT; the copy to or from the destination
@@ -250,17 +272,22 @@ class LocalEnvironment(Environment):
         return None
 
     async def stop_processes(self) -> None:
+        """Every command's namespace has ended with it, and the shells' end with
+        their server; only when that bookkeeping may have a gap (a cancel, a
+        timeout, a shell that died) are the host's processes searched as well."""
         holder = self._holder
-        await self._close_shells()
-        if holder is not None and not await kill_processes(holder):
-            raise EnvironmentExecError("processes of the sandbox survived SIGKILL")
+        await self._close_shells(keep_reusable=True)
+        if holder is not None and (self._dirty or self._running):
+            if not await kill_processes(holder):
+                raise EnvironmentExecError("processes of the sandbox survived SIGKILL")
+            self._dirty = False
 
     async def stop(self) -> None:
         holder, self._holder, self.root = self._holder, None, None
         await run_to_end(self._close_shells())
         if holder is not None:
             # To its end: a Ctrl-C arriving now must not leave the sandbox behind.
-            await run_to_end(remove_holder(holder))
+            await run_to_end(remove_holder(holder, scan=self._dirty or self._running > 0))
 
 
 def _stage(src: Path, dst: Path) -> None:

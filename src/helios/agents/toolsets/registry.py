@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable
 from importlib.metadata import entry_points
 
@@ -17,7 +18,9 @@ def register_toolset(toolset: Toolset) -> None:
     _registered[toolset.name] = toolset
 
 
+@functools.cache
 def _builtins() -> dict[str, Toolset]:
+    # Built once: the toolsets are immutable (availability is checked at create()).
     from helios.agents.toolsets.builtin import builtin_toolsets
 
     return builtin_toolsets()
