@@ -1,0 +1,158 @@
+"""Helios's benchmark runner (issue 13): every workload against the same scripted
+model server (its own process), one row per workload, then the issue's targets.
+
+    .venv/bin/python benchmarks/run.py                       # the issue's table
+    .venv/bin/python benchmarks/run.py --only local,inspect  # some workloads
+    .venv/bin/python benchmarks/run.py --only trivial -N 2560 -C 256 -T 3 --latency-ms 1000
+
+Per workload: episodes/s; harness CPU per model turn (the workload's process and
+its children, which are the sandboxes and the workers; the model server's CPU
+is not counted); peak RSS (the largest process); efficiency against the ideal
+wall time ceil(N/C)·T·latency. Each workload runs in a fresh process.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import resource
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).parent))
+
+import mockserver
+import targets
+
+WORKLOAD_TOOLS = {
+    "trivial": ("noop", {}, "submit"),
+    "local": ("bash", {"command": "echo hello"}, "submit"),
+    "docker": ("bash", {"command": "echo hello"}, "submit"),
+    "inspect": ("bash", {"cmd": "echo hello"}, "submit"),
+    "datagen": ("terminal", {"command": "echo ok"}, "text"),
+}
+
+
+def child(name: str, raw: str) -> None:
+    """Run one workload in this process and print what it measured as JSON."""
+    import workloads
+
+    params = workloads.Params(**json.loads(raw))
+    out = workloads.scratch()
+    try:
+        cpu0, kids0 = time.process_time(), _children_cpu()
+        wall0 = time.monotonic()
+        done = workloads.WORKLOADS[name](params, out)
+        wall = time.monotonic() - wall0
+        cpu, kids = time.process_time() - cpu0, _children_cpu() - kids0
+    finally:
+        shutil.rmtree(out, ignore_errors=True)
+    print(json.dumps({
+        **done, "wall": wall, "cpu": cpu + kids, "cpu_self": cpu, "cpu_children": kids,
+        "rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+        "rss_children_mb": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024,
+    }))  # fmt: skip
+
+
+def _children_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def run_workload(name: str, args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
+    tool, arguments, end = WORKLOAD_TOOLS.get(name, ("book_flight", {"to_city": "LA"}, "text"))
+    turns = 1 if name in ("toolcalls", "resume", "localstart", "dockerstart") else args.turns
+    # Inspect's react agent ends on submit(answer=...); Helios's submit takes a summary.
+    submit = {"answer": "hello"} if name == "inspect" else {}
+    script = mockserver.tool_script(turns, tool, arguments, end=end, submit=submit)
+    server = mockserver.start(workdir / name, script, args.latency_ms, args.jitter_ms)
+    try:
+        params = {"episodes": args.episodes, "concurrency": args.concurrency, "turns": turns,
+                  "latency_ms": args.latency_ms, "url": server.base_url,
+                  "workers": args.workers, "api": args.api}  # fmt: skip
+        before = server.served()
+        if name == "inspect":
+            import inspect_bench
+
+            measured = inspect_bench.run(params, workdir / "inspect")
+        else:
+            proc = subprocess.run(
+                [sys.executable, __file__, "--child", name, json.dumps(params)],
+                capture_output=True, text=True, check=False,
+            )  # fmt: skip
+            if proc.returncode != 0:
+                return {"name": name, "error": proc.stderr.strip().splitlines()[-3:]}
+            measured = json.loads(proc.stdout.strip().splitlines()[-1])
+        model_turns = server.served() - before
+    finally:
+        server.stop()
+    ideal = math.ceil(args.episodes / args.concurrency) * turns * args.latency_ms / 1000
+    if name == "toolcalls":
+        ideal = math.ceil(measured["done"] / args.concurrency) * args.latency_ms / 1000
+    return {"name": name, "model_turns": model_turns, "ideal": ideal, "turns_per": turns,
+            **params, **measured}  # fmt: skip
+
+
+def print_row(row: dict[str, Any]) -> None:
+    if "error" in row:
+        print(f"{row['name']:<10} failed: {row['error']}")
+        return
+    done, wall = row["done"], row["wall"]
+    per_turn = row["cpu"] / max(row["model_turns"], 1) * 1000
+    print(
+        f"{row['name']:<10} N={row['episodes']:<7} C={row['concurrency']:<5}"
+        f" T={row['turns_per']:<2}"
+        f" {wall:7.1f}s {done / wall:8.1f} ep/s  cpu/turn {per_turn:6.2f} ms"
+        f"  rss {row['rss_mb']:6.0f} MB (child {row['rss_children_mb']:4.0f})"
+        f"  eff {row['ideal'] / wall:5.2f}  failed {row['failed']}"
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--child", nargs=2, metavar=("WORKLOAD", "PARAMS"), help=argparse.SUPPRESS)
+    parser.add_argument("--only", default="", help="comma-separated workloads (default: all)")
+    parser.add_argument("-N", "--episodes", type=int, default=500)
+    parser.add_argument("-C", "--concurrency", type=int, default=256)
+    parser.add_argument("-T", "--turns", type=int, default=5)
+    parser.add_argument("--latency-ms", type=float, default=100.0)
+    parser.add_argument("--jitter-ms", type=float, default=0.0)
+    parser.add_argument("--api", choices=("openai", "anthropic"), default="openai")
+    parser.add_argument("--workers", type=int, default=os.cpu_count() or 1)
+    parser.add_argument("--targets", action="store_true",
+                        help="run the issue's targets table (long: tens of minutes)")
+    parser.add_argument("--rows", default="", help="with --targets: some rows only "
+                        "(bash,trivial,rss,resume,docker,localstart)")  # fmt: skip
+    parser.add_argument("--quick", action="store_true", help="with --targets: smaller N")
+    parser.add_argument("--rss-turns", type=int, default=1, help="T of the RSS rows")
+    args = parser.parse_args()
+    if args.child:
+        child(*args.child)
+        return
+    workdir = Path(tempfile.mkdtemp(prefix="helios-bench-"))
+    try:
+        if args.targets:
+            targets.main(args, run_workload, workdir)
+            return
+        names = [n for n in args.only.split(",") if n] or [
+            "trivial", "local", "docker", "datagen", "toolcalls", "inspect"]  # fmt: skip
+        print(f"machine: {os.cpu_count()} cores, load {os.getloadavg()[0]:.2f}; latency "
+              f"{args.latency_ms:g} ms ± {args.jitter_ms:g}, api {args.api}, "
+              f"workers {args.workers}")  # fmt: skip
+        for name in names:
+            row = run_workload(name, args, workdir)
+            print_row(row)
+            print("  " + json.dumps({k: v for k, v in row.items() if k != "url"}), file=sys.stderr)
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
