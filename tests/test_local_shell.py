@@ -17,6 +17,7 @@ from helios.environments._local_cleanup import sandbox_processes
 from helios.environments._shell import server_python
 from helios.environments.local import LocalEnvironment
 from helios.environments.spec import SandboxSpec
+from helios.errors import EnvironmentExecError
 
 pytestmark = pytest.mark.usefixtures("need_bwrap")
 
@@ -40,7 +41,7 @@ def _in_sandbox(body: Body, *, spec: SandboxSpec | None = None) -> None:
 
 def _only_shell(env: LocalEnvironment) -> int:
     """The pid of the one persistent shell the sandbox has (and check it is one)."""
-    shells = [s for s in env._shells.values() if not s.dead]
+    shells = [s for s in env._pool.shells.values() if not s.dead]
     assert len(shells) == 1
     assert shells[0].proc is not None
     return shells[0].proc.pid
@@ -195,7 +196,7 @@ def test_environment_users_network_and_read_only_system() -> None:
         assert root.stdout.strip() in ("0", str(os.getuid()))
         await env.set_network(True)
         await env.exec("true")
-        assert len([s for s in env._shells.values() if not s.dead]) == 3
+        assert len([s for s in env._pool.shells.values() if not s.dead]) == 3
 
     os.environ.setdefault("HOME_HOST", "x")
     _in_sandbox(body, spec=spec)
@@ -205,7 +206,7 @@ def test_stop_processes_keeps_only_a_sealed_idle_shell(tmp_path: Path) -> None:
     async def body(env: LocalEnvironment) -> None:
         await env.exec("true")
         pid = _only_shell(env)
-        (shell,) = env._shells.values()
+        (shell,) = env._pool.shells.values()
         assert shell.sealed  # the server is not dumpable: nothing inside can trace it
         seal = await env.exec("grep -i '^cap' /proc/self/status; cat /proc/1/status")
         assert "CapEff:\t0000000000000000" in seal.stdout
@@ -218,7 +219,7 @@ def test_stop_processes_keeps_only_a_sealed_idle_shell(tmp_path: Path) -> None:
         assert _only_shell(env) == pid  # the verifier reuses it
         shell.sealed = False  # as if PR_SET_DUMPABLE had failed: then it goes
         await env.stop_processes()
-        assert env._shells == {}
+        assert env._pool.shells == {}
         assert [p for p, h in sandbox_processes().items() if h == holder] == []
         assert (await env.exec("echo fresh")).stdout == "fresh\n"
         assert _only_shell(env) != pid
@@ -228,10 +229,11 @@ def test_stop_processes_keeps_only_a_sealed_idle_shell(tmp_path: Path) -> None:
 
 def test_one_shot_fallback_keeps_working() -> None:
     async def body(env: LocalEnvironment) -> None:
-        env._one_shot = True
+        await env._pool.close()
+        env._pool.one_shot = True
         result = await env.exec("echo one-shot; exit 5")
         assert (result.stdout, result.exit_code) == ("one-shot\n", 5)
-        assert env._shells == {}
+        assert env._pool.shells == {}
 
     _in_sandbox(body)
 
@@ -262,12 +264,70 @@ def test_a_clean_sandbox_is_stopped_without_searching_the_host(
             await task
         await env.stop_processes()
         assert scans == []  # every init it started is known to have ended
-        env._one_shot = True
+        env._pool.one_shot = True
         assert (await env.exec("sleep 30", timeout=0.5)).timed_out
         await env.stop_processes()
         assert len(scans) == 1  # a one-shot timeout is a gap in the bookkeeping
         await env.exec("true")
         await env.stop_processes()
         assert len(scans) == 1
+
+    _in_sandbox(body)
+
+
+def test_transfers_go_through_the_shell_and_stay_checked(tmp_path: Path) -> None:
+    src = tmp_path / "up"
+    (src / "sub").mkdir(parents=True)
+    (src / "a.txt").write_text("A")
+    (src / "sub" / "b.bin").write_bytes(bytes(range(256)) * 1000)
+    (src / "link").symlink_to("/etc/passwd")
+    single = tmp_path / "one.txt"
+    single.write_text("S")
+
+    async def body(env: LocalEnvironment) -> None:
+        await env.upload(src, "/data/in")
+        await env.upload(single, "/data/x/renamed.txt")
+        pid = _only_shell(env)  # both went through the one shell
+        listing = await env.exec("cat /data/in/a.txt /data/x/renamed.txt; readlink /data/in/link")
+        assert listing.stdout == "AS/etc/passwd\n"
+        await env.exec("ln -s /etc/shadow /data/in/evil; mkfifo /data/in/fifo")
+        await env.download("/data/in", tmp_path / "down")
+        down = tmp_path / "down"
+        assert (down / "sub" / "b.bin").read_bytes() == bytes(range(256)) * 1000
+        assert not (down / "link").exists() and not (down / "evil").exists()
+        assert not (down / "fifo").exists()
+        await env.download("/data/x/renamed.txt", tmp_path / "r.txt")
+        assert (tmp_path / "r.txt").read_text() == "S"
+        with pytest.raises(EnvironmentExecError, match="does not exist"):
+            await env.download("/nope", tmp_path / "nope")
+        await env.exec("ln -s /etc /logs/linked")
+        await env.download("/logs/linked", tmp_path / "linked")
+        assert not any((tmp_path / "linked").glob("*"))  # the link itself is dropped
+        assert _only_shell(env) == pid
+
+    _in_sandbox(body)
+
+
+def test_a_hijacked_archive_from_the_shell_follows_no_link(tmp_path: Path) -> None:
+    """Whatever the in-sandbox `tar` hands back is checked on the host: here it is
+    replaced by a script that emits links to a host file and a path out of the
+    destination."""
+    secret = tmp_path / "host-secret.txt"
+    secret.write_text("0.5\n")
+
+    async def body(env: LocalEnvironment) -> None:
+        forged = (
+            "d=$(mktemp -d) && mkdir $d/verifier && echo ok > $d/verifier/ok"
+            f" && ln -s {secret} $d/verifier/reward.txt && ln -s / $d/verifier/root"
+            " && cd $d && exec tar -c -f - verifier"
+        )
+        real = env._shell_command
+
+        async def hijacked(command: str, **kwargs: object) -> object:
+            return await real(forged if "tar -c" in command else command, **kwargs)  # type: ignore[arg-type]
+
+        env._shell_command = hijacked  # type: ignore[method-assign,assignment]
+        await env.download("/logs/verifier", tmp_path / "out")
+        assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["ok"]
 
     _in_sandbox(body)

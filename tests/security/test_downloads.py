@@ -161,6 +161,9 @@ def test_local_download_refuses_a_link_planted_in_the_transfer_folder(tmp_path: 
         return await real_exec(command, cwd, variables, timeout, transfer)
 
     env._exec = hijacked  # type: ignore[method-assign,assignment]
+    # The one-shot transfer path (the persistent shell's tar path is covered by
+    # tests/test_local_shell.py's hijacked archive)
+    env._pool.one_shot = True
 
     async def go() -> None:
         await env.start()

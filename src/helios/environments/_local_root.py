@@ -7,6 +7,10 @@ Helios is root, `root/` is a tmpfs of the sandbox's storage size.
 
 from __future__ import annotations
 
+import asyncio
+import ctypes
+import ctypes.util
+import functools
 import json
 import os
 import shutil
@@ -24,6 +28,8 @@ OWNER_FILE = "owner.json"
 #: the file earlier versions wrote (a bare pid); still read by cleanup
 LEGACY_OWNER_FILE = "owner.pid"
 SKIPPED_ENV_FILES = {"Dockerfile", ".dockerignore"}
+_MS_NOSUID, _MS_NODEV = 2, 4
+_MNT_DETACH = 2
 
 
 def sandbox_base() -> Path:
@@ -71,19 +77,49 @@ def read_owner(holder: Path) -> tuple[Owner | None, str | None]:
 
 
 async def mount_storage(root: Path, storage_mb: int) -> bool:
-    """Make `root` a tmpfs of `storage_mb` (as root only); False if not possible."""
+    """Make `root` a tmpfs of `storage_mb` (as root only); False if not possible.
+    By the mount(2) call itself where libc offers it (no `mount` process per
+    sandbox), else by the `mount` command."""
     mount = tool("mount")
     if not runs_as_root() or mount is None:
         return False
-    options = f"size={storage_mb}m,mode=0755,uid={SANDBOX_UID},gid={SANDBOX_GID},nosuid,nodev"
+    options = f"size={storage_mb}m,mode=0755,uid={SANDBOX_UID},gid={SANDBOX_GID}"
+    libc = _libc()
+    if libc is not None:
+        await asyncio.to_thread(_mount_call, libc, root, options)
+        return True
     result = await run_process(
-        [mount, "-t", "tmpfs", "-o", options, "helios-sandbox", str(root)], timeout=30
+        [mount, "-t", "tmpfs", "-o", options + ",nosuid,nodev", "helios-sandbox", str(root)],
+        timeout=30,
     )
     if result.returncode != 0:
         raise EnvironmentStartError(
             f"could not mount the sandbox's tmpfs: {last_line(decode(result.stderr), 'mount')}"
         )
     return True
+
+
+@functools.cache
+def _libc() -> ctypes.CDLL | None:
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+        libc.mount.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p,
+                               ctypes.c_ulong, ctypes.c_char_p]  # fmt: skip
+        libc.umount2.argtypes = [ctypes.c_char_p, ctypes.c_int]
+        return libc
+    except (OSError, AttributeError):
+        return None
+
+
+def _mount_call(libc: ctypes.CDLL, root: Path, options: str) -> None:
+    flags = _MS_NOSUID | _MS_NODEV
+    if libc.mount(b"helios-sandbox", os.fsencode(root), b"tmpfs", flags, options.encode()) != 0:
+        reason = os.strerror(ctypes.get_errno())
+        raise EnvironmentStartError(f"could not mount the sandbox's tmpfs: {reason}")
+
+
+def _umount_call(libc: ctypes.CDLL, point: str) -> bool:
+    return bool(libc.umount2(os.fsencode(point), _MNT_DETACH) == 0)
 
 
 def mounts_under(path: Path) -> list[str]:
@@ -105,12 +141,16 @@ def mounts_under(path: Path) -> list[str]:
 
 
 async def unmount_all(path: Path) -> None:
-    umount = tool("umount")
-    if umount is None:
+    points = mounts_under(path)
+    if not points:
         return
-    for point in mounts_under(path):
+    umount, libc = tool("umount"), _libc()
+    for point in points:
         # Lazy: a process that is still dying must not keep the folder forever.
-        await run_process([umount, "-l", point], timeout=30)
+        if libc is not None and await asyncio.to_thread(_umount_call, libc, point):
+            continue
+        if umount is not None:
+            await run_process([umount, "-l", point], timeout=30)
 
 
 def workdir_in(root: Path, workdir: str) -> Path:

@@ -24,6 +24,7 @@ import os
 import signal
 from functools import cache
 from pathlib import Path
+from typing import Protocol
 
 from helios._proc import OUTPUT_CAP, decode, run_to_end, spawn
 from helios.environments._bwrap import tool
@@ -66,6 +67,16 @@ def server_python() -> str | None:
 
 def server_argv(python: str) -> list[str]:
     return [python, "-I", "-S", "-c", server_source()]
+
+
+class Sink(Protocol):
+    """Where a command's stdout goes instead of the result (a download's archive)."""
+
+    def add(self, data: bytes) -> None: ...
+
+
+def _text(out: _Capped | Sink) -> str:
+    return out.text() if isinstance(out, _Capped) else ""
 
 
 class _Capped:
@@ -138,25 +149,37 @@ class SandboxShell:
             raise asyncio.IncompleteReadError(header, None)
         return header[:1], await self.proc.stdout.readexactly(size)
 
-    async def run(self, script: str, env: dict[str, str], timeout: float | None) -> ExecResult:
+    async def run(
+        self,
+        script: str,
+        env: dict[str, str],
+        timeout: float | None,
+        *,
+        data: bytes = b"",
+        sink: Sink | None = None,
+    ) -> ExecResult:
+        """Run one command. `data` is its stdin; with `sink`, its stdout goes there
+        (uncapped: the sink bounds it) and the result's stdout is empty."""
         if self.proc is None or self.proc.stdin is None or self.dead:
             raise ShellUnavailable("the shell is not running")
         self.busy = True
-        out, err = _Capped(), _Capped()
+        out: _Capped | Sink = _Capped() if sink is None else sink
+        err = _Capped()
         try:
-            self.proc.stdin.write(_request(script, env, timeout))
             backstop = None if timeout is None else timeout + BACKSTOP
             async with asyncio.timeout(backstop):
+                self.proc.stdin.write(_request(script, env, timeout, data))
+                await self.proc.stdin.drain()
                 return await self._collect(out, err)
         except TimeoutError:
             await self._kill()
-            return ExecResult(out.text(), err.text(), -signal.SIGKILL, timed_out=True)
+            return ExecResult(_text(out), err.text(), -signal.SIGKILL, timed_out=True)
         except (asyncio.IncompleteReadError, ConnectionError, ValueError, KeyError):
             # The command killed its shell, or the stream broke: this command's
             # result is what came so far; the next command gets a fresh shell.
             await self._kill()
             err.add(b"\n[the sandbox's shell died during this command]\n")
-            return ExecResult(out.text(), err.text(), DIED_CODE)
+            return ExecResult(_text(out), err.text(), DIED_CODE)
         except BaseException:
             # A cancel mid-command: what runs must not go on unseen.
             await run_to_end(self._kill())
@@ -164,7 +187,7 @@ class SandboxShell:
         finally:
             self.busy = False
 
-    async def _collect(self, out: _Capped, err: _Capped) -> ExecResult:
+    async def _collect(self, out: _Capped | Sink, err: _Capped) -> ExecResult:
         while True:
             kind, data = await self._frame()
             if kind == b"O":
@@ -176,7 +199,7 @@ class SandboxShell:
                 timed_out = timed == b"1"
                 # A timed-out command reads as killed, as a one-shot exec's bwrap does.
                 code = -signal.SIGKILL if timed_out else int(status)
-                return ExecResult(out.text(), err.text(), code, timed_out)
+                return ExecResult(_text(out), err.text(), code, timed_out)
             else:
                 raise ValueError(f"unknown frame {kind!r}")
 
@@ -238,10 +261,10 @@ def _server_pidfd(bwrap: int) -> int | None:
         return None
 
 
-def _request(script: str, env: dict[str, str], timeout: float | None) -> bytes:
+def _request(script: str, env: dict[str, str], timeout: float | None, data: bytes) -> bytes:
     """One command for the server: length-prefixed fields (see `_shell_server`)."""
     fields = [b"" if timeout is None else repr(float(timeout)).encode(), script.encode(),
-              str(len(env)).encode()]  # fmt: skip
+              data, str(len(env)).encode()]  # fmt: skip
     for name, value in env.items():
         fields += [name.encode(), value.encode()]
     return b"".join(b"%d\n%s" % (len(f), f) for f in fields)

@@ -8,7 +8,8 @@ by any Python 3.9+ (`os.pidfd_open`).
 
 Wire format (see `_shell.py`, the host side):
 - host → server: fields of `<length>\\n<bytes>`: the timeout, the script, the
-  number of variables, each variable's name and value;
+  bytes for its stdin (an upload's archive; empty: /dev/null), the number of
+  variables, each variable's name and value;
 - server → host: frames of 1 type byte + 4-byte big-endian length + payload:
   `R` ready (once), `O` stdout bytes, `E` stderr bytes, `X` the end:
   b"<exit code> <1 if timed out else 0>".
@@ -67,12 +68,15 @@ def reap_orphans() -> None:
             time.sleep(0.0005)  # killed, not yet dead
 
 
-def spawn(script: bytes, env: dict[bytes, bytes]) -> tuple[int, int, int]:
-    """`sh -c script` in its own session: stdin /dev/null, stdout and stderr pipes."""
+def spawn(script: bytes, env: dict[bytes, bytes], feed: bool) -> tuple[int, int, int, int]:
+    """`sh -c script` in its own session: stdout and stderr pipes; stdin /dev/null,
+    or a pipe for `feed` (an upload's archive)."""
     out_r, out_w = os.pipe()
     err_r, err_w = os.pipe()
+    in_r, in_w = os.pipe() if feed else (-1, -1)
     actions = [
-        (os.POSIX_SPAWN_OPEN, 0, "/dev/null", os.O_RDONLY, 0),
+        (os.POSIX_SPAWN_DUP2, in_r, 0) if feed else (os.POSIX_SPAWN_OPEN, 0, "/dev/null",
+                                                      os.O_RDONLY, 0),
         (os.POSIX_SPAWN_DUP2, out_w, 1),
         (os.POSIX_SPAWN_DUP2, err_w, 2),
     ]
@@ -80,18 +84,23 @@ def spawn(script: bytes, env: dict[bytes, bytes]) -> tuple[int, int, int]:
         pid = os.posix_spawn(b"/bin/sh", [b"sh", b"-c", script], env,
                              file_actions=actions, setsid=True)
     finally:
-        os.close(out_w)
-        os.close(err_w)
-    return pid, out_r, err_r
+        for fd in (out_w, err_w, in_r):
+            if fd >= 0:
+                os.close(fd)
+    return pid, out_r, err_r, in_w
 
 
-def run(script: bytes, env: dict[bytes, bytes], timeout: float | None) -> None:
-    pid, out_r, err_r = spawn(script, env)
+def run(script: bytes, env: dict[bytes, bytes], timeout: float | None, data: bytes) -> None:
+    pid, out_r, err_r, in_w = spawn(script, env, bool(data))
     pidfd = os.pidfd_open(pid)
     poller = select.poll()
     kinds = {out_r: b"O", err_r: b"E"}
     for fd in (out_r, err_r, pidfd):
         poller.register(fd, _READ)
+    pending = memoryview(data)
+    if in_w >= 0:
+        os.set_blocking(in_w, False)
+        poller.register(in_w, select.POLLOUT)
     deadline = None if timeout is None else time.monotonic() + timeout
     drain: float | None = None
     timed_out = exited = False
@@ -101,6 +110,16 @@ def run(script: bytes, env: dict[bytes, bytes], timeout: float | None) -> None:
         limits = [t for t in (deadline, drain) if t is not None]
         wait = None if not limits else max(0.0, min(limits) - time.monotonic()) * 1000
         for fd, _ in poller.poll(wait):
+            if fd == in_w:
+                try:
+                    pending = pending[os.write(in_w, pending[:65536]) :]
+                except OSError:  # the command stopped reading
+                    pending = pending[:0]
+                if not pending:
+                    poller.unregister(in_w)
+                    os.close(in_w)
+                    in_w = -1
+                continue
             if fd == pidfd:
                 # The command is done: nothing it started may outlive it.
                 poller.unregister(pidfd)
@@ -122,9 +141,9 @@ def run(script: bytes, env: dict[bytes, bytes], timeout: float | None) -> None:
             deadline, drain = None, now + DRAIN_SECONDS
         if drain is not None and now >= drain:
             break
-    for fd in kinds:
-        os.close(fd)
-    os.close(pidfd)
+    for fd in [*kinds, in_w, pidfd]:
+        if fd >= 0:
+            os.close(fd)
     kill_the_rest()
     _, status = os.waitpid(pid, 0)
     reap_orphans()
@@ -141,7 +160,8 @@ def field(reader: object) -> bytes | None:
 
 def main() -> None:
     """Requests: fields of `<length>\\n<bytes>`: the timeout (empty: none), the
-    script, the number of variables, then each variable's name and value."""
+    script, the bytes for its stdin (empty: /dev/null), the number of variables,
+    then each variable's name and value."""
     sealed = b""
     try:  # the commands (same uid, no capabilities) may neither trace us nor open our pipes
         import ctypes
@@ -155,11 +175,12 @@ def main() -> None:
     send(b"R", sealed)  # ready
     while (timeout := field(reader)) is not None:
         script = field(reader) or b""
+        data = field(reader) or b""
         env: dict[bytes, bytes] = {}
         for _ in range(int(field(reader) or b"0")):
             name = field(reader) or b""
             env[name] = field(reader) or b""
-        run(script, env, float(timeout) if timeout else None)
+        run(script, env, float(timeout) if timeout else None, data)
 
 
 if __name__ == "__main__":

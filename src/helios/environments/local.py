@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import ClassVar
 
 from helios._proc import decode, last_line, run_process, run_to_end
-from helios.environments import _local_root
+from helios.environments import _local_root, _shell_transfer, _tar
 from helios.environments._bwrap import TRANSFER_MOUNT, BwrapCall, sandbox_env, tool
 from helios.environments._local_cleanup import (
     cleanup_sandboxes,
@@ -36,8 +36,9 @@ from helios.environments._local_cleanup import (
     remove_holder,
 )
 from helios.environments._local_users import LocalUsers, SandboxUser
-from helios.environments._safe_copy import copy_out
-from helios.environments._shell import SandboxShell, ShellUnavailable, server_argv, server_python
+from helios.environments._safe_copy import Bounds, copy_out, extract_tar
+from helios.environments._shell import Sink
+from helios.environments._shell_pool import ShellPool
 from helios.environments.base import Environment, ExecResult, User
 from helios.environments.local_limits import LocalLimits, runs_as_root
 from helios.environments.spec import SandboxSpec
@@ -64,10 +65,8 @@ class LocalEnvironment(Environment):
         self._holder: Path | None = None
         self._users: LocalUsers | None = None
         self.limits = LocalLimits.from_spec(spec)
-        #: persistent shells by (uid, gid, network, binds): one bwrap for many commands
-        self._shells: dict[tuple[object, ...], SandboxShell] = {}
-        #: the shell could not start here: every command is a one-shot bwrap
-        self._one_shot = server_python() is None
+        #: persistent shells: one bwrap for many commands (see `_shell_pool`)
+        self._pool = ShellPool()
         #: a sandbox init may have escaped our bookkeeping (a cancel, a timeout, a
         #: shell that died): look through the host's processes before trusting it
         self._dirty = False
@@ -106,6 +105,20 @@ class LocalEnvironment(Environment):
         await asyncio.to_thread(
             _local_root.populate, root, self.workdir, self.spec.build_context
         )
+        # The first command's shell starts now, while the agent's first model
+        # call is in flight, not when that command arrives.
+        self._pool.warm(self._root_call(self.marker()))
+
+    @staticmethod
+    def marker() -> str:
+        return f"helios-exec-{secrets.token_hex(8)}"
+
+    def _root_call(self, marker: str) -> BwrapCall:
+        """A command as the sandbox's default user, with its own variables only."""
+        assert self.root is not None and self._users is not None
+        env = sandbox_env(dict(self.spec.env), {})
+        return BwrapCall(self.root, self.limits, env, None, marker, share_net=self.network,
+                         extra_binds=tuple(self._users.binds()))  # fmt: skip
 
     async def exec(
         self,
@@ -144,19 +157,18 @@ class LocalEnvironment(Environment):
             declared = {"HOME": who.home, "USER": who.name, "LOGNAME": who.name, **declared}
             script = f"mkdir -p -- {shlex.quote(who.home)} 2>/dev/null; {script}"
         full_env = sandbox_env(declared, env)
-        marker = f"helios-exec-{secrets.token_hex(8)}"
+        marker = self.marker()
         call = BwrapCall(
             self.root, self.limits, full_env, transfer, marker,
             uid=who.uid if who else None, gid=who.gid if who else None,
             share_net=self.network, extra_binds=tuple(self._users.binds()),
         )  # fmt: skip
-        if transfer is None and not self._one_shot:
-            shell = await self._shell(call, sandbox_env(declared, {}))
-            if shell is not None:
-                try:
-                    return await shell.run(script, full_env, timeout)
-                finally:
-                    self._dirty = self._dirty or (shell.dead and not shell.clean)
+        if transfer is None:
+            # The shell's own environment is the sandbox's alone, as bwrap's is.
+            own = dataclasses.replace(call, env=sandbox_env(declared, {}))
+            in_shell = await self._pool.run(own, script, full_env, timeout)
+            if in_shell is not None:
+                return in_shell
         self._running += 1
         try:
             # bwrap itself starts with only the sandbox's variables: nothing of ours
@@ -177,49 +189,15 @@ class LocalEnvironment(Environment):
             decode(result.stdout), decode(result.stderr), result.returncode, result.timed_out
         )
 
-    async def _shell(self, call: BwrapCall, env: dict[str, str]) -> SandboxShell | None:
-        """The idle persistent shell for this user and network (started if need be),
-        or None: then the command runs as a one-shot bwrap (the shell is busy with
-        another command, or cannot start here)."""
-        key = (call.uid, call.gid, call.share_net, call.extra_binds)
-        shell = self._shells.get(key)
-        if shell is not None and not shell.dead:
-            return None if shell.busy else shell
-        python = server_python()
-        if python is None:
+    async def _shell_command(
+        self, command: str, *, data: bytes = b"", sink: Sink | None = None
+    ) -> ExecResult | None:
+        """A transfer's command as root in the sandbox's shell, or None (no shell)."""
+        if self.root is None or self._users is None or self._pool.one_shot:
             return None
-        for old_key, old in list(self._shells.items()):
-            if old_key[3] != call.extra_binds and not old.busy:
-                # A user was added since: no command will pick that shell again.
-                del self._shells[old_key]
-                await old.close()
-                self._dirty = self._dirty or not old.clean
-        # The server's own environment is the sandbox's alone, as bwrap's is.
-        own = dataclasses.replace(call, env=env, as_pid_1=True)
-        shell = SandboxShell(own.command_argv(server_argv(python)), env, call.marker)
-        self._shells[key] = shell
-        shell.busy = True
-        try:
-            await shell.start()
-        except ShellUnavailable:
-            self._one_shot = True
-            return None
-        except BaseException:
-            self._dirty = True
-            raise
-        finally:
-            shell.busy = False
-        return shell
-
-    async def _close_shells(self, *, keep_reusable: bool = False) -> None:
-        """Close the shells; before a verifier, idle sealed ones are kept: nothing
-        but their server is left in them, and nothing the agent ran can reach it."""
-        kept = {k: s for k, s in self._shells.items() if keep_reusable and s.reusable}
-        shells = [s for k, s in self._shells.items() if k not in kept]
-        self._shells = kept
-        for shell in shells:
-            await shell.close()
-            self._dirty = self._dirty or not shell.clean
+        call = self._root_call(self.marker())
+        script = f"cd / || exit 125\n{command}"
+        return await self._pool.run(call, script, call.env, 120, data=data, sink=sink)
 
     # Files cross the sandbox boundary only through a fresh transfer folder that
     # the sandbox sees at TRANSFER_MOUNT; the copy to or from the destination
@@ -228,6 +206,8 @@ class LocalEnvironment(Environment):
     # host again (`copy_out`): no link followed, nothing outside `dst`, bounded.
     async def upload(self, src: Path, dst: str) -> None:
         is_dir = await asyncio.to_thread(src.is_dir)
+        if await self._upload_in_shell(src, dst, is_dir):
+            return
         target = shlex.quote(dst)
         if is_dir:
             copy = f"mkdir -p -- {target} && cp -a -- {TRANSFER_MOUNT}/payload/. {target}/"
@@ -240,7 +220,46 @@ class LocalEnvironment(Environment):
         if result.exit_code != 0:
             raise EnvironmentExecError(f"upload to {dst} failed: {result.stderr.strip()[:200]}")
 
+    async def _upload_in_shell(self, src: Path, dst: str, is_dir: bool) -> bool:
+        if self._pool.one_shot or not _shell_transfer.usable():
+            return False
+        archive = await asyncio.to_thread(_tar.pack, src, "payload")
+        if len(archive) > _shell_transfer.SHELL_UPLOAD_MAX:
+            return False
+        script = _shell_transfer.upload_script(dst, is_dir)
+        result = await self._shell_command(script, data=archive)
+        if result is None:
+            return False
+        if not result.ok:
+            raise EnvironmentExecError(f"upload to {dst} failed: {result.stderr.strip()[:200]}")
+        return True
+
+    async def _download_in_shell(self, src: str, dst: Path) -> bool:
+        script = _shell_transfer.download_script(src)
+        if script is None or self._pool.one_shot or not _shell_transfer.usable():
+            return False
+        what = f"download of {src}"
+        bounds = Bounds()
+        spool = await asyncio.to_thread(tempfile.TemporaryFile)
+        try:
+            result = await self._shell_command(
+                script, sink=_shell_transfer.Spool(spool, bounds, what)
+            )
+            if result is None:
+                return False
+            if result.exit_code == _shell_transfer.MISSING:
+                raise EnvironmentExecError(f"{src} does not exist in the sandbox")
+            if not result.ok:
+                raise EnvironmentExecError(f"{what} failed: {result.stderr.strip()[:200]}")
+            await asyncio.to_thread(spool.seek, 0)
+            await asyncio.to_thread(extract_tar, spool, dst, what=what, bounds=bounds)
+        finally:
+            await asyncio.to_thread(spool.close)
+        return True
+
     async def download(self, src: str, dst: Path) -> None:
+        if await self._download_in_shell(src, dst):
+            return
         source = shlex.quote(src)
         # -P: links are copied as links, and then dropped on the host side.
         copy = f"test -e {source} || exit {_MISSING}; cp -R -P -- {source} {TRANSFER_MOUNT}/payload"
@@ -276,18 +295,19 @@ class LocalEnvironment(Environment):
         their server; only when that bookkeeping may have a gap (a cancel, a
         timeout, a shell that died) are the host's processes searched as well."""
         holder = self._holder
-        await self._close_shells(keep_reusable=True)
-        if holder is not None and (self._dirty or self._running):
+        await self._pool.close(keep_reusable=True)
+        if holder is not None and (self._dirty or self._pool.dirty or self._running):
             if not await kill_processes(holder):
                 raise EnvironmentExecError("processes of the sandbox survived SIGKILL")
-            self._dirty = False
+            self._dirty = self._pool.dirty = False
 
     async def stop(self) -> None:
         holder, self._holder, self.root = self._holder, None, None
-        await run_to_end(self._close_shells())
+        await run_to_end(self._pool.close())
         if holder is not None:
             # To its end: a Ctrl-C arriving now must not leave the sandbox behind.
-            await run_to_end(remove_holder(holder, scan=self._dirty or self._running > 0))
+            scan = self._dirty or self._pool.dirty or self._running > 0
+            await run_to_end(remove_holder(holder, scan=scan))
 
 
 def _stage(src: Path, dst: Path) -> None:

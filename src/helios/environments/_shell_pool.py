@@ -1,0 +1,123 @@
+"""The persistent shells of one local sandbox: one per (uid, gid, network, binds),
+started on first use, or ahead of it (`warm`) so that the first command does
+not wait for it: the sandbox's start then overlaps the agent's first model call.
+
+A command goes to its shell when that shell is idle; when it is busy (two
+commands at once) or cannot start here, the caller runs a one-shot bwrap.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+
+from helios._proc import run_to_end
+from helios.environments._bwrap import BwrapCall
+from helios.environments._shell import (
+    SandboxShell,
+    ShellUnavailable,
+    Sink,
+    server_argv,
+    server_python,
+)
+from helios.environments.base import ExecResult
+
+Key = tuple[object, ...]
+
+
+def key_of(call: BwrapCall) -> Key:
+    return (call.uid, call.gid, call.share_net, call.extra_binds)
+
+
+class ShellPool:
+    def __init__(self) -> None:
+        self.shells: dict[Key, SandboxShell] = {}
+        #: no shell can start here: every command is a one-shot bwrap
+        self.one_shot = server_python() is None
+        #: a shell ended without its server known to be killed: the host's
+        #: processes must be searched before the sandbox is trusted empty
+        self.dirty = False
+        self._starting: dict[Key, asyncio.Task[SandboxShell | None]] = {}
+
+    def warm(self, call: BwrapCall) -> None:
+        """Start the shell for `call` now, in the background."""
+        if self.one_shot or key_of(call) in self._starting:
+            return
+        task = asyncio.ensure_future(self._start(call))
+        self._starting[key_of(call)] = task
+        # a failed warm-up is tried again by the first command
+        task.add_done_callback(lambda t: t.cancelled() or t.exception())
+
+    async def run(
+        self, call: BwrapCall, script: str, env: dict[str, str], timeout: float | None,
+        *, data: bytes = b"", sink: Sink | None = None,
+    ) -> ExecResult | None:  # fmt: skip
+        """The command's result through its shell, or None if there is none free."""
+        shell = await self.get(call)
+        if shell is None:
+            return None
+        try:
+            return await shell.run(script, env, timeout, data=data, sink=sink)
+        finally:
+            self.dirty = self.dirty or (shell.dead and not shell.clean)
+
+    async def get(self, call: BwrapCall) -> SandboxShell | None:
+        """The idle shell for `call` (started if need be), or None."""
+        key = key_of(call)
+        starting = self._starting.get(key)
+        if starting is not None:
+            with contextlib.suppress(Exception):
+                await asyncio.shield(starting)
+        shell = self.shells.get(key)
+        if shell is not None and not shell.dead:
+            return None if shell.busy else shell
+        if self.one_shot:
+            return None
+        return await self._start(call)
+
+    async def _start(self, call: BwrapCall) -> SandboxShell | None:
+        key = key_of(call)
+        python = server_python()
+        if python is None:
+            return None
+        for old_key, old in list(self.shells.items()):
+            if old_key[3] != call.extra_binds and not old.busy:
+                # A user was added since: no command will pick that shell again.
+                del self.shells[old_key]
+                await self._close(old)
+        # bwrap's own environment (and the server's) is the sandbox's alone.
+        own = dataclasses.replace(call, as_pid_1=True)
+        shell = SandboxShell(own.command_argv(server_argv(python)), call.env, call.marker)
+        self.shells[key] = shell
+        shell.busy = True
+        try:
+            await shell.start()
+        except ShellUnavailable:
+            self.one_shot = True
+            return None
+        except BaseException:
+            self.dirty = True
+            raise
+        finally:
+            shell.busy = False
+            self._starting.pop(key, None)
+        return shell
+
+    async def close(self, *, keep_reusable: bool = False) -> None:
+        """Close the shells; before a verifier, idle sealed ones are kept: nothing
+        but their server is left in them, and nothing the agent ran can reach it."""
+        for task in list(self._starting.values()):
+            task.cancel()
+            with contextlib.suppress(BaseException):
+                await run_to_end(task)
+        self._starting.clear()
+        kept = {k: s for k, s in self.shells.items() if keep_reusable and s.reusable}
+        closing = [s for k, s in self.shells.items() if k not in kept]
+        self.shells = kept
+        for shell in closing:
+            await self._close(shell)
+
+    async def _close(self, shell: SandboxShell) -> None:
+        await shell.close()
+        self.dirty = self.dirty or not shell.clean
