@@ -42,6 +42,9 @@ WORKLOAD_TOOLS = {
 
 def child(name: str, raw: str) -> None:
     """Run one workload in this process and print what it measured as JSON."""
+    if os.environ.get("HELIOS_BENCH_SRC"):
+        # measure another checkout's Helios (e.g. the commit before a change)
+        sys.path.insert(0, os.environ["HELIOS_BENCH_SRC"])
     import workloads
 
     params = workloads.Params(**json.loads(raw))

@@ -152,10 +152,11 @@ def task_door(params: Params, out: Path, provider: str) -> dict[str, Any]:
     from helios.tasks.runner import ParallelRunner
     from helios.tasks.settings import TaskBatchSettings
 
+    # (workers only when asked: a checkout from before --workers has no such setting)
+    more = {"workers": params.workers} if params.workers != 1 else {}
     settings = TaskBatchSettings.from_kwargs(
         n_concurrent=params.concurrency, n_attempts=params.episodes, agent="tool",
-        provider=provider, output_dir=out / "runs", quiet=True, show_progress=False,
-        workers=params.workers,
+        provider=provider, output_dir=out / "runs", quiet=True, show_progress=False, **more,
     )  # fmt: skip
     settings.models = params.model_options()
     runner = ParallelRunner([_task(out)], settings=settings,
