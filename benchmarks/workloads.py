@@ -11,10 +11,10 @@ import asyncio
 import hashlib
 import json
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, overload
 
 from rich.console import Console
 
@@ -85,6 +85,28 @@ class BenchUnit:
         return f"episode {self.index}"
 
 
+class BenchUnits(Sequence[BenchUnit]):
+    """N units made on demand: the door's input costs no memory, so what grows
+    with N is Helios's own."""
+
+    def __init__(self, n: int) -> None:
+        self.n = n
+
+    def __len__(self) -> int:
+        return self.n
+
+    @overload
+    def __getitem__(self, index: int) -> BenchUnit: ...
+    @overload
+    def __getitem__(self, index: slice) -> Sequence[BenchUnit]: ...
+    def __getitem__(self, index: int | slice) -> BenchUnit | Sequence[BenchUnit]:
+        if isinstance(index, slice):
+            return [BenchUnit.make(i) for i in range(self.n)[index]]
+        if not -self.n <= index < self.n:
+            raise IndexError(index)
+        return BenchUnit.make(index % self.n)
+
+
 class TrivialDoor:
     """A door that keeps one record per episode and no files."""
 
@@ -124,7 +146,7 @@ async def _trivial(params: Params, out: Path) -> dict[str, Any]:
                              workers=params.workers),
     )  # fmt: skip
     try:
-        plan = service.plan([BenchUnit.make(i) for i in range(params.episodes)])
+        plan = service.plan(BenchUnits(params.episodes))
         await service.run(plan)
     finally:
         store.close()

@@ -103,8 +103,10 @@ class Door(Protocol[U_contra, R]):
 
 @dataclass
 class BatchPlan(Generic[U]):
-    units: list[U]
-    pending: list[U]
+    #: the door's units as given (never copied: a lazy sequence stays lazy)
+    units: Sequence[U]
+    #: the units to run: `units` itself when none is complete
+    pending: Sequence[U]
     #: ids of the units already complete, in unit order
     finished_ids: list[str]
     #: their full records, read only when asked for (`finished`)
@@ -191,7 +193,7 @@ class BatchService(Generic[U, R]):
         if the door has loaded them already."""
         if self.store is None:
             self._emit(BatchPlanned(total=len(units), pending=len(units)))
-            return BatchPlan(list(units), list(units), [])
+            return BatchPlan(units, units, [])
         known = self.store.load_index() if records is None else records
         pending: list[U] = []
         finished_ids: list[str] = []
@@ -208,7 +210,9 @@ class BatchService(Generic[U, R]):
         first = next(iter(known.values()), None)
         full = known if isinstance(first, dict) else None  # the door's full records
         self._emit(BatchPlanned(total=len(units), pending=len(pending)))
-        return BatchPlan(list(units), pending, finished_ids, records=full,  # type: ignore[arg-type]
+        # Nothing complete: the units themselves, not a second list of them.
+        todo: Sequence[U] = pending if finished_ids else units
+        return BatchPlan(units, todo, finished_ids, records=full,  # type: ignore[arg-type]
                          store=self.store)  # fmt: skip
 
     def _is_done(self, record: dict[str, Any] | RecordHead | None) -> bool:

@@ -28,7 +28,7 @@ import pickle
 import signal
 import socket
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
@@ -87,8 +87,8 @@ class _Worker:
         return 2 * self.slots - len(self.in_flight)
 
 
-async def run_sharded(service: BatchService[Any, Any], units: list[Any], ctx: EpisodeContext,
-                      workers: int) -> None:  # fmt: skip
+async def run_sharded(service: BatchService[Any, Any], units: Sequence[Any],
+                      ctx: EpisodeContext, workers: int) -> None:  # fmt: skip
     """Run `units` over `workers` forked processes; record in this one."""
     n = service.options.n_concurrent
     pool = [await _fork(service, units, ctx, i, workers, split(n, workers, i))
@@ -109,7 +109,7 @@ async def run_sharded(service: BatchService[Any, Any], units: list[Any], ctx: Ep
 
 
 class _Feeder:
-    def __init__(self, service: BatchService[Any, Any], units: list[Any],
+    def __init__(self, service: BatchService[Any, Any], units: Sequence[Any],
                  pool: list[_Worker]) -> None:  # fmt: skip
         self.service, self.units, self.pool = service, units, pool
         self.room = asyncio.Event()
@@ -182,7 +182,7 @@ class _Feeder:
         services.totals = total
 
 
-async def _fork(service: BatchService[Any, Any], units: list[Any], ctx: EpisodeContext,
+async def _fork(service: BatchService[Any, Any], units: Sequence[Any], ctx: EpisodeContext,
                 index: int, count: int, slots: int) -> _Worker:  # fmt: skip
     parent_sock, child_sock = socket.socketpair()
     starts = split(service.options.max_starts, count, index)
@@ -226,7 +226,7 @@ def _wait_all(pids: list[int], seconds: float) -> None:
 
 
 # -- the worker ----------------------------------------------------------------------
-def _worker_main(service: BatchService[Any, Any], units: list[Any], ctx: EpisodeContext,
+def _worker_main(service: BatchService[Any, Any], units: Sequence[Any], ctx: EpisodeContext,
                  sock: socket.socket, slots: int, starts: int) -> None:  # fmt: skip
     # Forked from inside the parent's running loop: forget it, and its signal pipe.
     asyncio.events._set_running_loop(None)
@@ -236,7 +236,7 @@ def _worker_main(service: BatchService[Any, Any], units: list[Any], ctx: Episode
     asyncio.run(_work(service, units, ctx, sock, slots, starts))
 
 
-async def _work(service: BatchService[Any, Any], units: list[Any], parent_ctx: EpisodeContext,
+async def _work(service: BatchService[Any, Any], units: Sequence[Any], parent_ctx: EpisodeContext,
                 sock: socket.socket, slots: int, starts: int) -> None:  # fmt: skip
     reader, writer = await asyncio.open_connection(sock=sock)
     main = asyncio.current_task()
@@ -284,7 +284,7 @@ def _own_services(service: BatchService[Any, Any]) -> Any:
 class _Runner:
     """The worker's scheduler: the parent's units, at most `slots` at once."""
 
-    def __init__(self, service: BatchService[Any, Any], units: list[Any], ctx: EpisodeContext,
+    def __init__(self, service: BatchService[Any, Any], units: Sequence[Any], ctx: EpisodeContext,
                  reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
                  slots: int) -> None:  # fmt: skip
         self.service, self.units, self.ctx = service, units, ctx

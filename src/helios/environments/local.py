@@ -2,9 +2,13 @@
 
 Each trial gets a fresh root directory bound at `/`; the host's system
 directories are mounted read-only over it, so the sandbox has the host's tools
-but cannot see the host's home, the repository or any other trial. Every exec
-is its own `bwrap` with no network, its own pid namespace and die-with-parent,
-so no process outlives the exec that started it. Files persist between execs
+but cannot see the host's home, the repository or any other trial. Commands
+run in a persistent shell (`_shell`): one `bwrap` per sandbox (and user and
+network) with no network, its own pid namespace and die-with-parent, whose
+server runs one command at a time and kills every other process of its
+namespace when a command ends, so no process outlives the command that started
+it. Without a usable system Python, or when the shell is busy, a command is its
+own one-shot `bwrap`, with the same guarantees. Files persist between commands
 through the trial's root. See `_bwrap` for what the sandbox sees and who it
 runs as, and `local_limits` for its resource limits.
 
