@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -23,6 +24,15 @@ class Dialect:
     context_overflow: Callable[[Conversation], web.Response]
     malformed: Callable[..., web.Response]
     reply: Callable[[web.Request, Conversation, Turn, int], Awaitable[web.StreamResponse]]
+
+
+async def read_json(request: web.Request) -> Any:
+    """The body parsed as JSON, or None when it is not JSON at all."""
+    raw = await request.read()
+    try:
+        return json.loads(raw)
+    except ValueError:
+        return None
 
 
 def dialect(name: str, module: Any) -> Dialect:

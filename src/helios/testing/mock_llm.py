@@ -17,7 +17,6 @@ As a process::
 from __future__ import annotations
 
 import asyncio
-import json
 import random
 import threading
 from collections import deque
@@ -29,7 +28,7 @@ from typing import Any
 
 from aiohttp import web
 
-from helios.testing.mock_dialects import ROUTES, Dialect
+from helios.testing.mock_dialects import ROUTES, Dialect, read_json
 from helios.testing.mock_script import (
     FaultKind,
     Faults,
@@ -292,7 +291,7 @@ class MockLLMServer:
 
     async def _handle_model(self, request: web.Request) -> web.StreamResponse:
         dialect = ROUTES[request.path]
-        body = await _read_json(request)
+        body = await read_json(request)
         headers = {k.lower(): v for k, v in request.headers.items()}
         self._record(request, dialect.name, body, headers)
         faults = self._faults
@@ -366,7 +365,7 @@ class MockLLMServer:
     async def _handle_control(self, request: web.Request) -> web.Response:
         """JSON body: any fault name, ``fail_sequence``, ``seed``, ``script`` (the script
         format) and ``reset_stats: true``. Answers with the resulting fault settings."""
-        changes = await _read_json(request)
+        changes = await read_json(request)
         if not isinstance(changes, dict):
             return web.json_response({"error": "body must be a JSON object"}, status=400)
         reset = bool(changes.pop("reset_stats", False))
@@ -381,15 +380,6 @@ class MockLLMServer:
         if reset:
             self.reset_stats()
         return web.json_response({"faults": faults.describe()})
-
-
-async def _read_json(request: web.Request) -> Any:
-    """The body parsed as JSON, or None when it is not JSON at all."""
-    raw = await request.read()
-    try:
-        return json.loads(raw)
-    except ValueError:
-        return None
 
 
 def main(argv: Sequence[str] | None = None) -> int:
