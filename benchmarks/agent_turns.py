@@ -15,8 +15,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
-import subprocess
 import sys
 import tempfile
 import time
@@ -24,6 +22,9 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 import openai
+
+sys.path.insert(0, str(Path(__file__).parent))
+import mockserver  # a sibling script, not a package
 
 from helios.agents.base import AgentContext
 from helios.agents.tool_agent import ToolAgent
@@ -48,32 +49,6 @@ class InstantEnv(Environment):
     async def download(self, src: str, dst: Path) -> None: ...
 
     async def stop(self) -> None: ...
-
-
-def _script(turns: int) -> dict[str, Any]:
-    call = {"name": "bash", "arguments": {"command": "echo hello"}}
-    steps = [{"text": f"step {i}", "tool_calls": [call]} for i in range(turns - 1)]
-    steps.append({"tool_calls": [{"name": "submit", "arguments": {}}]})
-    return {"scenarios": [{"match": "", "turns": steps}]}
-
-
-def _start_server(
-    workdir: Path, turns: int, latency_ms: float
-) -> tuple[subprocess.Popen[bytes], str]:
-    script = workdir / "script.json"
-    script.write_text(json.dumps(_script(turns)))
-    port_file = workdir / "port"
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "helios.testing.mock_llm", "--port", "0", "--script", str(script),
-         "--latency-ms", str(latency_ms), "--port-file", str(port_file)],
-        stdout=subprocess.DEVNULL,
-    )  # fmt: skip
-    deadline = time.monotonic() + 20
-    while not port_file.exists():
-        if time.monotonic() > deadline:
-            raise RuntimeError("mock server did not start")
-        time.sleep(0.05)
-    return proc, f"http://127.0.0.1:{port_file.read_text().strip()}/v1"
 
 
 def _task(workdir: Path) -> Any:
@@ -139,13 +114,16 @@ def main() -> None:
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         workdir = Path(tmp)
-        server, url = _start_server(workdir, args.turns, args.latency_ms)
+        server = mockserver.start(
+            workdir, mockserver.tool_script(args.turns, "bash", {"command": "echo hello"}),
+            args.latency_ms,
+        )
+        url = server.openai_url
         try:
             cpu, wall, turns = asyncio.run(_agents(url, workdir, args.episodes))
             raw = asyncio.run(_raw_sdk(url, turns, args.episodes))
         finally:
-            server.terminate()
-            server.wait()
+            server.stop()
     per_turn_ms = cpu / turns * 1000
     print(
         f"episodes            {args.episodes} x {args.turns} turns, {args.latency_ms:g} ms latency"

@@ -18,13 +18,15 @@ from __future__ import annotations
 import argparse
 import json
 import resource
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
 from rich.console import Console
+
+sys.path.insert(0, str(Path(__file__).parent))
+import mockserver  # a sibling script, not a package
 
 from helios.datagen import BatchRunner
 
@@ -38,23 +40,6 @@ def _script() -> dict[str, object]:
             "tool_calls": [call]}  # fmt: skip
     final = {"reasoning": "Done.", "text": "done"}
     return {"scenarios": [{"match": "", "turns": [turn] * (TURNS - 1), "final": final}]}
-
-
-def _server(workdir: Path, latency_ms: float) -> tuple[subprocess.Popen[bytes], str]:
-    script = workdir / "script.json"
-    script.write_text(json.dumps(_script()))
-    port_file = workdir / "port"
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "helios.testing.mock_llm", "--port", "0", "--script", str(script),
-         "--latency-ms", str(latency_ms), "--port-file", str(port_file)],
-        stdout=subprocess.DEVNULL,
-    )  # fmt: skip
-    deadline = time.monotonic() + 30
-    while not port_file.exists():
-        if time.monotonic() > deadline:
-            raise RuntimeError("mock server did not start")
-        time.sleep(0.05)
-    return proc, f"http://127.0.0.1:{port_file.read_text().strip()}/v1"
 
 
 def _children_cpu() -> float:
@@ -74,7 +59,8 @@ def main() -> None:
         dataset = workdir / "prompts.jsonl"
         dataset.write_text("".join(json.dumps({"prompt": f"Task {i}: run a command."}) + "\n"
                                    for i in range(args.prompts)))  # fmt: skip
-        server, url = _server(workdir, args.latency_ms)
+        server = mockserver.start(workdir, _script(), args.latency_ms)
+        url = server.openai_url
         try:
             runner = BatchRunner(
                 dataset, batch_size=50, run_name="bench", model="mock", base_url=url,
@@ -88,8 +74,7 @@ def main() -> None:
             children = _children_cpu() - children
             wall = time.monotonic() - wall
         finally:
-            server.terminate()
-            server.wait()
+            server.stop()
     turns = result.statistics["reasoning_statistics"]["total_assistant_turns"]
     rate = result.rows / wall
     hermes_ceiling = 4 / (TURNS * args.latency_ms / 1000)

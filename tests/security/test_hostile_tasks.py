@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import json
 import subprocess
-from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -18,29 +18,57 @@ from helios.environments._local_cleanup import sandbox_processes
 from helios.environments._local_root import read_owner, sandbox_base
 
 from ..conftest import _need
-from .hostile import HOST_REWARD, KEY_CANARY, BatchOutcome, Context, run_hostile_batch
+from .hostile import HOST_REWARD, KEY_CANARY, BatchOutcome, Context, catalogue, run_hostile_batch
 
 PROVIDERS = ("local", "docker")
+#: which providers each hostile task is meant for (a placeholder context: only the names count)
+_NOWHERE = Path("/nonexistent")
+_MEANT_FOR = {h.name: h.providers for h in catalogue(Context(_NOWHERE, _NOWHERE, _NOWHERE, 0))}
 
 
-@pytest.fixture(scope="module", params=PROVIDERS)
+def cases(*names: str) -> list[Any]:
+    """(provider, name) for each provider a hostile task is meant for: a local-only attack
+    (the host's loader, its /etc, the tmpfs root) is no test case on docker, not a skip."""
+    return [
+        pytest.param(provider, name, id=f"{provider}-{name}")
+        for name in names
+        for provider in PROVIDERS
+        if provider in _MEANT_FOR[name]
+    ]
+
+
+@pytest.fixture(scope="module")
+def batches() -> dict[str, BatchOutcome]:
+    """One hostile batch per provider for the whole module, run when first asked for."""
+    return {}
+
+
+@pytest.fixture
 def outcome(
     request: pytest.FixtureRequest,
+    batches: dict[str, BatchOutcome],
     tmp_path_factory: pytest.TempPathFactory,
     docker_available: bool,
     bwrap_available: bool,
-) -> Iterator[BatchOutcome]:
+) -> BatchOutcome:
     provider: str = request.param
     if provider == "docker":
         _need("HELIOS_REQUIRE_DOCKER", docker_available, "a Docker engine")
     else:
         _need("HELIOS_REQUIRE_BWRAP", bwrap_available, "bubblewrap")
-    yield run_hostile_batch(tmp_path_factory.mktemp(f"hostile-{provider}"), provider)
+    if provider not in batches:
+        root = tmp_path_factory.mktemp(f"hostile-{provider}")
+        batches[provider] = run_hostile_batch(root, provider)
+    return batches[provider]
+
+
+#: a check made on both providers' batches
+on_both = pytest.mark.parametrize("outcome", PROVIDERS, indirect=True)
 
 
 def _record(outcome: BatchOutcome, name: str) -> dict[str, object]:
-    if name not in outcome.hostiles:
-        pytest.skip(f"{name} does not apply to this provider here")
+    if name not in outcome.hostiles:  # a tool it needs (gcc) is missing on this host
+        _need("HELIOS_REQUIRE_BWRAP", False, f"the tools {name} needs")
     assert name in outcome.records, f"{name} has no result: {sorted(outcome.records)}"
     return outcome.records[name]
 
@@ -58,7 +86,7 @@ FORGERS = {
 }
 
 
-@pytest.mark.parametrize("name", sorted(FORGERS))
+@pytest.mark.parametrize(("outcome", "name"), cases(*sorted(FORGERS)), indirect=["outcome"])
 def test_forged_reward_is_zero(outcome: BatchOutcome, name: str) -> None:
     record = _record(outcome, name)
     assert record["reward"] == 0.0, record
@@ -67,7 +95,9 @@ def test_forged_reward_is_zero(outcome: BatchOutcome, name: str) -> None:
     assert (error["type"] if isinstance(error, dict) else None) == FORGERS[name], record
 
 
-@pytest.mark.parametrize("name", ["payload-symlink", "artifact-symlink"])
+@pytest.mark.parametrize(
+    ("outcome", "name"), cases("payload-symlink", "artifact-symlink"), indirect=["outcome"]
+)
 def test_links_out_of_the_sandbox_reach_no_host_file(outcome: BatchOutcome, name: str) -> None:
     record = _record(outcome, name)
     assert record["reward"] == 0.0, record
@@ -79,6 +109,7 @@ def test_links_out_of_the_sandbox_reach_no_host_file(outcome: BatchOutcome, name
     assert HOST_REWARD not in (outcome.run_dir / "results.jsonl").read_text()
 
 
+@on_both
 @pytest.mark.parametrize(
     ("name", "reason"),
     [("workdir-traversal", "WORKDIR"), ("environment-symlink", "symlink leaves the task folder")],
@@ -93,6 +124,7 @@ def test_hostile_task_folders_are_invalid_with_one_line(
     assert not outcome.ctx.traversal_dir.exists()
 
 
+@on_both
 @pytest.mark.parametrize(("name", "limit"), [("fork-bomb", 100), ("memory-hog", 0)])
 def test_limits_hold(outcome: BatchOutcome, name: str, limit: int) -> None:
     record = _record(outcome, name)
@@ -103,19 +135,22 @@ def test_limits_hold(outcome: BatchOutcome, name: str, limit: int) -> None:
         assert 10 < forked < limit, forked
 
 
-def test_disk_is_bounded(outcome: BatchOutcome) -> None:
-    record = _record(outcome, "disk-filler")
+@pytest.mark.parametrize(("outcome", "name"), cases("disk-filler"), indirect=["outcome"])
+def test_disk_is_bounded(outcome: BatchOutcome, name: str) -> None:
+    record = _record(outcome, name)
     assert record["reward"] == 0.0, record
     oracle = outcome.run_dir / str(record["folder"]) / "agent" / "oracle.txt"
     used_mb = int(oracle.read_text().split("--- stdout\n")[1].split()[0])
     assert 10 < used_mb <= 64, used_mb
 
 
+@on_both
 def test_no_connection_left_the_sandbox(outcome: BatchOutcome) -> None:
     _record(outcome, "network")
     assert outcome.ctx.connections == []
 
 
+@on_both
 def test_no_key_in_any_output(outcome: BatchOutcome) -> None:
     _record(outcome, "key-read")
     for path in outcome.run_dir.rglob("*"):
@@ -123,6 +158,7 @@ def test_no_key_in_any_output(outcome: BatchOutcome) -> None:
             assert KEY_CANARY not in path.read_text(errors="replace"), path
 
 
+@on_both
 def test_host_untouched(outcome: BatchOutcome) -> None:
     ctx: Context = outcome.ctx
     assert sorted(p.name for p in ctx.host_dir.iterdir()) == ["reward.txt", "secret.txt"]

@@ -8,6 +8,7 @@ leftovers; `stop` removes the container whatever happened before.
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import posixpath
 import re
@@ -54,6 +55,9 @@ _NAME_UNSAFE = re.compile(r"[^a-zA-Z0-9_.-]")
 
 def _name_part(text: str, size: int) -> str:
     return _NAME_UNSAFE.sub("-", text)[:size] or "x"
+
+
+log = logging.getLogger(__name__)
 
 
 class DockerEnvironment(Environment):
@@ -139,6 +143,11 @@ class DockerEnvironment(Environment):
         if with_storage and code != 0 and "storage-opt" in err:
             # e.g. overlay2 on ext4: the limit cannot be had here (see the README).
             cls.storage_opt = False
+            log.warning(
+                "docker: storage_mb=%s is not enforced: this engine takes no --storage-opt size "
+                "(overlay2 needs xfs with pquota); trials run without a disk limit",
+                self.spec.storage_mb,
+            )
             await self._remove_own()
             code, out, err = await docker(*self._run_args(False))
         elif with_storage and code == 0:

@@ -38,18 +38,11 @@ class TaskDoor:
     def crashed(self, unit: TrialSpec, error: ErrorInfo) -> TrialResult:
         stamp = now_iso()
         return TrialResult(
-            trial_id=unit.trial_id,
-            task_name=unit.task.name,
-            task_path=str(unit.task.path),
-            attempt=unit.attempt,
-            agent=unit.agent,
-            model=unit.model,
-            provider=unit.provider,
+            **unit.identity(),
             status="error",
             error=error.model_copy(update={"infrastructure": True}),
             started_at=stamp,
             finished_at=stamp,
-            folder=unit.folder,
         )
 
     def verdict(self, result: TrialResult) -> Verdict:

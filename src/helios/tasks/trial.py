@@ -49,6 +49,20 @@ class TrialSpec:
     #: how the display names it ("task #2" with k > 1)
     label: str = ""
 
+    def identity(self) -> dict[str, Any]:
+        """The fields naming this trial in its result, whether it ran or crashed."""
+        task = self.task
+        return {
+            "trial_id": self.trial_id,
+            "task_name": task.name,
+            "task_path": str(task.path),
+            "attempt": self.attempt,
+            "agent": self.agent,
+            "model": self.model,
+            "provider": self.provider,
+            "folder": self.folder,
+        }
+
     def body(self) -> TaskBody:
         """The trial's phases (a new one per run: it keeps the steps' outcomes)."""
         task = self.task
@@ -142,13 +156,7 @@ def trial_result(spec: TrialSpec, episode: Episode, body: TaskBody | None = None
     error = episode.error or episode.score.error
     reward = episode.reward
     return TrialResult(
-        trial_id=spec.trial_id,
-        task_name=spec.task.name,
-        task_path=str(spec.task.path),
-        attempt=spec.attempt,
-        agent=spec.agent,
-        model=spec.model,
-        provider=spec.provider,
+        **spec.identity(),
         status=status_for(reward, episode.error),
         reward=reward,
         rewards=episode.score.rewards,
@@ -161,7 +169,6 @@ def trial_result(spec: TrialSpec, episode: Episode, body: TaskBody | None = None
         usage=episode.usage,
         started_at=episode.started_at,
         finished_at=episode.finished_at,
-        folder=spec.folder,
         steps=step_results(body) if body is not None else None,
         reward_strategy=spec.task.config.reward_strategy if spec.task.config.steps else None,
     )
