@@ -210,7 +210,8 @@ def datagen(params: Params, out: Path) -> dict[str, Any]:
         console=Console(file=open("/dev/null", "w")),  # noqa: SIM115
     )  # fmt: skip
     result = runner.run()
-    return {"done": result.rows + result.failed, "failed": result.failed}
+    # a prompt discarded for having no reasoning (the script sends none) still ran
+    return {"done": result.rows + result.discarded + result.failed, "failed": result.failed}
 
 
 # -- tool-call tests: text mode against the same server ---------------------------------

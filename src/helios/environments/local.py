@@ -154,12 +154,18 @@ class LocalEnvironment(Environment):
             raise EnvironmentExecError("sandbox is not running")
         # The working directory is made from inside the sandbox: on the host side a
         # path could run through a symlink the agent planted, and lead outside.
+        # `cd` and `[` are shell builtins: a mkdir process only when the folder is missing
+        # (a process per command was a tenth of the sandbox's CPU per trial).
         quoted = shlex.quote(cwd)
-        script = f"mkdir -p -- {quoted} 2>/dev/null; cd -- {quoted} || exit 125\n{command}"
+        script = (
+            f"cd -- {quoted} 2>/dev/null || {{ mkdir -p -- {quoted} 2>/dev/null; cd -- {quoted}; }}"
+            f" || exit 125\n{command}"
+        )
         declared = dict(self.spec.env)
         if who is not None:
             declared = {"HOME": who.home, "USER": who.name, "LOGNAME": who.name, **declared}
-            script = f"mkdir -p -- {shlex.quote(who.home)} 2>/dev/null; {script}"
+            home = shlex.quote(who.home)
+            script = f"[ -d {home} ] || mkdir -p -- {home} 2>/dev/null; {script}"
         full_env = sandbox_env(declared, env)
         marker = self.marker()
         call = BwrapCall(
