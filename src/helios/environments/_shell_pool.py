@@ -22,12 +22,21 @@ from helios.environments._shell import (
     server_python,
 )
 from helios.environments.base import ExecResult
+from helios.environments.local_limits import runs_as_root
 
 Key = tuple[object, ...]
 
 
 def key_of(call: BwrapCall) -> Key:
-    return (call.uid, call.gid, call.share_net, call.extra_binds)
+    """Calls with the same identity inside share a shell: the default user is root
+    (0, 0) when Helios is root, so the verifier's explicit root reuses the agent's
+    idle, sealed shell instead of starting a second interpreter per trial."""
+    uid, gid = call.uid, call.gid
+    if uid is None and runs_as_root():
+        uid, gid = 0, 0
+    elif uid is not None and gid is None:
+        gid = uid
+    return (uid, gid, call.share_net, call.extra_binds)
 
 
 class ShellPool:
