@@ -10,6 +10,7 @@ client asks; latency and jitter are the server's.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import time
@@ -48,6 +49,11 @@ class MockServer:
         """Model replies served so far (the real number of model turns)."""
         with urllib.request.urlopen(f"{self.base_url}/_stats", timeout=30) as response:
             return int(json.loads(response.read())["served_ok"])
+
+    def cpu_seconds(self) -> float:
+        """The server process's CPU so far (user + system), from /proc."""
+        fields = Path(f"/proc/{self.proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
     def stop(self) -> None:
         self.proc.terminate()

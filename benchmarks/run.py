@@ -81,6 +81,7 @@ def run_workload(name: str, args: argparse.Namespace, workdir: Path) -> dict[str
                   "latency_ms": args.latency_ms, "url": server.base_url,
                   "workers": args.workers, "api": args.api}  # fmt: skip
         before = server.served()
+        machine_before, server_before = machine_cpu_seconds(), server.cpu_seconds()
         if name == "inspect":
             import inspect_bench
 
@@ -94,6 +95,12 @@ def run_workload(name: str, args: argparse.Namespace, workdir: Path) -> dict[str
                 return {"name": name, "error": proc.stderr.strip().splitlines()[-3:]}
             measured = json.loads(proc.stdout.strip().splitlines()[-1])
         model_turns = server.served() - before
+        # Everything the machine ran but the model server: getrusage misses the
+        # processes a sandbox's init outlives (killed shells' servers), the kernel's
+        # workers do namespace teardown; on a quiet machine this is the whole cost.
+        measured["cpu_machine"] = (machine_cpu_seconds() - machine_before) - (
+            server.cpu_seconds() - server_before
+        )
     finally:
         server.stop()
     ideal = math.ceil(args.episodes / args.concurrency) * turns * args.latency_ms / 1000
@@ -103,16 +110,27 @@ def run_workload(name: str, args: argparse.Namespace, workdir: Path) -> dict[str
             **params, **measured}  # fmt: skip
 
 
+def machine_cpu_seconds() -> float:
+    """CPU time of the whole machine so far (all but idle and iowait), from /proc/stat."""
+    with open("/proc/stat") as stat:
+        jiffies = [int(x) for x in stat.readline().split()[1:]]
+    busy = sum(jiffies[:8]) - jiffies[3] - jiffies[4]  # minus idle, iowait
+    return busy / os.sysconf("SC_CLK_TCK")
+
+
 def print_row(row: dict[str, Any]) -> None:
     if "error" in row:
         print(f"{row['name']:<10} failed: {row['error']}")
         return
     done, wall = row["done"], row["wall"]
-    per_turn = row["cpu"] / max(row["model_turns"], 1) * 1000
+    turns = max(row["model_turns"], 1)
+    per_turn = row["cpu"] / turns * 1000
+    machine = row.get("cpu_machine")
+    on_machine = f" (machine {machine / turns * 1000:5.2f})" if machine is not None else ""
     print(
         f"{row['name']:<10} N={row['episodes']:<7} C={row['concurrency']:<5}"
         f" T={row['turns_per']:<2}"
-        f" {wall:7.1f}s {done / wall:8.1f} ep/s  cpu/turn {per_turn:6.2f} ms"
+        f" {wall:7.1f}s {done / wall:8.1f} ep/s  cpu/turn {per_turn:6.2f} ms{on_machine}"
         f"  rss {row['rss_mb']:6.0f} MB (child {row['rss_children_mb']:4.0f})"
         f"  eff {row['ideal'] / wall:5.2f}  failed {row['failed']}"
     )
