@@ -14,8 +14,10 @@ Wire format (see `_shell.py`, the host side):
   `R` ready (once), `O` stdout bytes, `E` stderr bytes, `X` the end:
   b"<exit code> <1 if timed out else 0>".
 
-It imports nothing beyond builtin modules (no subprocess, json or selectors),
-so it starts in about the time of a bare interpreter.
+It imports builtin modules only (`posix`, `select`, `sys`, `time`), and `_ctypes`
+for one prctl: no `os`, `signal`, `subprocess`, `json` or `selectors`, whose own
+imports would cost milliseconds per start. It starts in about 13 ms of CPU, against
+9.4 ms for a bare interpreter.
 
 Per command, as a one-shot bwrap exec would:
 - `sh -c script` with exactly the given environment, stdin empty (/dev/null),
