@@ -227,6 +227,45 @@ def test_stop_processes_keeps_only_a_sealed_idle_shell(tmp_path: Path) -> None:
     _in_sandbox(body)
 
 
+@pytest.mark.parametrize(
+    "tamper",
+    [
+        "prlimit --pid 1 --nproc=3:3",  # the verifier could then not fork: `cmd || echo 1`
+        "renice -n 19 -p 1",
+        "taskset -p 1 1",
+    ],
+)
+def test_a_shell_a_command_changed_does_not_serve_the_verifier(tamper: str) -> None:
+    """Same uid, no capabilities, not dumpable: a command still may lower the server's
+    limits, raise its nice value or pin it; its children (the verifier's) would inherit
+    them, so such a shell is not kept past the agent's phase."""
+    if tamper.startswith("taskset") and len(os.sched_getaffinity(0)) < 2:
+        pytest.skip("one CPU: pinning changes nothing")
+
+    async def body(env: LocalEnvironment) -> None:
+        before = (await env.exec("cat /proc/1/limits; nice")).stdout
+        changed = await env.exec(f"{tamper} >/dev/null && echo changed")
+        assert changed.stdout == "changed\n", changed  # the attack works on the server...
+        pid = _only_shell(env)
+        await env.stop_processes()
+        assert env._pool.shells == {}  # ...so it is not kept
+        fresh = await env.exec("cat /proc/1/limits; nice")
+        assert _only_shell(env) != pid
+        assert fresh.stdout == before
+
+    _in_sandbox(body)
+
+
+def test_an_untouched_shell_is_kept_for_the_verifier() -> None:
+    async def body(env: LocalEnvironment) -> None:
+        await env.exec("prlimit --pid $$ --nproc=3:3; renice -n 19 -p $$ >/dev/null; true")
+        pid = _only_shell(env)
+        await env.stop_processes()  # a command changing itself leaves the server as it was
+        assert _only_shell(env) == pid
+
+    _in_sandbox(body)
+
+
 def test_one_shot_fallback_keeps_working() -> None:
     async def body(env: LocalEnvironment) -> None:
         await env._pool.close()

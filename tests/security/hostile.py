@@ -202,6 +202,17 @@ def catalogue(ctx: Context) -> list[Hostile]:
             dockerfile_extra=PYTHON_IMAGE,
         ),
         Hostile(
+            "limit-lowering",
+            # Lower pid 1's limits so that the verifier, its child, cannot fork: a test
+            # that awards when a check finds no error then awards when the check cannot run.
+            solve="prlimit --pid 1 --nproc=1:1 && echo lowered\n",
+            test=(
+                "echo ERROR > /tmp/app.log\n"
+                "if grep -q ERROR /tmp/app.log; then echo 0; else echo 1; fi"
+                " > /logs/verifier/reward.txt\n"
+            ),
+        ),
+        Hostile(
             "preseeded-reward",
             solve=(
                 "mkdir -p /logs/verifier; echo 1 > /logs/verifier/reward.txt\n"

@@ -79,6 +79,7 @@ FORGERS = {
     "ldso-swap": None,
     "usercustomize": None,
     "preseeded-reward": "RewardFileMissing",
+    "limit-lowering": None,
     "precreated-tests": None,
     "key-read": None,
     "host-secret-read": None,

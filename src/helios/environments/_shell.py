@@ -116,6 +116,9 @@ class SandboxShell:
         self._server: int | None = None
         #: the last close killed the server by its pidfd: nothing of it can be left
         self.clean = False
+        #: the server's host pid, and what a command could change in it (below)
+        self._server_pid: int | None = None
+        self._state: ServerState | None = None
         self._stderr: asyncio.Task[bytes] | None = None
 
     async def start(self) -> None:
@@ -127,7 +130,10 @@ class SandboxShell:
             if kind != b"R":
                 raise ShellUnavailable(f"unexpected first frame {kind!r}")
             self.sealed = data == b"sealed"
-            self._server = _server_pidfd(self.proc.pid)
+            found = _server_pidfd(self.proc.pid)
+            if found is not None:
+                self._server, self._server_pid = found
+                self._state = server_state(self._server_pid)
         except BaseException as exc:
             reason = await self._failure_reason()
             await run_to_end(self.close())
@@ -208,7 +214,11 @@ class SandboxShell:
         """May serve the next phase (a verifier): alive, idle, sealed, its server
         known. Between commands its namespace holds nothing but the server, which
         killed everything else when the last command ended."""
-        return self.sealed and not self.dead and not self.busy and self._server is not None
+        if not self.sealed or self.dead or self.busy or self._server is None:
+            return False
+        # Lower limits, a higher nice value or another CPU set given to the server
+        # by a command would pass on to the verifier's processes: then it goes.
+        return self._server_pid is not None and server_state(self._server_pid) == self._state
 
     async def _kill(self) -> None:
         self.dead = True
@@ -246,9 +256,25 @@ class SandboxShell:
                 await self._stderr
 
 
-def _server_pidfd(bwrap: int) -> int | None:
-    """A pidfd of the server: the only child of the sandbox's outer bwrap (with
-    `--as-pid-1` there is no separate init)."""
+#: (limits, nice value, scheduling policy, CPU set) of a process
+ServerState = tuple[str, int, int, frozenset[int]]
+
+
+def server_state(pid: int) -> ServerState | None:
+    """What a process of the same uid, without tracing it, may change in another and
+    its children inherit: its resource limits (lowered with prlimit), its nice value
+    (raised), its scheduling policy and its CPU affinity. None if it is gone."""
+    try:
+        limits = Path(f"/proc/{pid}/limits").read_text()
+        nice = os.getpriority(os.PRIO_PROCESS, pid)
+        return limits, nice, os.sched_getscheduler(pid), frozenset(os.sched_getaffinity(pid))
+    except OSError:
+        return None
+
+
+def _server_pidfd(bwrap: int) -> tuple[int, int] | None:
+    """A pidfd of the server and its pid: the only child of the sandbox's outer bwrap
+    (with `--as-pid-1` there is no separate init)."""
     try:
         children = Path(f"/proc/{bwrap}/task/{bwrap}/children").read_text().split()
     except OSError:
@@ -256,7 +282,7 @@ def _server_pidfd(bwrap: int) -> int | None:
     if len(children) != 1:
         return None
     try:
-        return os.pidfd_open(int(children[0]))
+        return os.pidfd_open(int(children[0])), int(children[0])
     except OSError:
         return None
 
