@@ -32,7 +32,7 @@ Per command, as a one-shot bwrap exec would:
 from __future__ import annotations
 
 # Builtin modules only: `os` is a Python module over `posix` whose own imports, like
-# `signal`'s (enum), cost milliseconds of CPU per server start; a trial starts two.
+# `signal`'s (enum), cost milliseconds of CPU per server start, once per sandbox.
 import posix as os
 import select
 import sys
