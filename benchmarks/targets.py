@@ -31,7 +31,16 @@ def _load() -> str:
 
 
 def _per_turn(row: dict[str, Any]) -> float:
-    return float(row["cpu"]) / max(int(row["model_turns"]), 1) * 1000
+    """The larger of getrusage's CPU and the machine's (minus the model server's) per
+    turn: getrusage misses the shell servers that die with their bwrap unreaped."""
+    cpu = max(float(row["cpu"]), float(row.get("cpu_machine", 0.0)))
+    return cpu / max(int(row["model_turns"]), 1) * 1000
+
+
+def _cpu_text(row: dict[str, Any]) -> str:
+    turns = max(int(row["model_turns"]), 1)
+    by_rusage = float(row["cpu"]) / turns * 1000
+    return f"{_per_turn(row):.2f} ms ({by_rusage:.2f} ms by getrusage)"
 
 
 class Table:
@@ -70,15 +79,15 @@ def _bash_row(args: argparse.Namespace, run: Runner, work: Path, table: Table) -
     table.add("bash in local sandbox, N=500 C=256 T=5 100 ms", "≥ 60 ep/s, ≥ 20× Inspect",
               f"{rate:.1f} ep/s, {ratio}", met, load)  # fmt: skip
     table.add("  harness CPU per turn (sandbox execs included)", "≤ 3 ms",
-              f"{_per_turn(local):.2f} ms", _per_turn(local) <= 3.0, load)  # fmt: skip
+              _cpu_text(local), _per_turn(local) <= 3.0, load)  # fmt: skip
 
 
 def _trivial_rows(args: argparse.Namespace, run: Runner, work: Path, table: Table) -> None:
     load = _load()
     trivial = run("trivial", _with(args, episodes=500, concurrency=256, turns=5,
                                    latency_ms=100.0), work)  # fmt: skip
-    table.add("trivial tool, CPU per model turn", "≤ 1.5 ms", f"{_per_turn(trivial):.2f} ms "
-              f"({trivial['done'] / trivial['wall']:.0f} ep/s)", _per_turn(trivial) <= 1.5, load)
+    table.add("trivial tool, CPU per model turn", "≤ 1.5 ms", f"{_cpu_text(trivial)}, "
+              f"{trivial['done'] / trivial['wall']:.0f} ep/s", _per_turn(trivial) <= 1.5, load)
     load = _load()
     slow = run("trivial", _with(args, episodes=2560, concurrency=256, turns=3,
                                 latency_ms=1000.0), work)  # fmt: skip
