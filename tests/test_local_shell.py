@@ -370,3 +370,20 @@ def test_a_hijacked_archive_from_the_shell_follows_no_link(tmp_path: Path) -> No
         assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["ok"]
 
     _in_sandbox(body)
+
+
+def test_two_commands_at_once_without_a_shell_leave_no_orphan_shell() -> None:
+    """Both would start a shell for the same key; the second must not replace (and so
+    lose) the first: one start, the other command a one-shot exec."""
+
+    async def body(env: LocalEnvironment) -> None:
+        await env._pool.close()  # no shell, none starting: as after a shell died
+        holder = env._holder
+        results = await asyncio.gather(env.exec("echo a"), env.exec("echo b"))
+        assert sorted(r.stdout for r in results) == ["a\n", "b\n"]
+        live = [s for s in env._pool.shells.values() if not s.dead]
+        assert len(live) == 1
+        await env._pool.close()
+        assert [p for p, h in sandbox_processes().items() if h == holder] == []
+
+    _in_sandbox(body)
