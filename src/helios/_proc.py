@@ -25,26 +25,34 @@ class ProcResult:
     timed_out: bool
 
 
+class CappedOutput:
+    """One output stream kept up to `cap` bytes; the rest is counted and dropped,
+    with a marker at the end (one-shot processes and the sandbox's shell alike)."""
+
+    def __init__(self, cap: int = OUTPUT_CAP) -> None:
+        self.cap = cap
+        self.chunks: list[bytes] = []
+        self.size = 0
+        self.dropped = 0
+
+    def add(self, data: bytes) -> None:
+        keep = data[: max(self.cap - self.size, 0)]
+        if keep:
+            self.chunks.append(keep)
+            self.size += len(keep)
+        self.dropped += len(data) - len(keep)
+
+    def value(self) -> bytes:
+        marker = f"\n[... {self.dropped} bytes dropped ...]\n".encode() if self.dropped else b""
+        return b"".join(self.chunks) + marker
+
+
 async def _read_capped(stream: asyncio.StreamReader | None, cap: int) -> bytes:
-    if stream is None:
-        return b""
-    chunks: list[bytes] = []
-    size = 0
-    dropped = 0
-    while True:
-        chunk = await stream.read(65536)
-        if not chunk:
-            break
-        if size < cap:
-            keep = chunk[: cap - size]
-            chunks.append(keep)
-            size += len(keep)
-            dropped += len(chunk) - len(keep)
-        else:
-            dropped += len(chunk)
-    if dropped:
-        chunks.append(f"\n[... {dropped} bytes dropped ...]\n".encode())
-    return b"".join(chunks)
+    output = CappedOutput(cap)
+    if stream is not None:
+        while chunk := await stream.read(65536):
+            output.add(chunk)
+    return output.value()
 
 
 def _kill_group(proc: asyncio.subprocess.Process) -> None:

@@ -28,6 +28,7 @@ import pickle
 import signal
 import socket
 import time
+import traceback
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
@@ -55,9 +56,13 @@ def split(total: int, parts: int, index: int) -> int:
     return max(1, total // parts + (1 if index < total % parts else 0))
 
 
-async def _send(writer: asyncio.StreamWriter, message: tuple[Any, ...]) -> None:
+def _frame(message: tuple[Any, ...]) -> bytes:
     data = pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL)
-    writer.write(len(data).to_bytes(4, "big") + data)
+    return len(data).to_bytes(4, "big") + data
+
+
+async def _send(writer: asyncio.StreamWriter, message: tuple[Any, ...]) -> None:
+    writer.write(_frame(message))
     await writer.drain()
 
 
@@ -193,6 +198,8 @@ async def _fork(service: BatchService[Any, Any], units: Sequence[Any], ctx: Epis
         try:
             _worker_main(service, units, ctx, child_sock, slots, starts)
         except BaseException:
+            # Its units in flight are recorded as crashed by the parent; say why here.
+            traceback.print_exc()
             code = 1
         finally:
             os._exit(code)
@@ -258,11 +265,6 @@ async def _work(service: BatchService[Any, Any], units: Sequence[Any], parent_ct
         if services is not None:
             await services.close()
         writer.close()
-
-
-def _frame(message: tuple[Any, ...]) -> bytes:
-    data = pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL)
-    return len(data).to_bytes(4, "big") + data
 
 
 def _own_services(service: BatchService[Any, Any]) -> Any:

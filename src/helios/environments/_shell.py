@@ -26,7 +26,7 @@ from functools import cache
 from pathlib import Path
 from typing import Protocol
 
-from helios._proc import OUTPUT_CAP, decode, run_to_end, spawn
+from helios._proc import CappedOutput, decode, run_to_end, spawn
 from helios.environments._bwrap import tool
 from helios.environments._local_cleanup import kill_marked
 from helios.environments.base import ExecResult
@@ -75,30 +75,8 @@ class Sink(Protocol):
     def add(self, data: bytes) -> None: ...
 
 
-def _text(out: _Capped | Sink) -> str:
-    return out.text() if isinstance(out, _Capped) else ""
-
-
-class _Capped:
-    """One output stream, cut at `OUTPUT_CAP` with a marker, as one-shot execs are."""
-
-    def __init__(self) -> None:
-        self.chunks: list[bytes] = []
-        self.size = 0
-        self.dropped = 0
-
-    def add(self, data: bytes) -> None:
-        room = OUTPUT_CAP - self.size
-        if room > 0:
-            self.chunks.append(data[:room])
-            self.size += min(room, len(data))
-        self.dropped += max(0, len(data) - max(room, 0))
-
-    def text(self) -> str:
-        if self.dropped:
-            self.chunks.append(f"\n[... {self.dropped} bytes dropped ...]\n".encode())
-            self.dropped = 0
-        return decode(b"".join(self.chunks))
+def _text(out: CappedOutput | Sink) -> str:
+    return decode(out.value()) if isinstance(out, CappedOutput) else ""
 
 
 class SandboxShell:
@@ -169,8 +147,8 @@ class SandboxShell:
         if self.proc is None or self.proc.stdin is None or self.dead:
             raise ShellUnavailable("the shell is not running")
         self.busy = True
-        out: _Capped | Sink = _Capped() if sink is None else sink
-        err = _Capped()
+        out: CappedOutput | Sink = CappedOutput() if sink is None else sink
+        err = CappedOutput()
         try:
             backstop = None if timeout is None else timeout + BACKSTOP
             async with asyncio.timeout(backstop):
@@ -179,13 +157,13 @@ class SandboxShell:
                 return await self._collect(out, err)
         except TimeoutError:
             await self._kill()
-            return ExecResult(_text(out), err.text(), -signal.SIGKILL, timed_out=True)
+            return ExecResult(_text(out), _text(err), -signal.SIGKILL, timed_out=True)
         except (asyncio.IncompleteReadError, ConnectionError, ValueError, KeyError):
             # The command killed its shell, or the stream broke: this command's
             # result is what came so far; the next command gets a fresh shell.
             await self._kill()
             err.add(b"\n[the sandbox's shell died during this command]\n")
-            return ExecResult(_text(out), err.text(), DIED_CODE)
+            return ExecResult(_text(out), _text(err), DIED_CODE)
         except BaseException:
             # A cancel mid-command: what runs must not go on unseen.
             await run_to_end(self._kill())
@@ -193,7 +171,7 @@ class SandboxShell:
         finally:
             self.busy = False
 
-    async def _collect(self, out: _Capped | Sink, err: _Capped) -> ExecResult:
+    async def _collect(self, out: CappedOutput | Sink, err: CappedOutput) -> ExecResult:
         while True:
             kind, data = await self._frame()
             if kind == b"O":
@@ -205,7 +183,7 @@ class SandboxShell:
                 timed_out = timed == b"1"
                 # A timed-out command reads as killed, as a one-shot exec's bwrap does.
                 code = -signal.SIGKILL if timed_out else int(status)
-                return ExecResult(_text(out), err.text(), code, timed_out)
+                return ExecResult(_text(out), _text(err), code, timed_out)
             else:
                 raise ValueError(f"unknown frame {kind!r}")
 

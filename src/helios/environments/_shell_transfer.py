@@ -16,6 +16,7 @@ import shlex
 from typing import IO
 
 from helios.environments._bwrap import tool
+from helios.environments._payload import place_payload
 from helios.environments._safe_copy import Bounds, UnsafeDownload
 
 #: uploads up to this size go through the shell (they are held in memory once)
@@ -31,12 +32,7 @@ def usable() -> bool:
 def upload_script(dst: str, is_dir: bool) -> str:
     """Unpack the archive (its one member `payload`) and copy it to `dst` as the
     one-shot path does: a folder's contents into `dst`, a file as `dst`."""
-    target = shlex.quote(dst)
-    if is_dir:
-        copy = f'mkdir -p -- {target} && cp -a -- "$t"/payload/. {target}/'
-    else:
-        parent = shlex.quote(posixpath.dirname(dst) or "/")
-        copy = f'mkdir -p -- {parent} && cp -a -- "$t"/payload {target}'
+    copy = place_payload('"$t"', dst, is_dir=is_dir)
     return (
         't=$(mktemp -d /tmp/.helios-upload-XXXXXXXX) || exit 1\n'
         f'tar -x -f - --no-same-owner -C "$t" && {copy}\n'

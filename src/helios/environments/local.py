@@ -21,14 +21,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
-import posixpath
 import secrets
 import shlex
 import shutil
 import tempfile
 from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import ClassVar
+from typing import BinaryIO, ClassVar
 
 from helios._proc import decode, last_line, run_process, run_to_end
 from helios.environments import _local_root, _shell_transfer, _tar
@@ -40,6 +39,7 @@ from helios.environments._local_cleanup import (
     remove_holder,
 )
 from helios.environments._local_users import LocalUsers, SandboxUser
+from helios.environments._payload import place_payload
 from helios.environments._safe_copy import Bounds, copy_out, extract_tar
 from helios.environments._shell import Sink
 from helios.environments._shell_pool import ShellPool
@@ -218,12 +218,7 @@ class LocalEnvironment(Environment):
         is_dir = await asyncio.to_thread(src.is_dir)
         if await self._upload_in_shell(src, dst, is_dir):
             return
-        target = shlex.quote(dst)
-        if is_dir:
-            copy = f"mkdir -p -- {target} && cp -a -- {TRANSFER_MOUNT}/payload/. {target}/"
-        else:
-            parent = shlex.quote(posixpath.dirname(dst) or "/")
-            copy = f"mkdir -p -- {parent} && cp -a -- {TRANSFER_MOUNT}/payload {target}"
+        copy = place_payload(TRANSFER_MOUNT, dst, is_dir=is_dir)
         async with self._transfer() as folder:
             await asyncio.to_thread(_stage, src, folder / "payload")
             result = await self._exec(copy, "/", {}, 120, transfer=folder)
@@ -261,8 +256,7 @@ class LocalEnvironment(Environment):
                 raise EnvironmentExecError(f"{src} does not exist in the sandbox")
             if not result.ok:
                 raise EnvironmentExecError(f"{what} failed: {result.stderr.strip()[:200]}")
-            await asyncio.to_thread(spool.seek, 0)
-            await asyncio.to_thread(extract_tar, spool, dst, what=what, bounds=bounds)
+            await asyncio.to_thread(_extract_spool, spool, dst, what, bounds)
         finally:
             await asyncio.to_thread(spool.close)
         return True
@@ -318,6 +312,12 @@ class LocalEnvironment(Environment):
             # To its end: a Ctrl-C arriving now must not leave the sandbox behind.
             scan = self._dirty or self._pool.dirty or self._running > 0
             await run_to_end(remove_holder(holder, scan=scan))
+
+
+def _extract_spool(spool: BinaryIO, dst: Path, what: str, bounds: Bounds) -> None:
+    """A download's archive, spooled whole, checked and unpacked at `dst` (one thread hop)."""
+    spool.seek(0)
+    extract_tar(spool, dst, what=what, bounds=bounds)
 
 
 def _stage(src: Path, dst: Path) -> None:

@@ -17,10 +17,10 @@ from __future__ import annotations
 import asyncio
 import posixpath
 import secrets
-import shlex
 from pathlib import Path, PurePosixPath
 from typing import ClassVar
 
+from helios.environments._payload import place_payload
 from helios.environments.base import ROOT, Capabilities, Environment, ExecResult, User
 from helios.errors import EnvironmentExecError
 
@@ -84,12 +84,8 @@ class UserView(Environment):
         await self.inner.upload(src, f"{staging}/payload")
         try:
             await self.inner.give_to(staging, owner)
-            target = shlex.quote(dst)
-            if await asyncio.to_thread(src.is_dir):
-                copy = f"mkdir -p -- {target} && cp -R -p -- {staging}/payload/. {target}/"
-            else:
-                parent = shlex.quote(posixpath.dirname(dst) or "/")
-                copy = f"mkdir -p -- {parent} && cp -p -- {staging}/payload {target}"
+            is_dir = await asyncio.to_thread(src.is_dir)
+            copy = place_payload(staging, dst, is_dir=is_dir, keep_owner=False)
             result = await self.inner.exec(copy, cwd="/", timeout=120, user=owner)
             if not result.ok:
                 raise EnvironmentExecError(f"upload to {dst} failed: {result.stderr.strip()[:200]}")

@@ -116,11 +116,7 @@ class AnthropicModel:
         self, messages: list[Message], tools: list[dict[str, Any]], config: GenerationConfig
     ) -> ModelResponse:
         body = self._request(messages, tools, config)
-        response = await self._endpoint.post("/v1/messages", body, config.timeout)
-        try:
-            return self._parse(response)
-        except (AttributeError, TypeError, ValueError, KeyError) as exc:
-            raise TransientError(f"malformed response: {type(exc).__name__}: {exc}") from None
+        return await self._endpoint.call("/v1/messages", body, config.timeout, self._parse)
 
     def _parse(self, response: dict[str, Any]) -> ModelResponse:
         content = response.get("content")

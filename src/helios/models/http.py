@@ -17,14 +17,16 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Callable, Mapping
+from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
 import aiohttp
 
 from helios.models.errors import ConnectionFailed, ModelError, TransientError
 from helios.models.sdk_errors import status_error, unreachable_reason
+
+T = TypeVar("T")
 
 
 class JsonEndpoint:
@@ -71,6 +73,18 @@ class JsonEndpoint:
         if not isinstance(parsed, dict):
             raise TransientError(f"malformed response: not a JSON object: {raw[:200]!r}")
         return parsed
+
+    async def call(
+        self, path: str, body: dict[str, Any], timeout: float,
+        parse: Callable[[dict[str, Any]], T],
+    ) -> T:  # fmt: skip
+        """`post`, then the reply read by `parse`: a reply of a shape `parse` cannot
+        read is a malformed response (transient, retried), as an unparseable one is."""
+        reply = await self.post(path, body, timeout)
+        try:
+            return parse(reply)
+        except (AttributeError, TypeError, ValueError, KeyError) as exc:
+            raise TransientError(f"malformed response: {type(exc).__name__}: {exc}") from None
 
     async def close(self) -> None:
         session, self._session = self._session, None

@@ -120,11 +120,7 @@ class OpenAIChatModel:
         self, messages: list[Message], tools: list[dict[str, Any]], config: GenerationConfig
     ) -> ModelResponse:
         body = self._request(messages, tools, config)
-        response = await self._endpoint.post("/chat/completions", body, config.timeout)
-        try:
-            return self._parse(response)
-        except (AttributeError, TypeError, ValueError, KeyError) as exc:
-            raise TransientError(f"malformed response: {type(exc).__name__}: {exc}") from None
+        return await self._endpoint.call("/chat/completions", body, config.timeout, self._parse)
 
     def _parse(self, response: dict[str, Any]) -> ModelResponse:
         choices = response.get("choices")
