@@ -7,10 +7,15 @@ import os
 import shutil
 import subprocess
 import sys
+import uuid
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
+
+if TYPE_CHECKING:
+    from helios.environments.local import LocalEnvironment
 
 # pytester drives the tool-call pytest plugin's own tests (tests/toolcalls/); pytest
 # only accepts pytest_plugins in the top-level conftest.
@@ -123,3 +128,13 @@ def make_task(tmp_path: Path) -> TaskMaker:
 def helios_cmd(*args: str) -> list[str]:
     """The installed CLI, run with this interpreter (works inside or outside a venv)."""
     return [sys.executable, "-m", "helios", *args]
+
+
+@pytest.fixture
+def local_env(need_bwrap: None, make_task: TaskMaker) -> LocalEnvironment:
+    """A local sandbox (not started) for a plain task, for the tools' tests."""
+    from helios.environments.local import LocalEnvironment
+    from helios.tasks.task import load_task
+
+    task = load_task(make_task("tools"))
+    return LocalEnvironment(task.sandbox_spec(), trial_id=uuid.uuid4().hex[:8], run_id="test")
