@@ -133,7 +133,8 @@ class OpenAIChatModel:
         for call in raw.get("tool_calls") or []:
             function = _field(call, "function")
             if not isinstance(function, dict):
-                continue
+                # dropping it would lose a call the model made: ask again instead
+                raise TransientError("malformed response: a tool call without a function")
             arguments = function.get("arguments") or ""
             arguments = arguments if isinstance(arguments, str) else json.dumps(arguments)
             calls.append(
