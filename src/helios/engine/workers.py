@@ -197,9 +197,12 @@ async def _fork(service: BatchService[Any, Any], units: Sequence[Any], ctx: Epis
         code = 0
         try:
             _worker_main(service, units, ctx, child_sock, slots, starts)
-        except BaseException:
-            # Its units in flight are recorded as crashed by the parent; say why here.
+        except Exception:
+            # A bug, not a stop: its units in flight are recorded as crashed by the
+            # parent; say why here.
             traceback.print_exc()
+            code = 1
+        except BaseException:  # an interrupt: the parent reports it, quietly
             code = 1
         finally:
             os._exit(code)
