@@ -17,7 +17,8 @@ command -v dockerd >/dev/null 2>&1 || missing="$missing docker.io"
 command -v bwrap >/dev/null 2>&1 || missing="$missing bubblewrap"
 command -v debootstrap >/dev/null 2>&1 || missing="$missing debootstrap"
 command -v tmux >/dev/null 2>&1 || missing="$missing tmux"
-# the hostile-task suite builds a preloaded library for its ld.so swap (tests/security)
+# gcc: the local sandbox's compiled shell server, and the hostile-task suite's
+# preloaded library for its ld.so swap (tests/security)
 command -v gcc >/dev/null 2>&1 || missing="$missing gcc libc6-dev"
 # espeak-ng: the tool-call tests' offline speech (helios.toolcalls.EspeakSynthesizer)
 command -v espeak-ng >/dev/null 2>&1 || missing="$missing espeak-ng"

@@ -7,26 +7,41 @@ import asyncio
 import os
 import signal
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 
 import pytest
 
 from helios._proc import OUTPUT_CAP
 from helios.environments._local_cleanup import sandbox_processes
-from helios.environments._shell import server_python
+from helios.environments._shell import ENV_SWITCH, server_program
+from helios.environments._shell_native import native_server
 from helios.environments.local import LocalEnvironment
 from helios.environments.spec import SandboxSpec
 from helios.errors import EnvironmentExecError
 
-pytestmark = pytest.mark.usefixtures("need_bwrap")
+pytestmark = pytest.mark.usefixtures("need_bwrap", "server")
+
+
+@pytest.fixture(params=["compiled", "python"], autouse=True)
+def server(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    """Every test runs against both servers: the compiled one (where a C compiler is:
+    CI must have one) and the Python one (the fallback; same wire format)."""
+    if request.param == "compiled" and native_server() is None:
+        if os.environ.get("HELIOS_REQUIRE_BWRAP") == "1":
+            pytest.fail("the compiled shell server did not build (a C compiler is required)")
+        pytest.skip("no C compiler: the compiled shell server cannot be built")
+    monkeypatch.setenv(ENV_SWITCH, "1" if request.param == "compiled" else "python")
+    server_program.cache_clear()
+    yield request.param
+    server_program.cache_clear()
 
 Body = Callable[[LocalEnvironment], Awaitable[None]]
 
 
 def _in_sandbox(body: Body, *, spec: SandboxSpec | None = None) -> None:
-    if server_python() is None:
-        pytest.skip("no system python3 for the persistent shell")
+    program = server_program()
+    assert program is not None, "no server program (a C compiler or a system python3)"
     env = LocalEnvironment(spec or SandboxSpec(), trial_id=uuid.uuid4().hex[:8], run_id="shell")
 
     async def go() -> None:

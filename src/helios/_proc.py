@@ -161,7 +161,10 @@ async def _wait_readers(
 ) -> tuple[bytes, bytes, bool]:
     timed_out = False
     try:
-        await asyncio.wait_for(asyncio.shield(readers), timeout)
+        # asyncio.timeout, not wait_for: on 3.11 wait_for loses a cancel that lands
+        # as the awaited thing finishes (gh-86296), and the caller's cancel must hold.
+        async with asyncio.timeout(timeout):
+            await asyncio.shield(readers)
     except TimeoutError:
         timed_out = True
         _kill_group(proc)
@@ -178,7 +181,8 @@ async def _wait_readers(
     try:
         # After a kill the pipes close, so the readers finish with what was written;
         # a grandchild that escaped the group could hold them open, hence the bound.
-        results = await asyncio.wait_for(readers, 10)
+        async with asyncio.timeout(10):
+            results = await readers
         out, err = results[0], results[1]
     except TimeoutError:
         out, err = b"", b"[output lost: pipes held open after kill]"

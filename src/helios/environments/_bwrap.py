@@ -83,11 +83,14 @@ class BwrapCall:
     def argv(self, script: str) -> list[str]:
         return self.command_argv(["sh", "-c", script])
 
-    def command_argv(self, command: list[str]) -> list[str]:
-        """The sandbox running `command` (after the limits) instead of `sh -c script`."""
+    def command_argv(self, command: list[str], *, own_limits: bool = False) -> list[str]:
+        """The sandbox running `command` (after the limits) instead of `sh -c script`.
+        `own_limits`: the command sets the limits itself (the compiled shell server),
+        so no `prlimit` process runs before it."""
         bwrap, prlimit = tool("bwrap"), tool("prlimit")
         if bwrap is None or prlimit is None:
             raise FileNotFoundError("bwrap or prlimit")
+        limits = [] if own_limits else self.limits.prlimit_argv(prlimit)
         return [
             *self._identity(),
             bwrap, "--unshare-all", *(["--share-net"] if self.share_net else []), *self._user(),
@@ -103,7 +106,7 @@ class BwrapCall:
             *(["--setenv", "HELIOS_EXEC", self.marker, "--unsetenv", "HELIOS_EXEC"]
               if self.marker else []),
             *[arg for key, value in self.env.items() for arg in ("--setenv", key, value)],
-            *self.limits.prlimit_argv(prlimit),
+            *limits,
             *command,
         ]  # fmt: skip
 

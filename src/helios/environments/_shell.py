@@ -22,6 +22,7 @@ import asyncio
 import contextlib
 import os
 import signal
+from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 from typing import Protocol
@@ -29,6 +30,7 @@ from typing import Protocol
 from helios._proc import CappedOutput, decode, run_to_end, spawn
 from helios.environments._bwrap import tool
 from helios.environments._local_cleanup import kill_marked
+from helios.environments._shell_native import native_server
 from helios.environments.base import ExecResult
 
 #: a frame larger than this is a broken (or forged) stream, not output
@@ -56,13 +58,29 @@ def server_source() -> str:
     return "\n".join(lines) + "\n"
 
 
+@dataclass(frozen=True)
+class ServerProgram:
+    """What a sandbox's shell runs: the compiled server (`_shell_native`), else the
+    Python one with the system interpreter the sandbox sees (its /usr is the host's,
+    read-only)."""
+
+    binary: bytes | None = None
+    python: str | None = None
+
+
 @cache
-def server_python() -> str | None:
-    """The system Python the sandbox sees (its /usr is the host's, read-only), or
-    None: then every command is a one-shot bwrap. HELIOS_LOCAL_SHELL=0 turns it off."""
-    if os.environ.get(ENV_SWITCH, "1") == "0":
+def server_program() -> ServerProgram | None:
+    """None: every command is a one-shot bwrap. HELIOS_LOCAL_SHELL=0 turns the shell
+    off; HELIOS_LOCAL_SHELL=python keeps the Python server even with a compiler.
+    The first call may compile (a fraction of a second, once per machine)."""
+    switch = os.environ.get(ENV_SWITCH, "1")
+    if switch == "0":
         return None
-    return tool("python3")
+    binary = None if switch == "python" else native_server()
+    if binary is not None:
+        return ServerProgram(binary=binary)
+    python = tool("python3")
+    return None if python is None else ServerProgram(python=python)
 
 
 def server_argv(python: str) -> list[str]:
@@ -104,7 +122,11 @@ class SandboxShell:
             self.proc = await spawn(self.argv, stdin=True, env=self.env)
             assert self.proc.stderr is not None
             self._stderr = asyncio.ensure_future(_tail(self.proc.stderr))
-            kind, data = await asyncio.wait_for(self._frame(), START_TIMEOUT)
+            # asyncio.timeout, not wait_for: on 3.11 wait_for loses a cancel that
+            # lands as the ready frame arrives (gh-86296), and the command then runs
+            # on, uncancelled (tests/test_sandbox_interrupts.py caught it).
+            async with asyncio.timeout(START_TIMEOUT):
+                kind, data = await self._frame()
             if kind != b"R":
                 raise ShellUnavailable(f"unexpected first frame {kind!r}")
             self.sealed = data == b"sealed"

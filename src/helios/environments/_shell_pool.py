@@ -16,11 +16,13 @@ from helios._proc import run_to_end
 from helios.environments._bwrap import BwrapCall
 from helios.environments._shell import (
     SandboxShell,
+    ServerProgram,
     ShellUnavailable,
     Sink,
     server_argv,
-    server_python,
+    server_program,
 )
+from helios.environments._shell_native import SERVER_MOUNT, place_server
 from helios.environments.base import ExecResult
 from helios.environments.local_limits import runs_as_root
 
@@ -43,11 +45,18 @@ class ShellPool:
     def __init__(self) -> None:
         self.shells: dict[Key, SandboxShell] = {}
         #: no shell can start here: every command is a one-shot bwrap
-        self.one_shot = server_python() is None
+        self.one_shot = False
+        #: what the shells run; looked up by `prepare` (it may compile, once)
+        self.program: ServerProgram | None = None
         #: a shell ended without its server known to be killed: the host's
         #: processes must be searched before the sandbox is trusted empty
         self.dirty = False
         self._starting: dict[Key, asyncio.Task[SandboxShell | None]] = {}
+
+    async def prepare(self) -> None:
+        """Find (or build, once per machine) the server, off the event loop."""
+        self.program = await asyncio.to_thread(server_program)
+        self.one_shot = self.one_shot or self.program is None
 
     def warm(self, call: BwrapCall) -> None:
         """Start the shell for `call` now, in the background."""
@@ -87,17 +96,15 @@ class ShellPool:
 
     async def _start(self, call: BwrapCall) -> SandboxShell | None:
         key = key_of(call)
-        python = server_python()
-        if python is None:
+        program = self.program or server_program()
+        if program is None:
             return None
         for old_key, old in list(self.shells.items()):
             if old_key[3] != call.extra_binds and not old.busy:
                 # A user was added since: no command will pick that shell again.
                 del self.shells[old_key]
                 await self._close(old)
-        # bwrap's own environment (and the server's) is the sandbox's alone.
-        own = dataclasses.replace(call, as_pid_1=True)
-        shell = SandboxShell(own.command_argv(server_argv(python)), call.env, call.marker)
+        shell = SandboxShell(_server_command(call, program), call.env, call.marker)
         self.shells[key] = shell
         shell.busy = True
         try:
@@ -130,3 +137,16 @@ class ShellPool:
     async def _close(self, shell: SandboxShell) -> None:
         await shell.close()
         self.dirty = self.dirty or not shell.clean
+
+
+def _server_command(call: BwrapCall, program: ServerProgram) -> list[str]:
+    """bwrap running the server as the sandbox's init, under `call`'s identity,
+    binds and limits; bwrap's own environment (and the server's) is the sandbox's."""
+    own = dataclasses.replace(call, as_pid_1=True)
+    if program.binary is None:
+        assert program.python is not None
+        return own.command_argv(server_argv(program.python))
+    # A copy in the holder folder, which nothing inside can write, bound read-only.
+    binary = place_server(call.root.parent, program.binary)
+    own = dataclasses.replace(own, extra_binds=(*call.extra_binds, (str(binary), SERVER_MOUNT)))
+    return own.command_argv([SERVER_MOUNT, *call.limits.rlimit_values()], own_limits=True)

@@ -1,5 +1,7 @@
 """The persistent shell's server: runs *inside* a local sandbox, one per sandbox
 (and user and network), and runs the commands the host sends it one at a time.
+Where the host has a C compiler, `_shell_server.c` (the same wire format and
+behaviour) runs instead; this one is the fallback.
 
 It is started by bwrap as `python3 -I -S -c <this file's text>` with the host's
 system Python (read-only in the sandbox), so nothing the agent can write is on
@@ -21,7 +23,8 @@ imports would cost milliseconds per start. It starts in about 13 ms of CPU, agai
 
 Per command, as a one-shot bwrap exec would:
 - `sh -c script` with exactly the given environment, stdin empty (/dev/null),
-  its own session; the server's own pipes are never inherited;
+  its own session, SIGPIPE and SIGXFSZ at their defaults; the server's own
+  pipes are never inherited;
 - when it exits (or its timeout passes) every other process of the sandbox is
   killed (`kill(-1)`), so no process outlives its command, and the output ends
   when that command's does. The server is the pid namespace's init (bwrap's
@@ -39,6 +42,9 @@ import sys
 import time
 
 SIGKILL = 9  # signal.SIGKILL on Linux
+#: SIGPIPE and SIGXFSZ, which Python ignores and children would inherit ignored:
+#: a command gets them back at their defaults, as in a one-shot exec or a container
+DEFAULT_SIGNALS = (13, 25)
 
 #: after the command's exit (or its timeout), how long leftover output may drain
 DRAIN_SECONDS = 2.0
@@ -87,7 +93,7 @@ def spawn(script: bytes, env: dict[bytes, bytes], feed: bool) -> tuple[int, int,
     ]
     try:
         pid = os.posix_spawn(b"/bin/sh", [b"sh", b"-c", script], env,
-                             file_actions=actions, setsid=True)
+                             file_actions=actions, setsid=True, setsigdef=DEFAULT_SIGNALS)
     finally:
         for fd in (out_w, err_w, in_r):
             if fd >= 0:
@@ -189,6 +195,9 @@ def main() -> None:
     """Requests: fields of `<length>\\n<bytes>`: the timeout (empty: none), the
     script, the bytes for its stdin (empty: /dev/null), the number of variables,
     then each variable's name and value."""
+    if os.getpid() != 1:
+        # kill(-1) anywhere else would reach every process the user may signal.
+        sys.exit("helios shell: not the init of its own pid namespace; refusing to run")
     reader = sys.stdin.buffer
     send(b"R", seal())  # ready
     while (timeout := field(reader)) is not None:

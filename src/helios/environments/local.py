@@ -111,6 +111,7 @@ class LocalEnvironment(Environment):
         )
         # The first command's shell starts now, while the agent's first model
         # call is in flight, not when that command arrives.
+        await self._pool.prepare()
         self._pool.warm(self._root_call(self.marker()))
 
     @staticmethod

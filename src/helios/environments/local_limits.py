@@ -39,18 +39,16 @@ class LocalLimits:
         storage = spec.storage_mb if spec.storage_mb is not None else DEFAULT_STORAGE_MB
         return cls(memory_mb=spec.memory_mb, pids=spec.pids, storage_mb=storage)
 
+    def rlimit_values(self) -> list[str]:
+        """RLIMIT_NPROC, RLIMIT_DATA and RLIMIT_FSIZE, in that order (soft = hard)."""
+        return [str(self.pids), str(self.memory_mb * MIB), str(self.storage_mb * MIB)]
+
     def prlimit_argv(self, prlimit: str) -> list[str]:
         """A `prlimit` prefix run inside the sandbox: soft = hard, so nothing
         inside can raise them again."""
-        data = self.memory_mb * MIB
-        fsize = self.storage_mb * MIB
-        return [
-            prlimit,
-            f"--nproc={self.pids}:{self.pids}",
-            f"--data={data}:{data}",
-            f"--fsize={fsize}:{fsize}",
-            "--",
-        ]
+        nproc, data, fsize = self.rlimit_values()
+        return [prlimit, f"--nproc={nproc}:{nproc}", f"--data={data}:{data}",
+                f"--fsize={fsize}:{fsize}", "--"]  # fmt: skip
 
 
 def runs_as_root() -> bool:
