@@ -35,6 +35,8 @@ async def check_contract(env: Environment, tmp_path: Path) -> None:
         listing = await env.exec("cat /data/in/a.txt /data/in/sub/b.txt /data/one/renamed.txt")
         assert listing.stdout == "ABS"
 
+        await _check_prepare_and_upload(env, tmp_path)
+
         # download a directory and a file made inside
         await env.exec("mkdir -p /out/deep && echo X > /out/deep/x.txt && echo Y > /out/y.txt")
         await env.download("/out", tmp_path / "down")
@@ -44,3 +46,28 @@ async def check_contract(env: Environment, tmp_path: Path) -> None:
     finally:
         await env.stop()
     await env.stop()  # idempotent
+
+
+async def _check_prepare_and_upload(env: Environment, tmp_path: Path) -> None:
+    """The verifier's reset and its tests: `prepare`, then the uploads in order (the
+    local sandbox does it in one command when it can: the same outcome)."""
+    first, second = tmp_path / "tests", tmp_path / "step-tests"
+    (first / "d").mkdir(parents=True)
+    (first / "test.sh").write_text("one")
+    (first / "test.sh").chmod(0o755)
+    (first / "d" / "keep.txt").write_text("K")
+    second.mkdir()
+    (second / "test.sh").write_text("two")
+    await env.exec("mkdir -p /fresh && echo stale > /fresh/old.txt")
+    reset = "rm -rf /fresh && mkdir -p /fresh"
+    single = await env.prepare_and_upload(reset, [(first, "/fresh")])
+    assert single.ok
+    seen = await env.exec("cat /fresh/test.sh; [ -x /fresh/test.sh ] && echo ' x'; ls -a /fresh")
+    assert seen.stdout.split() == ["one", "x", ".", "..", "d", "test.sh"]
+    layered = await env.prepare_and_upload(reset, [(first, "/fresh"), (second, "/fresh")])
+    assert layered.ok
+    seen = await env.exec("cat /fresh/test.sh /fresh/d/keep.txt")
+    assert seen.stdout == "twoK"
+    failed = await env.prepare_and_upload("echo no >&2; exit 4", [(first, "/nowhere")])
+    assert (failed.exit_code, failed.stderr) == (4, "no\n")
+    assert (await env.exec("[ -e /nowhere ]")).exit_code == 1  # nothing uploaded

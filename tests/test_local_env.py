@@ -126,3 +126,38 @@ def test_planted_symlinks_cannot_reach_host_files(make_task: TaskMaker, tmp_path
     asyncio.run(go())
     assert canary.read_text() == "host secret"
     assert sorted(p.name for p in outside.iterdir()) == ["canary.txt"]
+
+
+def test_the_verifier_reset_and_tests_are_one_shell_command(
+    make_task: TaskMaker, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The fast path is taken: one command through the sandbox's shell, no separate
+    exec or upload (the contract test checks it gives the same files)."""
+    tests = tmp_path / "tests"
+    tests.mkdir()
+    (tests / "test.sh").write_text("echo 1 > /logs/verifier/reward.txt\n")
+    env = _env(make_task("fused"))
+    commands: list[str] = []
+    real = env._shell_command
+
+    async def counted(command: str, **kwargs: object) -> object:
+        commands.append(command)
+        return await real(command, **kwargs)  # type: ignore[arg-type]
+
+    async def refused(*args: object, **kwargs: object) -> None:
+        raise AssertionError("a separate exec or upload ran")
+
+    async def go() -> None:
+        await env.start()
+        try:
+            monkeypatch.setattr(env, "_shell_command", counted)
+            monkeypatch.setattr(env, "exec", refused)
+            monkeypatch.setattr(env, "upload", refused)
+            done = await env.prepare_and_upload("mkdir -p /tests", [(tests, "/tests")])
+            assert done.ok and len(commands) == 1 and "tar -x" in commands[0]
+            monkeypatch.undo()
+            assert (await env.exec("cat /tests/test.sh")).stdout.startswith("echo 1")
+        finally:
+            await env.stop()
+
+    asyncio.run(go())

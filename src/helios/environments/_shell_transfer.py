@@ -40,6 +40,17 @@ def upload_script(dst: str, is_dir: bool) -> str:
     )
 
 
+def prepared_upload_script(prepare: str, dst: str) -> str:
+    """`prepare`, then the archive unpacked straight into `dst`, which `prepare` left
+    an empty folder nothing else can reach: no staging folder and no copy (five
+    processes fewer than `upload_script`). The result is `prepare`'s when it fails."""
+    return (
+        f"{prepare}\n"
+        "code=$?; [ $code = 0 ] || exit $code\n"
+        f"exec tar -x -f - --no-same-owner --strip-components=1 -C {shlex.quote(dst)}"
+    )
+
+
 def download_script(src: str) -> str | None:
     """Archive `src` (a link as a link) on stdout; None for a path it cannot name."""
     parent, name = posixpath.split(posixpath.normpath(src))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import shlex
 from abc import ABC, abstractmethod
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar
@@ -96,6 +97,22 @@ class Environment(ABC):
     @abstractmethod
     async def upload(self, src: Path, dst: str) -> None:
         """Copy a host file or directory to `dst`; a directory's contents land in `dst`."""
+
+    async def prepare_and_upload(
+        self, prepare: str, uploads: Sequence[tuple[Path, str]]
+    ) -> ExecResult:
+        """Run `prepare` as root from `/`; if it succeeds, the uploads in order (an
+        upload that fails raises, as `upload` does). The result is `prepare`'s.
+
+        `prepare` must leave each upload's `dst` an empty folder that nothing else
+        in the sandbox can reach (the verifier's fresh /tests): a provider may then
+        do both in one command, unpacking straight into it."""
+        who = ROOT if self.supports_users else None
+        result = await self.exec(prepare, cwd="/", timeout=60, user=who)
+        if result.ok:
+            for src, dst in uploads:
+                await self.upload(src, dst)
+        return result
 
     @abstractmethod
     async def download(self, src: str, dst: Path) -> None:

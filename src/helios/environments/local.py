@@ -25,7 +25,7 @@ import secrets
 import shlex
 import shutil
 import tempfile
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 from typing import BinaryIO, ClassVar
 
@@ -240,6 +240,24 @@ class LocalEnvironment(Environment):
             raise EnvironmentExecError(f"upload to {dst} failed: {result.stderr.strip()[:200]}")
         return True
 
+    async def prepare_and_upload(
+        self, prepare: str, uploads: Sequence[tuple[Path, str]]
+    ) -> ExecResult:
+        # The first upload in the same command as `prepare` (the verifier's reset
+        # and its tests: one command, not two, and no staging copy).
+        first = uploads[0] if uploads else None
+        if first is not None and not self._pool.one_shot and _shell_transfer.usable():
+            archive = await asyncio.to_thread(_pack_folder, first[0])
+            if archive is not None:
+                script = _shell_transfer.prepared_upload_script(prepare, first[1])
+                result = await self._shell_command(script, data=archive)
+                if result is not None and result.ok:
+                    for src, dst in uploads[1:]:
+                        await self.upload(src, dst)
+                    return result
+        # No shell, too large, or it failed: the two steps apart say which failed.
+        return await super().prepare_and_upload(prepare, uploads)
+
     async def _download_in_shell(self, src: str, dst: Path) -> bool:
         script = _shell_transfer.download_script(src)
         if script is None or self._pool.one_shot or not _shell_transfer.usable():
@@ -350,3 +368,11 @@ def _unusable(reason: str) -> str:
 async def remove_orphan_sandboxes() -> list[str]:
     """Remove the sandboxes whose owning process is gone (kept for older callers)."""
     return await cleanup_sandboxes(None)
+
+
+def _pack_folder(src: Path) -> bytes | None:
+    """A folder's archive for the shell, or None (not a folder, or too large)."""
+    if not src.is_dir():
+        return None
+    archive = _tar.pack(src, "payload")
+    return archive if len(archive) <= _shell_transfer.SHELL_UPLOAD_MAX else None

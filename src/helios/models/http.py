@@ -22,6 +22,7 @@ from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
 import aiohttp
+import msgspec
 
 from helios.models.errors import ConnectionFailed, ModelError, TransientError
 from helios.models.sdk_errors import status_error, unreachable_reason
@@ -50,7 +51,9 @@ class JsonEndpoint:
 
     async def post(self, path: str, body: dict[str, Any], timeout: float) -> dict[str, Any]:
         session = self._session or self._open()
-        data = json.dumps(body, ensure_ascii=False).encode("utf-8")
+        # msgspec: a tenth of json.dumps's CPU for a request, which carries the
+        # whole conversation each turn (the bytes on the wire are still JSON).
+        data = msgspec.json.encode(body)
         try:
             async with session.post(
                 self.base_url + path, data=data, timeout=aiohttp.ClientTimeout(total=timeout)
@@ -67,8 +70,8 @@ class JsonEndpoint:
         if status >= 400:
             raise _status_error(status, raw, headers)
         try:
-            parsed = json.loads(raw)
-        except ValueError:
+            parsed = msgspec.json.decode(raw)
+        except (ValueError, msgspec.DecodeError):
             raise TransientError(f"malformed response: {raw[:200]!r}") from None
         if not isinstance(parsed, dict):
             raise TransientError(f"malformed response: not a JSON object: {raw[:200]!r}")

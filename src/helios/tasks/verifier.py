@@ -27,7 +27,7 @@ from typing import Any
 
 from helios.agents.base import AgentOutcome
 from helios.engine.episode import Score
-from helios.environments.base import ROOT, Environment, User
+from helios.environments.base import Environment, User
 from helios.environments.view import file_owner
 from helios.errors import RewardFileInvalid, RewardFileMissing, VerifierError, VerifierTimeout
 from helios.failures import ErrorInfo
@@ -87,16 +87,15 @@ async def run_tests(
 async def _run_tests(env: Environment, plan: VerifierPlan, out_dir: Path, separate: bool) -> None:
     # A new name each time, made only now: the agent cannot have prepared it.
     home = f"/tmp/helios-verifier-home-{secrets.token_hex(8)}"
-    as_root: dict[str, Any] = {"user": ROOT} if env.supports_users else {}
     keep_tests = separate and await _image_has_tests(env, plan)
     reset = "rm -rf /logs/verifier && mkdir -p /logs/verifier" if keep_tests else (
         "rm -rf /logs/verifier /tests && mkdir -p /logs/verifier /tests"
     )
-    cleared = await env.exec(f"{reset} && mkdir -m 700 {home}", cwd="/", timeout=60, **as_root)
+    # The tests go into the /tests just made (a step's files over the task's).
+    uploads = [] if keep_tests else [(tests, "/tests") for tests in plan.tests_dirs]
+    cleared = await env.prepare_and_upload(f"{reset} && mkdir -m 700 {home}", uploads)
     if not cleared.ok:
         raise VerifierError(f"could not reset /logs/verifier: {cleared.stderr.strip()[:200]}")
-    for tests in () if keep_tests else plan.tests_dirs:
-        await env.upload(tests, "/tests")  # a step's files over the task's
     owner = await file_owner(env, plan.user)
     if owner is not None:
         await _give(env, owner, ["/logs/verifier", "/tests", home])
