@@ -18,6 +18,7 @@ import functools
 import hashlib
 import logging
 import os
+import platform
 import shutil
 import stat
 import subprocess
@@ -47,7 +48,11 @@ def native_server() -> bytes | None:
         source = _SOURCE.read_bytes()
     except OSError:
         return None
-    name = f"shell-server-{hashlib.sha256(source).hexdigest()[:16]}"
+    # The machine and libc in the key too: a home folder shared between hosts
+    # must not hand one host's build to another.
+    libc = os.confstr("CS_GNU_LIBC_VERSION") if "CS_GNU_LIBC_VERSION" in os.confstr_names else ""
+    key = b"\0".join([source, platform.machine().encode(), (libc or "").encode()])
+    name = f"shell-server-{hashlib.sha256(key).hexdigest()[:16]}"
     cached = cache_dir() / name
     if _trusted(cached):
         return cached.read_bytes()
