@@ -6,8 +6,7 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
-import uuid
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -19,6 +18,8 @@ from helios.environments._shell_native import native_server
 from helios.environments.local import LocalEnvironment
 from helios.environments.spec import SandboxSpec
 from helios.errors import EnvironmentExecError
+
+from .sandbox_helpers import Body, in_sandbox
 
 pytestmark = pytest.mark.usefixtures("need_bwrap", "server")
 
@@ -36,22 +37,11 @@ def server(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> I
     yield request.param
     server_program.cache_clear()
 
-Body = Callable[[LocalEnvironment], Awaitable[None]]
-
 
 def _in_sandbox(body: Body, *, spec: SandboxSpec | None = None) -> None:
     program = server_program()
     assert program is not None, "no server program (a C compiler or a system python3)"
-    env = LocalEnvironment(spec or SandboxSpec(), trial_id=uuid.uuid4().hex[:8], run_id="shell")
-
-    async def go() -> None:
-        await env.start()
-        try:
-            await body(env)
-        finally:
-            await env.stop()
-
-    asyncio.run(go())
+    in_sandbox(body, spec=spec, run_id="shell")
 
 
 def _only_shell(env: LocalEnvironment) -> int:

@@ -4,13 +4,11 @@ The behaviour both servers share is tested in test_local_shell.py, once per serv
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 import os
 import stat
 import subprocess
-import uuid
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -23,7 +21,7 @@ from helios.environments._shell_native import SERVER_MOUNT, native_server
 from helios.environments.local import LocalEnvironment
 from helios.environments.spec import SandboxSpec
 
-Body = Callable[[LocalEnvironment], Awaitable[None]]
+from .sandbox_helpers import Body, in_sandbox
 
 
 @pytest.fixture
@@ -40,16 +38,7 @@ def compiled(monkeypatch: pytest.MonkeyPatch) -> Iterator[bytes]:
 
 
 def _in_sandbox(body: Body, spec: SandboxSpec | None = None) -> None:
-    env = LocalEnvironment(spec or SandboxSpec(), trial_id=uuid.uuid4().hex[:8], run_id="native")
-
-    async def go() -> None:
-        await env.start()
-        try:
-            await body(env)
-        finally:
-            await env.stop()
-
-    asyncio.run(go())
+    in_sandbox(body, spec=spec, run_id="native")
 
 
 @pytest.mark.usefixtures("need_bwrap")
