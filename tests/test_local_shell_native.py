@@ -5,6 +5,7 @@ The behaviour both servers share is tested in test_local_shell.py, once per serv
 from __future__ import annotations
 
 import hashlib
+import logging
 import os
 import stat
 import subprocess
@@ -139,11 +140,13 @@ def test_the_build_is_cached_and_a_tampered_cache_is_not_trusted(
 
 @pytest.mark.usefixtures("rebuilds")
 def test_without_a_compiler_the_python_server_is_used(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
     _fresh_build(monkeypatch, tmp_path)
     monkeypatch.setenv("PATH", str(tmp_path / "empty"))
-    assert native_server() is None
+    with caplog.at_level(logging.WARNING, logger="helios.environments._shell_native"):
+        assert native_server() is None
+    assert "no C compiler: install gcc" in caplog.text  # the user is told, once
     monkeypatch.setenv(ENV_SWITCH, "1")
     server_program.cache_clear()
     try:
@@ -156,7 +159,7 @@ def test_without_a_compiler_the_python_server_is_used(
 
 @pytest.mark.usefixtures("rebuilds")
 def test_a_compiler_that_fails_leaves_the_python_server(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
     _fresh_build(monkeypatch, tmp_path / "cache")
     bin_dir = tmp_path / "bin"
@@ -165,7 +168,9 @@ def test_a_compiler_that_fails_leaves_the_python_server(
     broken.write_text("#!/bin/sh\necho 'cc: internal error' >&2\nexit 1\n")
     broken.chmod(0o755)
     monkeypatch.setenv("PATH", str(bin_dir))
-    assert native_server() is None
+    with caplog.at_level(logging.WARNING, logger="helios.environments._shell_native"):
+        assert native_server() is None
+    assert "the C compiler failed" in caplog.text
     assert not list((tmp_path / "cache" / "helios").glob("*shell-server*"))
 
 
