@@ -130,6 +130,13 @@ def helios_cmd(*args: str) -> list[str]:
     return [sys.executable, "-m", "helios", *args]
 
 
+def mock_llm_cmd(script: Path, port_file: Path, key: str) -> list[str]:
+    """The scripted model server as a user starts it: any free port, written to
+    `port_file`, answering only requests with `key`."""
+    return [sys.executable, "-m", "helios.testing.mock_llm", "--port", "0", "--script",
+            str(script), "--port-file", str(port_file), "--require-key", key]  # fmt: skip
+
+
 @pytest.fixture
 def local_env(need_bwrap: None, make_task: TaskMaker) -> LocalEnvironment:
     """A local sandbox (not started) for a plain task, for the tools' tests."""

@@ -5,14 +5,13 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from .conftest import helios_cmd
+from .conftest import helios_cmd, mock_llm_cmd
 
 KEY = "sk-cli-test-9f8e7d6c5b4a"
 SCRIPT = Path(__file__).parent / "fixtures" / "scripted_examples.json"
@@ -30,19 +29,7 @@ def mock_server(tmp_path: Path) -> Iterator[str]:
     """The scripted server as its own process, as a user would start it."""
     port_file = tmp_path / "port"
     proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "helios.testing.mock_llm",
-            "--port",
-            "0",
-            "--script",
-            str(SCRIPT),
-            "--port-file",
-            str(port_file),
-            "--require-key",
-            KEY,
-        ],
+        mock_llm_cmd(SCRIPT, port_file, KEY),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,

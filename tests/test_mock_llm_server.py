@@ -8,7 +8,6 @@ import os
 import selectors
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -20,6 +19,7 @@ import helios.testing
 from helios.testing.mock_llm import MockLLMServer
 from helios.testing.mock_script import Script
 
+from .conftest import mock_llm_cmd
 from .mock_llm_helpers import (
     SCRIPT,
     ant,
@@ -267,19 +267,7 @@ def test_cli_subprocess_serves_and_exits_on_sigterm(tmp_path: Path) -> None:
     port_file = tmp_path / "port"
     src_dir = str(Path(helios.testing.__file__).resolve().parents[2])
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([src_dir, os.environ.get("PYTHONPATH", "")])}
-    cmd = [
-        sys.executable,
-        "-m",
-        "helios.testing.mock_llm",
-        "--port",
-        "0",
-        "--script",
-        str(script_path),
-        "--port-file",
-        str(port_file),
-        "--require-key",
-        "cli-key",
-    ]
+    cmd = mock_llm_cmd(script_path, port_file, "cli-key")
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
     try:
         line = _read_line(proc, timeout=30)

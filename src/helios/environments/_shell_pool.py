@@ -46,17 +46,16 @@ class ShellPool:
         self.shells: dict[Key, SandboxShell] = {}
         #: no shell can start here: every command is a one-shot bwrap
         self.one_shot = False
-        #: what the shells run; looked up by `prepare` (it may compile, once)
-        self.program: ServerProgram | None = None
         #: a shell ended without its server known to be killed: the host's
         #: processes must be searched before the sandbox is trusted empty
         self.dirty = False
         self._starting: dict[Key, asyncio.Task[SandboxShell | None]] = {}
 
     async def prepare(self) -> None:
-        """Find (or build, once per machine) the server, off the event loop."""
-        self.program = await asyncio.to_thread(server_program)
-        self.one_shot = self.one_shot or self.program is None
+        """Find (or build, once per machine) the server, off the event loop; it is
+        cached, so the shells' starts then look it up at no cost."""
+        program = await asyncio.to_thread(server_program)
+        self.one_shot = self.one_shot or program is None
 
     def warm(self, call: BwrapCall) -> None:
         """Start the shell for `call` now, in the background."""
@@ -96,7 +95,7 @@ class ShellPool:
 
     async def _start(self, call: BwrapCall) -> SandboxShell | None:
         key = key_of(call)
-        program = self.program or server_program()
+        program = server_program()
         if program is None:
             return None
         for old_key, old in list(self.shells.items()):

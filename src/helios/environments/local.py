@@ -7,10 +7,10 @@ run in a persistent shell (`_shell`): one `bwrap` per sandbox (and user and
 network) with no network, its own pid namespace and die-with-parent, whose
 server runs one command at a time and kills every other process of its
 namespace when a command ends, so no process outlives the command that started
-it. Without a usable system Python, or when the shell is busy, a command is its
-own one-shot `bwrap`, with the same guarantees. Files persist between commands
-through the trial's root. See `_bwrap` for what the sandbox sees and who it
-runs as, and `local_limits` for its resource limits.
+it. Without a shell server here (compiled, or the system Python), or when the
+shell is busy, a command is its own one-shot `bwrap`, with the same guarantees.
+Files persist between commands through the trial's root. See `_bwrap` for what
+the sandbox sees and who it runs as, and `local_limits` for its resource limits.
 
 The Dockerfile is not run: the build context's files (a task's `environment/`) are copied into the
 working directory. Tasks whose Dockerfile installs software need docker.
@@ -216,9 +216,9 @@ class LocalEnvironment(Environment):
     # view and can never reach host files. What comes out is checked on the
     # host again (`copy_out`): no link followed, nothing outside `dst`, bounded.
     async def upload(self, src: Path, dst: str) -> None:
-        is_dir = await asyncio.to_thread(src.is_dir)
-        if await self._upload_in_shell(src, dst, is_dir):
+        if await self._upload_in_shell(src, dst):
             return
+        is_dir = await asyncio.to_thread(src.is_dir)
         copy = place_payload(TRANSFER_MOUNT, dst, is_dir=is_dir)
         async with self._transfer() as folder:
             await asyncio.to_thread(_stage, src, folder / "payload")
@@ -226,12 +226,17 @@ class LocalEnvironment(Environment):
         if result.exit_code != 0:
             raise EnvironmentExecError(f"upload to {dst} failed: {result.stderr.strip()[:200]}")
 
-    async def _upload_in_shell(self, src: Path, dst: str, is_dir: bool) -> bool:
-        if self._pool.one_shot or not _shell_transfer.usable():
+    @property
+    def _transfers_in_shell(self) -> bool:
+        return not self._pool.one_shot and _shell_transfer.usable()
+
+    async def _upload_in_shell(self, src: Path, dst: str) -> bool:
+        if not self._transfers_in_shell:
             return False
-        archive = await asyncio.to_thread(_tar.pack, src, "payload")
-        if len(archive) > _shell_transfer.SHELL_UPLOAD_MAX:
+        packed = await asyncio.to_thread(_shell_archive, src)
+        if packed is None:
             return False
+        archive, is_dir = packed
         script = _shell_transfer.upload_script(dst, is_dir)
         result = await self._shell_command(script, data=archive)
         if result is None:
@@ -246,11 +251,11 @@ class LocalEnvironment(Environment):
         # The first upload in the same command as `prepare` (the verifier's reset
         # and its tests: one command, not two, and no staging copy).
         first = uploads[0] if uploads else None
-        if first is not None and not self._pool.one_shot and _shell_transfer.usable():
-            archive = await asyncio.to_thread(_pack_folder, first[0])
-            if archive is not None:
+        if first is not None and self._transfers_in_shell:
+            packed = await asyncio.to_thread(_shell_archive, first[0])
+            if packed is not None and packed[1]:  # a folder: its contents go in
                 script = _shell_transfer.prepared_upload_script(prepare, first[1])
-                result = await self._shell_command(script, data=archive)
+                result = await self._shell_command(script, data=packed[0])
                 if result is not None and result.ok:
                     for src, dst in uploads[1:]:
                         await self.upload(src, dst)
@@ -260,7 +265,7 @@ class LocalEnvironment(Environment):
 
     async def _download_in_shell(self, src: str, dst: Path) -> bool:
         script = _shell_transfer.download_script(src)
-        if script is None or self._pool.one_shot or not _shell_transfer.usable():
+        if script is None or not self._transfers_in_shell:
             return False
         what = f"download of {src}"
         bounds = Bounds()
@@ -370,9 +375,10 @@ async def remove_orphan_sandboxes() -> list[str]:
     return await cleanup_sandboxes(None)
 
 
-def _pack_folder(src: Path) -> bytes | None:
-    """A folder's archive for the shell, or None (not a folder, or too large)."""
-    if not src.is_dir():
-        return None
+def _shell_archive(src: Path) -> tuple[bytes, bool] | None:
+    """An upload's archive for the shell (its one member `payload`) and whether it is
+    a folder; None when it is too large to hold in memory (the one-shot path then)."""
     archive = _tar.pack(src, "payload")
-    return archive if len(archive) <= _shell_transfer.SHELL_UPLOAD_MAX else None
+    if len(archive) > _shell_transfer.SHELL_UPLOAD_MAX:
+        return None
+    return archive, src.is_dir()
