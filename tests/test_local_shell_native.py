@@ -9,6 +9,7 @@ import logging
 import os
 import stat
 import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -230,3 +231,22 @@ def test_a_broken_request_ends_the_server_cleanly(server_binary: Path, request: 
     an exit, never a signal, and never a hang (the run's timeout)."""
     done = _serve(server_binary, request)
     assert done.returncode in (0, 2), (request, done.returncode, done.stderr)
+
+
+@pytest.mark.usefixtures("compiled")
+def test_two_processes_building_at_once_both_get_the_whole_server(tmp_path: Path) -> None:
+    """Each builds under its own temporary name and renames: neither reads the other's
+    half-written file, and no partial file is left in the cache."""
+    code = (
+        "import hashlib, sys\n"
+        "from helios.environments._shell_native import native_server\n"
+        "data = native_server()\n"
+        "print(hashlib.sha256(data).hexdigest() if data else 'none')\n"
+    )
+    env = {**os.environ, "XDG_CACHE_HOME": str(tmp_path)}
+    runs = [subprocess.Popen([sys.executable, "-c", code], env=env, stdout=subprocess.PIPE,
+                             text=True) for _ in range(3)]  # fmt: skip
+    digests = {run.communicate(timeout=120)[0].strip() for run in runs}
+    assert len(digests) == 1 and "none" not in digests
+    [cached] = (tmp_path / "helios").iterdir()  # one whole build, no leftovers
+    assert hashlib.sha256(cached.read_bytes()).hexdigest() in digests

@@ -3,25 +3,16 @@ agent) or a hostile task folder, and what must hold after each runs through the
 real task door (`ParallelRunner`).
 
 Every honest test.sh here writes reward 0 (or 1 only when a limit broke), so any
-reward above 0 is forged or a broken limit.
+reward above 0 is forged or a broken limit. `hostile_batch` writes them as task
+folders and runs them.
 """
 
 from __future__ import annotations
 
-import asyncio
-import json
-import os
-import shutil
-import socket
-import threading
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
-
-from helios.tasks.runner import ParallelRunner
-from helios.tasks.summary import BatchResult
 
 KEY_CANARY = "sk-helios-canary-" + uuid.uuid4().hex
 #: what the host-only reward file holds: it must never show up in result.json
@@ -117,30 +108,6 @@ class Hostile:
     needs: tuple[str, ...] = ()
 
 
-def write_task(base: Path, hostile: Hostile, ctx: Context) -> Path:
-    task = base / hostile.name
-    (task / "environment").mkdir(parents=True)
-    (task / "tests").mkdir()
-    (task / "solution").mkdir()
-    (task / "environment" / "Dockerfile").write_text(
-        f"FROM debian:bookworm-slim\nWORKDIR /app\n{hostile.dockerfile_extra}"
-    )
-    (task / "task.toml").write_text(
-        'version = "1.0"\n[verifier]\ntimeout_sec = 60\n'
-        f"[agent]\ntimeout_sec = {hostile.agent_timeout}\n"
-        f"[environment]\ncpus = 1\nmemory_mb = {hostile.memory_mb}\n{hostile.toml_extra}"
-    )
-    (task / "instruction.md").write_text("Do the thing.\n")
-    (task / "tests" / "test.sh").write_text("#!/bin/sh\n" + hostile.test)
-    (task / "solution" / "solve.sh").write_text("#!/bin/bash\n" + hostile.solve)
-    for rel, text in hostile.files.items():
-        (task / rel).parent.mkdir(parents=True, exist_ok=True)
-        (task / rel).write_text(text)
-    if hostile.prepare is not None:
-        hostile.prepare(task, ctx)
-    return task
-
-
 def _link_out(task: Path, ctx: Context) -> None:
     (task / "environment" / "leak-dir").symlink_to(ctx.host_dir)
 
@@ -231,6 +198,18 @@ def catalogue(ctx: Context) -> list[Hostile]:
             files={"tests/checks/a-real.sh": "echo 0 > /logs/verifier/reward.txt\n"},
         ),
         Hostile(
+            "linked-tests",
+            # /tests and /logs/verifier as links to the agent's own folders, with a forged
+            # test.sh and reward in them: the verifier's reset must replace the links.
+            solve=(
+                "mkdir -p /app/t /app/l && echo 1 > /app/l/reward.txt\n"
+                "echo 'echo 1 > /logs/verifier/reward.txt' > /app/t/test.sh\n"
+                "rm -rf /tests /logs/verifier; ln -s /app/t /tests; ln -s /app/l /logs/verifier\n"
+            ),
+            # honest: writes nothing unless solved, so a reward read through a link is 1
+            test="test -f /app/solved && echo 1 > /logs/verifier/reward.txt; true\n",
+        ),
+        Hostile(
             "workdir-traversal",
             prepare=_traversal,
             invalid="WORKDIR",
@@ -310,85 +289,3 @@ def catalogue(ctx: Context) -> list[Hostile]:
             ),
         ),
     ]
-
-
-def make_context(root: Path) -> Context:
-    host_dir = root / "host"
-    host_dir.mkdir(parents=True)
-    (host_dir / "secret.txt").write_text("host-only secret\n")
-    (host_dir / "reward.txt").write_text(HOST_REWARD + "\n")
-    traversal = Path("/tmp") / f"helios-traversal-{uuid.uuid4().hex}"
-    return Context(root=root, host_dir=host_dir, traversal_dir=traversal, port=0)
-
-
-class Listener:
-    """A TCP listener on 127.0.0.1 that counts who reached it."""
-
-    def __init__(self, ctx: Context) -> None:
-        self.sock = socket.socket()
-        self.sock.bind(("127.0.0.1", 0))
-        self.sock.listen()
-        self.sock.settimeout(0.2)
-        ctx.port = self.sock.getsockname()[1]
-        self.ctx = ctx
-        self.stopping = False
-        self.thread = threading.Thread(target=self._serve, daemon=True)
-        self.thread.start()
-
-    def _serve(self) -> None:
-        while not self.stopping:
-            try:
-                conn, _ = self.sock.accept()
-            except OSError:
-                continue
-            self.ctx.connections.append(1)
-            conn.close()
-
-    def close(self) -> None:
-        self.stopping = True
-        self.thread.join(timeout=5)
-        self.sock.close()
-
-
-def available(hostile: Hostile, provider: str) -> bool:
-    return provider in hostile.providers and all(shutil.which(t) for t in hostile.needs)
-
-
-@dataclass
-class BatchOutcome:
-    runner: ParallelRunner
-    batch: BatchResult
-    run_dir: Path
-    records: dict[str, dict[str, Any]]
-    ctx: Context
-    hostiles: dict[str, Hostile]
-
-
-def run_hostile_batch(root: Path, provider: str) -> BatchOutcome:
-    ctx = make_context(root)
-    listener = Listener(ctx)
-    hostiles = {h.name: h for h in catalogue(ctx) if available(h, provider)}
-    tasks = root / "tasks"
-    for hostile in hostiles.values():
-        write_task(tasks, hostile, ctx)
-    runner = ParallelRunner(
-        tasks, n_concurrent=4, agent="oracle", provider=provider, output_dir=root / "out",
-        quiet=True, show_progress=False,
-    )  # fmt: skip
-    # the key must never reach a sandbox; apt in a docker build needs the host network
-    variables = {"OPENAI_API_KEY": KEY_CANARY, "HELIOS_DOCKER_BUILD_NETWORK": "host"}
-    saved = {key: os.environ.get(key) for key in variables}
-    os.environ.update(variables)
-    try:
-        batch = asyncio.run(runner.run())
-    finally:
-        for key, value in saved.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
-        listener.close()
-    assert runner.run_dir is not None
-    lines = (runner.run_dir / "results.jsonl").read_text().splitlines()
-    records = {r["task_name"]: r for r in map(json.loads, lines)}
-    return BatchOutcome(runner, batch, runner.run_dir, records, ctx, hostiles)

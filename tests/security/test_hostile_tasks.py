@@ -18,7 +18,8 @@ from helios.environments._local_cleanup import sandbox_processes
 from helios.environments._local_root import read_owner, sandbox_base
 
 from ..conftest import _need
-from .hostile import HOST_REWARD, KEY_CANARY, BatchOutcome, Context, catalogue, run_hostile_batch
+from .hostile import HOST_REWARD, KEY_CANARY, Context, catalogue
+from .hostile_batch import BatchOutcome, run_hostile_batch
 
 PROVIDERS = ("local", "docker")
 #: which providers each hostile task is meant for (a placeholder context: only the names count)
@@ -81,6 +82,7 @@ FORGERS = {
     "preseeded-reward": "RewardFileMissing",
     "limit-lowering": None,
     "precreated-tests": None,
+    "linked-tests": "RewardFileMissing",
     "key-read": None,
     "host-secret-read": None,
     "network": None,
