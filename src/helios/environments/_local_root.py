@@ -37,6 +37,29 @@ def sandbox_base() -> Path:
     return Path(os.environ.get("HELIOS_SANDBOX_DIR") or tempfile.gettempdir())
 
 
+def create_root(
+    run_id: str, trial_id: str, storage_mb: int, workdir: str, env_dir: Path | None
+) -> tuple[Path, bool]:
+    """A sandbox's folder with its root's tmpfs mounted (as root) and laid out, in one
+    thread hop: (holder, laid out). Not laid out when the tmpfs needs the `mount`
+    command (no libc to call): the caller mounts, then calls `populate`. On an
+    error nothing is left behind."""
+    holder = make_holder(run_id, trial_id)
+    root = holder / "root"
+    try:
+        if runs_as_root() and tool("mount") is not None:
+            libc = _libc()
+            if libc is None:
+                return holder, False
+            _mount_call(libc, root, storage_options(storage_mb))
+        populate(root, workdir, env_dir)
+    except BaseException:
+        if unmount_own(root):
+            shutil.rmtree(holder, ignore_errors=True)
+        raise
+    return holder, True
+
+
 def make_holder(run_id: str, trial_id: str) -> Path:
     base = sandbox_base()
     if runs_as_root() and not _traversable(base):
@@ -55,11 +78,20 @@ def make_holder(run_id: str, trial_id: str) -> Path:
 
 
 def _traversable(path: Path) -> bool:
-    """Every folder on the way to `path` lets others through (o+x)."""
+    """Every folder on the way to `path` lets others through (o+x). A yes is kept
+    for the process: it is asked once per sandbox."""
+    if path in _TRAVERSABLE:
+        return True
     try:
-        return all(folder.stat().st_mode & 0o001 for folder in (path, *path.parents))
+        found = all(folder.stat().st_mode & 0o001 for folder in (path, *path.parents))
     except OSError:
         return False
+    if found:
+        _TRAVERSABLE.add(path)
+    return found
+
+
+_TRAVERSABLE: set[Path] = set()
 
 
 def read_owner(holder: Path) -> tuple[Owner | None, str | None]:
@@ -83,7 +115,7 @@ async def mount_storage(root: Path, storage_mb: int) -> bool:
     mount = tool("mount")
     if not runs_as_root() or mount is None:
         return False
-    options = f"size={storage_mb}m,mode=0755,uid={SANDBOX_UID},gid={SANDBOX_GID}"
+    options = storage_options(storage_mb)
     libc = _libc()
     if libc is not None:
         await asyncio.to_thread(_mount_call, libc, root, options)
@@ -97,6 +129,10 @@ async def mount_storage(root: Path, storage_mb: int) -> bool:
             f"could not mount the sandbox's tmpfs: {last_line(decode(result.stderr), 'mount')}"
         )
     return True
+
+
+def storage_options(storage_mb: int) -> str:
+    return f"size={storage_mb}m,mode=0755,uid={SANDBOX_UID},gid={SANDBOX_GID}"
 
 
 @functools.cache
@@ -138,6 +174,24 @@ def mounts_under(path: Path) -> list[str]:
         if point == prefix or point.startswith(prefix + "/"):
             found.append(point)
     return sorted(found, key=len, reverse=True)
+
+
+def unmount_own(root: Path) -> bool:
+    """Unmount the one mount Helios made in a sandbox's folder, its root's tmpfs, and
+    tell whether `root` is now plainly part of its parent's filesystem. Nothing else
+    is ever mounted there in the host's namespace (the sandbox's own mounts live in
+    its namespace), so this spares reading the host's whole mount table per trial,
+    which grows with the sandboxes running. False: look through the table."""
+    try:
+        parent = os.stat(root.parent).st_dev
+        if os.stat(root).st_dev == parent:
+            return True
+        libc = _libc()
+        return libc is not None and _umount_call(libc, str(root)) and (
+            os.stat(root).st_dev == parent
+        )
+    except OSError:
+        return False
 
 
 async def unmount_all(path: Path) -> None:

@@ -67,5 +67,10 @@ def hostname() -> str:
 
 
 def current_owner() -> Owner:
-    pid = os.getpid()
+    return _owner_of(os.getpid())
+
+
+@functools.lru_cache(maxsize=4)
+def _owner_of(pid: int) -> Owner:
+    # Keyed by pid: a forked worker is an owner of its own. Asked once per sandbox.
     return Owner(hostname(), pid, process_start(pid) or 0)

@@ -54,7 +54,10 @@ class ShellPool:
     async def prepare(self) -> None:
         """Find (or build, once per machine) the server, off the event loop; it is
         cached, so the shells' starts then look it up at no cost."""
-        program = await asyncio.to_thread(server_program)
+        if server_program.cache_info().currsize:
+            program = server_program()  # known: no thread hop per sandbox
+        else:
+            program = await asyncio.to_thread(server_program)
         self.one_shot = self.one_shot or program is None
 
     def warm(self, call: BwrapCall) -> None:

@@ -99,16 +99,19 @@ class LocalEnvironment(Environment):
 
     async def start(self) -> None:
         _require_tools()
-        self._holder = await asyncio.to_thread(
-            _local_root.make_holder, self.run_id, self.trial_id
-        )
-        root = self._holder / "root"
-        self._users = LocalUsers(self._holder)
-        await _local_root.mount_storage(root, self.limits.storage_mb)
+        holder, laid_out = await asyncio.to_thread(
+            _local_root.create_root, self.run_id, self.trial_id,
+            self.limits.storage_mb, self.workdir, self.spec.build_context,
+        )  # fmt: skip
+        self._holder = holder
+        root = holder / "root"
+        self._users = LocalUsers(holder)
         self.root = root
-        await asyncio.to_thread(
-            _local_root.populate, root, self.workdir, self.spec.build_context
-        )
+        if not laid_out:
+            await _local_root.mount_storage(root, self.limits.storage_mb)
+            await asyncio.to_thread(
+                _local_root.populate, root, self.workdir, self.spec.build_context
+            )
         # The first command's shell starts now, while the agent's first model
         # call is in flight, not when that command arrives.
         await self._pool.prepare()

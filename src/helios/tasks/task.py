@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import re
 import tomllib
+from functools import cached_property
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, ValidationError
@@ -87,7 +88,9 @@ class Task(BaseModel):
         candidate = self.environment_dir / "Dockerfile"
         return candidate if candidate.is_file() else None
 
-    @property
+    # Derived once per loaded task, not once per trial (they read files): a task
+    # is a snapshot, as its checksum, taken at load, already is.
+    @cached_property
     def workdir(self) -> str:
         """The agent's working directory: `[environment] workdir`, else the
         Dockerfile's last WORKDIR, else /app."""
@@ -95,6 +98,10 @@ class Task(BaseModel):
 
     def sandbox_spec(self) -> SandboxSpec:
         """The sandbox this task asks for."""
+        return self._sandbox_spec
+
+    @cached_property
+    def _sandbox_spec(self) -> SandboxSpec:
         return sandbox_spec_for(
             self.config.environment,
             build_context=self.environment_dir,

@@ -1,0 +1,136 @@
+"""A local sandbox's folder on the host: made, mounted and laid out in one step that
+leaves nothing behind when it fails; removed without reading the host's whole mount
+table, and with it when a mount may remain; uploads' archives kept only while their
+folder is unchanged."""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import os
+import shutil
+import subprocess
+import tarfile
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from helios.environments import _local_cleanup, _local_root, _tar
+from helios.environments._local_root import create_root, mounts_under, unmount_own
+from helios.errors import EnvironmentStartError
+
+
+@pytest.fixture
+def as_root() -> None:
+    if os.geteuid() != 0:
+        if os.environ.get("HELIOS_REQUIRE_ROOT_TESTS") == "1":
+            pytest.fail("this test mounts a tmpfs and needs root")
+        pytest.skip("mounting a tmpfs needs root")
+
+
+@pytest.fixture
+def sandbox_dir(monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    # Not under pytest's 0700 folder: the sandbox user must reach it.
+    base = Path(tempfile.mkdtemp(prefix="helios-test-sandboxes-"))
+    base.chmod(0o755)
+    monkeypatch.setenv("HELIOS_SANDBOX_DIR", str(base))
+    yield base
+    shutil.rmtree(base, ignore_errors=True)
+
+
+def _is_mount(path: Path) -> bool:
+    return os.stat(path).st_dev != os.stat(path.parent).st_dev
+
+
+@pytest.mark.usefixtures("as_root")
+def test_create_root_mounts_and_lays_out_in_one_step(sandbox_dir: Path, tmp_path: Path) -> None:
+    env = tmp_path / "env"
+    env.mkdir()
+    (env / "data.txt").write_text("x")
+    (env / "Dockerfile").write_text("FROM scratch\n")
+    holder, laid_out = create_root("run", "trial", 64, "/app", env)
+    root = holder / "root"
+    assert laid_out and _is_mount(root)
+    assert (root / "app" / "data.txt").read_text() == "x"
+    assert not (root / "app" / "Dockerfile").exists()
+    assert (root / "app").stat().st_uid == 65534
+    asyncio.run(_local_cleanup.remove_holder(holder, scan=False))
+    assert not holder.exists() and mounts_under(sandbox_dir) == []
+
+
+@pytest.mark.usefixtures("as_root")
+def test_a_failed_layout_leaves_no_folder_and_no_mount(sandbox_dir: Path) -> None:
+    with pytest.raises(EnvironmentStartError, match="leaves the sandbox"):
+        create_root("run", "trial", 64, "/app/../../etc", None)
+    assert list(sandbox_dir.iterdir()) == []
+    assert mounts_under(sandbox_dir) == []
+
+
+@pytest.mark.usefixtures("as_root")
+def test_unmount_own_unmounts_the_root_and_what_is_stacked_on_it(tmp_path: Path) -> None:
+    root = tmp_path / "holder" / "root"
+    (root).mkdir(parents=True)
+    subprocess.run(["mount", "-t", "tmpfs", "x", str(root)], check=True)
+    (root / "sub").mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "y", str(root / "sub")], check=True)
+    assert unmount_own(root)
+    assert not _is_mount(root) and mounts_under(root) == []
+    assert unmount_own(root)  # a plain folder: nothing to do
+
+
+@pytest.mark.usefixtures("as_root")
+def test_without_libc_the_removal_falls_back_to_the_mount_table(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    holder = tmp_path / "holder"
+    (holder / "root").mkdir(parents=True)
+    (holder / "root" / "file").parent.mkdir(exist_ok=True)
+    subprocess.run(["mount", "-t", "tmpfs", "x", str(holder / "root")], check=True)
+    (holder / "root" / "file").write_text("kept until unmounted")
+    monkeypatch.setattr(_local_root, "_libc", lambda: None)
+    assert not unmount_own(holder / "root")
+    # Never a delete across a mount: the careful path unmounts by command, then deletes.
+    asyncio.run(_local_cleanup.remove_holder(holder, scan=False))
+    assert not holder.exists() and mounts_under(tmp_path) == []
+
+
+def _members(archive: bytes) -> dict[str, bytes]:
+    with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
+        return {
+            m.name: (tar.extractfile(m).read() if m.isfile() else b"")  # type: ignore[union-attr]
+            for m in tar.getmembers()
+        }
+
+
+def test_pack_keeps_an_archive_only_while_its_folder_is_unchanged(tmp_path: Path) -> None:
+    tests = tmp_path / "tests"
+    (tests / "sub").mkdir(parents=True)
+    (tests / "test.sh").write_text("echo 1\n")
+    (tests / "sub" / "a.txt").write_text("a")
+    first = _tar.pack(tests, "payload")
+    assert _tar.pack(tests, "payload") is first  # kept
+    assert _members(first)["payload/sub/a.txt"] == b"a"
+    (tests / "sub" / "a.txt").write_text("b")  # same size, new content
+    changed = _tar.pack(tests, "payload")
+    assert _members(changed)["payload/sub/a.txt"] == b"b"
+    (tests / "sub" / "new.txt").write_text("n")
+    assert "payload/sub/new.txt" in _members(_tar.pack(tests, "payload"))
+    (tests / "test.sh").chmod(0o700)
+    assert _tar.pack(tests, "payload") == _tar._pack(tests, "payload")
+    # Another name for the same folder is another archive.
+    assert "other/test.sh" in _members(_tar.pack(tests, "other"))
+
+
+def test_pack_of_a_large_or_missing_folder_is_not_kept(tmp_path: Path) -> None:
+    many = tmp_path / "many"
+    many.mkdir()
+    for i in range(300):
+        (many / f"f{i}").write_text("x")
+    assert _tar.pack(many, "p") is not _tar.pack(many, "p")
+    single = tmp_path / "one.txt"
+    single.write_text("1")
+    assert _members(_tar.pack(single, "payload")) == {"payload": b"1"}
+    with pytest.raises(FileNotFoundError):
+        _tar.pack(tmp_path / "missing", "payload")
