@@ -72,3 +72,15 @@ def test_no_module_over_400_lines() -> None:
         if (n := len(path.read_text("utf-8").splitlines())) > MAX_LINES
     }
     assert long == {}
+
+
+def test_no_asyncio_wait_for_in_the_source() -> None:
+    """On Python 3.11 `asyncio.wait_for` loses a cancel that lands as its awaitable
+    finishes (CPython gh-86296): bounded waits go through `_proc.within`."""
+    calls = []
+    for path in SRC.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text("utf-8"))):
+            named = isinstance(node, ast.Attribute) and node.attr == "wait_for"
+            if named and isinstance(node.value, ast.Name) and node.value.id == "asyncio":
+                calls.append(f"{path.relative_to(SRC)}:{node.lineno}")
+    assert calls == []

@@ -10,6 +10,7 @@ import os
 import stat
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -137,6 +138,29 @@ def test_the_build_is_cached_and_a_tampered_cache_is_not_trusted(
     cached.symlink_to("/bin/sh")
     _fresh_build(monkeypatch, tmp_path)
     assert native_server() == built
+
+
+@pytest.mark.usefixtures("compiled", "rebuilds")
+def test_a_new_build_prunes_old_versions_nobody_used_for_a_month(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    folder = tmp_path / "helios"
+    folder.mkdir(mode=0o700)
+    month = time.time() - 31 * 86400
+    stale, recent, foreign = (folder / f"shell-server-{n}" for n in ("stale", "recent", "x"))
+    for path in (stale, recent, foreign):
+        path.write_bytes(b"old build")
+    os.utime(stale, (month, month))
+    os.utime(recent, (time.time(), month))  # read today by another installed version
+    os.chown(foreign, 12345, 12345)
+    os.utime(foreign, (month, month))
+    (folder / "notes.txt").write_text("not a build")
+    _fresh_build(monkeypatch, tmp_path)
+    assert native_server() is not None
+    left = sorted(p.name for p in folder.iterdir())
+    assert "shell-server-stale" not in left
+    assert {"shell-server-recent", "shell-server-x", "notes.txt"} <= set(left)
+    assert len([n for n in left if n.startswith("shell-server-")]) == 3  # + the new build
 
 
 @pytest.mark.usefixtures("rebuilds")

@@ -92,9 +92,9 @@ async def spawn(
         # Let the start finish (milliseconds), then kill what it made, so the
         # caller's own cleanup sees the process gone.
         with contextlib.suppress(BaseException):
-            proc = await run_to_end(asyncio.wait_for(starting, 10))
+            proc = await run_to_end(within(10, starting))
             _kill_group(proc)
-            await run_to_end(asyncio.wait_for(proc.wait(), 5))
+            await run_to_end(within(5, proc.wait()))
         raise
 
 
@@ -176,7 +176,7 @@ async def _wait_readers(
         # Bounded: on Python 3.11 wait() also waits for the pipes to close, and a
         # process that escaped the group could hold them open forever.
         with contextlib.suppress(BaseException):
-            await asyncio.wait_for(asyncio.shield(proc.wait()), 5)
+            await within(5, asyncio.shield(proc.wait()))
         raise
     try:
         # After a kill the pipes close, so the readers finish with what was written;
@@ -188,6 +188,14 @@ async def _wait_readers(
         out, err = b"", b"[output lost: pipes held open after kill]"
     await proc.wait()
     return out, err, timed_out
+
+
+async def within(seconds: float, work: Awaitable[T]) -> T:
+    """`work`'s result, or TimeoutError after `seconds`. Unlike `asyncio.wait_for` on
+    Python 3.11, a cancel that lands just as `work` finishes is not lost (CPython
+    gh-86296): teardown that waits a bounded time must still stop when told to."""
+    async with asyncio.timeout(seconds):
+        return await work
 
 
 async def run_to_end(work: Awaitable[T]) -> T:

@@ -27,7 +27,7 @@ from functools import cache
 from pathlib import Path
 from typing import Protocol
 
-from helios._proc import CappedOutput, decode, run_to_end, spawn
+from helios._proc import CappedOutput, decode, run_to_end, spawn, within
 from helios.environments._bwrap import tool
 from helios.environments._local_cleanup import kill_marked
 from helios.environments._shell_native import native_server
@@ -244,7 +244,7 @@ class SandboxShell:
         exited = False
         if proc is not None:
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(proc.wait(), 5)
+                await within(5, proc.wait())
                 exited = True
         self.clean = server is not None and exited
         if not self.clean and (proc is not None or server is not None):

@@ -23,6 +23,7 @@ import shutil
 import stat
 import subprocess
 import tempfile
+import time
 from pathlib import Path
 
 #: where the server appears inside a sandbox (a read-only bind)
@@ -59,6 +60,7 @@ def native_server() -> bytes | None:
     try:
         cached.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
         if _trusted(cached.parent, folder=True) and _build(cached):
+            prune_builds(cached.parent, keep=name)
             return cached.read_bytes()
     except OSError:
         pass
@@ -74,6 +76,26 @@ def native_server() -> bytes | None:
         else "the C compiler failed",
     )  # fmt: skip
     return None
+
+
+def prune_builds(folder: Path, *, keep: str, max_age_days: float = 30) -> list[Path]:
+    """Delete the builds of other source versions (one per Helios upgrade) that no
+    process has read or written for `max_age_days`. A build still in use by
+    another installed version is read at each of its processes' starts, so it
+    stays (atime moves at least daily under relatime)."""
+    removed: list[Path] = []
+    horizon = time.time() - max_age_days * 86400
+    for path in folder.glob("shell-server-*"):
+        try:
+            info = path.lstat()
+            if path.name == keep or not stat.S_ISREG(info.st_mode):
+                continue
+            if info.st_uid == os.geteuid() and max(info.st_atime, info.st_mtime) < horizon:
+                path.unlink()
+                removed.append(path)
+        except OSError:
+            continue
+    return removed
 
 
 def _compiler() -> str | None:
