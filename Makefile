@@ -9,7 +9,7 @@ test:
 	./scripts/test.sh
 
 lint:
-	.venv/bin/ruff check src tests && .venv/bin/mypy --strict src
+	.venv/bin/ruff check src tests benchmarks && .venv/bin/mypy --strict src
 
 clean:
 	rm -rf output .pytest_cache .mypy_cache .ruff_cache

@@ -18,8 +18,8 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import cProfile
 import collections
+import cProfile
 import pstats
 import resource
 import shutil
@@ -54,7 +54,7 @@ def main() -> None:
               f"no profiler: {plain['self']:.1f} ms of Helios's CPU per episode "
               f"(+ {plain['children']:.1f} ms in its children), {plain['wall']:.1f} s")  # fmt: skip
         profile = cProfile.Profile(time.thread_time)
-        jobs: collections.Counter[str] = collections.Counter()
+        jobs: dict[str, float] = collections.defaultdict(float)  # thread CPU, seconds
         counts: collections.Counter[str] = collections.Counter()
         with _timed_threads(jobs, counts):
             profiled = _run(args, work / "profiled", profile=profile)
@@ -63,7 +63,9 @@ def main() -> None:
         shutil.rmtree(work, ignore_errors=True)
 
 
-def _run(args: argparse.Namespace, work: Path, profile: cProfile.Profile | None) -> dict[str, float]:
+def _run(
+    args: argparse.Namespace, work: Path, profile: cProfile.Profile | None
+) -> dict[str, float]:
     tool, arguments, end = WORKLOAD_TOOLS[args.workload]
     script = mockserver.tool_script(args.turns, tool, arguments, end=end)
     work.mkdir(parents=True)
@@ -74,7 +76,12 @@ def _run(args: argparse.Namespace, work: Path, profile: cProfile.Profile | None)
                               turns=args.turns, latency_ms=args.latency_ms,
                               url=server.base_url, workers=1)  # fmt: skip
     try:
-        cpu0, kids0, loop0, wall0 = time.process_time(), _kids(), time.thread_time(), time.monotonic()
+        cpu0, kids0, loop0, wall0 = (
+            time.process_time(),
+            _kids(),
+            time.thread_time(),
+            time.monotonic(),
+        )
         if profile is not None:
             profile.enable()
         try:
@@ -83,8 +90,12 @@ def _run(args: argparse.Namespace, work: Path, profile: cProfile.Profile | None)
             if profile is not None:
                 profile.disable()
         per = 1000 / args.episodes
-        return {"self": (time.process_time() - cpu0) * per, "children": (_kids() - kids0) * per,
-                "loop": (time.thread_time() - loop0) * per, "wall": time.monotonic() - wall0}  # fmt: skip
+        return {
+            "self": (time.process_time() - cpu0) * per,
+            "children": (_kids() - kids0) * per,
+            "loop": (time.thread_time() - loop0) * per,
+            "wall": time.monotonic() - wall0,
+        }
     finally:
         server.stop()
 
@@ -97,7 +108,7 @@ def _kids() -> float:
 class _timed_threads:
     """asyncio.to_thread with each call's thread CPU added up by function."""
 
-    def __init__(self, jobs: collections.Counter[str], counts: collections.Counter[str]) -> None:
+    def __init__(self, jobs: dict[str, float], counts: collections.Counter[str]) -> None:
         self.jobs, self.counts = jobs, counts
         self.original = asyncio.to_thread
 
@@ -117,10 +128,14 @@ class _timed_threads:
 
             return await original(timed)
 
-        asyncio.to_thread = to_thread  # type: ignore[assignment]
+        asyncio.to_thread = to_thread
 
     def __exit__(self, *exc: object) -> None:
-        asyncio.to_thread = self.original  # type: ignore[assignment]
+        asyncio.to_thread = self.original
+
+
+def _largest(values: dict[str, float], top: int) -> list[tuple[str, float]]:
+    return sorted(values.items(), key=lambda item: -item[1])[:top]
 
 
 def _group(filename: str, function: str) -> str:
@@ -134,20 +149,22 @@ def _group(filename: str, function: str) -> str:
 
 
 def _report(args: argparse.Namespace, profile: cProfile.Profile, run: dict[str, float],
-            jobs: collections.Counter[str], counts: collections.Counter[str]) -> None:  # fmt: skip
+            jobs: dict[str, float], counts: collections.Counter[str]) -> None:  # fmt: skip
     per = 1000 / args.episodes
     stats = pstats.Stats(profile)
-    by_group: collections.Counter[str] = collections.Counter()
+    by_group: dict[str, float] = collections.defaultdict(float)
     for (filename, _line, function), (_cc, _nc, own, _cum, _callers) in stats.stats.items():  # type: ignore[attr-defined]
         by_group[_group(filename, function)] += own
     total = sum(by_group.values())
-    print(f"\nprofiled: event loop {run['loop']:.1f} ms per episode, threads "
-          f"{sum(jobs.values()) * per:.1f} ms, process {run['self']:.1f} ms")
+    print(
+        f"\nprofiled: event loop {run['loop']:.1f} ms per episode, threads "
+        f"{sum(jobs.values()) * per:.1f} ms, process {run['self']:.1f} ms"
+    )
     print("\nevent loop's own CPU by module (share of the loop; ms per episode, profiled):")
-    for name, seconds in by_group.most_common(args.top):
+    for name, seconds in _largest(by_group, args.top):
         print(f"  {seconds / total * 100:5.1f}%  {seconds * per:6.2f}  {name}")
     print("\nwork in threads (ms of thread CPU per episode, calls per episode):")
-    for name, seconds in jobs.most_common(args.top):
+    for name, seconds in _largest(jobs, args.top):
         print(f"  {seconds * per:6.2f}  {counts[name] / args.episodes:4.1f}  {name}")
     print("\nevent loop's functions by cumulative CPU:")
     stats.sort_stats("cumulative").print_stats(args.match or "helios/", args.top)

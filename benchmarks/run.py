@@ -74,7 +74,10 @@ def run_workload(name: str, args: argparse.Namespace, workdir: Path) -> dict[str
     turns = 1 if name in ("toolcalls", "resume", "localstart", "dockerstart") else args.turns
     # Inspect's react agent ends on submit(answer=...); Helios's submit takes a summary.
     submit = {"answer": "hello"} if name == "inspect" else {}
-    script = mockserver.tool_script(turns, tool, arguments, end=end, submit=submit)
+    # A tool-call test is one model call that must hold the expected call: the
+    # script's first turn is that call (its text-mode agent does not loop).
+    script_turns = 2 if name == "toolcalls" else turns
+    script = mockserver.tool_script(script_turns, tool, arguments, end=end, submit=submit)
     server = mockserver.start(workdir / name, script, args.latency_ms, args.jitter_ms)
     try:
         params = {"episodes": args.episodes, "concurrency": args.concurrency, "turns": turns,

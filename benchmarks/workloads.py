@@ -233,8 +233,7 @@ def toolcalls(params: Params, out: Path) -> dict[str, Any]:
         runs=max(1, params.episodes // len(prompts)), max_concurrency=params.concurrency,
         show_progress=False,
     ))  # fmt: skip
-    runs = result.total_runs
-    return {"done": runs, "failed": runs - result.passed_runs}
+    return {"done": result.total, "failed": result.failed_count}
 
 
 # -- resume: the store's load path with many completed records ---------------------------

@@ -6,7 +6,7 @@ cd "$(dirname "$0")/.."
 ./scripts/setup-system.sh
 ./scripts/venv.sh dev
 echo "[test] ruff"
-.venv/bin/ruff check src tests
+.venv/bin/ruff check src tests benchmarks
 echo "[test] mypy --strict src"
 .venv/bin/mypy --strict src
 echo "[test] pytest"

@@ -1,0 +1,50 @@
+"""The benchmarks still run: each workload, tiny, against the mock server, with no
+failed episode (a workload broken by an API change once printed a row of failures
+and no error), and the hot-path profiler prints its tables."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+BENCH = Path(__file__).resolve().parent.parent / "benchmarks"
+TINY = ["-N", "4", "-C", "2", "-T", "2", "--latency-ms", "1"]
+
+
+def _bench(script: str, *args: str) -> str:
+    done = subprocess.run(
+        [sys.executable, str(BENCH / script), *args],
+        capture_output=True, text=True, timeout=240, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    return done.stdout
+
+
+@pytest.mark.usefixtures("need_bwrap", "need_docker")
+def test_every_workload_runs_with_no_failed_episode() -> None:
+    names = ["trivial", "local", "datagen", "toolcalls", "docker"]
+    out = _bench("run.py", "--only", ",".join(names), *TINY)
+    for name in names:
+        row = re.search(rf"^{name}\s+N=4 .*$", out, re.M)
+        assert row is not None, f"no row for {name}:\n{out}"
+        assert row.group(0).endswith("failed 0"), row.group(0)
+        assert re.search(r"\d+\.\d ep/s", row.group(0))
+
+
+def test_the_anthropic_api_workload_runs() -> None:
+    out = _bench("run.py", "--only", "trivial", "--api", "anthropic", *TINY)
+    row = re.search(r"^trivial\s+N=4 .*$", out, re.M)
+    assert row is not None and row.group(0).endswith("failed 0"), out
+
+
+@pytest.mark.usefixtures("need_bwrap")
+def test_the_hot_path_profile_prints_its_tables() -> None:
+    out = _bench("hot_path.py", *TINY, "--top", "5")
+    assert re.search(r"no profiler: \d+\.\d ms of Helios's CPU per episode", out), out
+    assert "event loop's own CPU by module" in out
+    threads = out.split("work in threads")[1].split("event loop's functions")[0]
+    assert "create_root" in threads and "_write_trajectory" in threads, out
