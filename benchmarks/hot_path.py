@@ -2,6 +2,7 @@
 
     .venv/bin/python benchmarks/hot_path.py                      # local bash, N=300 C=256 T=5
     .venv/bin/python benchmarks/hot_path.py --workload trivial -N 500
+    .venv/bin/python benchmarks/hot_path.py --workload docker -N 64 -C 64
     .venv/bin/python benchmarks/hot_path.py --top 40 --match helios/
 
 The workload runs in this one process (`--workers 1`), so everything Helios does is
@@ -39,7 +40,8 @@ from run import WORKLOAD_TOOLS
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--workload", default="local", choices=["local", "trivial", "datagen"])
+    workloads_here = ["local", "docker", "trivial", "datagen"]
+    parser.add_argument("--workload", default="local", choices=workloads_here)
     parser.add_argument("-N", "--episodes", type=int, default=300)
     parser.add_argument("-C", "--concurrency", type=int, default=256)
     parser.add_argument("-T", "--turns", type=int, default=5)
