@@ -134,3 +134,27 @@ def test_pack_of_a_large_or_missing_folder_is_not_kept(tmp_path: Path) -> None:
     assert _members(_tar.pack(single, "payload")) == {"payload": b"1"}
     with pytest.raises(FileNotFoundError):
         _tar.pack(tmp_path / "missing", "payload")
+
+
+@pytest.mark.usefixtures("need_bwrap")
+def test_a_cancel_during_the_start_leaves_no_folder_behind(sandbox_dir: Path) -> None:
+    from helios.environments.local import LocalEnvironment
+    from helios.environments.spec import SandboxSpec
+
+    async def cancel_after(turns: int) -> None:
+        env = LocalEnvironment(SandboxSpec(label="t"), trial_id="t", run_id="r")
+        starting = asyncio.ensure_future(env.start())
+        for _ in range(turns):
+            await asyncio.sleep(0)
+        starting.cancel()
+        try:
+            await starting
+        except asyncio.CancelledError:
+            pass
+        finally:
+            await env.stop()  # what a trial's `finally` does
+
+    for turns in (0, 1, 2, 3, 5, 8, 13, 30, 100):
+        asyncio.run(cancel_after(turns))
+        assert list(sandbox_dir.iterdir()) == [], f"left behind after {turns} turns"
+    assert mounts_under(sandbox_dir) == []

@@ -99,11 +99,7 @@ class LocalEnvironment(Environment):
 
     async def start(self) -> None:
         _require_tools()
-        holder, laid_out = await asyncio.to_thread(
-            _local_root.create_root, self.run_id, self.trial_id,
-            self.limits.storage_mb, self.workdir, self.spec.build_context,
-        )  # fmt: skip
-        self._holder = holder
+        holder, laid_out = await self._create_root()
         root = holder / "root"
         self._users = LocalUsers(holder)
         self.root = root
@@ -116,6 +112,25 @@ class LocalEnvironment(Environment):
         # call is in flight, not when that command arrives.
         await self._pool.prepare()
         self._pool.warm(self._root_call(self.marker()))
+
+    async def _create_root(self) -> tuple[Path, bool]:
+        """The sandbox's folder, made in a thread. A cancel meanwhile waits for the
+        thread and records the folder first, so `stop` removes it (else it would
+        wait for the run's last cleanup)."""
+        creating = asyncio.ensure_future(asyncio.to_thread(
+            _local_root.create_root, self.run_id, self.trial_id,
+            self.limits.storage_mb, self.workdir, self.spec.build_context,
+        ))  # fmt: skip
+        try:
+            made = await asyncio.shield(creating)
+        except asyncio.CancelledError:
+            with contextlib.suppress(BaseException):
+                await run_to_end(creating)
+            if creating.done() and not creating.cancelled() and creating.exception() is None:
+                self._holder = creating.result()[0]
+            raise
+        self._holder = made[0]
+        return made
 
     @staticmethod
     def marker() -> str:
@@ -371,11 +386,6 @@ def _unusable(reason: str) -> str:
         f"bwrap cannot create a sandbox here ({reason}); "
         "enable unprivileged user namespaces or use --provider docker"
     )
-
-
-async def remove_orphan_sandboxes() -> list[str]:
-    """Remove the sandboxes whose owning process is gone (kept for older callers)."""
-    return await cleanup_sandboxes(None)
 
 
 def _shell_archive(src: Path) -> tuple[bytes, bool] | None:
