@@ -104,3 +104,17 @@ def test_workdir_from_dockerfile(make_task: TaskMaker) -> None:
     task = make_task("wd")
     (task / "environment" / "Dockerfile").write_text("FROM x\nWORKDIR /srv\nWORKDIR /srv/app\n")
     assert load_task(task).workdir == "/srv/app"
+
+
+def test_derived_values_are_kept_per_task_and_worked_out_again_for_a_copy(
+    make_task: TaskMaker,
+) -> None:
+    task = load_task(make_task("derived"))
+    assert task.workdir == "/app"  # the Dockerfile's WORKDIR
+    spec = task.sandbox_spec()
+    assert task.sandbox_spec() is spec and spec.workdir == "/app"
+    environment = task.config.environment.model_copy(update={"workdir": "/srv"})
+    config = task.config.model_copy(update={"environment": environment})
+    copy = task.model_copy(update={"config": config})
+    assert copy.workdir == "/srv" and copy.sandbox_spec().workdir == "/srv"
+    assert task.workdir == "/app" and task.sandbox_spec() is spec

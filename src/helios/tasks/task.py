@@ -11,8 +11,10 @@ from __future__ import annotations
 import hashlib
 import re
 import tomllib
+from collections.abc import Mapping
 from functools import cached_property
 from pathlib import Path
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
@@ -99,6 +101,13 @@ class Task(BaseModel):
     def sandbox_spec(self) -> SandboxSpec:
         """The sandbox this task asks for."""
         return self._sandbox_spec
+
+    def model_copy(self, *, update: Mapping[str, Any] | None = None, deep: bool = False) -> Task:
+        """A copy whose derived values are worked out again (pydantic would copy them)."""
+        copy = super().model_copy(update=update, deep=deep)
+        for name in ("workdir", "_sandbox_spec"):
+            copy.__dict__.pop(name, None)
+        return copy
 
     @cached_property
     def _sandbox_spec(self) -> SandboxSpec:
