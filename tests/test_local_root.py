@@ -158,3 +158,21 @@ def test_a_cancel_during_the_start_leaves_no_folder_behind(sandbox_dir: Path) ->
         asyncio.run(cancel_after(turns))
         assert list(sandbox_dir.iterdir()) == [], f"left behind after {turns} turns"
     assert mounts_under(sandbox_dir) == []
+
+
+@pytest.mark.usefixtures("as_root")
+def test_without_libc_the_tmpfs_is_mounted_by_command(
+    sandbox_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(_local_root, "_libc", lambda: None)
+    holder, laid_out = create_root("run", "trial", 64, "/app", None)
+    root = holder / "root"
+    assert not laid_out and not _is_mount(root) and list(root.iterdir()) == []
+    asyncio.run(_local_root.mount_by_command(root, 64))
+    _local_root.populate(root, "/app", None)
+    assert _is_mount(root) and (root / "app").is_dir()
+    assert "size=65536k" in next(
+        line for line in Path("/proc/self/mounts").read_text().splitlines() if str(root) in line
+    )
+    asyncio.run(_local_cleanup.remove_holder(holder, scan=False))
+    assert list(sandbox_dir.iterdir()) == [] and mounts_under(sandbox_dir) == []

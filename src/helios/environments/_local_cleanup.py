@@ -18,9 +18,9 @@ from pathlib import Path
 from helios.environments._local_root import (
     SANDBOX_PREFIX,
     read_owner,
+    remove_if_unmounted,
     sandbox_base,
     unmount_all,
-    unmount_own,
 )
 
 
@@ -113,19 +113,10 @@ async def remove_holder(holder: Path, *, scan: bool = True) -> None:
     with a few hundred sandboxes running)."""
     if scan:
         await kill_processes(holder)
-    elif await asyncio.to_thread(_unmount_and_remove, holder):
+    elif await asyncio.to_thread(remove_if_unmounted, holder):
         return
     await unmount_all(holder / "root")
     await asyncio.to_thread(shutil.rmtree, holder, True)
-
-
-def _unmount_and_remove(holder: Path) -> bool:
-    """The usual end of a sandbox, in one thread hop: its tmpfs unmounted, its
-    folder deleted. False (nothing deleted) when a mount may remain."""
-    if not unmount_own(holder / "root"):
-        return False
-    shutil.rmtree(holder, ignore_errors=True)
-    return True
 
 
 def _chosen(holder: Path, run_id: str | None, force: bool) -> bool:

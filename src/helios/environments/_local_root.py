@@ -42,8 +42,8 @@ def create_root(
 ) -> tuple[Path, bool]:
     """A sandbox's folder with its root's tmpfs mounted (as root) and laid out, in one
     thread hop: (holder, laid out). Not laid out when the tmpfs needs the `mount`
-    command (no libc to call): the caller mounts, then calls `populate`. On an
-    error nothing is left behind."""
+    command (no libc to call): the caller runs `mount_by_command`, then `populate`.
+    On an error nothing is left behind."""
     holder = make_holder(run_id, trial_id)
     root = holder / "root"
     try:
@@ -54,8 +54,7 @@ def create_root(
             _mount_call(libc, root, storage_options(storage_mb))
         populate(root, workdir, env_dir)
     except BaseException:
-        if unmount_own(root):
-            shutil.rmtree(holder, ignore_errors=True)
+        remove_if_unmounted(holder)
         raise
     return holder, True
 
@@ -108,27 +107,19 @@ def read_owner(holder: Path) -> tuple[Owner | None, str | None]:
     return Owner(current_owner().host, pid), None
 
 
-async def mount_storage(root: Path, storage_mb: int) -> bool:
-    """Make `root` a tmpfs of `storage_mb` (as root only); False if not possible.
-    By the mount(2) call itself where libc offers it (no `mount` process per
-    sandbox), else by the `mount` command."""
+async def mount_by_command(root: Path, storage_mb: int) -> None:
+    """Make `root` a tmpfs of `storage_mb` with the `mount` command: the fallback of
+    `create_root` (which calls mount(2) itself) where libc cannot be called."""
     mount = tool("mount")
-    if not runs_as_root() or mount is None:
-        return False
-    options = storage_options(storage_mb)
-    libc = _libc()
-    if libc is not None:
-        await asyncio.to_thread(_mount_call, libc, root, options)
-        return True
+    assert mount is not None  # create_root asks for this path only when it exists
+    options = storage_options(storage_mb) + ",nosuid,nodev"
     result = await run_process(
-        [mount, "-t", "tmpfs", "-o", options + ",nosuid,nodev", "helios-sandbox", str(root)],
-        timeout=30,
+        [mount, "-t", "tmpfs", "-o", options, "helios-sandbox", str(root)], timeout=30
     )
     if result.returncode != 0:
         raise EnvironmentStartError(
             f"could not mount the sandbox's tmpfs: {last_line(decode(result.stderr), 'mount')}"
         )
-    return True
 
 
 def storage_options(storage_mb: int) -> str:
@@ -192,6 +183,16 @@ def unmount_own(root: Path) -> bool:
         )
     except OSError:
         return False
+
+
+def remove_if_unmounted(holder: Path) -> bool:
+    """The usual end of a sandbox's folder, in one go (run it in a thread): its
+    tmpfs unmounted, the folder deleted. False, and nothing deleted, when a mount
+    may remain under it."""
+    if not unmount_own(holder / "root"):
+        return False
+    shutil.rmtree(holder, ignore_errors=True)
+    return True
 
 
 async def unmount_all(path: Path) -> None:

@@ -104,7 +104,7 @@ class LocalEnvironment(Environment):
         self._users = LocalUsers(holder)
         self.root = root
         if not laid_out:
-            await _local_root.mount_storage(root, self.limits.storage_mb)
+            await _local_root.mount_by_command(root, self.limits.storage_mb)
             await asyncio.to_thread(
                 _local_root.populate, root, self.workdir, self.spec.build_context
             )

@@ -105,8 +105,9 @@ class Task(BaseModel):
     def model_copy(self, *, update: Mapping[str, Any] | None = None, deep: bool = False) -> Task:
         """A copy whose derived values are worked out again (pydantic would copy them)."""
         copy = super().model_copy(update=update, deep=deep)
-        for name in ("workdir", "_sandbox_spec"):
-            copy.__dict__.pop(name, None)
+        for name, member in vars(Task).items():
+            if isinstance(member, cached_property):
+                copy.__dict__.pop(name, None)
         return copy
 
     @cached_property
