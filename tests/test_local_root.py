@@ -10,6 +10,7 @@ import io
 import os
 import shutil
 import subprocess
+import sys
 import tarfile
 import tempfile
 from collections.abc import Iterator
@@ -176,3 +177,30 @@ def test_without_libc_the_tmpfs_is_mounted_by_command(
     )
     asyncio.run(_local_cleanup.remove_holder(holder, scan=False))
     assert list(sandbox_dir.iterdir()) == [] and mounts_under(sandbox_dir) == []
+
+
+@pytest.mark.usefixtures("as_root")
+def test_a_folder_left_mounted_by_a_killed_process_is_cleaned_up(sandbox_dir: Path) -> None:
+    # The child makes a sandbox folder (tmpfs mounted, laid out) and dies by SIGKILL.
+    code = (
+        "import os, signal; from helios.environments._local_root import create_root; "
+        "create_root('run-k', 't', 64, '/app', None); os.kill(os.getpid(), signal.SIGKILL)"
+    )
+    done = subprocess.run([sys.executable, "-c", code], check=False, timeout=60)
+    assert done.returncode == -9
+    [holder] = list(sandbox_dir.iterdir())
+    assert _is_mount(holder / "root")
+    removed = asyncio.run(_local_cleanup.cleanup_sandboxes(None))  # dead owners only
+    assert removed == [str(holder)]
+    assert list(sandbox_dir.iterdir()) == [] and mounts_under(sandbox_dir) == []
+
+
+def test_pack_of_a_folder_with_a_link_keeps_the_link_not_its_target(tmp_path: Path) -> None:
+    tests = tmp_path / "tests"
+    tests.mkdir()
+    (tmp_path / "secret").write_text("host secret")
+    (tests / "leak").symlink_to(tmp_path / "secret")
+    for _ in range(2):  # packed, then from the cache
+        with tarfile.open(fileobj=io.BytesIO(_tar.pack(tests, "payload"))) as tar:
+            member = tar.getmember("payload/leak")
+            assert member.issym() and member.linkname == str(tmp_path / "secret")
