@@ -14,9 +14,12 @@ Messages are length-prefixed pickles over a socket pair per worker:
   ("unstarted", index) a unit it was sent but did not start after a stop.
 
 A worker that dies (kill -9) has its units in flight recorded as crashed (an
-error, re-run by `--retry-errors`); the others go on. On an interrupt the parent
-sends SIGTERM to every worker, whose trials stop their sandboxes as they would
-in one process, and waits for them (bounded) before the provider's cleanup.
+error, re-run by `--retry-errors`); the others go on, and a unit sent to it as it
+died goes to another. On an interrupt the parent sends SIGTERM to every worker,
+whose trials stop their sandboxes as they would in one process, and keeps
+recording what still comes back until they close (bounded), before the
+provider's cleanup; the stopped units run again on resume. A worker whose parent
+stops reading stops too, quietly.
 """
 
 from __future__ import annotations
@@ -33,7 +36,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
-from helios._proc import run_to_end
+from helios._proc import run_to_end, within
 from helios.engine.episode import EpisodeContext
 from helios.engine.events import Event, TrialStarted
 from helios.engine.scheduler import Slot
@@ -99,15 +102,24 @@ async def run_sharded(service: BatchService[Any, Any], units: Sequence[Any],
     pool = [await _fork(service, units, ctx, i, workers, split(n, workers, i))
             for i in range(workers)]  # fmt: skip
     feeder = _Feeder(service, units, pool)
+    listeners = [asyncio.create_task(feeder.listen(worker)) for worker in pool]
+    feeding = asyncio.create_task(feeder.feed())
     try:
-        async with asyncio.TaskGroup() as group:
-            for worker in pool:
-                group.create_task(feeder.listen(worker))
-            await feeder.feed()
+        done, _ = await asyncio.wait([feeding, *listeners], return_when=asyncio.FIRST_EXCEPTION)
+        for task in done:
+            task.result()  # the first error, if any, ends the batch
     except BaseException:
+        feeding.cancel()
+        feeder.stopping = True
         await _terminate(pool)
+        # The workers stop their trials and close their sockets. A result already on
+        # its way still comes back and is recorded (bounded by the grace).
+        with contextlib.suppress(Exception):
+            await run_to_end(within(STOP_GRACE, asyncio.gather(*listeners)))
         raise
     finally:
+        for task in listeners:
+            task.cancel()
         for worker in pool:
             worker.writer.close()
         await run_to_end(_reap(pool))
@@ -119,17 +131,32 @@ class _Feeder:
         self.service, self.units, self.pool = service, units, pool
         self.room = asyncio.Event()
         self.stopped = False
+        #: interrupted: a worker's units in flight are stopped, not crashed
+        self.stopping = False
 
     async def feed(self) -> None:
         for index in range(len(self.units)):
-            worker = await self._worker_with_room()
-            if worker is None or self.service.aborted is not None:
+            if not await self._hand_out(index):
                 break
-            worker.in_flight.add(index)
-            await _send(worker.writer, ("unit", index))
         if self.service.aborted is not None:
             await self._tell_all(("stop",))
         await self._tell_all(("end",))
+
+    async def _hand_out(self, index: int) -> bool:
+        """Send unit `index` to the worker with most room; False when none is left or
+        the batch is stopping. A worker found dead by the send is passed over: its
+        socket is then closing, and the unit goes to another."""
+        while (worker := await self._worker_with_room()) is not None:
+            if self.service.aborted is not None:
+                return False
+            worker.in_flight.add(index)
+            try:
+                await _send(worker.writer, ("unit", index))
+                return True
+            except ConnectionError:
+                worker.in_flight.discard(index)
+                worker.writer.close()
+        return False
 
     async def _tell_all(self, message: tuple[Any, ...]) -> None:
         for worker in self.pool:
@@ -164,10 +191,11 @@ class _Feeder:
                 if service.aborted is not None and not self.stopped:
                     self.stopped = True
                     await self._tell_all(("stop",))
-        # The worker is gone: what it had in flight will never come back.
+        # The worker is gone: what it had in flight will never come back. After an
+        # interrupt that is its trials being stopped: they run again on resume.
         worker.writer.close()
         self.room.set()
-        for index in sorted(worker.in_flight):
+        for index in sorted(worker.in_flight) if not self.stopping else ():
             unit = self.units[index]
             error = ErrorInfo(type="WorkerDied", message=f"worker process {worker.pid} died",
                               phase="internal")  # fmt: skip
@@ -258,7 +286,8 @@ async def _work(service: BatchService[Any, Any], units: Sequence[Any], parent_ct
     emit: Callable[[Event], None] | None = None
     if service.emit is not None:
         def emit(event: Event) -> None:
-            writer.write(_frame(("event", event)))
+            if not writer.is_closing():  # the parent is gone: nobody to show it to
+                writer.write(_frame(("event", event)))
 
     ctx = replace(parent_ctx, start_gate=asyncio.Semaphore(starts), emit=emit,
                   services=services)  # fmt: skip
@@ -297,8 +326,20 @@ class _Runner:
         self.semaphore = asyncio.Semaphore(slots)
         self.queue: asyncio.Queue[int | None] = asyncio.Queue()
         self.stopped = False
+        self.main: asyncio.Task[Any] | None = None
+
+    async def _reply(self, message: tuple[Any, ...]) -> None:
+        try:
+            await _send(self.writer, message)
+        except ConnectionError:
+            # The parent stopped reading: it was interrupted, or it is gone. Stop
+            # like on SIGTERM (trials stop their sandboxes), quietly: it is not a bug,
+            # and what the parent did not record runs again on resume.
+            if self.main is not None:
+                self.main.cancel()
 
     async def run(self) -> None:
+        self.main = asyncio.current_task()
         listener = asyncio.create_task(self._listen())
         try:
             async with asyncio.TaskGroup() as group:
@@ -307,7 +348,7 @@ class _Runner:
                     await slot.acquire()
                     if self.stopped:
                         slot.release()
-                        await _send(self.writer, ("unstarted", index))
+                        await self._reply(("unstarted", index))
                         continue
                     group.create_task(self._one(index, slot))
         finally:
@@ -338,4 +379,4 @@ class _Runner:
             slot.release()
         services = self.ctx.services
         totals = services.totals if services is not None else None
-        await _send(self.writer, ("result", index, result, totals))
+        await self._reply(("result", index, result, totals))

@@ -1,0 +1,126 @@
+"""`--workers`: the races between the parent and its workers at an interrupt or a
+death. A socket that closes under a send is a stop, never a traceback; a unit
+sent to a worker that just died goes to another; a result that arrives after an
+interrupt is still recorded, and an interrupted unit is not recorded as an error."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from helios.engine.batch import BatchOptions, BatchService
+from helios.engine.episode import EpisodeContext
+from helios.engine.scheduler import Slot
+from helios.engine.store import RunStore
+from helios.engine.workers import _Feeder, _frame, _receive, _Runner, _Worker
+
+from .thin_door import PromptDoor, PromptUnit
+
+
+def _service(tmp_path: Path, door: Any, workers: int = 2) -> BatchService[Any, Any]:
+    store = RunStore.create(tmp_path / "run", {"run_id": "races"})
+    return BatchService(door=door, store=store,
+                        options=BatchOptions(n_concurrent=4, workers=workers))  # fmt: skip
+
+
+async def _connected() -> tuple[socket.socket, asyncio.StreamReader, asyncio.StreamWriter]:
+    """The far end as a plain socket, and this end as asyncio streams."""
+    far, near = socket.socketpair()
+    reader, writer = await asyncio.open_connection(sock=near)
+    return far, reader, writer
+
+
+def test_a_worker_whose_parent_went_away_stops_quietly(tmp_path: Path) -> None:
+    """The parent stops reading while a unit is finishing (it was interrupted): the
+    worker's send of the result fails. It must cancel its run (its trials stop their
+    sandboxes) and not end in an ExceptionGroup, which the worker prints as a bug."""
+    units = [PromptUnit("slow good", 0)]
+    service = _service(tmp_path, PromptDoor(delay=0.2))
+
+    async def go() -> None:
+        far, reader, writer = await _connected()
+        far.sendall(_frame(("unit", 0)))
+        ctx = EpisodeContext(run_id="races", run_dir=None, start_gate=asyncio.Semaphore(2))
+        runner = _Runner(service, units, ctx, reader, writer, 2)
+        running = asyncio.create_task(runner.run())
+        await asyncio.sleep(0.1)  # the unit has started
+        far.close()  # the parent is gone before its result is sent
+        with pytest.raises(asyncio.CancelledError):
+            await running
+
+    try:
+        asyncio.run(go())
+    finally:
+        assert service.store is not None
+        service.store.close()
+
+
+def test_a_unit_sent_to_a_worker_that_just_died_goes_to_another(tmp_path: Path) -> None:
+    units = [PromptUnit("a good", 0), PromptUnit("b good", 1)]
+    service = _service(tmp_path, PromptDoor())
+
+    async def go() -> list[tuple[Any, ...]]:
+        dead_far, dead_reader, dead_writer = await _connected()
+        dead_far.close()  # died; its socket's end is not yet read by the parent
+        live_far, live_reader, live_writer = await _connected()
+        pool = [_Worker(0, 0, 2, dead_reader, dead_writer),
+                _Worker(1, 0, 2, live_reader, live_writer)]  # fmt: skip
+        await _Feeder(service, units, pool).feed()
+        live_writer.close()
+        far_reader, _ = await asyncio.open_connection(sock=live_far)
+        got = []
+        while (message := await _receive(far_reader)) is not None:
+            got.append(message)
+        assert pool[0].in_flight == set()  # nothing is waited for from the dead one
+        return got
+
+    try:
+        got = asyncio.run(go())
+    finally:
+        assert service.store is not None
+        service.store.close()
+    assert got == [("unit", 0), ("unit", 1), ("end",)]
+
+
+class _FinishesOnCancel(PromptDoor):
+    """A unit that, told to stop, still returns a result (what a trial finishing
+    just as the interrupt lands looks like to the parent)."""
+
+    async def run_unit(self, unit: PromptUnit, ctx: EpisodeContext, slot: Slot) -> dict[str, Any]:
+        if "late" not in unit.prompt:
+            return await super().run_unit(unit, ctx, slot)
+        try:
+            await asyncio.sleep(30)
+        except asyncio.CancelledError:
+            await asyncio.sleep(0.3)  # still on its way back when the worker is stopped
+        return {"trial_id": unit.trial_id, "line": unit.line, "status": "passed"}
+
+
+def test_an_interrupt_records_late_results_and_no_interrupted_unit(tmp_path: Path) -> None:
+    units = [PromptUnit("late good", 0)] + [
+        PromptUnit(f"slow {i} good", i) for i in range(1, 12)
+    ]
+    service = _service(tmp_path, _FinishesOnCancel(delay=5))
+    assert service.store is not None
+
+    async def go() -> None:
+        running = asyncio.create_task(service.run(service.plan(units)))
+        await asyncio.sleep(1.0)  # the workers have started their units
+        running.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await running
+
+    try:
+        asyncio.run(go())
+        records = service.store.load_records()
+    finally:
+        service.store.close()
+    # The late unit's result came back after the interrupt and is kept; the units
+    # that were stopped are not in the store (they run again on resume), and none
+    # is recorded as a crash of its worker.
+    assert [r["line"] for r in records.values()] == [0]
+    assert [r["status"] for r in records.values()] == ["passed"]
