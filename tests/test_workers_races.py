@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import socket
+import time
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +35,12 @@ async def _connected() -> tuple[socket.socket, asyncio.StreamReader, asyncio.Str
     return far, reader, writer
 
 
+def _runner(service: BatchService[Any, Any], units: list[PromptUnit],
+            reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> _Runner:  # fmt: skip
+    ctx = EpisodeContext(run_id="races", run_dir=None, start_gate=asyncio.Semaphore(2))
+    return _Runner(service, units, ctx, reader, writer, 2)
+
+
 def test_a_worker_whose_parent_went_away_stops_quietly(tmp_path: Path) -> None:
     """The parent stops reading while a unit is finishing (it was interrupted): the
     worker's send of the result fails. It must cancel its run (its trials stop their
@@ -43,17 +50,39 @@ def test_a_worker_whose_parent_went_away_stops_quietly(tmp_path: Path) -> None:
 
     async def go() -> None:
         far, reader, writer = await _connected()
-        far.sendall(_frame(("unit", 0)))
-        ctx = EpisodeContext(run_id="races", run_dir=None, start_gate=asyncio.Semaphore(2))
-        runner = _Runner(service, units, ctx, reader, writer, 2)
-        running = asyncio.create_task(runner.run())
-        await asyncio.sleep(0.1)  # the unit has started
-        far.close()  # the parent is gone before its result is sent
+        far.sendall(_frame(("unit", 0)) + _frame(("end",)))
+        running = asyncio.create_task(_runner(service, units, reader, writer).run())
+        await asyncio.sleep(0.1)  # the unit has started, and the worker read the "end"
+        far.close()  # the parent stops reading before the result is sent
         with pytest.raises(asyncio.CancelledError):
             await running
 
     try:
         asyncio.run(go())
+    finally:
+        assert service.store is not None
+        service.store.close()
+
+
+def test_a_worker_whose_parent_was_killed_stops_its_trials_at_once(tmp_path: Path) -> None:
+    """The socket closes without an "end": nobody would record the trials, so the
+    worker stops them now rather than after their 30 s."""
+    units = [PromptUnit("slow good", 0)]
+    service = _service(tmp_path, PromptDoor(delay=30))
+
+    async def go() -> float:
+        far, reader, writer = await _connected()
+        far.sendall(_frame(("unit", 0)))
+        running = asyncio.create_task(_runner(service, units, reader, writer).run())
+        await asyncio.sleep(0.2)
+        started = time.monotonic()
+        far.close()
+        with pytest.raises(asyncio.CancelledError):
+            await running
+        return time.monotonic() - started
+
+    try:
+        assert asyncio.run(go()) < 10
     finally:
         assert service.store is not None
         service.store.close()

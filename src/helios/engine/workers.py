@@ -362,6 +362,11 @@ class _Runner:
                 self.stopped = True
             elif message[0] == "end":
                 break
+        else:
+            # The socket closed without an "end": the parent is gone (killed). No one
+            # would record these trials: stop them now, and their sandboxes.
+            if self.main is not None:
+                self.main.cancel()
         await self.queue.put(None)
 
     async def _one(self, index: int, slot: Slot) -> None:
