@@ -9,6 +9,7 @@ import json
 import os
 import signal
 import subprocess
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -174,3 +175,53 @@ def test_a_killed_worker_s_units_are_recorded_as_errors(tmp_path: Path) -> None:
 def _children(pid: int) -> list[int]:
     path = Path(f"/proc/{pid}/task/{pid}/children")
     return [int(p) for p in path.read_text().split()]
+
+
+def _alive(pid: int) -> bool:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat[stat.rfind(")") + 2] != "Z"  # a zombie has stopped: it waits to be reaped
+
+
+@pytest.mark.usefixtures("need_bwrap")
+def test_workers_of_a_killed_batch_stop_their_sandboxes_at_once(
+    make_task: TaskMaker, tmp_path: Path
+) -> None:
+    """kill -9 of the parent: nobody would record the workers' trials, so they stop
+    them and their sandboxes now, not after the agents' 60 s."""
+    for i in range(4):
+        make_task(f"t{i}", solve="sleep 60\n")
+    sandboxes = Path(tempfile.mkdtemp(prefix="helios-killed-parent-"))
+    sandboxes.chmod(0o711)  # the sandbox user passes through, as through /tmp
+    out = tmp_path / "out"
+    proc = subprocess.Popen(
+        helios_cmd("batch", str(tmp_path / "tasks"), "--provider", "local", "--agent",
+                   "oracle", "-n", "4", "--workers", "2", "-q", "-o", str(out)),
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        env={**os.environ, "HELIOS_SANDBOX_DIR": str(sandboxes)},
+    )  # fmt: skip
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and len(list(sandboxes.iterdir())) < 4:
+        time.sleep(0.05)
+    assert len(list(sandboxes.iterdir())) == 4  # every trial has its sandbox
+    workers = _children(proc.pid)
+    assert len(workers) == 2
+    # The second worker, frozen, must not hold the first one's link to the parent
+    # open (it was forked after it): the first one sees the death by itself.
+    os.kill(workers[1], signal.SIGSTOP)
+    proc.kill()
+    proc.wait()
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline and _alive(workers[0]):
+        time.sleep(0.1)
+    os.kill(workers[1], signal.SIGCONT)
+    assert not _alive(workers[0])
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline and (
+        any(map(_alive, workers)) or list(sandboxes.iterdir())
+    ):
+        time.sleep(0.1)
+    assert not any(map(_alive, workers)) and list(sandboxes.iterdir()) == []
+    sandboxes.rmdir()

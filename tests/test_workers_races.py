@@ -53,9 +53,10 @@ def test_a_worker_whose_parent_went_away_stops_quietly(tmp_path: Path) -> None:
         far.sendall(_frame(("unit", 0)) + _frame(("end",)))
         running = asyncio.create_task(_runner(service, units, reader, writer).run())
         await asyncio.sleep(0.1)  # the unit has started, and the worker read the "end"
-        far.close()  # the parent stops reading before the result is sent
+        far.shutdown(socket.SHUT_RD)  # the parent stops reading before the result is sent
         with pytest.raises(asyncio.CancelledError):
             await running
+        far.close()
 
     try:
         asyncio.run(go())

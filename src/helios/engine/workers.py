@@ -99,8 +99,9 @@ async def run_sharded(service: BatchService[Any, Any], units: Sequence[Any],
                       ctx: EpisodeContext, workers: int) -> None:  # fmt: skip
     """Run `units` over `workers` forked processes; record in this one."""
     n = service.options.n_concurrent
-    pool = [await _fork(service, units, ctx, i, workers, split(n, workers, i))
-            for i in range(workers)]  # fmt: skip
+    pool: list[_Worker] = []
+    for i in range(workers):
+        pool.append(await _fork(service, units, ctx, i, workers, split(n, workers, i), pool))
     feeder = _Feeder(service, units, pool)
     listeners = [asyncio.create_task(feeder.listen(worker)) for worker in pool]
     feeding = asyncio.create_task(feeder.feed())
@@ -216,12 +217,17 @@ class _Feeder:
 
 
 async def _fork(service: BatchService[Any, Any], units: Sequence[Any], ctx: EpisodeContext,
-                index: int, count: int, slots: int) -> _Worker:  # fmt: skip
+                index: int, count: int, slots: int, earlier: list[_Worker]) -> _Worker:  # fmt: skip
     parent_sock, child_sock = socket.socketpair()
     starts = split(service.options.max_starts, count, index)
     pid = os.fork()
     if pid == 0:  # the worker: never returns
         parent_sock.close()
+        # The parent's ends of the earlier workers' sockets too: held open here, they
+        # would hide the parent's death from those workers (no end of file).
+        for sibling in earlier:
+            with contextlib.suppress(OSError):
+                os.close(sibling.writer.get_extra_info("socket").fileno())
         code = 0
         try:
             _worker_main(service, units, ctx, child_sock, slots, starts)
@@ -355,19 +361,20 @@ class _Runner:
             listener.cancel()
 
     async def _listen(self) -> None:
+        ended = False
         while (message := await _receive(self.reader)) is not None:
             if message[0] == "unit":
                 await self.queue.put(message[1])
             elif message[0] == "stop":
                 self.stopped = True
-            elif message[0] == "end":
-                break
-        else:
-            # The socket closed without an "end": the parent is gone (killed). No one
-            # would record these trials: stop them now, and their sandboxes.
-            if self.main is not None:
-                self.main.cancel()
-        await self.queue.put(None)
+            elif message[0] == "end" and not ended:
+                ended = True
+                await self.queue.put(None)
+        # The socket closed while this worker still runs (`run` cancels this task when
+        # it ends; the parent closes only after it): the parent is gone, killed. No
+        # one would record these trials: stop them now, and their sandboxes.
+        if self.main is not None:
+            self.main.cancel()
 
     async def _one(self, index: int, slot: Slot) -> None:
         service, unit = self.service, self.units[index]
