@@ -10,13 +10,16 @@ import json
 import os
 import tarfile
 import uuid
+from collections.abc import AsyncGenerator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from helios import ParallelRunner
+from helios.environments import _docker_api
 from helios.environments._bwrap import TRANSFER_MOUNT
 from helios.environments._safe_copy import Bounds, UnsafeDownload, copy_out, extract_tar
 from helios.environments.local import LocalEnvironment
@@ -205,14 +208,19 @@ def test_a_verifier_writing_a_12_mb_log_and_an_honest_reward_passes(
 def test_an_unreadable_docker_archive_is_a_verifier_error(
     make_task: TaskMaker, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # A docker CLI whose `cp … -` stream breaks off mid-archive.
-    wrapper = tmp_path / "docker"
-    wrapper.write_text(
-        '#!/bin/sh\nif [ "$1" = cp ] && [ "$3" = - ]; then docker "$@" | head -c 3000; exit 0; fi\n'
-        'exec docker "$@"\n'
-    )
-    wrapper.chmod(0o755)
-    monkeypatch.setenv("HELIOS_DOCKER", str(wrapper))
+    # The daemon's archive stream breaks off mid-archive.
+    whole = _docker_api.archive_chunks
+
+    async def cut_off(*args: Any) -> AsyncGenerator[bytes, None]:
+        sent = 0
+        async for chunk in whole(*args):
+            if sent + len(chunk) >= 3000:
+                yield chunk[: 3000 - sent]
+                return
+            sent += len(chunk)
+            yield chunk
+
+    monkeypatch.setattr(_docker_api, "archive_chunks", cut_off)
     _big_log_task(make_task)
     runner = ParallelRunner(tmp_path / "tasks", agent="oracle", provider="docker",
                             output_dir=tmp_path / "out", show_progress=False)  # fmt: skip

@@ -1,14 +1,13 @@
-"""The `docker` CLI as asyncio subprocesses, and the once-per-process image builds."""
+"""The `docker` CLI as asyncio subprocesses (a trial's rare calls: run, build, inspect,
+cleanup), and the once-per-process image builds."""
 
 from __future__ import annotations
 
 import asyncio
 import os
-import tempfile
 from pathlib import Path
 
-from helios._proc import decode, run_process, run_streaming
-from helios.environments import _safe_copy
+from helios._proc import decode, run_process
 from helios.errors import EnvironmentBuildError, EnvironmentExecError, PhaseTimeout
 
 LABEL_MANAGED = "helios.managed"
@@ -35,33 +34,6 @@ async def docker(
     if result.timed_out:
         raise EnvironmentExecError(f"docker {args[0]} did not answer within {timeout:g}s")
     return result.returncode, decode(result.stdout), decode(result.stderr)
-
-
-async def download(container: str, src: str, dst: Path, bounds: _safe_copy.Bounds) -> None:
-    """`docker cp CONTAINER:SRC -` streamed to a temporary file (no output cap but
-    the bound), then extracted on the host with `extract_tar`'s checks."""
-    spool = await asyncio.to_thread(tempfile.TemporaryFile)
-    try:
-        result, overflow = await run_streaming(
-            [docker_binary(), "cp", f"{container}:{src}", "-"],
-            spool.write,
-            # the tar format adds headers and padding to the files' own bytes
-            limit=bounds.max_bytes + bounds.max_entries * 1024 + (1 << 20),
-            timeout=CONTROL_TIMEOUT,
-        )
-        if overflow:
-            raise _safe_copy.UnsafeDownload(
-                f"download of {src}: larger than {bounds.max_bytes} bytes, download refused"
-            )
-        if result.returncode != 0 or result.timed_out:
-            reason = "timed out" if result.timed_out else decode(result.stderr).strip()[:200]
-            raise EnvironmentExecError(f"download of {src} failed: {reason}")
-        await asyncio.to_thread(spool.seek, 0)
-        await asyncio.to_thread(
-            _safe_copy.extract_tar, spool, dst, what=f"download of {src}", bounds=bounds
-        )
-    finally:
-        await asyncio.to_thread(spool.close)
 
 
 class ImageBuilds:

@@ -1,13 +1,16 @@
 """Docker provider: one container per trial, images built once per environment hash.
 
-Everything goes through the `docker` CLI as asyncio subprocesses, so the event
-loop never blocks. Containers carry labels so `helios cleanup` can find
-leftovers; `stop` removes the container whatever happened before.
+A trial's many calls (execs, copies, kill and start, remove) go to the Engine API
+through aiodocker (`_docker_api`); the rare ones (run, build, inspect, cleanup)
+through the `docker` CLI as asyncio subprocesses. The event loop never blocks.
+Containers carry labels so `helios cleanup` can find leftovers; `stop` removes
+the container whatever happened before.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import posixpath
@@ -18,8 +21,10 @@ import shutil
 from pathlib import Path
 from typing import ClassVar
 
-from helios._proc import decode, last_line, run_process, run_to_end
-from helios.environments import _docker_cli, _tar
+import aiodocker
+
+from helios._proc import decode, last_line, run_to_end
+from helios.environments import _docker_api, _tar
 from helios.environments._docker_cleanup import cleanup_containers, remove_images
 from helios.environments._docker_cli import (
     CONTROL_TIMEOUT,
@@ -70,6 +75,8 @@ class DockerEnvironment(Environment):
         super().__init__(spec, trial_id=trial_id, run_id=run_id)
         self.container: str | None = None
         self._has_timeout = False
+        #: this loop's Engine API client while the container may exist
+        self._client: aiodocker.Docker | None = None
         #: ours alone: a container is removed by name only if it carries this token
         self.instance = secrets.token_hex(6)
 
@@ -206,16 +213,18 @@ class DockerEnvironment(Environment):
         """SIGKILL the container's pid 1, which kills every process in its pid
         namespace (setsid, nohup and double forks included), then start it again
         with its entrypoint alone."""
-        container = self._require_container()
-        code, _, err = await docker("kill", container)
-        if code != 0 and "is not running" not in err:
-            raise EnvironmentExecError(f"could not stop the agent's processes: {err.strip()[:200]}")
-        code, _, err = await docker("start", container)
-        if code != 0:
-            raise EnvironmentExecError(f"could not restart the container: {err.strip()[:200]}")
-        code, out, err = await docker("top", container, "-o", "pid")
-        running = len(out.split()) - 1
-        if code != 0 or running != 1:
+        handle = self._engine.containers.container(self._require_container())
+        try:
+            await _docker_api.control("kill", handle.kill())
+        except EnvironmentExecError as exc:
+            if "is not running" not in str(exc):
+                raise EnvironmentExecError(f"could not stop the agent's processes: {exc}") from None
+        try:
+            await _docker_api.control("start", handle.start())
+        except EnvironmentExecError as exc:
+            raise EnvironmentExecError(f"could not restart the container: {exc}") from None
+        running = await _docker_api.process_count(self._engine, handle.id)
+        if running != 1:
             raise EnvironmentExecError(
                 f"{running} processes run in the container after its restart, expected 1"
             )
@@ -224,6 +233,12 @@ class DockerEnvironment(Environment):
         if self.container is None:
             raise EnvironmentExecError("container is not running")
         return self.container
+
+    @property
+    def _engine(self) -> aiodocker.Docker:
+        if self._client is None:
+            self._client = _docker_api.acquire()
+        return self._client
 
     async def exec(
         self,
@@ -235,23 +250,18 @@ class DockerEnvironment(Environment):
         user: User | None = None,
     ) -> ExecResult:
         container = self._require_container()
-        args = ["exec", "-i", "-w", cwd or self.workdir]
-        if user is not None:
-            args += ["-u", str(user)]
-        for key, value in (env or {}).items():
-            args += ["-e", f"{key}={value}"]
         inner = ["sh", "-c", command]
         if timeout is not None and self._has_timeout:
-            # Kill inside the container too: killing the docker client alone
-            # would leave the command running there.
+            # Kill inside the container too: the client giving up alone would leave
+            # the command running there.
             inner = ["timeout", "-k", "5", f"{timeout:g}", *inner]
-        client_timeout = None if timeout is None else timeout + 15
-        result = await run_process(
-            [docker_binary(), *args, container, *inner], timeout=client_timeout
-        )
-        if result.returncode != 0 and result.stderr.startswith(b"Error response from daemon"):
-            # The container itself is gone or broken: not the command's failure.
-            raise EnvironmentExecError(decode(result.stderr).strip()[:300])
+        # The container itself gone or broken raises EnvironmentExecError: not the
+        # command's failure.
+        result = await _docker_api.exec_command(
+            self._engine, container, inner, user="" if user is None else str(user),
+            workdir=cwd or self.workdir, env=env or {},
+            timeout=None if timeout is None else timeout + 15,
+        )  # fmt: skip
         if user is not None and result.returncode == 126 and b"find user" in result.stderr:
             raise EnvironmentExecError(f"user {user!r} does not exist in the sandbox")
         timed_out = result.timed_out or (timeout is not None and result.returncode == 124)
@@ -265,21 +275,32 @@ class DockerEnvironment(Environment):
         # folders itself: one process per upload, no separate mkdir.
         arcname = posixpath.normpath(dst).strip("/") or "."
         data = await asyncio.to_thread(_tar.pack, src, arcname)
-        code, _, err = await docker("cp", "-", f"{container}:/", stdin=data)
-        if code != 0:
-            raise EnvironmentExecError(f"upload to {dst} failed: {err.strip()[:200]}")
+        try:
+            await _docker_api.upload(self._engine, container, data)
+        except EnvironmentExecError as exc:
+            raise EnvironmentExecError(f"upload to {dst} failed: {exc}") from None
 
     async def download(self, src: str, dst: Path) -> None:
-        await _docker_cli.download(self._require_container(), src, dst, Bounds())
+        container = self._require_container()
+        await _docker_api.download(self._engine, container, src, dst, Bounds())
 
     async def stop(self) -> None:
-        container, self.container = self.container, None
         # To its end: a Ctrl-C arriving now must not leave the container behind.
-        if container is not None:
-            # the id our own `docker run` returned: ours by construction
-            await run_to_end(docker("rm", "-f", "-v", container))
-        else:
-            await run_to_end(self._remove_own())
+        await run_to_end(self._stop())
+
+    async def _stop(self) -> None:
+        container, self.container = self.container, None
+        try:
+            if container is not None:
+                # the id our own `docker run` returned: ours by construction
+                with contextlib.suppress(EnvironmentExecError):
+                    await _docker_api.remove(self._engine, container)
+            else:
+                await self._remove_own()
+        finally:
+            client, self._client = self._client, None
+            if client is not None:
+                await _docker_api.release(client)
 
 
 async def remove_containers(run_id: str | None = None, *, force: bool = False) -> list[str]:

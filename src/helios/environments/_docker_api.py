@@ -1,0 +1,191 @@
+"""A trial's hot path to Docker through the Engine API (aiodocker), on the daemon's socket.
+
+Each `docker` CLI call is a process that costs about 25 ms of CPU before the
+daemon does anything (benchmarks/README.md). A trial makes one for every exec,
+copy, kill, start and remove, so these go over HTTP instead: one aiodocker
+client per event loop, shared by that loop's containers and closed when the
+last one stops (an aiohttp session must not outlive its loop).
+
+`docker run` (which pulls a missing image and reports an engine without
+`--storage-opt`), builds, inspects and `helios cleanup` stay on the CLI: they
+happen once per trial or less.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import tempfile
+import weakref
+from collections.abc import AsyncGenerator, Awaitable
+from pathlib import Path
+from typing import Any, TypeVar
+
+import aiodocker
+import aiohttp
+
+from helios._proc import OUTPUT_CAP, CappedOutput, ProcResult
+from helios.environments import _safe_copy
+from helios.errors import EnvironmentExecError
+
+T = TypeVar("T")
+#: calls that should be instant still get a bound, so a hung daemon shows up as an
+#: error instead of a stuck batch (as the CLI's CONTROL_TIMEOUT)
+CONTROL_TIMEOUT = 120.0
+#: the daemon's words when a command cannot start as the asked user
+_NO_USER = b"unable to find user"
+
+_clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, tuple[aiodocker.Docker, int]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def acquire() -> aiodocker.Docker:
+    """This loop's client; every `acquire` is matched by one `release`."""
+    loop = asyncio.get_running_loop()
+    client, users = _clients.get(loop) or (aiodocker.Docker(), 0)
+    _clients[loop] = (client, users + 1)
+    return client
+
+
+async def release(client: aiodocker.Docker) -> None:
+    loop = asyncio.get_running_loop()
+    held, users = _clients.get(loop, (None, 0))
+    if held is not client:
+        await client.close()  # not the loop's (an earlier one's): nobody shares it
+        return
+    if users > 1:
+        _clients[loop] = (client, users - 1)
+        return
+    del _clients[loop]
+    await client.close()
+
+
+async def control(what: str, call: Awaitable[T], timeout: float = CONTROL_TIMEOUT) -> T:
+    """`call`, with the daemon's refusal, silence or absence as EnvironmentExecError.
+    (An outer timeout's TimeoutError goes through: it is not this bound's.)"""
+    bound = asyncio.timeout(None if timeout == float("inf") else timeout)
+    try:
+        async with bound:
+            return await call
+    except TimeoutError:
+        if not bound.expired():
+            raise
+        raise EnvironmentExecError(f"docker {what} did not answer within {timeout:g}s") from None
+    except aiodocker.DockerError as exc:
+        raise EnvironmentExecError(f"docker {what}: {exc.message}"[:300]) from None
+    except aiohttp.ClientError as exc:
+        raise EnvironmentExecError(f"docker {what}: the engine is unreachable ({exc})") from None
+
+
+async def exec_command(
+    client: aiodocker.Docker,
+    container: str,
+    argv: list[str],
+    *,
+    user: str,
+    workdir: str,
+    env: dict[str, str],
+    timeout: float | None,
+) -> ProcResult:
+    """Run `argv` in the container; each stream kept up to OUTPUT_CAP. A client-side
+    timeout gives `timed_out` (the caller wraps `timeout` inside to kill it there)."""
+    handle = client.containers.container(container)
+    created = handle.exec(argv, stdout=True, stderr=True, stdin=False, user=user,
+                          environment=env, workdir=workdir)  # fmt: skip
+    run = await control("exec", created)
+    out, err = CappedOutput(OUTPUT_CAP), CappedOutput(OUTPUT_CAP)
+
+    async def pump() -> None:
+        async with run.start(detach=False) as stream:
+            while (message := await stream.read_out()) is not None:
+                (out if message.stream == 1 else err).add(message.data)
+
+    timed_out = False
+    try:
+        async with asyncio.timeout(timeout):
+            await control("exec", pump(), timeout=float("inf"))
+    except TimeoutError:
+        timed_out = True
+    code = -1
+    if not timed_out:
+        info = await control("exec inspect", run.inspect())
+        code = info["ExitCode"] if info.get("ExitCode") is not None else -1
+    stdout, stderr = out.value(), err.value()
+    if code == 126 and _NO_USER in stdout:
+        # The daemon puts its reason on the output stream; the caller looks in stderr.
+        stdout, stderr = b"", stdout + stderr
+    return ProcResult(stdout, stderr, code, timed_out)
+
+
+async def upload(client: aiodocker.Docker, container: str, archive: bytes) -> None:
+    """Unpack `archive` at / (its entries are named by full path), as `docker cp -`
+    does: a folder is never replaced by a file."""
+    query = client._query(
+        f"containers/{container}/archive", method="PUT", data=archive,
+        params={"path": "/", "noOverwriteDirNonDir": "1"},
+        headers={"Content-Type": "application/x-tar"},
+    )  # fmt: skip
+
+    async def put() -> None:
+        async with query as response:
+            await response.read()
+
+    await control("upload", put())
+
+
+async def archive_chunks(client: aiodocker.Docker, container: str,
+                         src: str) -> AsyncGenerator[bytes, None]:  # fmt: skip
+    """The tar of `src` in the container, as the daemon streams it."""
+    query = client._query(f"containers/{container}/archive", params={"path": src})
+    async with query as response:
+        async for chunk in response.content.iter_chunked(65536):
+            yield chunk
+
+
+async def download(client: aiodocker.Docker, container: str, src: str, dst: Path,
+                   bounds: _safe_copy.Bounds) -> None:  # fmt: skip
+    """The archive of `src` spooled to a temporary file (refused past the bound, the
+    tar's headers and padding allowed for), then extracted with `extract_tar`'s checks."""
+    limit = bounds.max_bytes + bounds.max_entries * 1024 + (1 << 20)
+    spool = await asyncio.to_thread(tempfile.TemporaryFile)
+    try:
+        size = await control(f"download of {src}", _spool(
+            archive_chunks(client, container, src), spool, limit))  # fmt: skip
+        if size > limit:
+            raise _safe_copy.UnsafeDownload(
+                f"download of {src}: larger than {bounds.max_bytes} bytes, download refused"
+            )
+        await asyncio.to_thread(spool.seek, 0)
+        await asyncio.to_thread(
+            _safe_copy.extract_tar, spool, dst, what=f"download of {src}", bounds=bounds
+        )
+    finally:
+        await asyncio.to_thread(spool.close)
+
+
+async def _spool(chunks: AsyncGenerator[bytes, None], spool: Any, limit: int) -> int:
+    """Write `chunks` to `spool` up to `limit`; the size seen (past it: refused)."""
+    size = 0
+    async with contextlib.aclosing(chunks):  # closes the daemon's stream on a refusal
+        async for chunk in chunks:
+            size += len(chunk)
+            if size > limit:
+                break
+            spool.write(chunk)
+    return size
+
+
+async def remove(client: aiodocker.Docker, container: str) -> None:
+    """`docker rm -f -v`; a container already gone is removed."""
+    try:
+        await control("rm", client.containers.container(container).delete(force=True, v=True))
+    except EnvironmentExecError as exc:
+        if "No such container" not in str(exc):
+            raise
+
+
+async def process_count(client: aiodocker.Docker, container: str) -> int:
+    """How many processes run in the container (`docker top`)."""
+    top = await control("top", client._query_json(f"containers/{container}/top"))
+    return len(top.get("Processes") or [])

@@ -1,0 +1,119 @@
+"""The Docker provider's calls through the Engine API (`_docker_api`): one client per
+event loop, closed with its last container; the daemon's refusals, silence and
+absence as environment errors; output and downloads bounded."""
+
+from __future__ import annotations
+
+import asyncio
+import subprocess
+import uuid
+from pathlib import Path
+
+import aiodocker
+import pytest
+
+from helios._proc import OUTPUT_CAP
+from helios.environments import _docker_api
+from helios.environments._safe_copy import Bounds, UnsafeDownload
+from helios.environments.docker import DockerEnvironment
+from helios.errors import EnvironmentExecError
+from helios.tasks.task import load_task
+
+from .conftest import TaskMaker
+
+
+def _env(task_dir: Path) -> DockerEnvironment:
+    spec = load_task(task_dir).sandbox_spec()
+    return DockerEnvironment(spec, trial_id=uuid.uuid4().hex[:8], run_id="api")
+
+
+@pytest.mark.usefixtures("need_docker")
+def test_containers_of_a_loop_share_one_client_closed_with_the_last(
+    make_task: TaskMaker,
+) -> None:
+    task = make_task("shared")
+    first, second = _env(task), _env(task)
+
+    async def go() -> aiodocker.Docker:
+        await first.build()
+        await asyncio.gather(first.start(), second.start())
+        assert first._engine is second._engine
+        client = first._engine
+        await first.stop()
+        assert not client.session.closed  # the second container still uses it
+        assert (await second.exec("echo still")).stdout == "still\n"
+        await second.stop()
+        assert asyncio.get_running_loop() not in _docker_api._clients
+        return client
+
+    assert asyncio.run(go()).session.closed
+
+
+@pytest.mark.usefixtures("need_docker")
+def test_the_daemon_s_refusals_are_environment_errors(make_task: TaskMaker) -> None:
+    env = _env(make_task("refusals"))
+
+    async def go() -> None:
+        await env.build()
+        await env.start()
+        try:
+            with pytest.raises(EnvironmentExecError, match="does not exist"):
+                await env.exec("true", user="no-such-user")
+            assert env.container is not None
+            subprocess.run(["docker", "rm", "-f", env.container], capture_output=True, check=True)
+            with pytest.raises(EnvironmentExecError, match="No such container"):
+                await env.exec("true")
+            with pytest.raises(EnvironmentExecError, match="upload to /x failed"):
+                await env.upload(Path(__file__), "/x")
+        finally:
+            await env.stop()  # the container is gone already: not an error
+
+    asyncio.run(go())
+
+
+@pytest.mark.usefixtures("need_docker")
+def test_output_is_capped_and_a_large_download_refused(
+    make_task: TaskMaker, tmp_path: Path
+) -> None:
+    env = _env(make_task("bounds"))
+
+    async def go() -> None:
+        await env.build()
+        await env.start()
+        try:
+            flood = await env.exec(f"head -c {OUTPUT_CAP + (1 << 20)} /dev/zero; echo done >&2")
+            assert flood.exit_code == 0 and flood.stderr == "done\n"
+            assert OUTPUT_CAP <= len(flood.stdout) < OUTPUT_CAP + 1024
+            # past the bound and the tar's allowance: refused while streaming, nothing kept
+            await env.exec("head -c 3000000 /dev/zero > /big")
+            assert env.container is not None
+            with pytest.raises(UnsafeDownload, match="larger than 1000 bytes"):
+                await _docker_api.download(env._engine, env.container, "/big", tmp_path / "big",
+                                           Bounds(max_bytes=1000, max_entries=10))  # fmt: skip
+            assert not (tmp_path / "big").exists()
+            assert (await env.exec("echo next")).stdout == "next\n"  # the client goes on
+        finally:
+            await env.stop()
+
+    asyncio.run(go())
+
+
+def test_a_silent_or_absent_engine_is_an_environment_error(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    async def silent() -> None:
+        with pytest.raises(EnvironmentExecError, match=r"did not answer within 0\.1s"):
+            await _docker_api.control("kill", asyncio.sleep(30), timeout=0.1)
+
+    asyncio.run(silent())
+    monkeypatch.setenv("DOCKER_HOST", f"unix://{tmp_path / 'no-daemon.sock'}")
+
+    async def absent() -> None:
+        client = _docker_api.acquire()
+        try:
+            with pytest.raises(EnvironmentExecError, match="docker top: Cannot connect"):
+                await _docker_api.control("top", _docker_api.process_count(client, "x"))
+        finally:
+            await _docker_api.release(client)
+
+    asyncio.run(absent())
