@@ -48,3 +48,11 @@ def test_the_hot_path_profile_prints_its_tables() -> None:
     assert "event loop's own CPU by module" in out
     threads = out.split("work in threads")[1].split("event loop's functions")[0]
     assert "create_root" in threads and "_write_trajectory" in threads, out
+
+
+@pytest.mark.usefixtures("need_docker")
+def test_the_docker_exec_a_b_prints_both_paths_and_a_ratio() -> None:
+    out = _bench("docker_exec.py", "-N", "2", "-K", "1")
+    for path in ("cli", "api"):
+        assert re.search(rf"^{path} +2 execs, 2 at once: wall \d+\.\d ms/exec", out, re.M), out
+    assert re.search(r"^ratio: the CLI takes \d+\.\d\dx", out, re.M), out
