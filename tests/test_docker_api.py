@@ -10,13 +10,14 @@ import uuid
 from pathlib import Path
 
 import aiodocker
+import aiohttp
 import pytest
 
 from helios._proc import OUTPUT_CAP
 from helios.environments import _docker_api
 from helios.environments._safe_copy import Bounds, UnsafeDownload
 from helios.environments.docker import DockerEnvironment
-from helios.errors import EnvironmentExecError
+from helios.errors import EnvironmentExecError, EnvironmentUnavailable
 from helios.tasks.task import load_task
 
 from .conftest import TaskMaker
@@ -117,3 +118,64 @@ def test_a_silent_or_absent_engine_is_an_environment_error(
             await _docker_api.release(client)
 
     asyncio.run(absent())
+
+
+@pytest.mark.usefixtures("need_docker")
+def test_a_command_is_not_held_back_by_a_hundred_long_ones(make_task: TaskMaker) -> None:
+    """Each running exec holds a connection to the daemon: with aiohttp's default cap
+    of 100 per client, the 101st trial's commands would wait for another's to end."""
+    env = _env(make_task("many"))
+
+    async def go() -> str:
+        await env.build()
+        await env.start()
+        try:
+            long = [asyncio.create_task(env.exec("sleep 600")) for _ in range(101)]
+            try:
+                await asyncio.sleep(1)
+                quick = await asyncio.wait_for(env.exec("echo through"), timeout=90)
+                return quick.stdout
+            finally:
+                for task in long:
+                    task.cancel()
+                await asyncio.gather(*long, return_exceptions=True)
+        finally:
+            await env.stop()
+
+    assert asyncio.run(go()) == "through\n"
+
+
+def _dead_client(tmp_path: Path) -> aiodocker.Docker:
+    connector = aiohttp.UnixConnector(str(tmp_path / "no-daemon.sock"), limit=0)
+    return aiodocker.Docker(url="unix://localhost", connector=connector)
+
+
+@pytest.mark.usefixtures("need_docker")
+def test_a_container_is_removed_by_the_cli_when_the_api_fails(
+    make_task: TaskMaker, tmp_path: Path
+) -> None:
+    env = _env(make_task("fallback"))
+
+    async def go() -> None:
+        await env.build()
+        await env.start()
+        real, env._client = env._engine, _dead_client(tmp_path)
+        try:
+            await env.stop()
+        finally:
+            await _docker_api.release(real)
+
+    asyncio.run(go())
+    mine = f"label=helios.trial={env.trial_id}"
+    listed = subprocess.run(["docker", "ps", "-aq", "--filter", mine],
+                            capture_output=True, text=True, check=True)  # fmt: skip
+    assert listed.stdout.split() == []
+
+
+@pytest.mark.usefixtures("need_docker")
+def test_preflight_names_an_unreachable_engine_api(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setattr(_docker_api, "_new_client", lambda: _dead_client(tmp_path))
+    with pytest.raises(EnvironmentUnavailable, match="Docker Engine API not reachable"):
+        asyncio.run(DockerEnvironment.preflight())

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import tempfile
 import weakref
 from collections.abc import AsyncGenerator, Awaitable
@@ -35,30 +36,53 @@ CONTROL_TIMEOUT = 120.0
 #: the daemon's words when a command cannot start as the asked user
 _NO_USER = b"unable to find user"
 
+#: where the daemon listens when DOCKER_HOST does not say (as the docker CLI looks)
+_SOCKETS = (Path("/var/run/docker.sock"), Path("/run/docker.sock"))
 _clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, tuple[aiodocker.Docker, int]] = (
     weakref.WeakKeyDictionary()
 )
 
 
+def _new_client() -> aiodocker.Docker:
+    """A client on the daemon's unix socket whose connections are not capped: an exec
+    holds one for as long as its command runs, and aiohttp's default cap of 100
+    would make the 101st trial's command (and its container's removal) wait.
+    Another host (tcp, ssh, a docker context) gets aiodocker's own connector."""
+    host = os.environ.get("DOCKER_HOST")
+    if host is None and "DOCKER_CONTEXT" not in os.environ:
+        found = [p for p in _SOCKETS if p.is_socket()]
+        host = f"unix://{found[0]}" if found else None
+    if host is None or not host.startswith("unix://"):
+        return aiodocker.Docker()
+    # Given a connector, aiodocker takes the url for composing request URLs only.
+    connector = aiohttp.UnixConnector(host.removeprefix("unix://"), limit=0)
+    return aiodocker.Docker(url="unix://localhost", connector=connector)
+
+
 def acquire() -> aiodocker.Docker:
     """This loop's client; every `acquire` is matched by one `release`."""
     loop = asyncio.get_running_loop()
-    client, users = _clients.get(loop) or (aiodocker.Docker(), 0)
+    client, users = _clients.get(loop) or (_new_client(), 0)
     _clients[loop] = (client, users + 1)
     return client
+
+
+async def _close(client: aiodocker.Docker) -> None:
+    await client.close()
+    await client.connector.close()  # ours when we made it; closing twice is harmless
 
 
 async def release(client: aiodocker.Docker) -> None:
     loop = asyncio.get_running_loop()
     held, users = _clients.get(loop, (None, 0))
     if held is not client:
-        await client.close()  # not the loop's (an earlier one's): nobody shares it
+        await _close(client)  # not the loop's (an earlier one's): nobody shares it
         return
     if users > 1:
         _clients[loop] = (client, users - 1)
         return
     del _clients[loop]
-    await client.close()
+    await _close(client)
 
 
 async def control(what: str, call: Awaitable[T], timeout: float = CONTROL_TIMEOUT) -> T:

@@ -93,6 +93,15 @@ class DockerEnvironment(Environment):
                 f"Docker engine not reachable ({last_line(err, 'no answer')}): "
                 "start dockerd or use --provider local"
             )
+        client = _docker_api.acquire()
+        try:  # the Engine API too: a trial's execs and copies go there
+            await _docker_api.control("info", client.system.info(), timeout=30)
+        except EnvironmentExecError as exc:
+            raise EnvironmentUnavailable(
+                f"Docker Engine API not reachable ({exc}): check DOCKER_HOST"
+            ) from None
+        finally:
+            await _docker_api.release(client)
 
     @classmethod
     async def cleanup_run(cls, run_id: str | None, *, force: bool = False) -> list[str]:
@@ -293,8 +302,13 @@ class DockerEnvironment(Environment):
         try:
             if container is not None:
                 # the id our own `docker run` returned: ours by construction
-                with contextlib.suppress(EnvironmentExecError):
+                try:
                     await _docker_api.remove(self._engine, container)
+                except EnvironmentExecError:
+                    # The API failed (hung, or unreachable where the CLI is not): the
+                    # CLI that made the container may still remove it.
+                    with contextlib.suppress(EnvironmentExecError):
+                        await docker("rm", "-f", "-v", container)
             else:
                 await self._remove_own()
         finally:
