@@ -5,8 +5,10 @@ absence as environment errors; output and downloads bounded."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import subprocess
 import uuid
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import aiodocker
@@ -26,6 +28,17 @@ from .conftest import TaskMaker
 def _env(task_dir: Path) -> DockerEnvironment:
     spec = load_task(task_dir).sandbox_spec()
     return DockerEnvironment(spec, trial_id=uuid.uuid4().hex[:8], run_id="api")
+
+
+@contextlib.asynccontextmanager
+async def _running(env: DockerEnvironment) -> AsyncIterator[DockerEnvironment]:
+    """The container built and started, and stopped whatever the body does."""
+    await env.build()
+    await env.start()
+    try:
+        yield env
+    finally:
+        await env.stop()
 
 
 @pytest.mark.usefixtures("need_docker")
@@ -55,9 +68,7 @@ def test_the_daemon_s_refusals_are_environment_errors(make_task: TaskMaker) -> N
     env = _env(make_task("refusals"))
 
     async def go() -> None:
-        await env.build()
-        await env.start()
-        try:
+        async with _running(env):
             with pytest.raises(EnvironmentExecError, match="does not exist"):
                 await env.exec("true", user="no-such-user")
             assert env.container is not None
@@ -66,8 +77,6 @@ def test_the_daemon_s_refusals_are_environment_errors(make_task: TaskMaker) -> N
                 await env.exec("true")
             with pytest.raises(EnvironmentExecError, match="upload to /x failed"):
                 await env.upload(Path(__file__), "/x")
-        finally:
-            await env.stop()  # the container is gone already: not an error
 
     asyncio.run(go())
 
@@ -79,9 +88,7 @@ def test_output_is_capped_and_a_large_download_refused(
     env = _env(make_task("bounds"))
 
     async def go() -> None:
-        await env.build()
-        await env.start()
-        try:
+        async with _running(env):
             flood = await env.exec(f"head -c {OUTPUT_CAP + (1 << 20)} /dev/zero; echo done >&2")
             assert flood.exit_code == 0 and flood.stderr == "done\n"
             assert OUTPUT_CAP <= len(flood.stdout) < OUTPUT_CAP + 1024
@@ -93,8 +100,6 @@ def test_output_is_capped_and_a_large_download_refused(
                                            Bounds(max_bytes=1000, max_entries=10))  # fmt: skip
             assert not (tmp_path / "big").exists()
             assert (await env.exec("echo next")).stdout == "next\n"  # the client goes on
-        finally:
-            await env.stop()
 
     asyncio.run(go())
 
@@ -127,9 +132,7 @@ def test_a_command_is_not_held_back_by_a_hundred_long_ones(make_task: TaskMaker)
     env = _env(make_task("many"))
 
     async def go() -> str:
-        await env.build()
-        await env.start()
-        try:
+        async with _running(env):
             long = [asyncio.create_task(env.exec("sleep 600")) for _ in range(101)]
             try:
                 await asyncio.sleep(1)
@@ -139,8 +142,6 @@ def test_a_command_is_not_held_back_by_a_hundred_long_ones(make_task: TaskMaker)
                 for task in long:
                     task.cancel()
                 await asyncio.gather(*long, return_exceptions=True)
-        finally:
-            await env.stop()
 
     assert asyncio.run(go()) == "through\n"
 
