@@ -13,11 +13,13 @@ from typing import Any
 
 import pytest
 
+from helios.engine._wire import frame, receive
+from helios.engine._worker_side import Runner
 from helios.engine.batch import BatchOptions, BatchService
 from helios.engine.episode import EpisodeContext
 from helios.engine.scheduler import Slot
 from helios.engine.store import RunStore
-from helios.engine.workers import _Feeder, _frame, _receive, _Runner, _Worker
+from helios.engine.workers import _Feeder, _Worker
 
 from .thin_door import PromptDoor, PromptUnit
 
@@ -36,9 +38,9 @@ async def _connected() -> tuple[socket.socket, asyncio.StreamReader, asyncio.Str
 
 
 def _runner(service: BatchService[Any, Any], units: list[PromptUnit],
-            reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> _Runner:  # fmt: skip
+            reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> Runner:  # fmt: skip
     ctx = EpisodeContext(run_id="races", run_dir=None, start_gate=asyncio.Semaphore(2))
-    return _Runner(service, units, ctx, reader, writer, 2)
+    return Runner(service, units, ctx, reader, writer, 2)
 
 
 def test_a_worker_whose_parent_went_away_stops_quietly(tmp_path: Path) -> None:
@@ -50,7 +52,7 @@ def test_a_worker_whose_parent_went_away_stops_quietly(tmp_path: Path) -> None:
 
     async def go() -> None:
         far, reader, writer = await _connected()
-        far.sendall(_frame(("unit", 0)) + _frame(("end",)))
+        far.sendall(frame(("unit", 0)) + frame(("end",)))
         running = asyncio.create_task(_runner(service, units, reader, writer).run())
         await asyncio.sleep(0.1)  # the unit has started, and the worker read the "end"
         far.shutdown(socket.SHUT_RD)  # the parent stops reading before the result is sent
@@ -73,7 +75,7 @@ def test_a_worker_whose_parent_was_killed_stops_its_trials_at_once(tmp_path: Pat
 
     async def go() -> float:
         far, reader, writer = await _connected()
-        far.sendall(_frame(("unit", 0)))
+        far.sendall(frame(("unit", 0)))
         running = asyncio.create_task(_runner(service, units, reader, writer).run())
         await asyncio.sleep(0.2)
         started = time.monotonic()
@@ -103,7 +105,7 @@ def test_a_unit_sent_to_a_worker_that_just_died_goes_to_another(tmp_path: Path) 
         live_writer.close()
         far_reader, _ = await asyncio.open_connection(sock=live_far)
         got = []
-        while (message := await _receive(far_reader)) is not None:
+        while (message := await receive(far_reader)) is not None:
             got.append(message)
         assert pool[0].in_flight == set()  # nothing is waited for from the dead one
         return got

@@ -27,19 +27,18 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-import pickle
 import signal
 import socket
 import time
 import traceback
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, replace
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from helios._proc import run_to_end, within
+from helios.engine._wire import receive, send
+from helios.engine._worker_side import worker_main
 from helios.engine.episode import EpisodeContext
-from helios.engine.events import Event, TrialStarted
-from helios.engine.scheduler import Slot
 from helios.failures import ErrorInfo
 
 if TYPE_CHECKING:
@@ -59,25 +58,6 @@ def split(total: int, parts: int, index: int) -> int:
     return max(1, total // parts + (1 if index < total % parts else 0))
 
 
-def _frame(message: tuple[Any, ...]) -> bytes:
-    data = pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL)
-    return len(data).to_bytes(4, "big") + data
-
-
-async def _send(writer: asyncio.StreamWriter, message: tuple[Any, ...]) -> None:
-    writer.write(_frame(message))
-    await writer.drain()
-
-
-async def _receive(reader: asyncio.StreamReader) -> tuple[Any, ...] | None:
-    try:
-        header = await reader.readexactly(4)
-        return pickle.loads(await reader.readexactly(int.from_bytes(header, "big")))  # type: ignore[no-any-return]
-    except (asyncio.IncompleteReadError, ConnectionError):
-        return None
-
-
-# -- the parent ----------------------------------------------------------------------
 @dataclass
 class _Worker:
     index: int
@@ -152,7 +132,7 @@ class _Feeder:
                 return False
             worker.in_flight.add(index)
             try:
-                await _send(worker.writer, ("unit", index))
+                await send(worker.writer, ("unit", index))
                 return True
             except ConnectionError:
                 worker.in_flight.discard(index)
@@ -162,7 +142,7 @@ class _Feeder:
     async def _tell_all(self, message: tuple[Any, ...]) -> None:
         for worker in self.pool:
             with contextlib.suppress(ConnectionError, RuntimeError):
-                await _send(worker.writer, message)
+                await send(worker.writer, message)
 
     async def _worker_with_room(self) -> _Worker | None:
         while True:
@@ -177,7 +157,7 @@ class _Feeder:
 
     async def listen(self, worker: _Worker) -> None:
         service = self.service
-        while (message := await _receive(worker.reader)) is not None:
+        while (message := await receive(worker.reader)) is not None:
             kind = message[0]
             if kind == "event":
                 service._emit(message[1])
@@ -230,7 +210,7 @@ async def _fork(service: BatchService[Any, Any], units: Sequence[Any], ctx: Epis
                 os.close(sibling.writer.get_extra_info("socket").fileno())
         code = 0
         try:
-            _worker_main(service, units, ctx, child_sock, slots, starts)
+            worker_main(service, units, ctx, child_sock, slots, starts)
         except Exception:
             # A bug, not a stop: its units in flight are recorded as crashed by the
             # parent; say why here.
@@ -267,128 +247,3 @@ def _wait_all(pids: list[int], seconds: float) -> None:
                     os.waitpid(pid, 0)
                     break
                 time.sleep(0.01)
-
-
-# -- the worker ----------------------------------------------------------------------
-def _worker_main(service: BatchService[Any, Any], units: Sequence[Any], ctx: EpisodeContext,
-                 sock: socket.socket, slots: int, starts: int) -> None:  # fmt: skip
-    # Forked from inside the parent's running loop: forget it, and its signal pipe.
-    asyncio.events._set_running_loop(None)
-    signal.set_wakeup_fd(-1)
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(sig, signal.SIG_DFL)
-    asyncio.run(_work(service, units, ctx, sock, slots, starts))
-
-
-async def _work(service: BatchService[Any, Any], units: Sequence[Any], parent_ctx: EpisodeContext,
-                sock: socket.socket, slots: int, starts: int) -> None:  # fmt: skip
-    reader, writer = await asyncio.open_connection(sock=sock)
-    main = asyncio.current_task()
-    assert main is not None
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(sig, main.cancel)
-    services = _own_services(service)
-    emit: Callable[[Event], None] | None = None
-    if service.emit is not None:
-        def emit(event: Event) -> None:
-            if not writer.is_closing():  # the parent is gone: nobody to show it to
-                writer.write(_frame(("event", event)))
-
-    ctx = replace(parent_ctx, start_gate=asyncio.Semaphore(starts), emit=emit,
-                  services=services)  # fmt: skip
-    try:
-        await _Runner(service, units, ctx, reader, writer, slots).run()
-    finally:
-        if services is not None:
-            await services.close()
-        writer.close()
-
-
-def _own_services(service: BatchService[Any, Any]) -> Any:
-    """A copy of the batch's model services with this worker's own client, limiter
-    and totals (the parent's were made in another process's loop)."""
-    services = service.services
-    if services is None:
-        return None
-    from helios.models.limiter import AdaptiveLimiter
-    from helios.usage import Usage
-
-    limiter = services.limiter
-    own = AdaptiveLimiter(initial=limiter.limit, minimum=limiter.minimum,
-                          maximum=limiter.maximum, decrease=limiter.decrease,
-                          cooldown=limiter.cooldown)  # fmt: skip
-    return replace(services, limiter=own, totals=Usage(), _model=None)
-
-
-class _Runner:
-    """The worker's scheduler: the parent's units, at most `slots` at once."""
-
-    def __init__(self, service: BatchService[Any, Any], units: Sequence[Any], ctx: EpisodeContext,
-                 reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
-                 slots: int) -> None:  # fmt: skip
-        self.service, self.units, self.ctx = service, units, ctx
-        self.reader, self.writer = reader, writer
-        self.semaphore = asyncio.Semaphore(slots)
-        self.queue: asyncio.Queue[int | None] = asyncio.Queue()
-        self.stopped = False
-        self.main: asyncio.Task[Any] | None = None
-
-    async def _reply(self, message: tuple[Any, ...]) -> None:
-        try:
-            await _send(self.writer, message)
-        except ConnectionError:
-            # The parent stopped reading: it was interrupted, or it is gone. Stop
-            # like on SIGTERM (trials stop their sandboxes), quietly: it is not a bug,
-            # and what the parent did not record runs again on resume.
-            if self.main is not None:
-                self.main.cancel()
-
-    async def run(self) -> None:
-        self.main = asyncio.current_task()
-        listener = asyncio.create_task(self._listen())
-        try:
-            async with asyncio.TaskGroup() as group:
-                while (index := await self.queue.get()) is not None:
-                    slot = Slot(self.semaphore)
-                    await slot.acquire()
-                    if self.stopped:
-                        slot.release()
-                        await self._reply(("unstarted", index))
-                        continue
-                    group.create_task(self._one(index, slot))
-        finally:
-            listener.cancel()
-
-    async def _listen(self) -> None:
-        ended = False
-        while (message := await _receive(self.reader)) is not None:
-            if message[0] == "unit":
-                await self.queue.put(message[1])
-            elif message[0] == "stop":
-                self.stopped = True
-            elif message[0] == "end" and not ended:
-                ended = True
-                await self.queue.put(None)
-        # The socket closed while this worker still runs (`run` cancels this task when
-        # it ends; the parent closes only after it): the parent is gone, killed. No
-        # one would record these trials: stop them now, and their sandboxes.
-        if self.main is not None:
-            self.main.cancel()
-
-    async def _one(self, index: int, slot: Slot) -> None:
-        service, unit = self.service, self.units[index]
-        try:
-            try:
-                if self.ctx.emit is not None:
-                    self.ctx.emit(TrialStarted(unit.trial_id, unit.label))
-                result = await service.door.run_unit(unit, self.ctx, slot)
-            except asyncio.CancelledError:
-                raise
-            except Exception as exc:
-                result = service.door.crashed(unit, ErrorInfo.from_exception(exc, "internal"))
-        finally:
-            slot.release()
-        services = self.ctx.services
-        totals = services.totals if services is not None else None
-        await self._reply(("result", index, result, totals))
