@@ -20,21 +20,19 @@ import tempfile
 import weakref
 from collections.abc import AsyncGenerator, Awaitable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TypeVar
 
 import aiodocker
 import aiohttp
 
 from helios._proc import OUTPUT_CAP, CappedOutput, ProcResult
 from helios.environments import _safe_copy
+from helios.environments._docker_cli import CONTROL_TIMEOUT
 from helios.errors import EnvironmentExecError
 
 T = TypeVar("T")
-#: calls that should be instant still get a bound, so a hung daemon shows up as an
-#: error instead of a stuck batch (as the CLI's CONTROL_TIMEOUT)
-CONTROL_TIMEOUT = 120.0
 #: the daemon's words when a command cannot start as the asked user
-_NO_USER = b"unable to find user"
+NO_USER = b"unable to find user"
 
 #: where the daemon listens when DOCKER_HOST does not say (as the docker CLI looks)
 _SOCKETS = (Path("/var/run/docker.sock"), Path("/run/docker.sock"))
@@ -85,10 +83,11 @@ async def release(client: aiodocker.Docker) -> None:
     await _close(client)
 
 
-async def control(what: str, call: Awaitable[T], timeout: float = CONTROL_TIMEOUT) -> T:
-    """`call`, with the daemon's refusal, silence or absence as EnvironmentExecError.
-    (An outer timeout's TimeoutError goes through: it is not this bound's.)"""
-    bound = asyncio.timeout(None if timeout == float("inf") else timeout)
+async def control(what: str, call: Awaitable[T], timeout: float | None = CONTROL_TIMEOUT) -> T:
+    """`call`, with the daemon's refusal, silence or absence (past `timeout`, the same
+    bound as the CLI's calls) as EnvironmentExecError. An outer timeout's
+    TimeoutError goes through: it is not this bound's."""
+    bound = asyncio.timeout(timeout)
     try:
         async with bound:
             return await call
@@ -128,7 +127,7 @@ async def exec_command(
     timed_out = False
     try:
         async with asyncio.timeout(timeout):
-            await control("exec", pump(), timeout=float("inf"))
+            await control("exec", pump(), timeout=None)
     except TimeoutError:
         timed_out = True
     code = -1
@@ -136,7 +135,7 @@ async def exec_command(
         info = await control("exec inspect", run.inspect())
         code = info["ExitCode"] if info.get("ExitCode") is not None else -1
     stdout, stderr = out.value(), err.value()
-    if code == 126 and _NO_USER in stdout:
+    if code == 126 and NO_USER in stdout:
         # The daemon puts its reason on the output stream; the caller looks in stderr.
         stdout, stderr = b"", stdout + stderr
     return ProcResult(stdout, stderr, code, timed_out)
@@ -169,35 +168,23 @@ async def archive_chunks(client: aiodocker.Docker, container: str,
 
 async def download(client: aiodocker.Docker, container: str, src: str, dst: Path,
                    bounds: _safe_copy.Bounds) -> None:  # fmt: skip
-    """The archive of `src` spooled to a temporary file (refused past the bound, the
-    tar's headers and padding allowed for), then extracted with `extract_tar`'s checks."""
-    limit = bounds.max_bytes + bounds.max_entries * 1024 + (1 << 20)
-    spool = await asyncio.to_thread(tempfile.TemporaryFile)
+    """The archive of `src` spooled to a temporary file (refused past the bound, as
+    the local sandbox's), then extracted with `extract_tar`'s checks."""
+    what = f"download of {src}"
+    file = await asyncio.to_thread(tempfile.TemporaryFile)
     try:
-        size = await control(f"download of {src}", _spool(
-            archive_chunks(client, container, src), spool, limit))  # fmt: skip
-        if size > limit:
-            raise _safe_copy.UnsafeDownload(
-                f"download of {src}: larger than {bounds.max_bytes} bytes, download refused"
-            )
-        await asyncio.to_thread(spool.seek, 0)
-        await asyncio.to_thread(
-            _safe_copy.extract_tar, spool, dst, what=f"download of {src}", bounds=bounds
-        )
+        await control(what, _spool(archive_chunks(client, container, src),
+                                   _safe_copy.Spool(file, bounds, what)))  # fmt: skip
+        await asyncio.to_thread(file.seek, 0)
+        await asyncio.to_thread(_safe_copy.extract_tar, file, dst, what=what, bounds=bounds)
     finally:
-        await asyncio.to_thread(spool.close)
+        await asyncio.to_thread(file.close)
 
 
-async def _spool(chunks: AsyncGenerator[bytes, None], spool: Any, limit: int) -> int:
-    """Write `chunks` to `spool` up to `limit`; the size seen (past it: refused)."""
-    size = 0
+async def _spool(chunks: AsyncGenerator[bytes, None], spool: _safe_copy.Spool) -> None:
     async with contextlib.aclosing(chunks):  # closes the daemon's stream on a refusal
         async for chunk in chunks:
-            size += len(chunk)
-            if size > limit:
-                break
-            spool.write(chunk)
-    return size
+            spool.add(chunk)
 
 
 async def remove(client: aiodocker.Docker, container: str) -> None:

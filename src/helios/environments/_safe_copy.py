@@ -41,6 +41,29 @@ class Bounds:
     max_bytes: int = MAX_DOWNLOAD_BYTES
     max_entries: int = MAX_DOWNLOAD_ENTRIES
 
+    @property
+    def archive_limit(self) -> int:
+        """The most an archive within these bounds can weigh: the tar format adds
+        headers and padding to the files' own bytes."""
+        return self.max_bytes + self.max_entries * 1024 + (1 << 20)
+
+
+class Spool:
+    """A download's archive as it streams out, written to `file` and refused (before
+    `extract_tar` sees it) once it is past what `bounds` allow."""
+
+    def __init__(self, file: IO[bytes], bounds: Bounds, what: str) -> None:
+        self.file, self.bounds, self.what = file, bounds, what
+        self.size = 0
+
+    def add(self, data: bytes) -> None:
+        self.size += len(data)
+        if self.size > self.bounds.archive_limit:
+            raise UnsafeDownload(
+                f"{self.what}: larger than {self.bounds.max_bytes} bytes, download refused"
+            )
+        self.file.write(data)
+
 
 @dataclass
 class _Budget:

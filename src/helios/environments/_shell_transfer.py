@@ -13,11 +13,9 @@ from __future__ import annotations
 
 import posixpath
 import shlex
-from typing import IO
 
 from helios.environments._bwrap import tool
 from helios.environments._payload import place_payload
-from helios.environments._safe_copy import Bounds, UnsafeDownload
 
 #: uploads up to this size go through the shell (they are held in memory once)
 SHELL_UPLOAD_MAX = 64 * 1024 * 1024
@@ -62,20 +60,3 @@ def download_script(src: str) -> str | None:
         f"[ -e {quoted} ] || [ -L {quoted} ] || exit {MISSING}\n"
         f"exec tar -c -f - -- {quoted}"
     )
-
-
-class Spool:
-    """A download's archive as it streams out, bounded like `extract_tar`'s input."""
-
-    def __init__(self, file: IO[bytes], bounds: Bounds, what: str) -> None:
-        self.file = file
-        # the tar format adds headers and padding to the files' own bytes
-        self.limit = bounds.max_bytes + bounds.max_entries * 1024 + (1 << 20)
-        self.size = 0
-        self.what = what
-
-    def add(self, data: bytes) -> None:
-        self.size += len(data)
-        if self.size > self.limit:
-            raise UnsafeDownload(f"{self.what}: larger than the download bound, refused")
-        self.file.write(data)

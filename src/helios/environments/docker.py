@@ -271,7 +271,7 @@ class DockerEnvironment(Environment):
             workdir=cwd or self.workdir, env=env or {},
             timeout=None if timeout is None else timeout + 15,
         )  # fmt: skip
-        if user is not None and result.returncode == 126 and b"find user" in result.stderr:
+        if user is not None and result.returncode == 126 and _docker_api.NO_USER in result.stderr:
             raise EnvironmentExecError(f"user {user!r} does not exist in the sandbox")
         timed_out = result.timed_out or (timeout is not None and result.returncode == 124)
         return ExecResult(

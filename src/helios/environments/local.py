@@ -40,7 +40,7 @@ from helios.environments._local_cleanup import (
 )
 from helios.environments._local_users import LocalUsers, SandboxUser
 from helios.environments._payload import place_payload
-from helios.environments._safe_copy import Bounds, copy_out, extract_tar
+from helios.environments._safe_copy import Bounds, Spool, copy_out, extract_tar
 from helios.environments._shell import Sink
 from helios.environments._shell_pool import ShellPool
 from helios.environments.base import Environment, ExecResult, User
@@ -290,7 +290,7 @@ class LocalEnvironment(Environment):
         spool = await asyncio.to_thread(tempfile.TemporaryFile)
         try:
             result = await self._shell_command(
-                script, sink=_shell_transfer.Spool(spool, bounds, what)
+                script, sink=Spool(spool, bounds, what)
             )
             if result is None:
                 return False
