@@ -93,11 +93,13 @@ class Runner:
         try:
             await send(self.writer, message)
         except ConnectionError:
-            # The parent stopped reading: it was interrupted, or it is gone. Stop
-            # like on SIGTERM (trials stop their sandboxes), quietly: it is not a bug,
-            # and what the parent did not record runs again on resume.
-            if self.main is not None:
-                self.main.cancel()
+            self._parent_gone()  # it stopped reading: interrupted, or gone
+
+    def _parent_gone(self) -> None:
+        """Stop as on SIGTERM (trials stop their sandboxes), quietly: no one would
+        record what runs here, it is not a bug, and a resume runs it again."""
+        if self.main is not None:
+            self.main.cancel()
 
     async def run(self) -> None:
         self.main = asyncio.current_task()
@@ -126,10 +128,8 @@ class Runner:
                 ended = True
                 await self.queue.put(None)
         # The socket closed while this worker still runs (`run` cancels this task when
-        # it ends; the parent closes only after it): the parent is gone, killed. No
-        # one would record these trials: stop them now, and their sandboxes.
-        if self.main is not None:
-            self.main.cancel()
+        # it ends; the parent closes only after it): the parent was killed.
+        self._parent_gone()
 
     async def _one(self, index: int, slot: Slot) -> None:
         service, unit = self.service, self.units[index]
