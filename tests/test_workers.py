@@ -225,3 +225,41 @@ def test_workers_of_a_killed_batch_stop_their_sandboxes_at_once(
         time.sleep(0.1)
     assert not any(map(_alive, workers)) and list(sandboxes.iterdir()) == []
     sandboxes.rmdir()
+
+
+def _containers_of(pids: list[int]) -> list[str]:
+    """The containers whose recorded owner is one of `pids` (host:pid:start)."""
+    listed = subprocess.run(
+        ["docker", "ps", "-a", "--filter", "label=helios.managed=true",
+         "--format", '{{.ID}} {{.Label "helios.owner"}}'],
+        capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    return [line.split()[0] for line in listed.stdout.splitlines()
+            if len(line.split()) == 2 and int(line.split()[1].split(":")[-2]) in pids]  # fmt: skip
+
+
+@pytest.mark.usefixtures("need_docker")
+def test_workers_of_a_killed_docker_batch_remove_their_containers_at_once(
+    make_task: TaskMaker, tmp_path: Path
+) -> None:
+    """The same through the Engine API: the workers' containers are removed within
+    seconds of the parent's kill -9, not after the agents' 60 s."""
+    for i in range(4):
+        make_task(f"t{i}", solve="sleep 60\n")
+    proc = subprocess.Popen(
+        helios_cmd("batch", str(tmp_path / "tasks"), "--provider", "docker", "--agent",
+                   "oracle", "-n", "4", "--workers", "2", "-q", "-o", str(tmp_path / "out")),
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    workers: list[int] = []
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and len(_containers_of(workers)) < 4:
+        workers = _children(proc.pid) if proc.poll() is None else workers
+        time.sleep(0.2)
+    assert len(_containers_of(workers)) == 4  # every trial has its container
+    proc.kill()
+    proc.wait()
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and _containers_of(workers):
+        time.sleep(0.2)
+    assert _containers_of(workers) == []
