@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import os
 import shutil
+import socket
 import subprocess
 import sys
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -145,3 +146,14 @@ def local_env(need_bwrap: None, make_task: TaskMaker) -> LocalEnvironment:
 
     task = load_task(make_task("tools"))
     return LocalEnvironment(task.sandbox_spec(), trial_id=uuid.uuid4().hex[:8], run_id="test")
+
+
+@pytest.fixture
+def closed_port() -> Iterator[int]:
+    """A port that refuses connections for the whole test. It stays bound (and not
+    listening): a port merely closed again is an ephemeral port like any other, so a
+    client's retries could be given it as their own source and connect to themselves
+    (a TCP self-connect), or another process could take it."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        yield int(sock.getsockname()[1])

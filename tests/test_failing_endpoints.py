@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import socket
 import subprocess
 import time
 from pathlib import Path
@@ -33,12 +32,6 @@ PASS_IF_OK = "if test -e /app/ok; then echo 1; else echo 0; fi > /logs/verifier/
 FAST = RetryPolicy(max_attempts=8, base_delay=0.05, max_delay=0.2)
 
 
-def _closed_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 @pytest.mark.parametrize(
     ("header", "expected"),
     [("1, 1", None), ("soon", None), ("nan", None), ("inf", None), ("-3", 0.0), ("2.5", 2.5),
@@ -51,12 +44,12 @@ def test_retry_after_values_that_do_not_parse_count_as_absent(
 
 
 def test_an_unreachable_endpoint_is_an_error_fast_and_stops_the_batch(
-    make_task: TaskMaker, tmp_path: Path
+    make_task: TaskMaker, tmp_path: Path, closed_port: int
 ) -> None:
     for i in range(8):
         make_task(f"t{i}", test=PASS_IF_OK, agent_timeout=300)
     tasks, out = tmp_path / "tasks", tmp_path / "out"
-    url = f"http://127.0.0.1:{_closed_port()}/v1"
+    url = f"http://127.0.0.1:{closed_port}/v1"
     args = ["batch", str(tasks), "--provider", "local", "-m", "openai-compatible/x",
             "--base-url", url, "-n", "2", "-o", str(out)]  # fmt: skip
     started = time.monotonic()
@@ -69,7 +62,7 @@ def test_an_unreachable_endpoint_is_an_error_fast_and_stops_the_batch(
     summary = json.loads((run_dir / "batch_summary.json").read_text())
     assert summary["errored"] >= 3 and summary["not_run"] >= 1  # it stopped starting trials
     errors = [t["error"] for t in summary["tasks"]]
-    assert all(e.startswith("ConnectionError: ") for e in errors)
+    assert all(e.startswith("ConnectionError: ") for e in errors), errors
     assert all(r["usage"]["retries"] >= 2 for r in map(json.loads, (run_dir / "results.jsonl")
                .read_text().splitlines()))  # fmt: skip
 

@@ -150,13 +150,10 @@ def test_a_leftover_temp_file_from_a_killed_writer_is_harmless(tmp_path: Path) -
     assert cache.clear() == 1 and not list(tmp_path.iterdir())
 
 
-def test_an_unreachable_agent_fails_fast_and_stops_the_batch() -> None:
-    import socket
+def test_an_unreachable_agent_fails_fast_and_stops_the_batch(closed_port: int) -> None:
     import time
 
-    with socket.socket() as probe:  # a port nothing listens on
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
+    port = closed_port
     agent = russo.HttpAgent(f"http://127.0.0.1:{port}/agent")
     started = time.monotonic()
     result = asyncio.run(russo.run_concurrent(
