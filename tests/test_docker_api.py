@@ -25,6 +25,13 @@ from helios.tasks.task import load_task
 from .conftest import TaskMaker
 
 
+@pytest.fixture(autouse=True)
+def _through_the_api(monkeypatch: pytest.MonkeyPatch) -> None:
+    """These are the Engine API path's tests: no shell server as the init
+    (tests/test_docker_shell.py has the server's)."""
+    monkeypatch.setenv("HELIOS_DOCKER_SHELL", "0")
+
+
 def _env(task_dir: Path) -> DockerEnvironment:
     spec = load_task(task_dir).sandbox_spec()
     return DockerEnvironment(spec, trial_id=uuid.uuid4().hex[:8], run_id="api")

@@ -213,12 +213,15 @@ def test_an_unreadable_docker_archive_is_a_verifier_error(
 
     async def cut_off(*args: Any) -> AsyncGenerator[bytes, None]:
         sent = 0
-        async for chunk in whole(*args):
-            if sent + len(chunk) >= 3000:
-                yield chunk[: 3000 - sent]
-                return
-            sent += len(chunk)
-            yield chunk
+        # closed when cut off: an open stream holds the container's lock in the
+        # daemon, and its removal (and every inspect of it) would wait for it
+        async with contextlib.aclosing(whole(*args)) as chunks:
+            async for chunk in chunks:
+                if sent + len(chunk) >= 3000:
+                    yield chunk[: 3000 - sent]
+                    return
+                sent += len(chunk)
+                yield chunk
 
     monkeypatch.setattr(_docker_api, "archive_chunks", cut_off)
     _big_log_task(make_task)

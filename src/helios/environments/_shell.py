@@ -100,6 +100,8 @@ def _text(out: CappedOutput | Sink) -> str:
 class SandboxShell:
     """One running server; `run` one command at a time (`busy` says when not)."""
 
+    start_timeout = START_TIMEOUT
+
     def __init__(self, argv: list[str], env: dict[str, str], marker: str) -> None:
         self.argv, self.env, self.marker = argv, env, marker
         self.proc: asyncio.subprocess.Process | None = None
@@ -125,7 +127,7 @@ class SandboxShell:
             # asyncio.timeout, not wait_for: on 3.11 wait_for loses a cancel that
             # lands as the ready frame arrives (gh-86296), and the command then runs
             # on, uncancelled (tests/test_sandbox_interrupts.py caught it).
-            async with asyncio.timeout(START_TIMEOUT):
+            async with asyncio.timeout(self.start_timeout):
                 kind, data = await self._frame()
             if kind != b"R":
                 raise ShellUnavailable(f"unexpected first frame {kind!r}")
@@ -143,6 +145,10 @@ class SandboxShell:
 
     async def _failure_reason(self) -> str:
         task = self._stderr
+        if task is not None and not task.done():
+            # The process failed: its stderr ends with it (or soon after).
+            with contextlib.suppress(TimeoutError):
+                await within(1, asyncio.shield(task))
         if task is None or not task.done() or task.cancelled():
             return ""
         return decode(task.result()).strip()[-300:]
@@ -163,9 +169,11 @@ class SandboxShell:
         *,
         data: bytes = b"",
         sink: Sink | None = None,
+        head: tuple[bytes, ...] = (),
     ) -> ExecResult:
         """Run one command. `data` is its stdin; with `sink`, its stdout goes there
-        (uncapped: the sink bounds it) and the result's stdout is empty."""
+        (uncapped: the sink bounds it) and the result's stdout is empty. `head`:
+        the fields a server mode reads before the command's (`_docker_shell`)."""
         if self.proc is None or self.proc.stdin is None or self.dead:
             raise ShellUnavailable("the shell is not running")
         self.busy = True
@@ -174,7 +182,7 @@ class SandboxShell:
         try:
             backstop = None if timeout is None else timeout + BACKSTOP
             async with asyncio.timeout(backstop):
-                self.proc.stdin.write(_request(script, env, timeout, data))
+                self.proc.stdin.write(_request(script, env, timeout, data, head))
                 await self.proc.stdin.drain()
                 return await self._collect(out, err)
         except TimeoutError:
@@ -287,9 +295,12 @@ def _server_pidfd(bwrap: int) -> tuple[int, int] | None:
         return None
 
 
-def _request(script: str, env: dict[str, str], timeout: float | None, data: bytes) -> bytes:
+def _request(
+    script: str, env: dict[str, str], timeout: float | None, data: bytes,
+    head: tuple[bytes, ...] = (),
+) -> bytes:  # fmt: skip
     """One command for the server: length-prefixed fields (see `_shell_server`)."""
-    fields = [b"" if timeout is None else repr(float(timeout)).encode(), script.encode(),
+    fields = [*head, b"" if timeout is None else repr(float(timeout)).encode(), script.encode(),
               data, str(len(env)).encode()]  # fmt: skip
     for name, value in env.items():
         fields += [name.encode(), value.encode()]

@@ -14,6 +14,7 @@ builds again in a private temporary folder.
 
 from __future__ import annotations
 
+import atexit
 import functools
 import hashlib
 import logging
@@ -32,6 +33,10 @@ SERVER_MOUNT = "/.helios-shell"
 HOLDER_NAME = "shell"
 BUILD_TIMEOUT = 120.0
 _SOURCE = Path(__file__).with_name("_shell_server.c")
+#: every file the build reads (the server includes its container mode)
+SOURCES = (_SOURCE, Path(__file__).with_name("_container_user.h"))
+PREFIX = "shell-server-"
+STATIC_PREFIX = "shell-static-"
 
 log = logging.getLogger(__name__)
 
@@ -41,33 +46,48 @@ def cache_dir() -> Path:
     return Path(base) / "helios"
 
 
+def _build_name(prefix: str) -> str:
+    """The cache name of one build: its sources, this machine and its libc."""
+    # The machine and libc in the key too: a home folder shared between hosts
+    # must not hand one host's build to another.
+    libc = os.confstr("CS_GNU_LIBC_VERSION") if "CS_GNU_LIBC_VERSION" in os.confstr_names else ""
+    sources = [path.read_bytes() for path in SOURCES]
+    key = b"\0".join([*sources, platform.machine().encode(), (libc or "").encode()])
+    return f"{prefix}{hashlib.sha256(key).hexdigest()[:16]}"
+
+
+def _cached_build(prefix: str, flags: tuple[str, ...]) -> Path | None:
+    """The build in Helios's cache (made now if missing), or None when the cache
+    cannot be trusted or the build failed."""
+    name = _build_name(prefix)
+    cached = cache_dir() / name
+    if _trusted(cached):
+        return cached
+    try:
+        cached.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        if _trusted(cached.parent, folder=True) and _build(cached, flags):
+            prune_builds(cached.parent, keep=name, prefix=prefix)
+            return cached
+    except OSError:
+        pass
+    return None
+
+
 @functools.cache
 def native_server() -> bytes | None:
     """The compiled server's bytes, built if need be; None when it cannot be built
     here (no C compiler, or the build failed): the Python server is used then."""
     try:
-        source = _SOURCE.read_bytes()
+        name = _build_name(PREFIX)
     except OSError:
         return None
-    # The machine and libc in the key too: a home folder shared between hosts
-    # must not hand one host's build to another.
-    libc = os.confstr("CS_GNU_LIBC_VERSION") if "CS_GNU_LIBC_VERSION" in os.confstr_names else ""
-    key = b"\0".join([source, platform.machine().encode(), (libc or "").encode()])
-    name = f"shell-server-{hashlib.sha256(key).hexdigest()[:16]}"
-    cached = cache_dir() / name
-    if _trusted(cached):
+    cached = _cached_build(PREFIX, ())
+    if cached is not None:
         return cached.read_bytes()
-    try:
-        cached.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-        if _trusted(cached.parent, folder=True) and _build(cached):
-            prune_builds(cached.parent, keep=name)
-            return cached.read_bytes()
-    except OSError:
-        pass
     # No usable cache (read-only home, a folder someone else can write): build here.
     with tempfile.TemporaryDirectory(prefix="helios-build-") as private:
         target = Path(private) / name
-        if _build(target):
+        if _build(target, ()):
             return target.read_bytes()
     # Once per process: the sandboxes still work, a sixth slower (benchmarks/README.md).
     log.warning(
@@ -78,14 +98,35 @@ def native_server() -> bytes | None:
     return None
 
 
-def prune_builds(folder: Path, *, keep: str, max_age_days: float = 30) -> list[Path]:
+@functools.cache
+def static_server() -> Path | None:
+    """The server linked statically, for any container's root filesystem (the
+    docker provider binds it read-only as the container's init): a file the
+    daemon can read, or None when it cannot be built here (no compiler, or no
+    static libc)."""
+    try:
+        name = _build_name(STATIC_PREFIX)
+    except OSError:
+        return None
+    cached = _cached_build(STATIC_PREFIX, ("-static",))
+    if cached is not None:
+        return cached
+    private = Path(tempfile.mkdtemp(prefix="helios-build-"))
+    atexit.register(shutil.rmtree, private, True)
+    target = private / name
+    return target if _build(target, ("-static",)) else None
+
+
+def prune_builds(
+    folder: Path, *, keep: str, max_age_days: float = 30, prefix: str = "shell-server-"
+) -> list[Path]:
     """Delete the builds of other source versions (one per Helios upgrade) that no
     process has read or written for `max_age_days`. A build still in use by
     another installed version is read at each of its processes' starts, so it
     stays (atime moves at least daily under relatime)."""
     removed: list[Path] = []
     horizon = time.time() - max_age_days * 86400
-    for path in folder.glob("shell-server-*"):
+    for path in folder.glob(f"{prefix}*"):
         try:
             info = path.lstat()
             if path.name == keep or not stat.S_ISREG(info.st_mode):
@@ -112,7 +153,7 @@ def _trusted(path: Path, *, folder: bool = False) -> bool:
     return kind(info.st_mode) and info.st_uid == os.geteuid() and not info.st_mode & 0o022
 
 
-def _build(target: Path) -> bool:
+def _build(target: Path, flags: tuple[str, ...]) -> bool:
     """Compile to a temporary name, then rename: two processes building at once
     each finish with a whole file."""
     compiler = _compiler()
@@ -121,7 +162,7 @@ def _build(target: Path) -> bool:
     partial = target.with_name(f".{target.name}.{os.getpid()}")
     try:
         result = subprocess.run(
-            [compiler, "-O2", "-o", str(partial), str(_SOURCE)],
+            [compiler, "-O2", *flags, "-o", str(partial), str(_SOURCE)],
             capture_output=True, timeout=BUILD_TIMEOUT, check=False,
         )  # fmt: skip
         if result.returncode != 0 or not partial.is_file():

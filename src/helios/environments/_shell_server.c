@@ -15,6 +15,15 @@
  * server -> host: frames of 1 type byte + 4-byte big-endian length + payload:
  *   R ready (once; "sealed" when not dumpable), O stdout, E stderr, X the end:
  *   "<exit code> <1 if timed out else 0>".
+ *
+ * Container mode (`_docker_shell.py`): helios-shell --container DEFAULT_USER
+ *   The init of a docker container, started as root; the container's cgroup sets
+ *   its limits. Each request starts with two more fields: the operation ("run",
+ *   or "stop": kill every other process of the container and check that none is
+ *   left) and the user to run as (docker's USER syntax; empty: DEFAULT_USER).
+ *   Processes a command leaves in the background live on, as with `docker exec`,
+ *   until a "stop". The user is looked up in the container's own /etc/passwd and
+ *   /etc/group, as the daemon does for `docker exec -u` (_container_user.h).
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -37,6 +46,13 @@
 #endif
 
 #define DRAIN_SECONDS 2.0
+/* container mode: how long output is still read once a command has exited while
+ * something it left in the background holds its output open */
+#define DETACH_SECONDS 0.2
+#define STOP_SECONDS 5.0
+
+/* container mode: commands may leave processes behind; only "stop" kills them */
+static int container_mode = 0;
 #define CHUNK 65536
 #define MAX_FIELD (1L << 31)
 
@@ -111,6 +127,8 @@ typedef struct {
     int out, err, in, pidfd;
 } Command;
 
+#include "_container_user.h"
+
 /* `sh -c script` in its own session, with exactly `envp`, default signal
  * dispositions (a one-shot exec's), stdin /dev/null or a pipe for `feed`. */
 static int spawn_command(Command *cmd, const char *script, char **envp, int feed) {
@@ -179,11 +197,16 @@ static void pump(Command *cmd, double timeout, const char *data, size_t size, in
             if (size == 0) close_fd(&cmd->in);
         }
         if (fds[2].revents) {
-            /* The command is done: nothing it started may outlive it. */
             exited = 1;
-            kill_the_rest();
             deadline = -1;
-            drain = now() + DRAIN_SECONDS;
+            if (container_mode) {
+                /* what it left running may hold its output: read on briefly */
+                drain = now() + DETACH_SECONDS;
+            } else {
+                /* The command is done: nothing it started may outlive it. */
+                kill_the_rest();
+                drain = now() + DRAIN_SECONDS;
+            }
         }
         for (int i = 0; i < 2; i++) {
             if (!fds[i].revents) continue;
@@ -197,7 +220,10 @@ static void pump(Command *cmd, double timeout, const char *data, size_t size, in
         double t = now();
         if (deadline >= 0 && t >= deadline) {
             *timed_out = 1;
-            kill_the_rest();
+            if (container_mode)
+                kill(-cmd->pid, SIGKILL), kill(cmd->pid, SIGKILL); /* its session */
+            else
+                kill_the_rest();
             deadline = -1;
             drain = t + DRAIN_SECONDS;
         }
@@ -205,10 +231,13 @@ static void pump(Command *cmd, double timeout, const char *data, size_t size, in
     }
 }
 
-static void run(const char *script, char **envp, double timeout, const char *data, size_t size) {
+static void run(const char *script, char **envp, double timeout, const char *data, size_t size,
+                const User *user) {
     Command cmd = {-1, -1, -1, -1, -1};
     int timed_out = 0, status = 0;
-    if (spawn_command(&cmd, script, envp, size > 0) != 0) {
+    int failed = user ? spawn_as(&cmd, script, envp, size > 0, user)
+                      : spawn_command(&cmd, script, envp, size > 0);
+    if (failed != 0) {
         const char *why = "helios shell: cannot start /bin/sh\n";
         send_frame('E', why, strlen(why));
         if (cmd.pid > 0) kill(cmd.pid, SIGKILL), waitpid(cmd.pid, NULL, 0);
@@ -220,10 +249,13 @@ static void run(const char *script, char **envp, double timeout, const char *dat
     close_fd(&cmd.err);
     close_fd(&cmd.in);
     close_fd(&cmd.pidfd);
-    kill_the_rest();
+    if (!container_mode) kill_the_rest();
     while (waitpid(cmd.pid, &status, 0) < 0 && errno == EINTR) {
     }
-    reap_orphans();
+    if (container_mode)
+        reap_exited(); /* orphans that already ended; the living stay */
+    else
+        reap_orphans();
     int code = WIFSIGNALED(status) ? 128 + WTERMSIG(status) : WEXITSTATUS(status);
     char end[32];
     int n = snprintf(end, sizeof end, "%d %d", code, timed_out);
@@ -249,8 +281,9 @@ static void set_limit(int resource, const char *value) {
 }
 
 int main(int argc, char **argv) {
-    if (argc != 4) {
-        fprintf(stderr, "usage: %s NPROC DATA FSIZE\n", argv[0]);
+    container_mode = argc == 3 && strcmp(argv[1], "--container") == 0;
+    if (argc != 4 && !container_mode) {
+        fprintf(stderr, "usage: %s NPROC DATA FSIZE | %s --container USER\n", argv[0], argv[0]);
         return 2;
     }
     if (getpid() != 1) {
@@ -258,16 +291,27 @@ int main(int argc, char **argv) {
         fputs("helios shell: not the init of its own pid namespace; refusing to run\n", stderr);
         return 2;
     }
-    set_limit(RLIMIT_NPROC, argv[1]);
-    set_limit(RLIMIT_DATA, argv[2]);
-    set_limit(RLIMIT_FSIZE, argv[3]);
+    if (!container_mode) {
+        set_limit(RLIMIT_NPROC, argv[1]);
+        set_limit(RLIMIT_DATA, argv[2]);
+        set_limit(RLIMIT_FSIZE, argv[3]);
+    }
     /* the host going away ends this server (a write error), not a signal */
     signal(SIGPIPE, SIG_IGN);
     const char *ready = seal();
     send_frame('R', ready, strlen(ready));
     size_t size;
     char *timeout;
-    while ((timeout = read_field(&size)) != NULL) {
+    char *operation = NULL, *who = NULL;
+    while (1) {
+        if (container_mode) {
+            size_t op_size, who_size;
+            if ((operation = read_field(&op_size)) == NULL) break;
+            who = must_field(&who_size);
+            timeout = must_field(&size);
+        } else if ((timeout = read_field(&size)) == NULL) {
+            break;
+        }
         size_t script_size, data_size, count_size;
         char *script = must_field(&script_size);
         char *data = must_field(&data_size);
@@ -288,7 +332,20 @@ int main(int argc, char **argv) {
             free(name);
             free(value);
         }
-        run(script, envp, size ? strtod(timeout, NULL) : -1, data, data_size);
+        double limit = size ? strtod(timeout, NULL) : -1;
+        if (!container_mode) {
+            run(script, envp, limit, data, data_size, NULL);
+        } else if (strcmp(operation, "stop") == 0) {
+            stop_all(limit);
+        } else {
+            User user;
+            if (find_user(*who ? who : argv[2], &user) == 0)
+                run(script, envp, limit, data, data_size, &user);
+            free_user(&user);
+        }
+        free(operation);
+        free(who);
+        operation = who = NULL;
         for (long i = 0; i < variables; i++) free(envp[i]);
         free(envp);
         free(timeout);

@@ -1,21 +1,32 @@
-"""Uploads and downloads through a local sandbox's persistent shell: a tar archive
-on the command's stdin or stdout, instead of a one-shot bwrap with a transfer
-folder bound in.
+"""Uploads and downloads through a sandbox's persistent shell: a tar archive on the
+command's stdin or stdout, instead of a one-shot bwrap with a transfer folder
+bound in (local) or a request to the daemon (docker).
 
-The archive is packed or unpacked *inside* the sandbox by the host's `tar`
-(read-only there), so paths resolve in the sandbox's own view, as the one-shot
-`cp` does. What comes out is checked on the host by `extract_tar`: no link
-followed or recreated, nothing outside the destination, bounded in size and
-entries. Larger uploads, or a sandbox without a shell, take the one-shot path.
+The archive is packed or unpacked *inside* the sandbox by `tar` (local: the
+host's, read-only there; docker: the image's GNU tar), so paths resolve in the
+sandbox's own view, as the one-shot `cp` does. What comes out is checked on the
+host by `extract_tar`: no link followed or recreated, nothing outside the
+destination, bounded in size and entries. Larger uploads, or a sandbox without
+a shell, take the provider's other path.
 """
 
 from __future__ import annotations
 
+import asyncio
 import posixpath
 import shlex
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+from typing import BinaryIO
 
+from helios.environments import _tar
 from helios.environments._bwrap import tool
 from helios.environments._payload import place_payload
+from helios.environments._safe_copy import Bounds, Spool, extract_tar
+from helios.environments._shell import Sink
+from helios.environments.base import Environment, ExecResult
+from helios.errors import EnvironmentExecError
 
 #: uploads up to this size go through the shell (they are held in memory once)
 SHELL_UPLOAD_MAX = 64 * 1024 * 1024
@@ -60,3 +71,87 @@ def download_script(src: str) -> str | None:
         f"[ -e {quoted} ] || [ -L {quoted} ] || exit {MISSING}\n"
         f"exec tar -c -f - -- {quoted}"
     )
+
+
+class ShellTransfers(Environment):
+    """An environment whose uploads and downloads may go through its shell. A
+    subclass says when (`_transfers_in_shell`) and runs a command there as root
+    (`_shell_command`); each method answers False or None when it did not."""
+
+    @property
+    def _transfers_in_shell(self) -> bool:
+        return False
+
+    async def _shell_command(
+        self, command: str, *, data: bytes = b"", sink: Sink | None = None
+    ) -> ExecResult | None:
+        """A transfer's command as root from /, or None (no shell now)."""
+        return None
+
+    async def _upload_in_shell(self, src: Path, dst: str) -> bool:
+        if not self._transfers_in_shell:
+            return False
+        packed = await asyncio.to_thread(_shell_archive, src)
+        if packed is None:
+            return False
+        archive, is_dir = packed
+        result = await self._shell_command(upload_script(dst, is_dir), data=archive)
+        if result is None:
+            return False
+        if not result.ok:
+            raise EnvironmentExecError(f"upload to {dst} failed: {result.stderr.strip()[:200]}")
+        return True
+
+    async def _prepare_and_upload_in_shell(
+        self, prepare: str, uploads: Sequence[tuple[Path, str]]
+    ) -> ExecResult | None:
+        """The first upload in the same command as `prepare` (the verifier's reset and
+        its tests: one command, not two, and no staging copy); None if not done."""
+        first = uploads[0] if uploads else None
+        if first is None or not self._transfers_in_shell:
+            return None
+        packed = await asyncio.to_thread(_shell_archive, first[0])
+        if packed is None or not packed[1]:  # too large, or not a folder
+            return None
+        script = prepared_upload_script(prepare, first[1])
+        result = await self._shell_command(script, data=packed[0])
+        if result is None or not result.ok:
+            return None  # the two steps apart then say which failed
+        for src, dst in uploads[1:]:
+            await self.upload(src, dst)
+        return result
+
+    async def _download_in_shell(self, src: str, dst: Path) -> bool:
+        script = download_script(src)
+        if script is None or not self._transfers_in_shell:
+            return False
+        what = f"download of {src}"
+        bounds = Bounds()
+        spool = await asyncio.to_thread(tempfile.TemporaryFile)
+        try:
+            result = await self._shell_command(script, sink=Spool(spool, bounds, what))
+            if result is None:
+                return False
+            if result.exit_code == MISSING:
+                raise EnvironmentExecError(f"{src} does not exist in the sandbox")
+            if not result.ok:
+                raise EnvironmentExecError(f"{what} failed: {result.stderr.strip()[:200]}")
+            await asyncio.to_thread(_extract_spool, spool, dst, what, bounds)
+        finally:
+            await asyncio.to_thread(spool.close)
+        return True
+
+
+def _extract_spool(spool: BinaryIO, dst: Path, what: str, bounds: Bounds) -> None:
+    """A download's archive, spooled whole, checked and unpacked at `dst` (one thread hop)."""
+    spool.seek(0)
+    extract_tar(spool, dst, what=what, bounds=bounds)
+
+
+def _shell_archive(src: Path) -> tuple[bytes, bool] | None:
+    """An upload's archive for the shell (its one member `payload`) and whether it is
+    a folder; None when it is too large to hold in memory (the other path then)."""
+    archive = _tar.pack(src, "payload")
+    if len(archive) > SHELL_UPLOAD_MAX:
+        return None
+    return archive, src.is_dir()

@@ -18,13 +18,14 @@ import re
 import secrets
 import shlex
 import shutil
+from collections.abc import Sequence
 from pathlib import Path
 from typing import ClassVar
 
 import aiodocker
 
 from helios._proc import decode, last_line, run_to_end
-from helios.environments import _docker_api, _tar
+from helios.environments import _docker_api, _docker_shell, _tar
 from helios.environments._docker_cleanup import cleanup_containers, remove_images
 from helios.environments._docker_cli import (
     CONTROL_TIMEOUT,
@@ -38,9 +39,12 @@ from helios.environments._docker_cli import (
     docker,
     docker_binary,
 )
+from helios.environments._docker_shell import ContainerShell
 from helios.environments._owner import current_owner
 from helios.environments._safe_copy import Bounds
-from helios.environments.base import ROOT, Environment, ExecResult, User
+from helios.environments._shell import ShellUnavailable, Sink
+from helios.environments._shell_transfer import ShellTransfers
+from helios.environments.base import ROOT, ExecResult, User
 from helios.environments.spec import SandboxSpec
 from helios.errors import (
     EnvironmentExecError,
@@ -65,7 +69,7 @@ def _name_part(text: str, size: int) -> str:
 log = logging.getLogger(__name__)
 
 
-class DockerEnvironment(Environment):
+class DockerEnvironment(ShellTransfers):
     name: ClassVar[str] = "docker"
     supports_users: ClassVar[bool] = True
     #: does this engine take `--storage-opt size=`? (overlay2 only on xfs with pquota)
@@ -79,6 +83,9 @@ class DockerEnvironment(Environment):
         self._client: aiodocker.Docker | None = None
         #: ours alone: a container is removed by name only if it carries this token
         self.instance = secrets.token_hex(6)
+        #: the stream to the container's init, when it is Helios's shell server
+        self._shell: ContainerShell | None = None
+        self._has_tar = False
 
     @classmethod
     async def preflight(cls) -> None:
@@ -127,15 +134,22 @@ class DockerEnvironment(Environment):
             return
         await _builds.ensure(self.image, context, self.spec.build_timeout)
 
-    def _run_args(self, with_storage: bool) -> list[str]:
+    def _run_args(self, with_storage: bool, server: Path | None = None,
+                  user: str = "") -> list[str]:  # fmt: skip
+        """`docker run`'s arguments: detached with `sleep` as its init, or, given the
+        shell server, attached with the server as its init (`_docker_shell`)."""
         spec = self.spec
         cpus = min(spec.cpus, float(os.cpu_count() or 1))
         # With the network allowed, use the engine's default unless told otherwise.
         network = os.environ.get("HELIOS_DOCKER_NETWORK") if spec.network else "none"
         env_args = [arg for key, value in spec.env.items() for arg in ("-e", f"{key}={value}")]
         storage = ["--storage-opt", f"size={spec.storage_mb}m"] if with_storage else []
+        if server is None:
+            mode, init, args = ["-d"], ["--entrypoint", "sleep"], ["infinity"]
+        else:
+            (mode, args), init = _docker_shell.run_options(server, user), []
         return [
-            "run", "-d", "--name", self.container_name,
+            "run", *mode, "--name", self.container_name,
             "--label", f"{LABEL_MANAGED}=true",
             "--label", f"{LABEL_RUN}={self.run_id}",
             "--label", f"{LABEL_TRIAL}={self.trial_id}",
@@ -147,16 +161,14 @@ class DockerEnvironment(Environment):
             *storage,
             *env_args,
             *(["--network", network] if network else []),
-            "--entrypoint", "sleep",
-            self.image, "infinity",
+            *init,
+            self.image, *args,
         ]  # fmt: skip
 
-    async def _run(self) -> tuple[int, str, str]:
-        """`docker run`, with the storage limit where the engine supports it."""
+    def _storage_refused(self, with_storage: bool, ok: bool, err: str) -> bool:
+        """Whether `docker run` failed only for the storage limit (then it goes)."""
         cls = DockerEnvironment
-        with_storage = self.spec.storage_mb is not None and cls.storage_opt is not False
-        code, out, err = await docker(*self._run_args(with_storage))
-        if with_storage and code != 0 and "storage-opt" in err:
+        if with_storage and not ok and "storage-opt" in err:
             # e.g. overlay2 on ext4: the limit cannot be had here (see the README).
             cls.storage_opt = False
             log.warning(
@@ -164,13 +176,47 @@ class DockerEnvironment(Environment):
                 "(overlay2 needs xfs with pquota); trials run without a disk limit",
                 self.spec.storage_mb,
             )
+            return True
+        if with_storage and ok:
+            cls.storage_opt = True
+        return False
+
+    @property
+    def _with_storage(self) -> bool:
+        return self.spec.storage_mb is not None and DockerEnvironment.storage_opt is not False
+
+    async def _run(self) -> tuple[int, str, str]:
+        """`docker run -d`, with the storage limit where the engine supports it."""
+        with_storage = self._with_storage
+        code, out, err = await docker(*self._run_args(with_storage))
+        if self._storage_refused(with_storage, code == 0, err):
             await self._remove_own()
             code, out, err = await docker(*self._run_args(False))
-        elif with_storage and code == 0:
-            cls.storage_opt = True
         return code, out, err
 
+    async def _start_shell(self, server: Path) -> ContainerShell:
+        """The container with the shell server as its init, ready for commands."""
+        user = await self._image_user()
+        with_storage = self._with_storage
+        while True:
+            argv = [docker_binary(), *self._run_args(with_storage, server, user)]
+            shell = ContainerShell(argv, self._remove_own)
+            try:
+                await shell.start()
+                return shell
+            except ShellUnavailable as exc:
+                if not self._storage_refused(with_storage, False, str(exc)):
+                    reason = _docker_shell.stream_reason(str(exc))
+                    raise EnvironmentStartError(f"docker run failed: {reason}") from None
+                with_storage = False
+
     async def start(self) -> None:
+        server = _docker_shell.server_path()
+        if server is not None:
+            self._shell = await self._start_shell(server)
+            self.container = self.container_name
+            await self._setup()
+            return
         code, out, err = await self._run()
         if code != 0:
             # `docker run -d` can fail after creating the container: remove it,
@@ -183,7 +229,8 @@ class DockerEnvironment(Environment):
     async def _setup(self) -> None:
         setup = await self.exec(
             f"mkdir -p /logs/agent /logs/verifier {shlex.quote(self.workdir)}; "
-            "command -v timeout >/dev/null && echo has-timeout",
+            "command -v timeout >/dev/null && echo has-timeout; "
+            "tar --version 2>/dev/null | grep -q 'GNU tar' && echo has-gnu-tar",
             cwd="/",
             # as root even when the image's USER is not: these folders are Helios's
             user=ROOT,
@@ -191,6 +238,7 @@ class DockerEnvironment(Environment):
         if setup.exit_code != 0:
             raise EnvironmentStartError(f"container setup failed: {setup.stderr.strip()[:200]}")
         self._has_timeout = "has-timeout" in setup.stdout
+        self._has_tar = "has-gnu-tar" in setup.stdout
 
     async def _remove_own(self) -> None:
         """Remove the container of our name if it carries our run and instance labels."""
@@ -207,21 +255,29 @@ class DockerEnvironment(Environment):
         if run == self.run_id and instance == self.instance:
             await docker("rm", "-f", "-v", cid)
 
-    async def default_owner(self) -> User | None:
-        """The image's USER, read once per image (no exec in the container)."""
+    async def _image_user(self) -> str:
+        """The image's USER (`user[:group]`), read once per image (no exec)."""
         image = self.image
         if image not in _image_users:
             code, out, err = await docker("image", "inspect", "--format", "{{.Config.User}}", image)
             if code != 0:
                 raise EnvironmentExecError(f"cannot inspect {image}: {last_line(err, 'no answer')}")
-            _image_users[image] = out.strip().split(":", 1)[0]
-        user = _image_users[image]
+            _image_users[image] = out.strip()
+        return _image_users[image]
+
+    async def default_owner(self) -> User | None:
+        """The image's USER, without its group."""
+        user = (await self._image_user()).split(":", 1)[0]
         return None if user in ("", "0", "root") else user
 
     async def stop_processes(self) -> None:
-        """SIGKILL the container's pid 1, which kills every process in its pid
-        namespace (setsid, nohup and double forks included), then start it again
-        with its entrypoint alone."""
+        """Kill every process of the container but its init: the shell server does
+        it from pid 1 (`_docker_shell`); without it, SIGKILL the container's pid 1,
+        which kills every process in its pid namespace (setsid, nohup and double
+        forks included), then start it again with its entrypoint alone."""
+        if self._shell is not None:
+            await _docker_shell.stop_all(self._shell, self._kill_all_by_exec)
+            return
         handle = self._engine.containers.container(self._require_container())
         try:
             await _docker_api.control("kill", handle.kill())
@@ -259,6 +315,10 @@ class DockerEnvironment(Environment):
         user: User | None = None,
     ) -> ExecResult:
         container = self._require_container()
+        shell = self._shell
+        if shell is not None and not shell.busy:
+            return await _docker_shell.exec_in(shell, command, cwd or self.workdir, env, timeout,
+                                               user)  # fmt: skip
         inner = ["sh", "-c", command]
         if timeout is not None and self._has_timeout:
             # Kill inside the container too: the client giving up alone would leave
@@ -278,7 +338,34 @@ class DockerEnvironment(Environment):
             decode(result.stdout), decode(result.stderr), result.returncode, timed_out
         )
 
+    async def _kill_all_by_exec(self) -> None:
+        await _docker_api.exec_command(self._engine, self._require_container(),
+                                       ["sh", "-c", "kill -9 -1"], user="0", workdir="/",
+                                       env={}, timeout=30)  # fmt: skip
+
+    @property
+    def _transfers_in_shell(self) -> bool:
+        shell = self._shell
+        return self._has_tar and shell is not None and not shell.busy and not shell.dead
+
+    async def _shell_command(
+        self, command: str, *, data: bytes = b"", sink: Sink | None = None
+    ) -> ExecResult | None:
+        shell = self._shell
+        if shell is None or shell.busy or shell.dead:
+            return None
+        script = f"cd / || exit 125\n{command}"
+        return await shell.run_as("0", script, {}, 120, data=data, sink=sink)
+
+    async def prepare_and_upload(
+        self, prepare: str, uploads: Sequence[tuple[Path, str]]
+    ) -> ExecResult:
+        done = await self._prepare_and_upload_in_shell(prepare, uploads)
+        return done if done is not None else await super().prepare_and_upload(prepare, uploads)
+
     async def upload(self, src: Path, dst: str) -> None:
+        if await self._upload_in_shell(src, dst):
+            return
         container = self._require_container()
         # Named by its full path and unpacked at /, so docker makes missing parent
         # folders itself: one process per upload, no separate mkdir.
@@ -290,6 +377,8 @@ class DockerEnvironment(Environment):
             raise EnvironmentExecError(f"upload to {dst} failed: {exc}") from None
 
     async def download(self, src: str, dst: Path) -> None:
+        if await self._download_in_shell(src, dst):
+            return
         container = self._require_container()
         await _docker_api.download(self._engine, container, src, dst, Bounds())
 
@@ -299,8 +388,12 @@ class DockerEnvironment(Environment):
 
     async def _stop(self) -> None:
         container, self.container = self.container, None
+        shell, self._shell = self._shell, None
         try:
-            if container is not None:
+            if shell is not None:
+                # its end removes the container (by force if need be)
+                await shell.close()
+            elif container is not None:
                 # the id our own `docker run` returned: ours by construction
                 try:
                     await _docker_api.remove(self._engine, container)

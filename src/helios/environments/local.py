@@ -27,10 +27,10 @@ import shutil
 import tempfile
 from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
-from typing import BinaryIO, ClassVar
+from typing import ClassVar
 
 from helios._proc import decode, last_line, run_process, run_to_end
-from helios.environments import _local_root, _shell_transfer, _tar
+from helios.environments import _local_root, _shell_transfer
 from helios.environments._bwrap import TRANSFER_MOUNT, BwrapCall, sandbox_env, tool
 from helios.environments._local_cleanup import (
     cleanup_sandboxes,
@@ -40,10 +40,11 @@ from helios.environments._local_cleanup import (
 )
 from helios.environments._local_users import LocalUsers, SandboxUser
 from helios.environments._payload import place_payload
-from helios.environments._safe_copy import Bounds, Spool, copy_out, extract_tar
+from helios.environments._safe_copy import copy_out
 from helios.environments._shell import Sink
 from helios.environments._shell_pool import ShellPool
-from helios.environments.base import Environment, ExecResult, User
+from helios.environments._shell_transfer import ShellTransfers
+from helios.environments.base import ExecResult, User
 from helios.environments.local_limits import LocalLimits, runs_as_root
 from helios.environments.spec import SandboxSpec
 from helios.errors import EnvironmentExecError, EnvironmentUnavailable
@@ -56,7 +57,7 @@ INSTALL_HINT = (
 _MISSING = 3
 
 
-class LocalEnvironment(Environment):
+class LocalEnvironment(ShellTransfers):
     name: ClassVar[str] = "local"
     #: as far as one user namespace allows: see `_local_users`
     supports_users: ClassVar[bool] = True
@@ -248,60 +249,11 @@ class LocalEnvironment(Environment):
     def _transfers_in_shell(self) -> bool:
         return not self._pool.one_shot and _shell_transfer.usable()
 
-    async def _upload_in_shell(self, src: Path, dst: str) -> bool:
-        if not self._transfers_in_shell:
-            return False
-        packed = await asyncio.to_thread(_shell_archive, src)
-        if packed is None:
-            return False
-        archive, is_dir = packed
-        script = _shell_transfer.upload_script(dst, is_dir)
-        result = await self._shell_command(script, data=archive)
-        if result is None:
-            return False
-        if not result.ok:
-            raise EnvironmentExecError(f"upload to {dst} failed: {result.stderr.strip()[:200]}")
-        return True
-
     async def prepare_and_upload(
         self, prepare: str, uploads: Sequence[tuple[Path, str]]
     ) -> ExecResult:
-        # The first upload in the same command as `prepare` (the verifier's reset
-        # and its tests: one command, not two, and no staging copy).
-        first = uploads[0] if uploads else None
-        if first is not None and self._transfers_in_shell:
-            packed = await asyncio.to_thread(_shell_archive, first[0])
-            if packed is not None and packed[1]:  # a folder: its contents go in
-                script = _shell_transfer.prepared_upload_script(prepare, first[1])
-                result = await self._shell_command(script, data=packed[0])
-                if result is not None and result.ok:
-                    for src, dst in uploads[1:]:
-                        await self.upload(src, dst)
-                    return result
-        # No shell, too large, or it failed: the two steps apart say which failed.
-        return await super().prepare_and_upload(prepare, uploads)
-
-    async def _download_in_shell(self, src: str, dst: Path) -> bool:
-        script = _shell_transfer.download_script(src)
-        if script is None or not self._transfers_in_shell:
-            return False
-        what = f"download of {src}"
-        bounds = Bounds()
-        spool = await asyncio.to_thread(tempfile.TemporaryFile)
-        try:
-            result = await self._shell_command(
-                script, sink=Spool(spool, bounds, what)
-            )
-            if result is None:
-                return False
-            if result.exit_code == _shell_transfer.MISSING:
-                raise EnvironmentExecError(f"{src} does not exist in the sandbox")
-            if not result.ok:
-                raise EnvironmentExecError(f"{what} failed: {result.stderr.strip()[:200]}")
-            await asyncio.to_thread(_extract_spool, spool, dst, what, bounds)
-        finally:
-            await asyncio.to_thread(spool.close)
-        return True
+        done = await self._prepare_and_upload_in_shell(prepare, uploads)
+        return done if done is not None else await super().prepare_and_upload(prepare, uploads)
 
     async def download(self, src: str, dst: Path) -> None:
         if await self._download_in_shell(src, dst):
@@ -356,12 +308,6 @@ class LocalEnvironment(Environment):
             await run_to_end(remove_holder(holder, scan=scan))
 
 
-def _extract_spool(spool: BinaryIO, dst: Path, what: str, bounds: Bounds) -> None:
-    """A download's archive, spooled whole, checked and unpacked at `dst` (one thread hop)."""
-    spool.seek(0)
-    extract_tar(spool, dst, what=what, bounds=bounds)
-
-
 def _stage(src: Path, dst: Path) -> None:
     """Copy a host file or folder into a transfer folder for the sandbox to read."""
     if src.is_dir():
@@ -386,12 +332,3 @@ def _unusable(reason: str) -> str:
         f"bwrap cannot create a sandbox here ({reason}); "
         "enable unprivileged user namespaces or use --provider docker"
     )
-
-
-def _shell_archive(src: Path) -> tuple[bytes, bool] | None:
-    """An upload's archive for the shell (its one member `payload`) and whether it is
-    a folder; None when it is too large to hold in memory (the one-shot path then)."""
-    archive = _tar.pack(src, "payload")
-    if len(archive) > _shell_transfer.SHELL_UPLOAD_MAX:
-        return None
-    return archive, src.is_dir()

@@ -1,0 +1,249 @@
+/*
+ * Container mode of the shell server (`_shell_server.c` includes this after its
+ * Command type): who a command runs as, its environment, and the "stop" that
+ * kills everything else in the container.
+ *
+ * Users are looked up as the docker daemon does for `docker exec -u SPEC`
+ * (moby's GetExecUser): SPEC is `user[:group]`, each a name or a number, read
+ * from the container's own /etc/passwd and /etc/group. A name not found is an
+ * error with the daemon's words; a number not found runs as that uid with gid 0.
+ */
+#include <dirent.h>
+#include <grp.h>
+
+#define MAX_GROUPS 64
+
+typedef struct {
+    uid_t uid;
+    gid_t gid;
+    gid_t groups[MAX_GROUPS];
+    int ngroups;
+    char home[512];
+    char name[256];
+} User;
+
+static void free_user(User *user) { (void)user; }
+
+static int is_number(const char *text) {
+    if (*text == '\0') return 0;
+    for (; *text; text++)
+        if (*text < '0' || *text > '9') return 0;
+    return 1;
+}
+
+/* Split a colon-separated line in place into at most `max` fields. */
+static int split_fields(char *line, char **fields, int max) {
+    int count = 0;
+    line[strcspn(line, "\n")] = '\0';
+    while (count < max) {
+        fields[count++] = line;
+        char *colon = strchr(line, ':');
+        if (colon == NULL) break;
+        *colon = '\0';
+        line = colon + 1;
+    }
+    return count;
+}
+
+/* The passwd entry whose name (or uid, for a number) is `key`: 1 if found. */
+static int find_passwd(const char *key, User *user) {
+    FILE *file = fopen("/etc/passwd", "re");
+    if (file == NULL) return 0;
+    char line[1024];
+    int found = 0, numeric = is_number(key);
+    while (!found && fgets(line, sizeof line, file) != NULL) {
+        char *f[7];
+        if (split_fields(line, f, 7) < 7) continue;
+        if (numeric ? strcmp(f[2], key) != 0 : strcmp(f[0], key) != 0) continue;
+        user->uid = (uid_t)strtoul(f[2], NULL, 10);
+        user->gid = (gid_t)strtoul(f[3], NULL, 10);
+        snprintf(user->home, sizeof user->home, "%s", f[5]);
+        snprintf(user->name, sizeof user->name, "%s", f[0]);
+        found = 1;
+    }
+    fclose(file);
+    return found;
+}
+
+/* The gid of group `key` (a name or a number): 1 if found. With `member`, also
+ * collect every group that lists that user name as a member. */
+static int scan_groups(const char *key, gid_t *gid, const char *member, User *user) {
+    FILE *file = fopen("/etc/group", "re");
+    if (file == NULL) return 0;
+    char line[4096];
+    int found = 0, numeric = key != NULL && is_number(key);
+    while (fgets(line, sizeof line, file) != NULL) {
+        char *f[4];
+        if (split_fields(line, f, 4) < 4) continue;
+        if (key != NULL && !found && strcmp(numeric ? f[2] : f[0], key) == 0) {
+            *gid = (gid_t)strtoul(f[2], NULL, 10);
+            found = 1;
+        }
+        if (member == NULL || *member == '\0') continue;
+        for (char *name = strtok(f[3], ","); name != NULL; name = strtok(NULL, ","))
+            if (strcmp(name, member) == 0 && user->ngroups < MAX_GROUPS)
+                user->groups[user->ngroups++] = (gid_t)strtoul(f[2], NULL, 10);
+    }
+    fclose(file);
+    return found;
+}
+
+static int user_error(const char *kind, const char *name, const char *file) {
+    char message[600];
+    int n = snprintf(message, sizeof message,
+                     "unable to find %s %s: no matching entries in %s file\n", kind, name, file);
+    send_frame('E', message, (size_t)n);
+    send_frame('X', "126 0", 5);
+    return -1;
+}
+
+/* Resolve SPEC into `user`; on failure the request's answer is already sent. */
+static int find_user(const char *spec, User *user) {
+    memset(user, 0, sizeof *user);
+    snprintf(user->home, sizeof user->home, "/");
+    char copy[512];
+    snprintf(copy, sizeof copy, "%s", *spec ? spec : "0");
+    char *group = strchr(copy, ':');
+    if (group != NULL) *group++ = '\0';
+    int known = find_passwd(copy, user);
+    if (!known) {
+        if (!is_number(copy)) return user_error("user", copy, "passwd");
+        user->uid = (uid_t)strtoul(copy, NULL, 10);
+    }
+    gid_t gid = user->gid;
+    if (group != NULL && *group != '\0') {
+        if (!scan_groups(group, &gid, NULL, user)) {
+            if (!is_number(group)) return user_error("group", group, "group");
+            gid = (gid_t)strtoul(group, NULL, 10);
+        }
+    }
+    if (known) scan_groups(NULL, &gid, user->name, user);
+    user->gid = gid;
+    return 0;
+}
+
+/* The command's environment: the container's own (the init's, as docker gave
+ * it), the request's variables over it, and HOME for a user other than root
+ * when the container's is the daemon's default. */
+static char **command_env(char **request, const User *user) {
+    extern char **environ;
+    size_t own = 0, asked = 0;
+    while (environ[own]) own++;
+    while (request[asked]) asked++;
+    char **envp = calloc(own + asked + 2, sizeof(char *));
+    if (envp == NULL) _exit(2);
+    size_t n = 0;
+    int home_given = 0;
+    for (size_t i = 0; i < asked; i++) {
+        envp[n++] = request[i];
+        home_given |= strncmp(request[i], "HOME=", 5) == 0;
+    }
+    static char home[520];
+    for (size_t i = 0; i < own; i++) {
+        size_t name = strcspn(environ[i], "=");
+        int overridden = 0;
+        for (size_t j = 0; j < asked && !overridden; j++)
+            overridden = strncmp(request[j], environ[i], name + 1) == 0;
+        if (overridden) continue;
+        if (strncmp(environ[i], "HOME=", 5) == 0) {
+            if (home_given) continue;
+            home_given = 1;
+            if (user->uid != 0 && strcmp(environ[i], "HOME=/root") == 0) {
+                snprintf(home, sizeof home, "HOME=%s", user->home);
+                envp[n++] = home;
+                continue;
+            }
+        }
+        envp[n++] = environ[i];
+    }
+    if (!home_given) {
+        snprintf(home, sizeof home, "HOME=%s", user->home);
+        envp[n++] = home;
+    }
+    return envp;
+}
+
+/* `sh -c script` as `user`, in its own session, as spawn_command does. */
+static int spawn_as(Command *cmd, const char *script, char **request_env, int feed,
+                    const User *user) {
+    int out[2], err[2], in[2] = {-1, -1};
+    if (pipe2(out, O_CLOEXEC) || pipe2(err, O_CLOEXEC)) return -1;
+    if (feed && pipe2(in, O_CLOEXEC)) return -1;
+    char **envp = command_env(request_env, user);
+    pid_t pid = fork();
+    if (pid == 0) {
+        int null = feed ? in[0] : open("/dev/null", O_RDONLY);
+        if (setsid() < 0 || null < 0 || dup2(null, 0) < 0 || dup2(out[1], 1) < 0 ||
+            dup2(err[1], 2) < 0)
+            _exit(126);
+        if (setgroups((size_t)user->ngroups, user->groups) != 0 || setgid(user->gid) != 0 ||
+            setuid(user->uid) != 0) {
+            static const char why[] = "helios shell: cannot switch to the asked user\n";
+            (void)!write(2, why, sizeof why - 1);
+            _exit(126);
+        }
+        signal(SIGPIPE, SIG_DFL);
+        signal(SIGXFSZ, SIG_DFL);
+        char *argv[] = {"sh", "-c", (char *)script, NULL};
+        execve("/bin/sh", argv, envp);
+        _exit(127);
+    }
+    free(envp);
+    close(out[1]);
+    close(err[1]);
+    if (feed) close(in[0]);
+    cmd->pid = pid;
+    cmd->out = out[0];
+    cmd->err = err[0];
+    cmd->in = in[1];
+    if (pid < 0) {
+        close_fd(&cmd->out);
+        close_fd(&cmd->err);
+        close_fd(&cmd->in);
+        return -1;
+    }
+    cmd->pidfd = (int)syscall(SYS_pidfd_open, cmd->pid, 0);
+    return cmd->pidfd < 0 ? -1 : 0;
+}
+
+/* Orphans the server inherited that have already ended (the living stay). */
+static void reap_exited(void) {
+    while (waitpid(-1, NULL, WNOHANG) > 0) {
+    }
+}
+
+/* Processes of this pid namespace other than this server, as /proc lists them. */
+static int count_others(void) {
+    DIR *proc = opendir("/proc");
+    if (proc == NULL) return -1;
+    int count = 0;
+    struct dirent *entry;
+    while ((entry = readdir(proc)) != NULL)
+        if (is_number(entry->d_name) && strcmp(entry->d_name, "1") != 0) count++;
+    closedir(proc);
+    return count;
+}
+
+/* Kill every other process (a pid namespace's init reaches all of them with
+ * kill(-1), and nothing can fork once SIGKILL is pending), reap them, and
+ * answer 0 only when /proc shows none left. */
+static void stop_all(double limit) {
+    double until = now() + (limit > 0 ? limit : STOP_SECONDS);
+    int left;
+    while (1) {
+        kill(-1, SIGKILL);
+        reap_exited();
+        left = count_others();
+        if (left == 0 || now() >= until) break;
+        usleep(1000);
+    }
+    if (left != 0) {
+        char message[100];
+        int n = snprintf(message, sizeof message,
+                         "helios shell: %d processes are left after SIGKILL\n", left);
+        send_frame('E', message, (size_t)n);
+        send_frame('X', "1 0", 3);
+        return;
+    }
+    send_frame('X', "0 0", 3);
+}

@@ -1,0 +1,185 @@
+"""A docker container whose init is Helios's shell server: every command, copy and
+the verifier's process stop go over the `docker run -i` stream, not one daemon
+request (or three, for an exec) each.
+
+Why: a trial used to ask the daemon for about nine things (run, a setup exec,
+kill + start + top before the verifier, two execs and two copies for it, and a
+remove), and each costs the daemon, containerd and runc tens of ms of CPU
+(benchmarks/README.md). Here a trial is one `docker run --rm -i`, whatever it
+runs: the server (`_shell_server.c` in container mode, linked statically so it
+runs on any image) is bound read-only at `SERVER_MOUNT` and started as root, and
+runs each command as the asked user (the image's USER by default), looked up in
+the container's own files as `docker exec -u` does.
+
+Isolation holds as before:
+- the server is the container's pid 1 and not dumpable: no process of the
+  container may trace it, open its pipes or signal it (pid 1 of a namespace
+  gets no signal it has no handler for), and its binary is a read-only bind;
+- "stop" kills every other process of the container with `kill(-1)` from pid 1
+  and answers only once /proc lists none (the kill + start it replaces did the
+  same by ending the pid namespace);
+- the stream ends with Helios: its end closes the server's stdin, the server
+  exits, and `--rm` removes the container (kill -9 of Helios included).
+
+Without a static build (no compiler or static libc), for a daemon on another
+host (the bind needs the server on the daemon's disk), or with
+HELIOS_DOCKER_SHELL=0, the provider uses the Engine API for each call instead.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import shlex
+import signal
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+
+from helios._proc import within
+from helios.environments._docker_cli import CONTROL_TIMEOUT
+from helios.environments._shell import SandboxShell, Sink
+from helios.environments._shell_native import static_server
+from helios.environments.base import ExecResult, User
+from helios.errors import EnvironmentExecError
+
+#: where the server appears in the container (a read-only bind)
+SERVER_MOUNT = "/.helios-shell"
+ENV_SWITCH = "HELIOS_DOCKER_SHELL"
+#: how long a stream's end may take: the server exits, the container is removed
+CLOSE_GRACE = 30.0
+#: how long the server may take to kill and reap every other process
+STOP_TIMEOUT = 10.0
+
+
+def server_path() -> Path | None:
+    """The static server to bind, or None: each call then goes to the Engine API."""
+    if os.environ.get(ENV_SWITCH, "1") == "0":
+        return None
+    host = os.environ.get("DOCKER_HOST", "unix://")
+    if not host.startswith("unix://") or os.environ.get("DOCKER_CONTEXT"):
+        return None  # the daemon may be on another machine: it cannot bind our file
+    path = static_server()
+    # `--mount` splits its value on commas (and `-v` on colons): a path with one
+    # cannot be said there.
+    if path is None or "," in str(path) or ":" in str(path):
+        return None
+    return path
+
+
+def run_options(server: Path, default_user: str) -> tuple[list[str], list[str]]:
+    """The `docker run` options before the image, and the arguments after it."""
+    before = [
+        "-i", "--rm",
+        # the stream carries the commands' output: the daemon must not log it too
+        "--log-driver", "none",
+        "--user", "0:0",
+        "--mount", f"type=bind,source={server},target={SERVER_MOUNT},readonly",
+        "--entrypoint", SERVER_MOUNT,
+    ]  # fmt: skip
+    return before, ["--container", default_user]
+
+
+class ContainerShell(SandboxShell):
+    """The stream to one container's server. `remove` removes the container by force:
+    the way to end it when its server does not exit on its own."""
+
+    #: `docker run` may pull the image, or wait on a loaded daemon
+    start_timeout = CONTROL_TIMEOUT
+
+    def __init__(self, argv: list[str], remove: Callable[[], Awaitable[None]]) -> None:
+        super().__init__(argv, dict(os.environ), marker="")
+        self._remove = remove
+        #: a command whose caller was cancelled; it runs on until it ends (see `run_as`)
+        self.abandoned: asyncio.Future[ExecResult] | None = None
+
+    async def run_as(
+        self, user: str, script: str, env: dict[str, str], timeout: float | None, *,
+        data: bytes = b"", sink: Sink | None = None,
+    ) -> ExecResult:  # fmt: skip
+        """Run one command as `user` ("": the image's USER). A cancel leaves the
+        command running, as a cancelled `docker exec` does, and the stream with it:
+        the container must outlive its agent's timeout for the verifier. Until it
+        ends, `busy` holds and other commands take the Engine API."""
+        inner = asyncio.ensure_future(
+            self.run(script, env, timeout, data=data, sink=sink, head=(b"run", user.encode()))
+        )
+        try:
+            return await asyncio.shield(inner)
+        except asyncio.CancelledError:
+            self.abandoned = inner
+            raise
+
+    async def stop_all(self) -> ExecResult:
+        """Kill every process of the container but the server; ok when none is left."""
+        return await self.run("", {}, STOP_TIMEOUT, head=(b"stop", b""))
+
+    async def close(self) -> None:
+        """End the stream: an idle server exits on it, and `--rm` removes the
+        container before `docker run` returns. Otherwise (a command still
+        running, or a server gone astray) the container is removed by force."""
+        self.dead = True
+        proc, self.proc = self.proc, None
+        if proc is None:
+            return
+        if proc.stdin is not None:
+            proc.stdin.close()
+        if not self.busy:
+            with contextlib.suppress(TimeoutError):
+                await within(CLOSE_GRACE, proc.wait())
+        self.clean = proc.returncode == 0
+        if not self.clean:
+            with contextlib.suppress(Exception):
+                await self._remove()
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            with contextlib.suppress(TimeoutError):
+                await within(5, proc.wait())
+        if self._stderr is not None:
+            self._stderr.cancel()
+            with contextlib.suppress(BaseException):
+                await self._stderr
+
+
+async def exec_in(
+    shell: ContainerShell, command: str, cwd: str, env: dict[str, str] | None,
+    timeout: float | None, user: User | None,
+) -> ExecResult:  # fmt: skip
+    """`docker exec`'s equivalent over the stream."""
+    if shell.dead:
+        raise EnvironmentExecError("the container has stopped: its init ended")
+    script = f"cd -- {shlex.quote(cwd)} || exit 126\n{command}"
+    result = await shell.run_as("" if user is None else str(user), script, env or {}, timeout)
+    if shell.dead:
+        # No command can end the server (pid 1): its stream ended because the
+        # container did (removed, out of memory, the daemon restarted).
+        raise EnvironmentExecError("the container stopped during the command")
+    if user is not None and result.exit_code == 126 and "unable to find user" in result.stderr:
+        raise EnvironmentExecError(f"user {user!r} does not exist in the sandbox")
+    return result
+
+
+async def stop_all(shell: ContainerShell, kill_by_exec: Callable[[], Awaitable[None]]) -> None:
+    """Every process of the container but its init killed, or EnvironmentExecError."""
+    abandoned = shell.abandoned
+    if abandoned is not None and not abandoned.done():
+        # The server is still serving a cancelled command: end it from outside
+        # (one exec's `kill -9 -1`), and the server answers again.
+        with contextlib.suppress(EnvironmentExecError):
+            await kill_by_exec()
+        with contextlib.suppress(TimeoutError, Exception):
+            await within(STOP_TIMEOUT, asyncio.shield(abandoned))
+    if shell.dead or shell.busy:
+        raise EnvironmentExecError("could not stop the agent's processes: the container's "
+                                   "init is not answering")  # fmt: skip
+    result = await shell.stop_all()
+    if not result.ok:
+        raise EnvironmentExecError(
+            f"could not stop the agent's processes: {result.stderr.strip()[:200] or 'no answer'}"
+        )
+
+
+def stream_reason(reason: str) -> str:
+    """`docker run`'s last words, without its usage hint."""
+    lines = [ln for ln in reason.strip().splitlines() if ln.strip() and "--help" not in ln]
+    return lines[-1] if lines else "no reason given"
