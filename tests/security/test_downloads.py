@@ -19,7 +19,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from helios import ParallelRunner
-from helios.environments import _docker_api
+from helios.environments import _docker_api, _shell_transfer
 from helios.environments._bwrap import TRANSFER_MOUNT
 from helios.environments._safe_copy import Bounds, UnsafeDownload, copy_out, extract_tar
 from helios.environments.local import LocalEnvironment
@@ -205,25 +205,38 @@ def test_a_verifier_writing_a_12_mb_log_and_an_honest_reward_passes(
 
 
 @pytest.mark.usefixtures("need_docker")
+@pytest.mark.parametrize("transport", ["engine-api", "init-shell"])
 def test_an_unreadable_docker_archive_is_a_verifier_error(
-    make_task: TaskMaker, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    transport: str, make_task: TaskMaker, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # The daemon's archive stream breaks off mid-archive.
-    whole = _docker_api.archive_chunks
+    if transport == "engine-api":
+        # The daemon's archive stream breaks off mid-archive.
+        monkeypatch.setenv("HELIOS_DOCKER_SHELL", "0")
+        whole = _docker_api.archive_chunks
 
-    async def cut_off(*args: Any) -> AsyncGenerator[bytes, None]:
-        sent = 0
-        # closed when cut off: an open stream holds the container's lock in the
-        # daemon, and its removal (and every inspect of it) would wait for it
-        async with contextlib.aclosing(whole(*args)) as chunks:
-            async for chunk in chunks:
-                if sent + len(chunk) >= 3000:
-                    yield chunk[: 3000 - sent]
-                    return
-                sent += len(chunk)
-                yield chunk
+        async def cut_off(*args: Any) -> AsyncGenerator[bytes, None]:
+            sent = 0
+            # closed when cut off: an open stream holds the container's lock in the
+            # daemon, and its removal (and every inspect of it) would wait for it
+            async with contextlib.aclosing(whole(*args)) as chunks:
+                async for chunk in chunks:
+                    if sent + len(chunk) >= 3000:
+                        yield chunk[: 3000 - sent]
+                        return
+                    sent += len(chunk)
+                    yield chunk
 
-    monkeypatch.setattr(_docker_api, "archive_chunks", cut_off)
+        monkeypatch.setattr(_docker_api, "archive_chunks", cut_off)
+    else:
+        # The container's tar (the agent's, if it is root) hands over a cut archive.
+        whole_script = _shell_transfer.download_script
+
+        def cut_script(src: str) -> str | None:
+            script = whole_script(src)
+            assert script is not None and "exec tar -c" in script
+            return script.replace("exec tar -c", "tar -c") + " | head -c 3000"
+
+        monkeypatch.setattr(_shell_transfer, "download_script", cut_script)
     _big_log_task(make_task)
     runner = ParallelRunner(tmp_path / "tasks", agent="oracle", provider="docker",
                             output_dir=tmp_path / "out", show_progress=False)  # fmt: skip

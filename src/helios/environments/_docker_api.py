@@ -162,8 +162,15 @@ async def archive_chunks(client: aiodocker.Docker, container: str,
     """The tar of `src` in the container, as the daemon streams it."""
     query = client._query(f"containers/{container}/archive", params={"path": src})
     async with query as response:
-        async for chunk in response.content.iter_chunked(65536):
-            yield chunk
+        try:
+            async for chunk in response.content.iter_chunked(65536):
+                yield chunk
+        finally:
+            # aiodocker leaves the response to us. One not read to its end (a
+            # refused or broken download) must close its connection now: while the
+            # daemon streams an archive it holds the container's lock, and every
+            # later call on the container (exec, inspect, rm) would wait on it.
+            response.close()
 
 
 async def download(client: aiodocker.Docker, container: str, src: str, dst: Path,
