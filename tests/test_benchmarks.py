@@ -51,8 +51,9 @@ def test_the_hot_path_profile_prints_its_tables() -> None:
 
 
 @pytest.mark.usefixtures("need_docker")
-def test_the_docker_exec_a_b_prints_both_paths_and_a_ratio() -> None:
+def test_the_docker_exec_a_b_prints_every_path_and_the_ratios() -> None:
     out = _bench("docker_exec.py", "-N", "2", "-K", "1")
-    for path in ("cli", "api"):
+    for path in ("cli", "api", "stream"):
         assert re.search(rf"^{path} +2 execs, 2 at once: wall \d+\.\d ms/exec", out, re.M), out
     assert re.search(r"^ratio: the CLI takes \d+\.\d\dx", out, re.M), out
+    assert re.search(r"^ratio: the API takes \d+\.\d\dx the stream's", out, re.M), out

@@ -47,13 +47,13 @@ def test_concurrent_trials_build_once(
     # unique content → a new image hash, so a real build is needed
     task_dir = make_task("buildonce", files={f"f{uuid.uuid4().hex}.txt": "x"})
     builds: list[str] = []
-    real_build = docker_mod._ImageBuilds._build
+    real_build = docker_mod.ImageBuilds._build
 
-    async def counting(self: docker_mod._ImageBuilds, tag: str, ctx: Path, timeout: float) -> None:
+    async def counting(self: docker_mod.ImageBuilds, tag: str, ctx: Path, timeout: float) -> None:
         builds.append(tag)
         await real_build(self, tag, ctx, timeout)
 
-    monkeypatch.setattr(docker_mod._ImageBuilds, "_build", counting)
+    monkeypatch.setattr(docker_mod.ImageBuilds, "_build", counting)
     envs = [_env(task_dir) for _ in range(5)]
 
     async def go() -> None:

@@ -25,9 +25,10 @@ from typing import TypeVar
 import aiodocker
 import aiohttp
 
-from helios._proc import OUTPUT_CAP, CappedOutput, ProcResult
+from helios._proc import OUTPUT_CAP, CappedOutput, ProcResult, decode
 from helios.environments import _safe_copy
 from helios.environments._docker_cli import CONTROL_TIMEOUT
+from helios.environments.base import ExecResult
 from helios.errors import EnvironmentExecError
 
 T = TypeVar("T")
@@ -139,6 +140,27 @@ async def exec_command(
         # The daemon puts its reason on the output stream; the caller looks in stderr.
         stdout, stderr = b"", stdout + stderr
     return ProcResult(stdout, stderr, code, timed_out)
+
+
+async def run_shell_command(
+    client: aiodocker.Docker, container: str, command: str, *, cwd: str,
+    env: dict[str, str], timeout: float | None, user: str | int | None, has_timeout: bool,
+) -> ExecResult:  # fmt: skip
+    """`sh -c command` by an exec, as `Environment.exec` answers. The container
+    itself gone or broken raises EnvironmentExecError: not the command's failure."""
+    inner = ["sh", "-c", command]
+    if timeout is not None and has_timeout:
+        # Kill inside the container too: the client giving up alone would leave
+        # the command running there.
+        inner = ["timeout", "-k", "5", f"{timeout:g}", *inner]
+    result = await exec_command(
+        client, container, inner, user="" if user is None else str(user), workdir=cwd,
+        env=env, timeout=None if timeout is None else timeout + 15,
+    )  # fmt: skip
+    if user is not None and result.returncode == 126 and NO_USER in result.stderr:
+        raise EnvironmentExecError(f"user {user!r} does not exist in the sandbox")
+    timed_out = result.timed_out or (timeout is not None and result.returncode == 124)
+    return ExecResult(decode(result.stdout), decode(result.stderr), result.returncode, timed_out)
 
 
 async def upload(client: aiodocker.Docker, container: str, archive: bytes) -> None:

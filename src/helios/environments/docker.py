@@ -1,10 +1,11 @@
 """Docker provider: one container per trial, images built once per environment hash.
 
-A trial's many calls (execs, copies, kill and start, remove) go to the Engine API
-through aiodocker (`_docker_api`); the rare ones (run, build, inspect, cleanup)
-through the `docker` CLI as asyncio subprocesses. The event loop never blocks.
-Containers carry labels so `helios cleanup` can find leftovers; `stop` removes
-the container whatever happened before.
+The container's init is Helios's shell server (`_docker_shell`): a trial's
+commands, copies and process stop go over one `docker run -i` stream. Without
+it (no static build, a remote daemon), the many calls go to the Engine API
+(`_docker_api`) and the rare ones (run, build, inspect, cleanup) to the `docker`
+CLI. Containers carry labels so `helios cleanup` can find leftovers; `stop`
+removes the container whatever happened before.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from typing import ClassVar
 
 import aiodocker
 
-from helios._proc import decode, last_line, run_to_end
+from helios._proc import last_line, run_to_end
 from helios.environments import _docker_api, _docker_shell, _tar
 from helios.environments._docker_cleanup import cleanup_containers, remove_images
 from helios.environments._docker_cli import (
@@ -46,16 +47,10 @@ from helios.environments._shell import ShellUnavailable, Sink
 from helios.environments._shell_transfer import ShellTransfers
 from helios.environments.base import ROOT, ExecResult, User
 from helios.environments.spec import SandboxSpec
-from helios.errors import (
-    EnvironmentExecError,
-    EnvironmentStartError,
-    EnvironmentUnavailable,
-)
+from helios.errors import EnvironmentExecError, EnvironmentStartError, EnvironmentUnavailable
 
 __all__ = ["CONTROL_TIMEOUT", "DockerEnvironment", "docker", "remove_containers", "remove_images"]
 
-#: kept for callers (and tests) of the earlier private name
-_ImageBuilds = ImageBuilds
 _builds = ImageBuilds()
 #: each image's USER (its default user), by image name
 _image_users: dict[str, str] = {}
@@ -319,24 +314,10 @@ class DockerEnvironment(ShellTransfers):
         if shell is not None and not shell.busy:
             return await _docker_shell.exec_in(shell, command, cwd or self.workdir, env, timeout,
                                                user)  # fmt: skip
-        inner = ["sh", "-c", command]
-        if timeout is not None and self._has_timeout:
-            # Kill inside the container too: the client giving up alone would leave
-            # the command running there.
-            inner = ["timeout", "-k", "5", f"{timeout:g}", *inner]
-        # The container itself gone or broken raises EnvironmentExecError: not the
-        # command's failure.
-        result = await _docker_api.exec_command(
-            self._engine, container, inner, user="" if user is None else str(user),
-            workdir=cwd or self.workdir, env=env or {},
-            timeout=None if timeout is None else timeout + 15,
+        return await _docker_api.run_shell_command(
+            self._engine, container, command, cwd=cwd or self.workdir, env=env or {},
+            timeout=timeout, user=user, has_timeout=self._has_timeout,
         )  # fmt: skip
-        if user is not None and result.returncode == 126 and _docker_api.NO_USER in result.stderr:
-            raise EnvironmentExecError(f"user {user!r} does not exist in the sandbox")
-        timed_out = result.timed_out or (timeout is not None and result.returncode == 124)
-        return ExecResult(
-            decode(result.stdout), decode(result.stderr), result.returncode, timed_out
-        )
 
     async def _kill_all_by_exec(self) -> None:
         await _docker_api.exec_command(self._engine, self._require_container(),
