@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from helios.environments import _docker_api
+from helios.environments import _docker_api, _docker_shell
 from helios.environments.docker import DockerEnvironment
 from helios.errors import EnvironmentExecError
 from helios.tasks.task import load_task
@@ -254,3 +254,30 @@ def test_kill_9_of_helios_ends_and_removes_its_containers(make_task: TaskMaker) 
     while _listed(trial) and time.monotonic() < deadline:
         time.sleep(0.2)
     assert _listed(trial) == [], "the container outlived the process that started it"
+
+
+def test_an_engine_that_cannot_run_the_server_falls_back_to_the_engine_api(
+    make_task: TaskMaker, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:  # fmt: skip
+    not_runnable = tmp_path / "server"
+    not_runnable.write_text("not a program\n")  # mode 644: the engine cannot exec it
+    monkeypatch.setattr(_docker_shell, "static_server", lambda: not_runnable)
+    monkeypatch.setattr(_docker_shell, "unusable", None)
+    env = _env(make_task("fallback"))
+
+    async def go() -> None:
+        await env.build()
+        await env.start()
+        try:
+            assert env._shell is None  # the Engine API path
+            assert (await env.exec("echo through the api")).stdout == "through the api\n"
+            await env.stop_processes()
+        finally:
+            await env.stop()
+
+    with caplog.at_level("WARNING"):
+        asyncio.run(go())
+    assert _docker_shell.unusable is not None and "/.helios-shell" in _docker_shell.unusable
+    assert "cannot be a container's init here" in caplog.text
+    assert _listed(env.trial_id) == []

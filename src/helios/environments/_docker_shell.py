@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import os
 import shlex
 import signal
@@ -43,6 +44,8 @@ from helios.environments._shell_native import static_server
 from helios.environments.base import ExecResult, User
 from helios.errors import EnvironmentExecError
 
+log = logging.getLogger(__name__)
+
 #: where the server appears in the container (a read-only bind)
 SERVER_MOUNT = "/.helios-shell"
 ENV_SWITCH = "HELIOS_DOCKER_SHELL"
@@ -52,9 +55,13 @@ CLOSE_GRACE = 30.0
 STOP_TIMEOUT = 10.0
 
 
+#: why the server cannot be a container's init on this host (then never tried again)
+unusable: str | None = None
+
+
 def server_path() -> Path | None:
     """The static server to bind, or None: each call then goes to the Engine API."""
-    if os.environ.get(ENV_SWITCH, "1") == "0":
+    if os.environ.get(ENV_SWITCH, "1") == "0" or unusable is not None:
         return None
     host = os.environ.get("DOCKER_HOST", "unix://")
     if not host.startswith("unix://") or os.environ.get("DOCKER_CONTEXT"):
@@ -177,6 +184,19 @@ async def stop_all(shell: ContainerShell, kill_by_exec: Callable[[], Awaitable[N
         raise EnvironmentExecError(
             f"could not stop the agent's processes: {result.stderr.strip()[:200] or 'no answer'}"
         )
+
+
+def give_up(reason: str) -> bool:
+    """Whether `docker run` failed for the server itself (an engine that cannot run
+    it: SELinux labels, a noexec bind, another architecture): then this process
+    uses the Engine API from now on, and says so once."""
+    global unusable
+    if SERVER_MOUNT not in reason:
+        return False
+    unusable = stream_reason(reason)
+    log.warning("docker: Helios's shell server cannot be a container's init here (%s); "
+                "using the Engine API for each command instead", unusable)  # fmt: skip
+    return True
 
 
 def stream_reason(reason: str) -> str:

@@ -189,8 +189,9 @@ class DockerEnvironment(ShellTransfers):
             code, out, err = await docker(*self._run_args(False))
         return code, out, err
 
-    async def _start_shell(self, server: Path) -> ContainerShell:
-        """The container with the shell server as its init, ready for commands."""
+    async def _start_shell(self, server: Path) -> ContainerShell | None:
+        """The container with the shell server as its init, ready for commands; None
+        when this engine cannot run the server (the Engine API path then)."""
         user = await self._image_user()
         with_storage = self._with_storage
         while True:
@@ -200,6 +201,8 @@ class DockerEnvironment(ShellTransfers):
                 await shell.start()
                 return shell
             except ShellUnavailable as exc:
+                if _docker_shell.give_up(str(exc)):
+                    return None
                 if not self._storage_refused(with_storage, False, str(exc)):
                     reason = _docker_shell.stream_reason(str(exc))
                     raise EnvironmentStartError(f"docker run failed: {reason}") from None
@@ -209,9 +212,10 @@ class DockerEnvironment(ShellTransfers):
         server = _docker_shell.server_path()
         if server is not None:
             self._shell = await self._start_shell(server)
-            self.container = self.container_name
-            await self._setup()
-            return
+            if self._shell is not None:
+                self.container = self.container_name
+                await self._setup()
+                return
         code, out, err = await self._run()
         if code != 0:
             # `docker run -d` can fail after creating the container: remove it,
