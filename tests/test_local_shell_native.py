@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 
 from helios.environments import _shell_native
 from helios.environments._shell import ENV_SWITCH, server_program
-from helios.environments._shell_native import SERVER_MOUNT, native_server
+from helios.environments._shell_native import SERVER_MOUNT, native_server, static_server
 from helios.environments.local import LocalEnvironment
 from helios.environments.spec import SandboxSpec
 
@@ -274,3 +274,27 @@ def test_two_processes_building_at_once_both_get_the_whole_server(tmp_path: Path
     assert len(digests) == 1 and "none" not in digests
     [cached] = (tmp_path / "helios").iterdir()  # one whole build, no leftovers
     assert hashlib.sha256(cached.read_bytes()).hexdigest() in digests
+
+
+@pytest.mark.usefixtures("compiled")
+def test_the_static_build_is_cached_apart_and_its_absence_is_said(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    from helios.environments import _shell_native
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    static_server.cache_clear()
+    try:
+        built = static_server()
+        assert built is not None and built.name.startswith("shell-static-")
+        assert built.parent == tmp_path / "helios"
+        # linked statically: no interpreter to load (it runs on any image)
+        assert b"ld-linux" not in built.read_bytes()[:4096]
+        static_server.cache_clear()
+        monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "empty"))
+        monkeypatch.setattr(_shell_native, "_compiler", lambda: None)
+        with caplog.at_level("WARNING"):
+            assert static_server() is None
+        assert "static shell server could not be built (no C compiler" in caplog.text
+    finally:
+        static_server.cache_clear()

@@ -114,7 +114,16 @@ def static_server() -> Path | None:
     private = Path(tempfile.mkdtemp(prefix="helios-build-"))
     atexit.register(shutil.rmtree, private, True)
     target = private / name
-    return target if _build(target, ("-static",)) else None
+    if _build(target, ("-static",)):
+        return target
+    # Once per process: docker still works, each command a request to the daemon.
+    log.warning(
+        "docker: the static shell server could not be built (%s); each command goes to "
+        "the Engine API instead, about 3x slower (benchmarks/README.md)",
+        "no C compiler: install gcc" if _compiler() is None
+        else "no static libc? install libc6-dev (Debian) or glibc-static (Fedora)",
+    )  # fmt: skip
+    return None
 
 
 def prune_builds(
