@@ -189,21 +189,8 @@ static int spawn_as(Command *cmd, const char *script, char **request_env, int fe
         _exit(127);
     }
     free(envp);
-    close(out[1]);
-    close(err[1]);
-    if (feed) close(in[0]);
     cmd->pid = pid;
-    cmd->out = out[0];
-    cmd->err = err[0];
-    cmd->in = in[1];
-    if (pid < 0) {
-        close_fd(&cmd->out);
-        close_fd(&cmd->err);
-        close_fd(&cmd->in);
-        return -1;
-    }
-    cmd->pidfd = (int)syscall(SYS_pidfd_open, cmd->pid, 0);
-    return cmd->pidfd < 0 ? -1 : 0;
+    return adopt_command(cmd, out, err, in, feed, pid < 0);
 }
 
 /* Orphans the server inherited that have already ended (the living stay). */

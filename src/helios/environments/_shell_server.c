@@ -127,6 +127,25 @@ typedef struct {
     int out, err, in, pidfd;
 } Command;
 
+/* The server's side of a command just spawned (or not: `failed`): its ends of the
+ * pipes, and a pidfd to wait on. */
+static int adopt_command(Command *cmd, int out[2], int err[2], int in[2], int feed, int failed) {
+    close(out[1]);
+    close(err[1]);
+    if (feed) close(in[0]);
+    cmd->out = out[0];
+    cmd->err = err[0];
+    cmd->in = in[1];
+    if (failed) {
+        close_fd(&cmd->out);
+        close_fd(&cmd->err);
+        close_fd(&cmd->in);
+        return -1;
+    }
+    cmd->pidfd = (int)syscall(SYS_pidfd_open, cmd->pid, 0);
+    return cmd->pidfd < 0 ? -1 : 0;
+}
+
 #include "_container_user.h"
 
 /* `sh -c script` in its own session, with exactly `envp`, default signal
@@ -155,20 +174,7 @@ static int spawn_command(Command *cmd, const char *script, char **envp, int feed
     int failed = posix_spawn(&cmd->pid, "/bin/sh", &actions, &attr, argv, envp);
     posix_spawn_file_actions_destroy(&actions);
     posix_spawnattr_destroy(&attr);
-    close(out[1]);
-    close(err[1]);
-    if (feed) close(in[0]);
-    cmd->out = out[0];
-    cmd->err = err[0];
-    cmd->in = in[1];
-    if (failed) {
-        close_fd(&cmd->out);
-        close_fd(&cmd->err);
-        close_fd(&cmd->in);
-        return -1;
-    }
-    cmd->pidfd = (int)syscall(SYS_pidfd_open, cmd->pid, 0);
-    return cmd->pidfd < 0 ? -1 : 0;
+    return adopt_command(cmd, out, err, in, feed, failed);
 }
 
 static void pump(Command *cmd, double timeout, const char *data, size_t size, int *timed_out) {
