@@ -250,7 +250,7 @@ def test_kill_9_of_helios_ends_and_removes_its_containers(make_task: TaskMaker) 
         os.kill(holder.pid, signal.SIGKILL)
         holder.wait()
     # `--rm`: the daemon removes it as soon as its init exits on the stream's end
-    deadline = time.monotonic() + 10
+    deadline = time.monotonic() + 20  # slack for a loaded daemon
     while _listed(trial) and time.monotonic() < deadline:
         time.sleep(0.2)
     assert _listed(trial) == [], "the container outlived the process that started it"
