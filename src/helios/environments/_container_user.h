@@ -22,8 +22,6 @@ typedef struct {
     char name[256];
 } User;
 
-static void free_user(User *user) { (void)user; }
-
 static int is_number(const char *text) {
     if (*text == '\0') return 0;
     for (; *text; text++)

@@ -150,13 +150,15 @@ class ContainerShell(SandboxShell):
 
 async def exec_in(
     shell: ContainerShell, command: str, cwd: str, env: dict[str, str] | None,
-    timeout: float | None, user: User | None,
+    timeout: float | None, user: User | None, *, data: bytes = b"", sink: Sink | None = None,
 ) -> ExecResult:  # fmt: skip
-    """`docker exec`'s equivalent over the stream."""
+    """`docker exec`'s equivalent over the stream (`data` its stdin; with `sink`, its
+    stdout goes there: a transfer's archive)."""
     if shell.dead:
         raise EnvironmentExecError("the container has stopped: its init ended")
     script = f"cd -- {shlex.quote(cwd)} || exit 126\n{command}"
-    result = await shell.run_as("" if user is None else str(user), script, env or {}, timeout)
+    result = await shell.run_as("" if user is None else str(user), script, env or {}, timeout,
+                                data=data, sink=sink)  # fmt: skip
     if shell.dead:
         # No command can end the server (pid 1): its stream ended because the
         # container did (removed, out of memory, the daemon restarted).

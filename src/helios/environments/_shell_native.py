@@ -56,10 +56,14 @@ def _build_name(prefix: str) -> str:
     return f"{prefix}{hashlib.sha256(key).hexdigest()[:16]}"
 
 
-def _cached_build(prefix: str, flags: tuple[str, ...]) -> Path | None:
-    """The build in Helios's cache (made now if missing), or None when the cache
-    cannot be trusted or the build failed."""
-    name = _build_name(prefix)
+def _server_build(prefix: str, flags: tuple[str, ...]) -> Path | None:
+    """The build in Helios's cache (made now if missing); when the cache cannot be
+    used (a read-only home, a folder someone else can write), a private build kept
+    until this process ends; None when it cannot be built here."""
+    try:
+        name = _build_name(prefix)
+    except OSError:
+        return None
     cached = cache_dir() / name
     if _trusted(cached):
         return cached
@@ -70,31 +74,30 @@ def _cached_build(prefix: str, flags: tuple[str, ...]) -> Path | None:
             return cached
     except OSError:
         pass
-    return None
+    private = Path(tempfile.mkdtemp(prefix="helios-build-"))
+    atexit.register(shutil.rmtree, private, True)
+    target = private / name
+    return target if _build(target, flags) else None
+
+
+def _why_not_built(static: bool) -> str:
+    if _compiler() is None:
+        return "no C compiler: install gcc"
+    if static:
+        return "no static libc? install libc6-dev (Debian) or glibc-static (Fedora)"
+    return "the C compiler failed"
 
 
 @functools.cache
 def native_server() -> bytes | None:
     """The compiled server's bytes, built if need be; None when it cannot be built
     here (no C compiler, or the build failed): the Python server is used then."""
-    try:
-        name = _build_name(PREFIX)
-    except OSError:
-        return None
-    cached = _cached_build(PREFIX, ())
-    if cached is not None:
-        return cached.read_bytes()
-    # No usable cache (read-only home, a folder someone else can write): build here.
-    with tempfile.TemporaryDirectory(prefix="helios-build-") as private:
-        target = Path(private) / name
-        if _build(target, ()):
-            return target.read_bytes()
+    built = _server_build(PREFIX, ())
+    if built is not None:
+        return built.read_bytes()
     # Once per process: the sandboxes still work, a sixth slower (benchmarks/README.md).
-    log.warning(
-        "local sandbox: the compiled shell server could not be built (%s); using the "
-        "slower Python server", "no C compiler: install gcc" if _compiler() is None
-        else "the C compiler failed",
-    )  # fmt: skip
+    log.warning("local sandbox: the compiled shell server could not be built (%s); using "
+                "the slower Python server", _why_not_built(static=False))  # fmt: skip
     return None
 
 
@@ -104,26 +107,13 @@ def static_server() -> Path | None:
     docker provider binds it read-only as the container's init): a file the
     daemon can read, or None when it cannot be built here (no compiler, or no
     static libc)."""
-    try:
-        name = _build_name(STATIC_PREFIX)
-    except OSError:
-        return None
-    cached = _cached_build(STATIC_PREFIX, ("-static",))
-    if cached is not None:
-        return cached
-    private = Path(tempfile.mkdtemp(prefix="helios-build-"))
-    atexit.register(shutil.rmtree, private, True)
-    target = private / name
-    if _build(target, ("-static",)):
-        return target
-    # Once per process: docker still works, each command a request to the daemon.
-    log.warning(
-        "docker: the static shell server could not be built (%s); each command goes to "
-        "the Engine API instead, about 3x slower (benchmarks/README.md)",
-        "no C compiler: install gcc" if _compiler() is None
-        else "no static libc? install libc6-dev (Debian) or glibc-static (Fedora)",
-    )  # fmt: skip
-    return None
+    built = _server_build(STATIC_PREFIX, ("-static",))
+    if built is None:
+        # Once per process: docker still works, each command a request to the daemon.
+        log.warning("docker: the static shell server could not be built (%s); each command "
+                    "goes to the Engine API instead, about 3x slower (benchmarks/README.md)",
+                    _why_not_built(static=True))  # fmt: skip
+    return built
 
 
 def prune_builds(

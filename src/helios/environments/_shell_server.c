@@ -347,7 +347,6 @@ int main(int argc, char **argv) {
             User user;
             if (find_user(*who ? who : argv[2], &user) == 0)
                 run(script, envp, limit, data, data_size, &user);
-            free_user(&user);
         }
         free(operation);
         free(who);

@@ -161,20 +161,21 @@ class DockerEnvironment(ShellTransfers):
         ]  # fmt: skip
 
     def _storage_refused(self, with_storage: bool, ok: bool, err: str) -> bool:
-        """Whether `docker run` failed only for the storage limit (then it goes)."""
-        cls = DockerEnvironment
-        if with_storage and not ok and "storage-opt" in err:
+        """Record whether this engine takes the storage limit, from a `docker run`'s
+        outcome; True when it failed for that limit alone (then it goes)."""
+        if not with_storage:
+            return False
+        refused = not ok and "storage-opt" in err
+        if ok or refused:
+            DockerEnvironment.storage_opt = ok
+        if refused:
             # e.g. overlay2 on ext4: the limit cannot be had here (see the README).
-            cls.storage_opt = False
             log.warning(
                 "docker: storage_mb=%s is not enforced: this engine takes no --storage-opt size "
                 "(overlay2 needs xfs with pquota); trials run without a disk limit",
                 self.spec.storage_mb,
             )
-            return True
-        if with_storage and ok:
-            cls.storage_opt = True
-        return False
+        return refused
 
     @property
     def _with_storage(self) -> bool:
@@ -199,7 +200,6 @@ class DockerEnvironment(ShellTransfers):
             shell = ContainerShell(argv, self._remove_own)
             try:
                 await shell.start()
-                return shell
             except ShellUnavailable as exc:
                 if _docker_shell.give_up(str(exc)):
                     return None
@@ -207,6 +207,9 @@ class DockerEnvironment(ShellTransfers):
                     reason = _docker_shell.stream_reason(str(exc))
                     raise EnvironmentStartError(f"docker run failed: {reason}") from None
                 with_storage = False
+                continue
+            self._storage_refused(with_storage, True, "")
+            return shell
 
     async def start(self) -> None:
         server = _docker_shell.server_path()
@@ -314,8 +317,8 @@ class DockerEnvironment(ShellTransfers):
         user: User | None = None,
     ) -> ExecResult:
         container = self._require_container()
-        shell = self._shell
-        if shell is not None and not shell.busy:
+        shell = self._idle_shell
+        if shell is not None:
             return await _docker_shell.exec_in(shell, command, cwd or self.workdir, env, timeout,
                                                user)  # fmt: skip
         return await _docker_api.run_shell_command(
@@ -329,18 +332,26 @@ class DockerEnvironment(ShellTransfers):
                                        env={}, timeout=30)  # fmt: skip
 
     @property
-    def _transfers_in_shell(self) -> bool:
+    def _idle_shell(self) -> ContainerShell | None:
+        """The stream to the container's init, unless a command holds it (a cancelled
+        one runs on: the Engine API serves meanwhile). A dead one is returned: its
+        use says that the container has stopped."""
         shell = self._shell
-        return self._has_tar and shell is not None and not shell.busy and not shell.dead
+        return shell if shell is not None and not shell.busy else None
+
+    @property
+    def _transfers_in_shell(self) -> bool:
+        shell = self._idle_shell
+        return self._has_tar and shell is not None and not shell.dead
 
     async def _shell_command(
         self, command: str, *, data: bytes = b"", sink: Sink | None = None
     ) -> ExecResult | None:
-        shell = self._shell
-        if shell is None or shell.busy or shell.dead:
+        shell = self._idle_shell
+        if shell is None or shell.dead:
             return None
-        script = f"cd / || exit 125\n{command}"
-        return await shell.run_as("0", script, {}, 120, data=data, sink=sink)
+        return await _docker_shell.exec_in(shell, command, "/", None, 120, ROOT,
+                                           data=data, sink=sink)  # fmt: skip
 
     async def prepare_and_upload(
         self, prepare: str, uploads: Sequence[tuple[Path, str]]
