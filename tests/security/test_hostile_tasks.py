@@ -21,7 +21,9 @@ from ..conftest import _need
 from .hostile import HOST_REWARD, KEY_CANARY, Context, catalogue
 from .hostile_batch import BatchOutcome, run_hostile_batch
 
-PROVIDERS = ("local", "docker")
+#: docker twice: its containers' init is Helios's shell server, or (`docker-api`, as
+#: for a remote daemon) `sleep`, with each command a request to the Engine API
+PROVIDERS = ("local", "docker", "docker-api")
 #: which providers each hostile task is meant for (a placeholder context: only the names count)
 _NOWHERE = Path("/nonexistent")
 _MEANT_FOR = {h.name: h.providers for h in catalogue(Context(_NOWHERE, _NOWHERE, _NOWHERE, 0))}
@@ -34,8 +36,12 @@ def cases(*names: str) -> list[Any]:
         pytest.param(provider, name, id=f"{provider}-{name}")
         for name in names
         for provider in PROVIDERS
-        if provider in _MEANT_FOR[name]
+        if _engine(provider) in _MEANT_FOR[name]
     ]
+
+
+def _engine(provider: str) -> str:
+    return "docker" if provider.startswith("docker") else provider
 
 
 @pytest.fixture(scope="module")
@@ -53,18 +59,21 @@ def outcome(
     bwrap_available: bool,
 ) -> BatchOutcome:
     provider: str = request.param
-    if provider == "docker":
+    if _engine(provider) == "docker":
         _need("HELIOS_REQUIRE_DOCKER", docker_available, "a Docker engine")
     else:
         _need("HELIOS_REQUIRE_BWRAP", bwrap_available, "bubblewrap")
     if provider not in batches:
         root = tmp_path_factory.mktemp(f"hostile-{provider}")
-        batches[provider] = run_hostile_batch(root, provider)
+        with pytest.MonkeyPatch.context() as patch:
+            if provider == "docker-api":
+                patch.setenv("HELIOS_DOCKER_SHELL", "0")
+            batches[provider] = run_hostile_batch(root, _engine(provider))
     return batches[provider]
 
 
 #: a check made on both providers' batches
-on_both = pytest.mark.parametrize("outcome", PROVIDERS, indirect=True)
+on_both = pytest.mark.parametrize("outcome", PROVIDERS, indirect=True)  # every provider
 
 
 def _record(outcome: BatchOutcome, name: str) -> dict[str, object]:

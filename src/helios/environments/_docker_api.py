@@ -225,6 +225,34 @@ async def remove(client: aiodocker.Docker, container: str) -> None:
             raise
 
 
+async def restart_alone(client: aiodocker.Docker, container: str) -> None:
+    """SIGKILL the container's pid 1, which kills every process in its pid namespace
+    (setsid, nohup and double forks included), then start it again with its
+    entrypoint alone, and check that it is alone."""
+    handle = client.containers.container(container)
+    try:
+        await control("kill", handle.kill())
+    except EnvironmentExecError as exc:
+        if "is not running" not in str(exc):
+            raise EnvironmentExecError(f"could not stop the agent's processes: {exc}") from None
+    try:
+        await control("start", handle.start())
+    except EnvironmentExecError as exc:
+        raise EnvironmentExecError(f"could not restart the container: {exc}") from None
+    running = await process_count(client, container)
+    if running != 1:
+        raise EnvironmentExecError(
+            f"{running} processes run in the container after its restart, expected 1"
+        )
+
+
+async def kill_all(client: aiodocker.Docker, container: str) -> None:
+    """`kill -9 -1` by an exec: every process of the container but its init and the
+    exec itself (the shell's own `kill`, so no binary of the image is needed)."""
+    await exec_command(client, container, ["sh", "-c", "kill -9 -1"], user="0", workdir="/",
+                       env={}, timeout=30)  # fmt: skip
+
+
 async def process_count(client: aiodocker.Docker, container: str) -> int:
     """How many processes run in the container (`docker top`)."""
     top = await control("top", client._query_json(f"containers/{container}/top"))

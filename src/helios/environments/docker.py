@@ -277,24 +277,15 @@ class DockerEnvironment(ShellTransfers):
         it from pid 1 (`_docker_shell`); without it, SIGKILL the container's pid 1,
         which kills every process in its pid namespace (setsid, nohup and double
         forks included), then start it again with its entrypoint alone."""
-        if self._shell is not None:
-            await _docker_shell.stop_all(self._shell, self._kill_all_by_exec)
+        container = self._require_container()
+        if self._shell is None:
+            await _docker_api.restart_alone(self._engine, container)
             return
-        handle = self._engine.containers.container(self._require_container())
-        try:
-            await _docker_api.control("kill", handle.kill())
-        except EnvironmentExecError as exc:
-            if "is not running" not in str(exc):
-                raise EnvironmentExecError(f"could not stop the agent's processes: {exc}") from None
-        try:
-            await _docker_api.control("start", handle.start())
-        except EnvironmentExecError as exc:
-            raise EnvironmentExecError(f"could not restart the container: {exc}") from None
-        running = await _docker_api.process_count(self._engine, handle.id)
-        if running != 1:
-            raise EnvironmentExecError(
-                f"{running} processes run in the container after its restart, expected 1"
-            )
+
+        async def kill_by_exec() -> None:
+            await _docker_api.kill_all(self._engine, container)
+
+        await _docker_shell.stop_all(self._shell, kill_by_exec)
 
     def _require_container(self) -> str:
         if self.container is None:
@@ -325,11 +316,6 @@ class DockerEnvironment(ShellTransfers):
             self._engine, container, command, cwd=cwd or self.workdir, env=env or {},
             timeout=timeout, user=user, has_timeout=self._has_timeout,
         )  # fmt: skip
-
-    async def _kill_all_by_exec(self) -> None:
-        await _docker_api.exec_command(self._engine, self._require_container(),
-                                       ["sh", "-c", "kill -9 -1"], user="0", workdir="/",
-                                       env={}, timeout=30)  # fmt: skip
 
     @property
     def _idle_shell(self) -> ContainerShell | None:
