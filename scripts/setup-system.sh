@@ -28,24 +28,10 @@ if [ -n "$missing" ]; then
     DEBIAN_FRONTEND=noninteractive apt-get install -y -q $missing
 fi
 
-# A dockerd killed without its own cleanup (kill -9, or a machine stopped under
-# it) leaves its pid file behind, and a new dockerd then refuses to start.
-# Remove the file only when no live dockerd owns it.
-clear_stale_pidfile() {
-    pidfile="$1"
-    name="$2"
-    [ -f "$pidfile" ] || return 0
-    pid="$(cat "$pidfile" 2>/dev/null || true)"
-    if [ -n "$pid" ] && [ "$(cat "/proc/$pid/comm" 2>/dev/null || true)" = "$name" ]; then
-        return 0
-    fi
-    log "removing stale $pidfile (pid ${pid:-?} is not a running $name)"
-    rm -f "$pidfile"
-}
-
 if ! docker info >/dev/null 2>&1; then
-    clear_stale_pidfile /var/run/docker.pid dockerd
-    clear_stale_pidfile /var/run/docker/containerd/containerd.pid containerd
+    here="$(dirname "$0")"
+    "$here/clear-stale-pidfile.sh" /var/run/docker.pid dockerd
+    "$here/clear-stale-pidfile.sh" /var/run/docker/containerd/containerd.pid containerd
     if pgrep -x dockerd >/dev/null 2>&1; then
         # A live dockerd that does not answer may still be starting up.
         log "waiting for the running dockerd"
