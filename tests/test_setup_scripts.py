@@ -30,8 +30,11 @@ def test_a_pid_file_of_a_dead_or_other_process_goes_and_a_live_owner_s_stays(
     _clear(pidfile, "dockerd")
     assert not pidfile.exists()
     # its live owner: kept
-    sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    sleeper = subprocess.Popen([sys.executable, "-c", "import time; print(); time.sleep(30)"],
+                               stdout=subprocess.PIPE)  # fmt: skip
     try:
+        assert sleeper.stdout is not None
+        sleeper.stdout.readline()  # it runs the program now: its name is the program's
         name = Path(f"/proc/{sleeper.pid}/comm").read_text().strip()
         pidfile.write_text(str(sleeper.pid))
         assert _clear(pidfile, name) == "" and pidfile.exists()
