@@ -123,7 +123,7 @@ def test_a_function_agent_and_pipeline_section(tmp_path: Path) -> None:
          "  - {id: a, prompt: x}\n", "c.yaml: agent.params.parser.name: unknown name 'xml'"),
         ("agent: {name: cli_agents:Echo, parms: {}}\ntests:\n  - {id: a, prompt: x}\n",
          "c.yaml: agent.parms: Extra inputs are not permitted"),
-        ("agent: [unclosed\n", "c.yaml:2: not valid YAML: expected ','"),
+        ("agent: [unclosed\n", "c.yaml:2: not valid YAML: did not find expected ','"),
         ("- just\n- a list\n", "c.yaml: the config must be a mapping"),
     ],
 )  # fmt: skip

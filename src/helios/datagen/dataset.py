@@ -1,10 +1,11 @@
 """The prompt dataset: a JSONL file, one `{"prompt": ..., "image"?, "docker_image"?, "cwd"?}`
 per line.
 
-A bad line (invalid JSON, not an object, no `prompt`, a prompt that is not a
-string or is empty, an `image`/`cwd` that is not a string) is skipped with one
-warning naming the file, line and field, and counted. A missing file, or one
-without a single valid prompt, is bad input (exit 2).
+A bad line (invalid JSON, nesting too deep or a number too long to read, not an
+object, no `prompt`, a prompt that is not a string or is empty, an `image`/`cwd`
+that is not a string) is skipped with one warning naming the file, line and field,
+and counted. A missing file, or one without a single valid prompt, is bad input
+(exit 2).
 
 Each row gets Hermes's `prompt_index` (its position among the valid rows) and a
 content key: a hash of the prompt, its image and cwd, and which occurrence of that
@@ -22,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from helios.errors import InputError
+from helios.safe_json import JsonValueError, parse_json
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,9 +84,10 @@ def _parse(raw: bytes, number: int) -> tuple[str, str | None, str | None] | BadL
     except UnicodeDecodeError as exc:
         return BadLine(number, f"not valid UTF-8 ({exc.reason})")
     try:
-        entry = json.loads(text)
-    except json.JSONDecodeError as exc:
-        return BadLine(number, f"invalid JSON ({exc.msg} at column {exc.colno})")
+        # NaN is let through: only the string fields below are used
+        entry = parse_json(text, allow_nan=True)
+    except JsonValueError as exc:
+        return BadLine(number, str(exc))
     if not isinstance(entry, dict):
         return BadLine(number, f"expected a JSON object, got {type(entry).__name__}")
     if "prompt" not in entry:

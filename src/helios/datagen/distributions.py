@@ -17,7 +17,6 @@ backend) is warned about once and skipped.
 
 from __future__ import annotations
 
-import json
 import random
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -25,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from helios.errors import ConfigError, InputError
+from helios.safe_json import JsonValueError, parse_json
 
 
 @dataclass(frozen=True)
@@ -102,16 +102,17 @@ def load_distributions_file(path: Path) -> dict[str, Distribution]:
     except (OSError, UnicodeDecodeError) as exc:
         raise _fail(f"cannot read: {exc}", path, "--distributions_file") from None
     if path.suffix.lower() == ".json":
-        try:
-            data = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise InputError(f"invalid JSON ({exc.msg})", file=str(path),
-                             line=exc.lineno) from None  # fmt: skip
+        try:  # NaN is refused by the range check below, with its name
+            data = parse_json(text, allow_nan=True)
+        except JsonValueError as exc:
+            raise InputError(exc.reason, file=str(path), line=exc.line) from None
     else:
         import yaml
 
+        from helios.safe_yaml import load_yaml
+
         try:
-            data = yaml.safe_load(text)
+            data = load_yaml(text)  # bounded: depth, aliases expanded, finite numbers
         except yaml.YAMLError as exc:
             mark = getattr(exc, "problem_mark", None)
             line = mark.line + 1 if mark is not None else None

@@ -17,6 +17,7 @@ from typing import Any
 from helios.datagen.folder import CHECKPOINT, FAILURES, TOMBSTONES, TRAJECTORIES
 from helios.datagen.units import PromptUnit
 from helios.engine.store import write_json_atomic
+from helios.safe_json import dumps
 
 TERMINAL = ("ok", "discarded")
 
@@ -109,7 +110,7 @@ def write_jsonl_atomic(path: Path, items: Iterable[dict[str, Any]]) -> None:
     temp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     with temp.open("w", encoding="utf-8") as handle:
         for item in items:
-            handle.write(json.dumps(item, ensure_ascii=False) + "\n")
+            handle.write(dumps(item, ensure_ascii=False) + "\n")
         handle.flush()
         os.fsync(handle.fileno())
     os.replace(temp, path)

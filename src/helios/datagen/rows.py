@@ -8,13 +8,13 @@ is not a failure: the model can correct itself.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 from helios.models.base import Message
+from helios.safe_json import JsonValueError, parse_json
 from helios.trajectories.sharegpt import has_reasoning
 
 ToolStats = dict[str, dict[str, int]]
@@ -24,9 +24,9 @@ def tool_failed(content: str) -> bool:
     text = content.strip()
     if not text:
         return True
-    try:
-        data = json.loads(text) if text[0] in "{[" else None
-    except ValueError:
+    try:  # what a tool printed: hostile text (deep nesting, huge numbers)
+        data = parse_json(text, allow_nan=True) if text[0] in "{[" else None
+    except JsonValueError:
         data = None
     if isinstance(data, dict):
         inner = data.get("content")

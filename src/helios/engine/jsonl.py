@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import mmap
 import os
 import time
@@ -25,6 +24,8 @@ from pathlib import Path
 from typing import IO, Any
 
 import msgspec
+
+from helios.safe_json import JsonValueError, dumps, parse_json
 
 FSYNC_INTERVAL = 1.0
 #: bytes of whole lines decoded at once on resume
@@ -67,8 +68,8 @@ def _decode_heads(path: Path) -> list[RecordHead] | None:
             view = memoryview(mapped)
             try:
                 return _decode_blocks(mapped, view, size)
-            except (msgspec.DecodeError, msgspec.ValidationError):
-                return None
+            except (msgspec.DecodeError, msgspec.ValidationError, RecursionError):
+                return None  # the slow path finds and quarantines the bad line
             finally:
                 view.release()
 
@@ -90,9 +91,9 @@ def _decode_blocks(mapped: mmap.mmap, view: memoryview, size: int) -> list[Recor
 
 def _parse(raw: bytes) -> dict[str, Any] | str:
     try:
-        record = json.loads(raw)
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        return f"not JSON ({exc.msg if isinstance(exc, json.JSONDecodeError) else 'not UTF-8'})"
+        record = parse_json(raw)
+    except JsonValueError as exc:
+        return f"not JSON ({str(exc).removeprefix('invalid JSON: ')})"
     if not isinstance(record, dict):
         return f"not a JSON object but {type(record).__name__}"
     return record
@@ -141,7 +142,7 @@ class RecordStream:
         with self.quarantine_path.open("ab") as handle:
             for number, raw, reason in bad:
                 entry = {"line": number, "reason": reason, "text": raw.decode("utf-8", "replace")}
-                handle.write(json.dumps(entry, ensure_ascii=False).encode() + b"\n")
+                handle.write(dumps(entry, ensure_ascii=False).encode() + b"\n")
             handle.flush()
             os.fsync(handle.fileno())
 
@@ -172,7 +173,7 @@ class RecordStream:
     # -- appending -------------------------------------------------------------
     def append(self, record: dict[str, Any]) -> None:
         """Append one record: flushed now, fsynced within a second."""
-        line = json.dumps(record, ensure_ascii=False, default=str).encode("utf-8") + b"\n"
+        line = dumps(record, ensure_ascii=False, default=str).encode("utf-8") + b"\n"
         if self._handle is None:
             self._handle = self.path.open("ab")
         handle = self._handle

@@ -50,19 +50,49 @@ def group_passes(rows: Iterable[tuple[str, bool]]) -> dict[str, list[bool]]:
 
 
 def mean(values: Sequence[float]) -> float:
-    return sum(values) / len(values) if values else 0.0
+    """The mean of finite values, itself always finite: a plain sum can overflow
+    (two rewards of 1e308), and then the values are scaled down first."""
+    if not values:
+        return 0.0
+    plain = sum(values) / len(values)
+    if math.isfinite(plain):
+        return plain
+    return _scaled_mean(values)
+
+
+def _scaled_mean(values: Sequence[float]) -> float:
+    low, high = min(values), max(values)
+    if not (math.isfinite(low) and math.isfinite(high)):
+        raise ValueError("the mean of non-finite values is not a number")
+    scale = max(abs(low), abs(high))
+    scaled = math.fsum(v / scale for v in values) / len(values) * scale
+    # The mean lies between the extremes: rounding must not carry it past them.
+    return min(max(scaled, low), high)
 
 
 #: above this many values the interval comes from the normal approximation
 BOOTSTRAP_MAX = 5000
 
 
-def _normal_ci(values: Sequence[float], confidence: float) -> tuple[float, float]:
+def _spread(values: Sequence[float], center: float, scale: float) -> float:
+    """The standard error of the mean, computed on the values divided by `scale`
+    (`d * d`, not `d ** 2`: a float power raises OverflowError)."""
+    deviations = (v / scale - center / scale for v in values)
     n = len(values)
+    return math.sqrt(sum(d * d for d in deviations) / max(n - 1, 1) / n) * scale
+
+
+def _normal_ci(values: Sequence[float], confidence: float) -> tuple[float, float]:
     center = mean(values)
-    spread = math.sqrt(sum((v - center) ** 2 for v in values) / max(n - 1, 1) / n)
     z = statistics.NormalDist().inv_cdf((1 + confidence) / 2)
-    return (center - z * spread, center + z * spread)
+    spread = _spread(values, center, 1.0)
+    if math.isfinite(center - z * spread) and math.isfinite(center + z * spread):
+        return (center - z * spread, center + z * spread)
+    # Huge values, whose squares overflow: scaled down, and (as the interval of a
+    # mean never reaches past the values) kept within them.
+    low, high = min(values), max(values)
+    spread = _spread(values, center, max(abs(low), abs(high)))
+    return (max(low, center - z * spread), min(high, center + z * spread))
 
 
 def bootstrap_ci(
@@ -78,7 +108,7 @@ def bootstrap_ci(
     if n > BOOTSTRAP_MAX:
         return _normal_ci(values, confidence)
     rng = random.Random(seed)
-    means = sorted(sum(rng.choices(values, k=n)) / n for _ in range(samples))
+    means = sorted(mean(rng.choices(values, k=n)) for _ in range(samples))
     low = means[int((1 - confidence) / 2 * samples)]
     high = means[min(samples - 1, int((1 + confidence) / 2 * samples))]
     return (low, high)

@@ -25,6 +25,7 @@ from typing import IO, Any
 
 from helios.engine.jsonl import BadLine, RecordHead, RecordStream
 from helios.errors import ConfigError, InputError
+from helios.safe_json import JsonValueError, dumps, parse_json
 
 RESULTS_FILE = "results.jsonl"
 RUN_FILE = "run.json"
@@ -40,8 +41,7 @@ def write_json_atomic(path: Path, data: Any) -> None:
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
         with tmp.open("w", encoding="utf-8") as handle:
-            json.dump(data, handle, indent=2, ensure_ascii=False, default=str)
-            handle.write("\n")
+            handle.write(dumps(data, indent=2, ensure_ascii=False, default=str) + "\n")
             handle.flush()
             os.fsync(handle.fileno())
         os.replace(tmp, path)
@@ -169,8 +169,8 @@ class RunStore:
                 if not raw.endswith(b"\n"):
                     break
                 try:
-                    record = json.loads(raw)
-                except ValueError:
+                    record = parse_json(raw)
+                except JsonValueError:
                     continue
                 if isinstance(record, dict) and str(record.get("trial_id")) in ids:
                     found[str(record["trial_id"])] = record

@@ -8,6 +8,7 @@ from typing import Any
 from helios.models.base import GenerationConfig, Message, ModelResponse, ToolCall
 from helios.models.errors import TransientError
 from helios.models.http import JsonEndpoint
+from helios.models.reply_values import token_count
 from helios.models.routing import ModelSpec
 from helios.usage import Usage
 
@@ -71,10 +72,10 @@ def assemble(messages: list[Message]) -> tuple[str, list[dict[str, Any]]]:
 def _usage(raw: Any) -> Usage:
     raw = raw if isinstance(raw, dict) else {}
     return Usage(
-        input_tokens=int(raw.get("input_tokens") or 0),
-        output_tokens=int(raw.get("output_tokens") or 0),
-        cache_read_tokens=int(raw.get("cache_read_input_tokens") or 0),
-        cache_write_tokens=int(raw.get("cache_creation_input_tokens") or 0),
+        input_tokens=token_count(raw.get("input_tokens")),
+        output_tokens=token_count(raw.get("output_tokens")),
+        cache_read_tokens=token_count(raw.get("cache_read_input_tokens")),
+        cache_write_tokens=token_count(raw.get("cache_creation_input_tokens")),
         calls=1,
     )
 

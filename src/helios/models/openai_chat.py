@@ -8,6 +8,7 @@ from typing import Any
 from helios.models.base import GenerationConfig, Message, ModelResponse, ToolCall
 from helios.models.errors import TransientError
 from helios.models.http import JsonEndpoint
+from helios.models.reply_values import parse_arguments, token_count
 from helios.models.routing import ModelSpec
 from helios.usage import Usage
 
@@ -42,14 +43,6 @@ def to_wire(message: Message) -> dict[str, Any]:
     return wire
 
 
-def _parse_arguments(raw: str) -> dict[str, Any] | None:
-    try:
-        parsed = json.loads(raw) if raw.strip() else {}
-    except json.JSONDecodeError:
-        return None
-    return parsed if isinstance(parsed, dict) else None
-
-
 def _field(raw: Any, name: str) -> Any:
     return raw.get(name) if isinstance(raw, dict) else None
 
@@ -57,14 +50,14 @@ def _field(raw: Any, name: str) -> Any:
 def _usage(raw: Any) -> Usage:
     if not isinstance(raw, dict):
         return Usage(calls=1)
-    prompt = int(raw.get("prompt_tokens") or 0)
-    cached = int(_field(raw.get("prompt_tokens_details"), "cached_tokens") or 0)
+    prompt = token_count(raw.get("prompt_tokens"))
+    cached = token_count(_field(raw.get("prompt_tokens_details"), "cached_tokens"))
     reasoning = _field(raw.get("completion_tokens_details"), "reasoning_tokens")
     return Usage(
         input_tokens=max(0, prompt - cached),
         cache_read_tokens=cached,
-        output_tokens=int(raw.get("completion_tokens") or 0),
-        reasoning_tokens=int(reasoning or 0),
+        output_tokens=token_count(raw.get("completion_tokens")),
+        reasoning_tokens=token_count(reasoning),
         calls=1,
     )
 
@@ -141,7 +134,7 @@ class OpenAIChatModel:
                 ToolCall(
                     id=str(call.get("id") or ""),
                     name=str(function.get("name") or ""),
-                    arguments=_parse_arguments(arguments),
+                    arguments=parse_arguments(arguments),
                     raw_arguments=arguments,
                 )
             )

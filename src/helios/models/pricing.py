@@ -9,13 +9,18 @@ to add or override models.
 
 from __future__ import annotations
 
-import json
+import math
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from pathlib import Path
 
 from helios.errors import ConfigError
+from helios.safe_json import JsonValueError, parse_json
 from helios.usage import Usage
+
+#: USD per million tokens a price may be: with token counts bounded too
+#: (`reply_values.MAX_TOKENS`), every cost, and every sum of costs, stays finite
+MAX_PRICE = 1_000_000.0
 
 
 @dataclass(frozen=True)
@@ -71,17 +76,19 @@ class PriceTable:
         return price.cost(usage) if price else 0.0
 
     def extend_from_file(self, path: Path) -> None:
-        try:
-            data = json.loads(path.read_text("utf-8"))
-        except (OSError, json.JSONDecodeError) as exc:
+        try:  # NaN passes here, to be refused below with its model's name
+            data = parse_json(path.read_bytes(), allow_nan=True)
+        except (OSError, JsonValueError) as exc:
             raise ConfigError(f"cannot read prices: {exc}", file=str(path)) from None
         if not isinstance(data, dict):
             raise ConfigError("expected an object of model → prices", file=str(path))
         for model, entry in data.items():
             try:
-                self.prices[str(model)] = Price(**entry)
+                price = Price(**entry)
             except TypeError as exc:
                 raise ConfigError(str(exc), file=str(path), field=str(model)) from None
+            _check_price(price, path, str(model))
+            self.prices[str(model)] = price
 
     @classmethod
     def load(cls, path: Path | None = None) -> PriceTable:
@@ -91,3 +98,18 @@ class PriceTable:
             if source is not None:
                 table.extend_from_file(source)
         return table
+
+
+def _check_price(price: Price, path: Path, model: str) -> None:
+    for item in fields(price):
+        value = getattr(price, item.name)
+        if value is None and item.name in ("cache_read", "cache_write"):
+            continue
+        ok = isinstance(value, int | float) and not isinstance(value, bool)
+        if not ok or not (math.isfinite(value) and 0 <= value <= MAX_PRICE):
+            # never a container's repr: it may be nested as deep as the parser allowed
+            numeric = isinstance(value, int | float | str)
+            shown = repr(value)[:40] if numeric else "a " + type(value).__name__
+            raise ConfigError(f"{item.name} must be a number from 0 to {MAX_PRICE:,.0f} "
+                              f"(USD per million tokens), not {shown}",
+                              file=str(path), field=model)  # fmt: skip

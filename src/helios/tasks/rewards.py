@@ -16,6 +16,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
+from helios.engine.metrics import mean
 from helios.tasks.phases import MinReward
 
 Rewards = dict[str, float]
@@ -41,4 +42,5 @@ def combine(results: Sequence[Rewards | None], strategy: str) -> Rewards | None:
     if not counted:
         return None
     keys = list(dict.fromkeys(key for r in counted for key in r))
-    return {key: sum(r.get(key, 0.0) for r in counted) / len(counted) for key in keys}
+    # `mean`: finite rewards have a finite mean (a plain sum may overflow)
+    return {key: mean([r.get(key, 0.0) for r in counted]) for key in keys}

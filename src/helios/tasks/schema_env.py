@@ -21,7 +21,8 @@ _SIZE_MB = {"K": 1 / 1024, "M": 1, "G": 1024, "T": 1024 * 1024, "": 1 / (1024 * 
 class Section(BaseModel):
     """A task.toml table: unknown keys are kept in `model_extra` to be reported."""
 
-    model_config = ConfigDict(extra="allow", populate_by_name=True)
+    # allow_inf_nan: TOML has `nan` and `inf`, and no limit or timeout may be either
+    model_config = ConfigDict(extra="allow", populate_by_name=True, allow_inf_nan=False)
 
 
 def parse_size_mb(text: str) -> int:

@@ -217,7 +217,11 @@ def _tests_hashes(task_dir: Path, config: TaskConfig) -> dict[str, str]:
 
 
 def _parse_config(toml_path: Path) -> TaskConfig:
-    text = toml_path.read_text("utf-8")
+    try:
+        text = toml_path.read_text("utf-8")
+    except UnicodeDecodeError:
+        raise TaskFormatError("not valid UTF-8 (rename or re-encode it)",
+                              file=str(toml_path)) from None  # fmt: skip
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
@@ -225,6 +229,11 @@ def _parse_config(toml_path: Path) -> TaskConfig:
         line = int(line_match.group(1)) if line_match else None
         reason = re.sub(r"\s*\(at line \d+, column \d+\)", "", str(exc))
         raise TaskFormatError(f"invalid TOML: {reason}", file=str(toml_path), line=line) from None
+    except RecursionError:  # tomllib recurses once per level of arrays and tables
+        raise TaskFormatError("invalid TOML: nested too deeply", file=str(toml_path)) from None
+    except ValueError as exc:  # an integer past sys.get_int_max_str_digits()
+        reason = str(exc).split(":")[0]
+        raise TaskFormatError(f"invalid TOML: {reason}", file=str(toml_path)) from None
     try:
         return TaskConfig.model_validate(data)
     except ValidationError as exc:

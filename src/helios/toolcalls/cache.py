@@ -62,7 +62,8 @@ class AudioCache:
                 transcript=meta.get("text"),
             )
             check_audio(audio)
-        except (OSError, ValueError, KeyError, TypeError, AudioFormatError) as exc:
+        except (OSError, ValueError, KeyError, TypeError, OverflowError, RecursionError,
+                AudioFormatError) as exc:  # fmt: skip
             log.warning("discarding corrupt audio cache entry %s: %s", key, exc)
             self.discard(key)
             return None

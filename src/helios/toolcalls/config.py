@@ -26,11 +26,12 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from helios.errors import InputError
+from helios.safe_yaml import load_yaml
 from helios.toolcalls.helpers import CallableAgent
-from helios.toolcalls.runner import Case
+from helios.toolcalls.runner import MAX_RUNS, Case, too_many_runs
 from helios.toolcalls.types import ToolCall
 
 SYNTHESIZERS = {
@@ -68,6 +69,12 @@ class Component(Strict):
 ComponentSpec = str | Component
 
 
+def _bounded_runs(runs: int | None) -> int | None:
+    if runs is not None and runs > MAX_RUNS:
+        raise ValueError(too_many_runs(runs))
+    return runs
+
+
 class Expected(Strict):
     name: str = Field(min_length=1)
     arguments: dict[str, Any] = Field(default_factory=dict)
@@ -80,6 +87,8 @@ class TestSpec(Strict):
     description: str = ""
     expect: list[Expected] = Field(default_factory=list)
     runs: int | None = Field(default=None, ge=1)
+
+    _runs = field_validator("runs")(_bounded_runs)
 
     @model_validator(mode="after")
     def _one_source(self) -> TestSpec:
@@ -98,6 +107,8 @@ class ToolcallsConfig(Strict):
     tests: list[TestSpec] = Field(min_length=1)
     runs: int = Field(default=1, ge=1)
     max_concurrency: int | None = Field(default=None, ge=1)
+
+    _runs = field_validator("runs")(_bounded_runs)
 
     @model_validator(mode="before")
     @classmethod
@@ -119,7 +130,22 @@ class ToolcallsConfig(Strict):
             seen.add(test.id)
         return self
 
+    @model_validator(mode="after")
+    def _bounded_total(self) -> ToolcallsConfig:
+        total = self.total_runs()
+        if total > MAX_RUNS:
+            raise ValueError(too_many_runs(total))
+        return self
+
+    def total_runs(self, runs_override: int | None = None) -> int:
+        return sum(len(test.texts()) * (runs_override or test.runs or self.runs)
+                   for test in self.tests)  # fmt: skip
+
     def cases(self, runs_override: int | None = None) -> list[Case]:
+        """Every prompt with its runs (an override past MAX_RUNS in all is bad input)."""
+        total = self.total_runs(runs_override)
+        if runs_override is not None and total > MAX_RUNS:
+            raise InputError(f"--runs {runs_override:,}: {too_many_runs(total)}", field="--runs")
         cases: list[Case] = []
         for test in self.tests:
             runs = runs_override or test.runs or self.runs
@@ -144,8 +170,12 @@ def load_config(path: str | Path) -> ToolcallsConfig:
         text = file.read_text("utf-8")
     except OSError as exc:
         raise InputError(f"cannot read the config: {exc.strerror or exc}", file=str(file)) from None
+    except UnicodeDecodeError as exc:
+        raise InputError(f"not valid UTF-8 ({exc.reason})", file=str(file)) from None
     try:
-        data = yaml.safe_load(text)
+        # Bounded (depth, nodes after alias expansion, finite numbers) before
+        # anything walks the data: see helios.safe_yaml.
+        data = load_yaml(text)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]

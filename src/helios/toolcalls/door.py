@@ -12,7 +12,7 @@ import asyncio
 import hashlib
 import json
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -90,7 +90,7 @@ class ToolCallDoor:
         #: runs still to finish per prompt: a prompt's audio is dropped after its last run
         self._remaining: dict[str, int] = {}
 
-    def plan(self, units: list[RunUnit]) -> None:
+    def plan(self, units: Iterable[RunUnit]) -> None:
         """Count each prompt's runs, so its audio is kept exactly as long as needed."""
         for unit in units:
             self._remaining[unit.prompt] = self._remaining.get(unit.prompt, 0) + 1

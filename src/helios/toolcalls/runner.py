@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, overload
 
 from rich.console import Console
 
@@ -45,6 +45,9 @@ DEFAULT_MAX_CONCURRENCY = 256
 #: seconds one synthesizer or agent call may take before it counts as a (transient) timeout
 DEFAULT_TIMEOUT = 120.0
 SUMMARY_FILE = "toolcalls_summary.json"
+#: runs (prompts × runs) one batch may have: each run's result is kept in memory
+#: (about 4 KB) for the BatchResult, and the runs themselves are made lazily
+MAX_RUNS = 100_000
 
 
 class _Default:
@@ -89,21 +92,77 @@ def _cases(prompts: str | Sequence[str] | None, cases: Sequence[Any] | None,
     return built
 
 
-def plan_units(cases: Sequence[Case]) -> list[RunUnit]:
-    """Runs interleaved across prompts (p0#0, p1#0, p0#1, ...): every prompt's
-    audio is made early, and a slow prompt does not hold back the others."""
-    units = []
-    for run_index in range(max((case.runs for case in cases), default=0)):
-        for index, case in enumerate(cases):
-            if run_index < case.runs:
-                short = case.prompt if len(case.prompt) <= 48 else case.prompt[:45] + "..."
-                units.append(RunUnit(
-                    trial_id=unit_id(case.test_id, index, case.prompt, run_index),
-                    label=f"{case.test_id + ': ' if case.test_id else ''}{short} #{run_index}",
-                    case_index=index, run_index=run_index, prompt=case.prompt,
-                    expect=case.expect, test_id=case.test_id,
-                ))  # fmt: skip
-    return units
+def check_runs(cases: Sequence[Case]) -> None:
+    """Refuse a batch of more than MAX_RUNS runs: every run's result is kept."""
+    total = sum(max(case.runs, 0) for case in cases)
+    if total > MAX_RUNS:
+        raise ConfigError(too_many_runs(total), field="runs")
+
+
+def too_many_runs(total: int) -> str:
+    return (f"{total:,} runs (prompts × runs) is more than one batch may have "
+            f"({MAX_RUNS:,}: every run's result is kept in memory)")  # fmt: skip
+
+
+class RunPlan(Sequence[RunUnit]):
+    """Every run of the cases, made when asked for (nothing per run is held):
+    runs interleaved across prompts (p0#0, p1#0, p0#1, ...), so every prompt's
+    audio is made early and a slow prompt does not hold back the others."""
+
+    def __init__(self, cases: Sequence[Case]) -> None:
+        self.cases = list(cases)
+        #: (first round, rounds, the cases that have a run in those rounds, first position)
+        self._segments: list[tuple[int, int, list[int], int]] = []
+        start = position = 0
+        for end in sorted({case.runs for case in self.cases if case.runs > 0}):
+            active = [i for i, case in enumerate(self.cases) if case.runs >= end]
+            self._segments.append((start, end - start, active, position))
+            position += (end - start) * len(active)
+            start = end
+        self._length = position
+
+    def __len__(self) -> int:
+        return self._length
+
+    def __iter__(self) -> Iterator[RunUnit]:
+        for start, rounds, active, _ in self._segments:
+            for run_index in range(start, start + rounds):
+                for case_index in active:
+                    yield self.unit(case_index, run_index)
+
+    @overload
+    def __getitem__(self, index: int) -> RunUnit: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> list[RunUnit]: ...
+
+    def __getitem__(self, index: int | slice) -> RunUnit | list[RunUnit]:
+        if isinstance(index, slice):
+            return [self[i] for i in range(*index.indices(self._length))]
+        if index < 0:
+            index += self._length
+        if not 0 <= index < self._length:
+            raise IndexError("run plan index out of range")
+        for start, _, active, first in reversed(self._segments):
+            if index >= first:
+                round_offset, slot = divmod(index - first, len(active))
+                return self.unit(active[slot], start + round_offset)
+        raise AssertionError("unreachable: the first segment starts at 0")
+
+    def unit(self, case_index: int, run_index: int) -> RunUnit:
+        case = self.cases[case_index]
+        short = case.prompt if len(case.prompt) <= 48 else case.prompt[:45] + "..."
+        return RunUnit(
+            trial_id=unit_id(case.test_id, case_index, case.prompt, run_index),
+            label=f"{case.test_id + ': ' if case.test_id else ''}{short} #{run_index}",
+            case_index=case_index, run_index=run_index, prompt=case.prompt,
+            expect=case.expect, test_id=case.test_id,
+        )  # fmt: skip
+
+
+def plan_units(cases: Sequence[Case]) -> RunPlan:
+    """The batch's runs, made lazily (see `RunPlan`)."""
+    return RunPlan(cases)
 
 
 def _synthesizer(synthesizer: Any, cache: AudioCache | bool | None) -> Synthesizer | None:
@@ -162,6 +221,7 @@ async def run_cases(
     """Run every case `case.runs` times on the engine; never raises for a run's failure."""
     if max_concurrency is not None and max_concurrency < 1:
         raise ConfigError(f"max_concurrency must be at least 1, got {max_concurrency}")
+    check_runs(cases)
     synth = _synthesizer(synthesizer, cache)
     text_mode = _text_mode(agent, synth)
     units = plan_units(cases)
@@ -209,7 +269,7 @@ async def run_cases(
     return batch
 
 
-def _open_store(output_dir: str | Path, units: list[RunUnit], limit: int) -> RunStore:
+def _open_store(output_dir: str | Path, units: RunPlan, limit: int) -> RunStore:
     metadata = {
         "run_id": f"{int(time.time() * 1000):x}",
         "created_at": datetime.now(UTC).isoformat(),
@@ -221,11 +281,12 @@ def _open_store(output_dir: str | Path, units: list[RunUnit], limit: int) -> Run
     return RunStore.create(new_run_dir(Path(output_dir), "toolcalls"), metadata)
 
 
-def _collect(units: list[RunUnit], by_id: dict[str, SingleRunResult],
+def _collect(units: RunPlan, by_id: dict[str, SingleRunResult],
              aborted: str | None) -> BatchResult:  # fmt: skip
     """Every unit's result in (case, run) order; units never started are failed runs."""
     results = []
-    for unit in sorted(units, key=lambda u: (u.case_index, u.run_index)):
+    cases = enumerate(units.cases)
+    for unit in (units.unit(i, run) for i, case in cases for run in range(case.runs)):
         found = by_id.get(unit.trial_id)
         if found is None:
             why = f"not run: the batch stopped early ({aborted})" if aborted else "not run"

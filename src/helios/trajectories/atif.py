@@ -24,6 +24,8 @@ from importlib import resources
 from pathlib import Path
 from typing import Any, Protocol
 
+from helios.safe_json import dumps
+
 ATIF_VERSION = "ATIF-v1.5"
 
 _SCHEMA_RESOURCE = "atif_schema.json"
@@ -205,7 +207,7 @@ class TrajectoryRecorder:
 
     def write(self, path: Path) -> None:
         """Write the document as JSON, atomically: readers never see a partial file."""
-        text = json.dumps(self.to_dict(), indent=2, ensure_ascii=False) + "\n"
+        text = dumps(self.to_dict(), indent=2, ensure_ascii=False) + "\n"
         atomic_write_text(Path(path), text)
 
 

@@ -6,12 +6,12 @@ agent has stopped (also after a timeout), so no turn pays for serialisation.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from helios.models.base import Message, ToolCall
+from helios.safe_json import dumps
 from helios.secrets import redact_value
 from helios.trajectories.atif import (
     StepMetrics,
@@ -65,7 +65,7 @@ def conversation_to_atif(
 def write_atif(path: Path, conversation: Sequence[Message], **meta: Any) -> None:
     """Write the conversation's ATIF document atomically (keys redacted)."""
     document = conversation_to_atif(conversation, **meta)
-    atomic_write_text(path, json.dumps(document, indent=2, ensure_ascii=False) + "\n")
+    atomic_write_text(path, dumps(document, indent=2, ensure_ascii=False) + "\n")
 
 
 def _call_record(call: ToolCall) -> ToolCallRecord:

@@ -26,6 +26,7 @@ from typing import Any
 
 from helios.models.base import Message, ToolCall
 from helios.models.tools import ToolSpec
+from helios.safe_json import JsonValueError, dumps, parse_json
 
 # The preamble is a format, not prose: its wording is what models are trained on.
 _PREAMBLE_HEAD = (
@@ -90,7 +91,7 @@ def _think(reasoning: str) -> str:
 
 def _call_block(call: ToolCall) -> str:
     arguments = call.arguments if isinstance(call.arguments, dict) else {}
-    body = json.dumps({"name": call.name, "arguments": arguments}, ensure_ascii=False)
+    body = dumps({"name": call.name, "arguments": arguments}, ensure_ascii=False)
     return f"<tool_call>\n{body}\n</tool_call>\n"
 
 
@@ -108,16 +109,16 @@ def gpt_value(message: Message) -> str:
 def _tool_content(content: str) -> Any:
     stripped = content.strip()
     if stripped.startswith(("{", "[")):
-        try:
-            return json.loads(stripped)
-        except ValueError:
+        try:  # what a tool printed: hostile text, strictly parsed
+            return parse_json(stripped)
+        except JsonValueError:
             return content
     return content
 
 
 def _tool_response(message: Message, names: dict[str, str]) -> str:
     call_id = message.tool_call_id or ""
-    body = json.dumps(
+    body = dumps(
         {
             "tool_call_id": call_id,
             "name": names.get(call_id, "unknown"),
