@@ -206,7 +206,7 @@ def test_a_verifier_writing_a_12_mb_log_and_an_honest_reward_passes(
 
 @pytest.mark.usefixtures("need_docker")
 @pytest.mark.parametrize("transport", ["engine-api", "init-shell"])
-def test_an_unreadable_docker_archive_is_a_verifier_error(
+def test_an_unreadable_docker_archive_is_a_scoring_failure(
     transport: str, make_task: TaskMaker, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     if transport == "engine-api":
@@ -243,6 +243,9 @@ def test_an_unreadable_docker_archive_is_a_verifier_error(
     asyncio.run(runner.run())
     assert runner.run_dir is not None
     (record,) = map(json.loads, (runner.run_dir / "results.jsonl").read_text().splitlines())
-    assert record["status"] == "error", record
-    assert record["error"]["type"] == "UnsafeDownload" and record["error"]["phase"] == "verifier"
+    # the container's tar is the agent's when it is root: a scoring failure, never an
+    # infrastructure error that --retry-errors would rerun
+    assert record["status"] == "failed", record
+    assert record["error"]["type"] == "RewardFileInvalid", record
+    assert record["error"]["phase"] == "verifier" and not record["error"]["infrastructure"]
     assert "unreadable archive" in record["error"]["message"]

@@ -6,8 +6,11 @@ What the sandbox sees:
   are symlinks; in the sandbox they are read-only binds of their targets on
   folders of the trial root. Such a folder is a mount point in every exec,
   so the agent can neither repoint nor rename it (an ld.so swap needs that);
-- a fresh /proc, a read-only /dev with a small /dev/shm; no network, unless
-  the task's network is public (`--share-net`: the host's network).
+- a fresh /proc, a read-only /dev with a /dev/shm; no network, unless the
+  task's network is public (`--share-net`: the host's network). When the root
+  is Helios's tmpfs (Helios is root), /dev/shm is a folder of it, hidden under
+  /dev (`SHM_FOLDER`), so its size and inode bounds hold there too: a tmpfs of
+  bwrap's own has as many inodes as half the host's RAM pages.
 
 Who runs it: when Helios is root, bwrap itself runs as an unprivileged host
 user (`nobody`), mapped to root inside, so the sandbox cannot read root-only
@@ -30,6 +33,8 @@ from helios.environments.local_limits import MIB, SHM_MB, LocalLimits, runs_as_r
 SYSTEM_DIRS = ("usr", "bin", "sbin", "lib", "lib32", "lib64", "libx32", "etc")
 SANDBOX_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 TRANSFER_MOUNT = "/.helios-transfer"
+#: the root's folder that is the sandbox's /dev/shm (/dev covers it inside)
+SHM_FOLDER = "dev/shm"
 #: the host user a sandbox runs as when Helios is root
 SANDBOX_UID = 65534
 SANDBOX_GID = 65534
@@ -100,7 +105,7 @@ class BwrapCall:
             *[arg for source, dest in system_binds() for arg in ("--ro-bind", source, dest)],
             *[arg for source, dest in self.extra_binds for arg in ("--ro-bind", source, dest)],
             "--proc", "/proc", "--dev", "/dev", "--remount-ro", "/dev",
-            "--perms", "1777", "--size", str(SHM_MB * MIB), "--tmpfs", "/dev/shm",
+            *self._shm(),
             *self._transfer(),
             "--chdir", "/", "--clearenv",
             *(["--setenv", "HELIOS_EXEC", self.marker, "--unsetenv", "HELIOS_EXEC"]
@@ -125,6 +130,11 @@ class BwrapCall:
             return ["--unshare-user", "--uid", str(self.uid), "--gid", str(gid)]
         # Root inside, as in a container; an unprivileged user outside.
         return ["--unshare-user", "--uid", "0", "--gid", "0"] if runs_as_root() else []
+
+    def _shm(self) -> list[str]:
+        if runs_as_root():
+            return ["--bind", str(self.root / SHM_FOLDER), "/dev/shm"]
+        return ["--perms", "1777", "--size", str(SHM_MB * MIB), "--tmpfs", "/dev/shm"]
 
     def _transfer(self) -> list[str]:
         return [] if self.transfer is None else ["--bind", str(self.transfer), TRANSFER_MOUNT]

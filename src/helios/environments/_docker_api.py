@@ -16,6 +16,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import posixpath
+import shlex
 import tempfile
 import weakref
 from collections.abc import AsyncGenerator, Awaitable
@@ -28,6 +30,7 @@ import aiohttp
 from helios._proc import OUTPUT_CAP, CappedOutput, ProcResult, decode
 from helios.environments import _safe_copy
 from helios.environments._docker_cli import CONTROL_TIMEOUT
+from helios.environments._shell_transfer import MISSING, refuse, size_check
 from helios.environments.base import ExecResult
 from helios.errors import EnvironmentExecError
 
@@ -196,18 +199,39 @@ async def archive_chunks(client: aiodocker.Docker, container: str,
 
 
 async def download(client: aiodocker.Docker, container: str, src: str, dst: Path,
-                   bounds: _safe_copy.Bounds) -> None:  # fmt: skip
+                   bounds: _safe_copy.Bounds) -> list[str]:  # fmt: skip
     """The archive of `src` spooled to a temporary file (refused past the bound, as
-    the local sandbox's), then extracted with `extract_tar`'s checks."""
+    the local sandbox's), then extracted with `extract_tar`'s checks; returns what
+    was skipped. A tree already past the bound is refused before the daemon
+    streams it (`_measure`)."""
     what = f"download of {src}"
+    await _measure(client, container, src, bounds)
     file = await asyncio.to_thread(tempfile.TemporaryFile)
     try:
         await control(what, _spool(archive_chunks(client, container, src),
                                    _safe_copy.Spool(file, bounds, what)))  # fmt: skip
         await asyncio.to_thread(file.seek, 0)
-        await asyncio.to_thread(_safe_copy.extract_tar, file, dst, what=what, bounds=bounds)
+        return await asyncio.to_thread(_safe_copy.extract_tar, file, dst, what=what,
+                                       bounds=bounds)  # fmt: skip
     finally:
         await asyncio.to_thread(file.close)
+
+
+async def _measure(client: aiodocker.Docker, container: str, src: str,
+                   bounds: _safe_copy.Bounds) -> None:  # fmt: skip
+    """The shell path's `size_check` by an exec: a `truncate -s 2T` file is refused
+    at once, not streamed by the daemon up to the bound. An image without a shell
+    skips it (the bound on the stream still holds)."""
+    path = posixpath.join("/", posixpath.normpath(src))
+    script = (f"[ -e {shlex.quote(path)} ] || [ -L {shlex.quote(path)} ] || exit {MISSING}\n"
+              f"{size_check(path, bounds)}")  # fmt: skip
+    try:
+        result = await exec_command(client, container, ["sh", "-c", script], user="0",
+                                    workdir="/", env={}, timeout=60)  # fmt: skip
+    except EnvironmentExecError:
+        return
+    if not result.timed_out:
+        refuse(result.returncode, src, bounds)
 
 
 async def _spool(chunks: AsyncGenerator[bytes, None], spool: _safe_copy.Spool) -> None:

@@ -37,9 +37,9 @@ import signal
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
-from helios._proc import within
+from helios._proc import CappedOutput, within
 from helios.environments._docker_cli import CONTROL_TIMEOUT
-from helios.environments._shell import SandboxShell, Sink
+from helios.environments._shell import Dropped, SandboxShell, Sink, ended
 from helios.environments._shell_native import static_server
 from helios.environments.base import ExecResult, User
 from helios.errors import EnvironmentExecError
@@ -94,9 +94,12 @@ class ContainerShell(SandboxShell):
     #: `docker run` may pull the image, or wait on a loaded daemon
     start_timeout = CONTROL_TIMEOUT
 
-    def __init__(self, argv: list[str], remove: Callable[[], Awaitable[None]]) -> None:
+    def __init__(self, argv: list[str], remove: Callable[[], Awaitable[None]],
+                 kill_others: Callable[[], Awaitable[None]]) -> None:  # fmt: skip
         super().__init__(argv, dict(os.environ), marker="")
         self._remove = remove
+        #: kill every process of the container but its init, from outside (an exec)
+        self._kill_others = kill_others
         #: a command whose caller was cancelled; it runs on until it ends (see `run_as`)
         self.abandoned: asyncio.Future[ExecResult] | None = None
 
@@ -117,6 +120,19 @@ class ContainerShell(SandboxShell):
             self.abandoned = inner
             raise
 
+    async def refused(self) -> None:
+        """Stop a command whose output was refused (a download past its bound) and
+        keep the container, whose files the next steps read: the server serves
+        nothing else meanwhile, so it is killed from outside (`kill -9 -1` by an
+        exec: during a transfer nothing else runs), and its end read, the rest of
+        its output dropped. If that fails, the container goes."""
+        try:
+            async with asyncio.timeout(STOP_TIMEOUT):
+                await self._kill_others()
+                await self._collect(Dropped(), CappedOutput())
+        except Exception:
+            await self._kill()
+
     async def stop_all(self) -> ExecResult:
         """Kill every process of the container but the server; ok when none is left."""
         return await self.run("", {}, STOP_TIMEOUT, head=(b"stop", b""))
@@ -136,12 +152,15 @@ class ContainerShell(SandboxShell):
                 await within(CLOSE_GRACE, proc.wait())
         self.clean = proc.returncode == 0
         if not self.clean:
-            with contextlib.suppress(Exception):
-                await self._remove()
+            # The client first: until its stream is gone, the daemon waits for
+            # someone to read the rest of a command's output before it removes
+            # the container (a refused download's: `docker rm` hung 120 s).
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(proc.pid, signal.SIGKILL)
+            with contextlib.suppress(Exception):
+                await self._remove()
             with contextlib.suppress(TimeoutError):
-                await within(5, proc.wait())
+                await within(5, ended(proc))
         if self._stderr is not None:
             self._stderr.cancel()
             with contextlib.suppress(BaseException):

@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-import shutil
 import signal
 from pathlib import Path
 
@@ -19,6 +18,7 @@ from helios.environments._local_root import (
     SANDBOX_PREFIX,
     read_owner,
     remove_if_unmounted,
+    remove_tree,
     sandbox_base,
     unmount_all,
 )
@@ -116,7 +116,7 @@ async def remove_holder(holder: Path, *, scan: bool = True) -> None:
     elif await asyncio.to_thread(remove_if_unmounted, holder):
         return
     await unmount_all(holder / "root")
-    await asyncio.to_thread(shutil.rmtree, holder, True)
+    await asyncio.to_thread(remove_tree, holder)
 
 
 def _chosen(holder: Path, run_id: str | None, force: bool) -> bool:

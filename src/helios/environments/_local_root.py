@@ -14,13 +14,14 @@ import functools
 import json
 import os
 import shutil
+import subprocess
 import tempfile
 from pathlib import Path, PurePosixPath
 
 from helios._proc import decode, last_line, run_process
-from helios.environments._bwrap import SANDBOX_GID, SANDBOX_UID, mount_points, tool
+from helios.environments._bwrap import SANDBOX_GID, SANDBOX_UID, SHM_FOLDER, mount_points, tool
 from helios.environments._owner import Owner, current_owner
-from helios.environments.local_limits import runs_as_root
+from helios.environments.local_limits import inodes, runs_as_root
 from helios.errors import EnvironmentStartError
 
 SANDBOX_PREFIX = "helios-sandbox-"
@@ -123,7 +124,10 @@ async def mount_by_command(root: Path, storage_mb: int) -> None:
 
 
 def storage_options(storage_mb: int) -> str:
-    return f"size={storage_mb}m,mode=0755,uid={SANDBOX_UID},gid={SANDBOX_GID}"
+    """The root tmpfs's options: its size, and as many inodes as that size allows
+    (a tmpfs's default is half the host's RAM pages, whatever its size)."""
+    return (f"size={storage_mb}m,nr_inodes={inodes(storage_mb)},mode=0755,"
+            f"uid={SANDBOX_UID},gid={SANDBOX_GID}")  # fmt: skip
 
 
 @functools.cache
@@ -191,8 +195,21 @@ def remove_if_unmounted(holder: Path) -> bool:
     may remain under it."""
     if not unmount_own(holder / "root"):
         return False
-    shutil.rmtree(holder, ignore_errors=True)
+    remove_tree(holder)
     return True
+
+
+def remove_tree(path: Path) -> None:
+    """Delete a folder the sandbox filled, however deep (run it in a thread):
+    shutil.rmtree recurses once per level and fails past ~1,000 (a RecursionError,
+    which ignore_errors does not cover); `rm -rf` does not recurse. What cannot be
+    deleted stays, as with ignore_errors."""
+    try:
+        shutil.rmtree(path)
+    except (OSError, RecursionError):
+        rm = tool("rm")
+        if rm is not None:
+            subprocess.run([rm, "-rf", "--", str(path)], capture_output=True, timeout=300)
 
 
 async def unmount_all(path: Path) -> None:
@@ -225,9 +242,10 @@ def populate(root: Path, workdir: str, env_dir: Path | None) -> None:
         (root / name).mkdir(exist_ok=True)
     target = workdir_in(root, workdir)
     target.mkdir(parents=True, exist_ok=True)
-    for sub in ("logs/agent", "logs/verifier", "tmp", "root"):
+    for sub in ("logs/agent", "logs/verifier", "tmp", "root", SHM_FOLDER):
         (root / sub).mkdir(parents=True, exist_ok=True)
     (root / "tmp").chmod(0o1777)
+    (root / SHM_FOLDER).chmod(0o1777)
     if env_dir is not None and env_dir.is_dir():
         _copy_environment(env_dir, target)
     if runs_as_root():

@@ -88,9 +88,26 @@ def server_argv(python: str) -> list[str]:
 
 
 class Sink(Protocol):
-    """Where a command's stdout goes instead of the result (a download's archive)."""
+    """Where a command's stdout goes instead of the result (a download's archive).
+    `add` may raise to refuse the output (past a bound): the command is then
+    stopped at once (`SandboxShell.refused`) and the sink's error raised."""
 
     def add(self, data: bytes) -> None: ...
+
+
+class _Refused(Exception):
+    """The sink refused the command's output; `reason` is what it raised."""
+
+    def __init__(self, reason: Exception) -> None:
+        super().__init__(str(reason))
+        self.reason = reason
+
+
+class Dropped:
+    """A sink that keeps nothing (what a refused command still writes)."""
+
+    def add(self, data: bytes) -> None:
+        return None
 
 
 def _text(out: CappedOutput | Sink) -> str:
@@ -188,6 +205,10 @@ class SandboxShell:
         except TimeoutError:
             await self._kill()
             return ExecResult(_text(out), _text(err), -signal.SIGKILL, timed_out=True)
+        except _Refused as refused:
+            # Not left to stream on until its timeout: stopped now.
+            await run_to_end(self.refused())
+            raise refused.reason from None
         except (asyncio.IncompleteReadError, ConnectionError, ValueError, KeyError):
             # The command killed its shell, or the stream broke: this command's
             # result is what came so far; the next command gets a fresh shell.
@@ -205,7 +226,10 @@ class SandboxShell:
         while True:
             kind, data = await self._frame()
             if kind == b"O":
-                out.add(data)
+                try:
+                    out.add(data)
+                except Exception as exc:
+                    raise _Refused(exc) from exc
             elif kind == b"E":
                 err.add(data)
             elif kind == b"X":
@@ -227,6 +251,12 @@ class SandboxShell:
         # Lower limits, a higher nice value or another CPU set given to the server
         # by a command would pass on to the verifier's processes: then it goes.
         return self._server_pid is not None and server_state(self._server_pid) == self._state
+
+    async def refused(self) -> None:
+        """Stop a command whose output was refused. Here the whole shell goes: its
+        namespace, the command with it, ends at once; the next command starts a
+        fresh shell (the sandbox's files stay)."""
+        await self._kill()
 
     async def _kill(self) -> None:
         self.dead = True
@@ -252,7 +282,7 @@ class SandboxShell:
         exited = False
         if proc is not None:
             with contextlib.suppress(TimeoutError):
-                await within(5, proc.wait())
+                await within(5, ended(proc))
                 exited = True
         self.clean = server is not None and exited
         if not self.clean and (proc is not None or server is not None):
@@ -262,6 +292,18 @@ class SandboxShell:
             self._stderr.cancel()
             with contextlib.suppress(BaseException):
                 await self._stderr
+
+
+async def ended(proc: asyncio.subprocess.Process) -> None:
+    """The process's end, what it left unread on stdout dropped: asyncio's `wait`
+    also waits for its pipes to close, and one whose reading stopped midway (a
+    refused download's) is not read to its end otherwise."""
+
+    async def drop(stream: asyncio.StreamReader | None) -> None:
+        while stream is not None and await stream.read(65536):
+            pass
+
+    await asyncio.gather(proc.wait(), drop(proc.stdout))
 
 
 #: (limits, nice value, scheduling policy, CPU set) of a process

@@ -8,6 +8,12 @@ sandbox's own view, as the one-shot `cp` does. What comes out is checked on the
 host by `extract_tar`: no link followed or recreated, nothing outside the
 destination, bounded in size and entries. Larger uploads, or a sandbox without
 a shell, take the provider's other path.
+
+A download is measured in the sandbox before anything is archived
+(`size_check`): a tree past the host's bounds (a `truncate -s 2T` file) is
+refused at once instead of streamed up to the bound. The host's own bounds hold
+whatever the sandbox's tools say; when it refuses mid-stream, the shell stops
+the command at once (`SandboxShell`).
 """
 
 from __future__ import annotations
@@ -23,15 +29,29 @@ from typing import BinaryIO
 from helios.environments import _tar
 from helios.environments._bwrap import tool
 from helios.environments._payload import place_payload
-from helios.environments._safe_copy import Bounds, Spool, extract_tar
+from helios.environments._safe_copy import (
+    MAX_LISTED,
+    Bounds,
+    DownloadMissing,
+    Spool,
+    UnsafeDownload,
+    extract_tar,
+)
 from helios.environments._shell import Sink
 from helios.environments.base import Environment, ExecResult
 from helios.errors import EnvironmentExecError
 
 #: uploads up to this size go through the shell (they are held in memory once)
 SHELL_UPLOAD_MAX = 64 * 1024 * 1024
-#: exit code of a download whose source does not exist
+#: exit codes of a download's script: its source does not exist; it is past the
+#: bound of bytes; of entries
 MISSING = 3
+TOO_LARGE = 4
+TOO_MANY = 5
+#: tar's exit codes when it wrote its archive to the end: 1 and 2 say that some
+#: files were left out (one the sandbox's user cannot read), which `complaints`
+#: lists; an archive cut short is refused when it is read
+TAR_DONE = (0, 1, 2)
 
 
 def usable() -> bool:
@@ -61,7 +81,8 @@ def prepared_upload_script(prepare: str, dst: str) -> str:
 
 
 def download_script(src: str) -> str | None:
-    """Archive `src` (a link as a link) on stdout; None for a path it cannot name."""
+    """Archive `src` (a link as a link) on stdout once `size_check` passed; None for
+    a path it cannot name."""
     parent, name = posixpath.split(posixpath.normpath(src))
     if not name or name in (".", ".."):
         return None
@@ -69,8 +90,48 @@ def download_script(src: str) -> str | None:
     return (
         f"cd -- {shlex.quote(parent or '/')} || exit {MISSING}\n"
         f"[ -e {quoted} ] || [ -L {quoted} ] || exit {MISSING}\n"
+        f"{size_check('./' + name, Bounds())}\n"
         f"exec tar -c -f - -- {quoted}"
     )
+
+
+def size_check(path: str, bounds: Bounds) -> str:
+    """A script that exits TOO_LARGE or TOO_MANY when the tree at `path` (absolute,
+    or starting with ./) is past `bounds` as the host counts them (the bytes of its
+    regular files, its entries); it stops reading at the first excess. Without
+    GNU find or awk it passes: the host's bounds still hold."""
+    count = (
+        "'{n++; if ($1 == \"f\") s += $2; if (n > e || s > b) exit} "
+        f"END {{exit (n > e ? {TOO_MANY} : (s > b ? {TOO_LARGE} : 0))}}'"
+    )
+    return (
+        "if command -v find >/dev/null 2>&1 && command -v awk >/dev/null 2>&1; then\n"
+        f"  find {shlex.quote(path)} -printf '%y %s\\n' 2>/dev/null"
+        f" | awk -v b={bounds.max_bytes} -v e={bounds.max_entries} {count}\n"
+        f"  code=$?; case $code in {TOO_LARGE}|{TOO_MANY}) exit $code;; esac\n"
+        "fi"
+    )
+
+
+def refuse(code: int, src: str, bounds: Bounds) -> None:
+    """Raise for a download script's exit code that says it is missing or too big."""
+    if code == MISSING:
+        raise DownloadMissing(f"{src} does not exist in the sandbox")
+    if code == TOO_LARGE:
+        raise UnsafeDownload(
+            f"download of {src}: larger than {bounds.max_bytes} bytes, download refused"
+        )
+    if code == TOO_MANY:
+        raise UnsafeDownload(
+            f"download of {src}: more than {bounds.max_entries} entries, download refused"
+        )
+
+
+def complaints(stderr: str, tool: str) -> list[str]:
+    """What the sandbox's `tool` (tar, cp) said it left out: skipped entries."""
+    prefix = f"{tool}: "
+    lines = [ln[len(prefix) :] for ln in stderr.splitlines() if ln.startswith(prefix)]
+    return [ln[:1000] for ln in lines if not ln.startswith("Exiting with failure")][:MAX_LISTED]
 
 
 class ShellTransfers(Environment):
@@ -121,31 +182,34 @@ class ShellTransfers(Environment):
             await self.upload(src, dst)
         return result
 
-    async def _download_in_shell(self, src: str, dst: Path) -> bool:
+    async def _download_in_shell(self, src: str, dst: Path) -> list[str] | None:
+        """What was skipped, or None when the shell did not do it."""
         script = download_script(src)
         if script is None or not self._transfers_in_shell:
-            return False
+            return None
         what = f"download of {src}"
         bounds = Bounds()
         spool = await asyncio.to_thread(tempfile.TemporaryFile)
         try:
             result = await self._shell_command(script, sink=Spool(spool, bounds, what))
             if result is None:
-                return False
-            if result.exit_code == MISSING:
-                raise EnvironmentExecError(f"{src} does not exist in the sandbox")
-            if not result.ok:
-                raise EnvironmentExecError(f"{what} failed: {result.stderr.strip()[:200]}")
-            await asyncio.to_thread(_extract_spool, spool, dst, what, bounds)
+                return None
+            refuse(result.exit_code, src, bounds)
+            if result.timed_out or result.exit_code not in TAR_DONE:
+                # The sandbox's own tar (on docker, the agent's if it is root) failed:
+                # what it handed back is refused, as an unreadable archive is.
+                reason = "timed out" if result.timed_out else result.stderr.strip()[:200]
+                raise UnsafeDownload(f"{what}: the sandbox could not archive it ({reason})")
+            skipped = await asyncio.to_thread(_extract_spool, spool, dst, what, bounds)
         finally:
             await asyncio.to_thread(spool.close)
-        return True
+        return [*complaints(result.stderr, "tar"), *skipped]
 
 
-def _extract_spool(spool: BinaryIO, dst: Path, what: str, bounds: Bounds) -> None:
+def _extract_spool(spool: BinaryIO, dst: Path, what: str, bounds: Bounds) -> list[str]:
     """A download's archive, spooled whole, checked and unpacked at `dst` (one thread hop)."""
     spool.seek(0)
-    extract_tar(spool, dst, what=what, bounds=bounds)
+    return extract_tar(spool, dst, what=what, bounds=bounds)
 
 
 def _shell_archive(src: Path) -> tuple[bytes, bool] | None:

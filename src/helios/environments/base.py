@@ -115,8 +115,12 @@ class Environment(ABC):
         return result
 
     @abstractmethod
-    async def download(self, src: str, dst: Path) -> None:
-        """Copy a sandbox file or directory to the host path `dst`."""
+    async def download(self, src: str, dst: Path) -> list[str]:
+        """Copy a sandbox file or directory to the host path `dst` (checked: no link
+        followed, bounded); return what was skipped (links, special files, entries
+        the host cannot hold). `DownloadMissing`: `src` does not exist.
+        `UnsafeDownload`: what the sandbox handed back is refused (past a bound, an
+        unreadable archive): the sandbox's doing, not the host's."""
 
     async def set_network(self, public: bool) -> None:
         """Open or close the network for the commands that follow (a phase's own

@@ -197,7 +197,7 @@ class DockerEnvironment(ShellTransfers):
         with_storage = self._with_storage
         while True:
             argv = [docker_binary(), *self._run_args(with_storage, server, user)]
-            shell = ContainerShell(argv, self._remove_own)
+            shell = ContainerShell(argv, self._remove_own, self._kill_by_exec)
             try:
                 await shell.start()
             except ShellUnavailable as exc:
@@ -281,11 +281,11 @@ class DockerEnvironment(ShellTransfers):
         if self._shell is None:
             await _docker_api.restart_alone(self._engine, container)
             return
+        await _docker_shell.stop_all(self._shell, self._kill_by_exec)
 
-        async def kill_by_exec() -> None:
-            await _docker_api.kill_all(self._engine, container)
-
-        await _docker_shell.stop_all(self._shell, kill_by_exec)
+    async def _kill_by_exec(self) -> None:
+        """`kill -9 -1` in the container by an exec: all but its init."""
+        await _docker_api.kill_all(self._engine, self.container_name)
 
     def _require_container(self) -> str:
         if self.container is None:
@@ -358,11 +358,12 @@ class DockerEnvironment(ShellTransfers):
         except EnvironmentExecError as exc:
             raise EnvironmentExecError(f"upload to {dst} failed: {exc}") from None
 
-    async def download(self, src: str, dst: Path) -> None:
-        if await self._download_in_shell(src, dst):
-            return
+    async def download(self, src: str, dst: Path) -> list[str]:
+        done = await self._download_in_shell(src, dst)
+        if done is not None:
+            return done
         container = self._require_container()
-        await _docker_api.download(self._engine, container, src, dst, Bounds())
+        return await _docker_api.download(self._engine, container, src, dst, Bounds())
 
     async def stop(self) -> None:
         # To its end: a Ctrl-C arriving now must not leave the container behind.

@@ -21,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import posixpath
 import secrets
 import shlex
 import shutil
@@ -40,7 +41,7 @@ from helios.environments._local_cleanup import (
 )
 from helios.environments._local_users import LocalUsers, SandboxUser
 from helios.environments._payload import place_payload
-from helios.environments._safe_copy import copy_out
+from helios.environments._safe_copy import Bounds, DownloadMissing, copy_out
 from helios.environments._shell import Sink
 from helios.environments._shell_pool import ShellPool
 from helios.environments._shell_transfer import ShellTransfers
@@ -53,8 +54,6 @@ INSTALL_HINT = (
     "bubblewrap (bwrap) is not installed: install it with `apt-get install bubblewrap` "
     "(Debian/Ubuntu) or `dnf install bubblewrap` (Fedora), or use --provider docker"
 )
-#: exit code of the in-sandbox copy when the source does not exist
-_MISSING = 3
 
 
 class LocalEnvironment(ShellTransfers):
@@ -255,18 +254,29 @@ class LocalEnvironment(ShellTransfers):
         done = await self._prepare_and_upload_in_shell(prepare, uploads)
         return done if done is not None else await super().prepare_and_upload(prepare, uploads)
 
-    async def download(self, src: str, dst: Path) -> None:
-        if await self._download_in_shell(src, dst):
-            return
-        source = shlex.quote(src)
+    async def download(self, src: str, dst: Path) -> list[str]:
+        done = await self._download_in_shell(src, dst)
+        if done is not None:
+            return done
+        source = posixpath.join("/", posixpath.normpath(src))
+        bounds = Bounds()
         # -P: links are copied as links, and then dropped on the host side.
-        copy = f"test -e {source} || exit {_MISSING}; cp -R -P -- {source} {TRANSFER_MOUNT}/payload"
+        copy = (
+            f"test -e {shlex.quote(source)} || exit {_shell_transfer.MISSING}\n"
+            f"{_shell_transfer.size_check(source, bounds)}\n"
+            f"cp -R -P -- {shlex.quote(source)} {TRANSFER_MOUNT}/payload"
+        )
         async with self._transfer() as folder:
             result = await self._exec(copy, "/", {}, 120, transfer=folder)
+            _shell_transfer.refuse(result.exit_code, src, bounds)
             payload = folder / "payload"
-            if result.exit_code == _MISSING or not await asyncio.to_thread(payload.exists):
-                raise EnvironmentExecError(f"{src} does not exist in the sandbox")
-            await asyncio.to_thread(copy_out, payload, dst, what=f"download of {src}")
+            if not await asyncio.to_thread(payload.exists):
+                raise DownloadMissing(f"{src} does not exist in the sandbox")
+            skipped = await asyncio.to_thread(
+                copy_out, payload, dst, what=f"download of {src}", bounds=bounds
+            )
+        # what `cp` could not read (the sandbox's user may not) is left out
+        return [*_shell_transfer.complaints(result.stderr, "cp"), *skipped]
 
     @contextlib.asynccontextmanager
     async def _transfer(self) -> AsyncIterator[Path]:
@@ -277,7 +287,8 @@ class LocalEnvironment(ShellTransfers):
             await asyncio.to_thread(_local_root.give_tree, folder)
             yield folder
         finally:
-            await asyncio.to_thread(shutil.rmtree, folder, True)
+            # however deep the sandbox's `cp` made it
+            await asyncio.to_thread(_local_root.remove_tree, folder)
 
     async def default_owner(self) -> User | None:
         # Every file of the trial root is the exec's own (see `give_to`).

@@ -6,7 +6,11 @@ namespace, plus, when Helios runs as root, a size-limited tmpfs as the
 sandbox's root:
 - processes: RLIMIT_NPROC = the spec's `pids` (a fork bomb stops there);
 - memory: RLIMIT_DATA = `memory_mb` per process (heap and private mappings);
-- storage: the tmpfs size (root) and RLIMIT_FSIZE = `storage_mb` per file.
+- storage: the tmpfs size (root) and RLIMIT_FSIZE = `storage_mb` per file;
+- files: the tmpfs's inode count (`inodes`). A tmpfs inode is unswappable kernel
+  memory (about 1 KiB with its dentry) that no size limit counts: without the
+  bound, millions of empty files in a 64 MB sandbox took gigabytes of the host's
+  slab. /dev/shm is a folder of the same tmpfs (`_bwrap`), under the same bounds.
 
 Run `python -m helios.environments.local_limits` to see what this machine uses.
 """
@@ -23,9 +27,18 @@ from helios.environments.spec import SandboxSpec
 #: writable storage of a local sandbox when the task declares none (a tmpfs
 #: lives in memory and swap, so the default stays modest)
 DEFAULT_STORAGE_MB = 2048
-#: /dev/shm of a sandbox
+#: /dev/shm of a sandbox without a tmpfs root (Helios not root)
 SHM_MB = 64
 MIB = 1024 * 1024
+#: one inode (a file, folder or link) per this many bytes of storage, and at least
+#: MIN_INODES: a 2 GiB sandbox holds 262,144 entries, their kernel memory ~0.25 GiB
+BYTES_PER_INODE = 8192
+MIN_INODES = 16384
+
+
+def inodes(storage_mb: int) -> int:
+    """How many files, folders and links a sandbox of `storage_mb` may hold."""
+    return max(MIN_INODES, storage_mb * MIB // BYTES_PER_INODE)
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,7 +85,8 @@ def cgroup2_controllers() -> set[str]:
 def describe() -> str:
     """One line: which mechanism bounds the local sandbox here."""
     storage = (
-        "a size-limited tmpfs root (Helios runs as root)"
+        f"a size-limited tmpfs root with one inode per {BYTES_PER_INODE} bytes "
+        f"(at least {MIN_INODES}; Helios runs as root)"
         if runs_as_root()
         else "RLIMIT_FSIZE per file only (not root: no tmpfs root; total storage unbounded)"
     )

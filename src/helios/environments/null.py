@@ -33,7 +33,7 @@ class NullEnvironment(Environment):
     async def upload(self, src: Path, dst: str) -> None:
         raise EnvironmentExecError("the null environment has no sandbox to upload to")
 
-    async def download(self, src: str, dst: Path) -> None:
+    async def download(self, src: str, dst: Path) -> list[str]:
         raise EnvironmentExecError("the null environment has no sandbox to download from")
 
     async def stop(self) -> None:

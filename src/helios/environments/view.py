@@ -92,8 +92,8 @@ class UserView(Environment):
         finally:
             await self.inner.exec(f"rm -rf -- {staging}", cwd="/", timeout=60, user=ROOT)
 
-    async def download(self, src: str, dst: Path) -> None:
-        await self.inner.download(src, dst)
+    async def download(self, src: str, dst: Path) -> list[str]:
+        return await self.inner.download(src, dst)
 
     async def stop_processes(self) -> None:
         await self.inner.stop_processes()

@@ -6,7 +6,9 @@ entry of the task's `artifacts` list (and a step's). Each lands under the
 trial's `artifacts/` folder (at its `destination`, else at its source path)
 through the provider's checked download: no link followed, bounded. A missing
 or refused entry is recorded in `artifacts/manifest.json`, never an error of
-the trial: a verifier that needed it fails on its own.
+the trial: a verifier that needed it fails on its own. So is what a download
+left out (a link, a name too long for the host): the entry's `skipped` list.
+Only the host's own failure (a full disk) fails the trial.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ import json
 import posixpath
 import shlex
 import shutil
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
 
@@ -38,6 +40,8 @@ class Collected:
     destination: str
     #: "ok", "missing" or "failed: <why>"
     status: str
+    #: what the download left out: links, special files, entries the host refuses
+    skipped: list[str] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -79,7 +83,7 @@ async def collect(
             continue
         target = host_dir / destination
         try:
-            await env.download(item.source, target)
+            record.skipped = list(await env.download(item.source, target) or [])
             if item.exclude:
                 await asyncio.to_thread(_drop_excluded, target, item.exclude)
         except EnvironmentError_ as exc:

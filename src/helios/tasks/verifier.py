@@ -18,7 +18,6 @@ separate verifier's whose image already holds /tests (built from tests/).
 from __future__ import annotations
 
 import asyncio
-import json
 import math
 import secrets
 from dataclasses import dataclass
@@ -27,10 +26,13 @@ from typing import Any
 
 from helios.agents.base import AgentOutcome
 from helios.engine.episode import Score
+from helios.engine.metrics import mean
+from helios.environments import DownloadMissing, UnsafeDownload
 from helios.environments.base import Environment, User
 from helios.environments.view import file_owner
 from helios.errors import RewardFileInvalid, RewardFileMissing, VerifierError, VerifierTimeout
 from helios.failures import ErrorInfo
+from helios.safe_json import JsonValueError, parse_json
 from helios.secrets import redact
 from helios.tasks.phases import VerifierPlan, plan_steps
 from helios.tasks.task import Task
@@ -76,9 +78,11 @@ async def run_tests(
     outcome = Score()
     try:
         await _run_tests(env, plan, out_dir, separate)
-        await env.download("/logs/verifier", out_dir)
+        await _download_logs(env, out_dir)
         outcome.rewards = await asyncio.to_thread(read_rewards, out_dir)
         outcome.reward = primary_reward(outcome.rewards)
+        if not math.isfinite(outcome.reward):  # cannot be, as every key is finite: a guard
+            raise RewardFileInvalid("the reward is not a finite number")
     except (VerifierError, VerifierTimeout) as exc:
         outcome.error = ErrorInfo.from_exception(exc, phase="verifier")
     if outcome.error is not None:
@@ -115,6 +119,19 @@ async def _run_tests(env: Environment, plan: VerifierPlan, out_dir: Path, separa
         raise VerifierTimeout("verifier", plan.timeout)
 
 
+async def _download_logs(env: Environment, out_dir: Path) -> None:
+    """/logs/verifier as test.sh left it. Refused (past a bound, an unreadable archive)
+    or gone, it is the tests' doing, or the agent's through them (on docker a root agent
+    owns the container's tar): a scoring failure, never an infrastructure error, which
+    `--retry-errors` would rerun."""
+    try:
+        await env.download("/logs/verifier", out_dir)
+    except DownloadMissing:
+        raise RewardFileMissing("test.sh (or what it ran) removed /logs/verifier") from None
+    except UnsafeDownload as exc:
+        raise RewardFileInvalid(f"/logs/verifier was refused: {exc}") from None
+
+
 async def _image_has_tests(env: Environment, plan: VerifierPlan) -> bool:
     """A separate verifier built from a tests folder owns /tests (as in Harbor); a
     provider that does not run Dockerfiles (local) gets the folder uploaded."""
@@ -136,39 +153,55 @@ def _write_output(out_dir: Path, stdout: str, stderr: str) -> None:
 
 
 def read_rewards(folder: Path) -> dict[str, float]:
-    """reward.json (a dict of floats) wins over reward.txt (one float)."""
+    """reward.json (a dict of floats) wins over reward.txt (one float).
+
+    Every value must be a finite number; anything else (text, a boolean, NaN,
+    a number too large for a float, nesting too deep to parse) makes the file
+    invalid, with one line saying why."""
     json_path, txt_path = folder / "reward.json", folder / "reward.txt"
     for path in (json_path, txt_path):
         if path.is_file() and path.stat().st_size > MAX_REWARD_FILE_BYTES:
             raise RewardFileInvalid(f"{path.name} is larger than {MAX_REWARD_FILE_BYTES} bytes")
     if json_path.is_file():
         try:
-            data = json.loads(json_path.read_text("utf-8"))
-        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-            raise RewardFileInvalid(f"reward.json is not valid JSON: {exc}") from None
+            data = parse_json(json_path.read_bytes())
+        except JsonValueError as exc:
+            raise RewardFileInvalid(f"reward.json: {exc}") from None
         if not isinstance(data, dict) or not data:
             raise RewardFileInvalid("reward.json must be a non-empty object of numbers")
-        return {str(k): _as_float(v, f"reward.json[{k}]") for k, v in data.items()}
+        return {str(k): _as_float(v, f"reward.json[{_short(k)}]") for k, v in data.items()}
     if txt_path.is_file():
         text = txt_path.read_text("utf-8", errors="replace").strip()
         return {"reward": _as_float(text, "reward.txt")}
     raise RewardFileMissing("test.sh wrote neither /logs/verifier/reward.txt nor reward.json")
 
 
+def _short(text: str) -> str:
+    return text if len(text) <= 50 else text[:47] + "..."
+
+
+_KINDS = {bool: "a boolean", list: "a list", dict: "an object", type(None): "null"}
+
+
 def _as_float(value: object, where: str) -> float:
-    if isinstance(value, bool):
-        raise RewardFileInvalid(f"{where} is a boolean, expected a number")
+    if not isinstance(value, str | int | float) or isinstance(value, bool):
+        # never the value itself: a list may be nested as deep as the parser allowed
+        kind = _KINDS.get(type(value), type(value).__name__)
+        raise RewardFileInvalid(f"{where} is {kind}, expected a number")
     try:
-        number = float(value)  # type: ignore[arg-type]
-    except (TypeError, ValueError):
-        raise RewardFileInvalid(f"{where} is not a number: {str(value)[:50]!r}") from None
+        number = float(value)
+    except ValueError:
+        raise RewardFileInvalid(f"{where} is not a number: {_short(repr(value))}") from None
+    except OverflowError:  # an integer beyond the float range
+        number = math.inf
     if not math.isfinite(number):
-        raise RewardFileInvalid(f"{where} is not finite: {number}")
+        raise RewardFileInvalid(f"{where} is not a finite number")
     return number
 
 
 def primary_reward(rewards: dict[str, float]) -> float:
-    """The trial's reward: the `reward` key, else the mean of all keys."""
+    """The trial's reward: the `reward` key, else the mean of all keys (finite, as
+    they are: the mean never overflows)."""
     if "reward" in rewards:
         return rewards["reward"]
-    return sum(rewards.values()) / len(rewards) if rewards else 0.0
+    return mean(list(rewards.values()))
