@@ -2,6 +2,11 @@
 with the tool agent and its sampled toolsets, then becomes a Hermes row, a
 tombstone (no reasoning) or a failure.
 
+Only the model's own answer can make a tombstone: a conversation that ended
+normally (an answer, submit, the turn limit, invalid replies) with no reasoning in
+any turn. A prompt cut short by something else (its timeout, the endpoint, the
+sandbox) and left without reasoning is a failure, which `--resume` runs again.
+
 `write_files` appends the row to its batch file (fsynced) before the engine
 appends the completion record, and the record says where the row is.
 """
@@ -28,6 +33,9 @@ from helios.failures import ErrorInfo
 from helios.secrets import redact_value
 from helios.trajectories.sharegpt import to_sharegpt
 from helios.usage import Usage
+
+#: agent endings that are not the model's answer (the prompt's time ran out)
+CUT_SHORT = frozenset({"AgentTimeout"})
 
 
 @dataclass
@@ -136,9 +144,16 @@ class GenerateDoor:
         agent_error = episode.agent_error
         result.completed = agent_error is None
         result.partial = agent_error is not None and agent_error.type != "MaxTurns"
-        if result.coverage.with_reasoning == 0 and not self.settings.keep_no_reasoning:
-            result.status, result.reason = "discarded", "no_reasoning"
-            return result
+        if result.coverage.with_reasoning == 0:
+            if cut_short(agent_error) and (
+                result.api_calls == 0 or not self.settings.keep_no_reasoning
+            ):
+                # Never a tombstone: the model was not done; --resume runs it again.
+                result.status, result.error = "error", agent_error
+                return result
+            if not self.settings.keep_no_reasoning:
+                result.status, result.reason = "discarded", "no_reasoning"
+                return result
         conversations = to_sharegpt(conversation, prompt=unit.row.prompt, tools=outcome.tools,
                                     setup_messages=outcome.setup_messages)  # fmt: skip
         row = hermes_row(
@@ -193,3 +208,9 @@ class GenerateDoor:
             error_kind=error.type if error else None,
             error_message=error.message if error else "",
         )
+
+
+def cut_short(ending: ErrorInfo | None) -> bool:
+    """Did something other than the model end the conversation (a timeout, an
+    infrastructure failure)?"""
+    return ending is not None and (ending.type in CUT_SHORT or ending.infrastructure)

@@ -40,7 +40,7 @@ from helios.datagen.outputs import (
     write_tombstones_and_failures,
 )
 from helios.datagen.routing import open_services
-from helios.datagen.session import RunSession, open_run, save_seconds
+from helios.datagen.session import RunSession, open_run, review_records, save_seconds
 from helios.datagen.settings import HERMES_DEFAULT_MODEL, GenerateSettings
 from helios.datagen.statistics import statistics_document, totals
 from helios.datagen.units import PromptUnit, assign_batches, build_units
@@ -49,6 +49,8 @@ from helios.engine.batch import BatchOptions, BatchService
 from helios.engine.store import write_json_atomic
 from helios.environments.registry import provider_class
 from helios.models.services import ModelServices
+from helios.secrets import public_url
+from helios.text import visible
 
 CHECKPOINT_INTERVAL = 2.0
 MAX_BAD_LINE_WARNINGS = 20
@@ -131,7 +133,8 @@ class BatchRunner:
     # -- messages ---------------------------------------------------------------------
     def _say(self, text: str, style: str = "") -> None:
         if self.settings.show_progress:
-            markup = f"[{style}]{escape(text)}[/]" if style else escape(text)
+            shown = escape(visible(text))  # lines quote the dataset: its controls are shown
+            markup = f"[{style}]{shown}[/]" if style else shown
             self.console.print(markup, highlight=False, soft_wrap=True)
 
     def _warn(self, text: str) -> None:
@@ -209,7 +212,8 @@ class BatchRunner:
         )  # fmt: skip
         started = time.monotonic()
         try:
-            plan = service.plan(pending)
+            # The reviewed records: a verdict that does not hold is pending again.
+            plan = service.plan(pending, session.records)
             if s.show_progress:
                 with progress:
                     await service.run(plan)
@@ -261,7 +265,7 @@ class BatchRunner:
             "Prompts": f"{pending} to run" + (f", {done} already done" if done else ""),
             "Batches": f"{s.batch_size} prompts each, from batch_{session.first_batch}",
             "Concurrency": f"{s.in_flight} prompts in flight",
-            "Model": f"{s.model} @ {self.services.spec.base_url if self.services else ''}",
+            "Model": f"{s.model} @ {self._endpoint()}",
             "Distribution": s.distribution,
             "Sandbox": s.provider,
             "Output": str(session.run_dir),
@@ -269,10 +273,14 @@ class BatchRunner:
         if s.show_progress and not s.quiet:
             self.console.print(header_panel("Helios generate", rows))
 
+    def _endpoint(self) -> str:
+        url = self.services.spec.base_url if self.services is not None else None
+        return public_url(url) if url else ""
+
     # -- finishing ----------------------------------------------------------------------
     def _finish(self, session: RunSession, units: list[PromptUnit], seconds: float) -> None:
         s = self.settings
-        records = session.store.load_records()
+        records = review_records(session.run_dir, session.store.load_records())
         finals = final_records(records.values())
         merge = merge_rows(session.run_dir, finals.values(), set(all_hermes_tool_names()))
         n_tombstones, n_failures = write_tombstones_and_failures(

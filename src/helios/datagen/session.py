@@ -1,10 +1,10 @@
 """Opening a run folder for one invocation: the lock, the engine's store, the seed
-and the number of the first new batch file."""
+and the number of the first new batch file; and how its records are read."""
 
 from __future__ import annotations
 
 import random
-import time
+import uuid
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -38,7 +38,8 @@ class RunSession:
 
 def _metadata(settings: GenerateSettings, seed: int) -> dict[str, Any]:
     return {
-        "run_id": f"{int(time.time() * 1000):x}",
+        # uuid4, as for batches: the sandboxes' labels and names are per run
+        "run_id": uuid.uuid4().hex,
         "created_at": datetime.now(UTC).isoformat(),
         "helios_version": __version__,
         "kind": "generate",
@@ -81,14 +82,50 @@ def _open_locked(
     store = RunStore.open_existing(store_dir)
     metadata = store.metadata()
     seed = settings.seed if settings.seed is not None else int(metadata.get("seed", 0))
-    records = store.load_records()
     numbers = set(batch_files(run_dir))
     for path in batch_files(run_dir).values():
         cut_torn_tail(path)
+    records = review_records(run_dir, store.load_records())
     numbers |= {int(r.get("batch_num", -1)) for r in records.values()}
     first = max(numbers, default=-1) + 1
     prior = float(metadata.get("seconds", 0.0)) if resumed else 0.0
     return RunSession(run_dir, store, lock, seed, first, records, prior, resumed, adopt)
+
+
+def review_records(run_dir: Path, records: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """The records, with each verdict that does not hold read as a failure (in memory:
+    the store is append-only), so `--resume` runs its prompt again:
+    - a tombstone of a prompt the model never answered: a discard judges an answer
+      (earlier versions wrote one when a prompt's time ran out before any answer);
+    - a row no longer in its batch file (the file was removed or cut short)."""
+    sizes: dict[str, int] = {}
+
+    def on_disk(record: dict[str, Any]) -> bool:
+        name = Path(str(record["file"])).name
+        if name not in sizes:
+            try:
+                sizes[name] = (run_dir / name).stat().st_size
+            except OSError:
+                sizes[name] = -1
+        return int(record["offset"]) + int(record["length"]) <= sizes[name]
+
+    reviewed: dict[str, dict[str, Any]] = {}
+    for trial_id, record in records.items():
+        status, problem = record.get("status"), None
+        if status == "discarded" and not record.get("api_calls"):
+            problem = ("NoAnswer", "discarded before the model answered; run again")
+        elif status == "ok" and "file" in record and not on_disk(record):
+            problem = ("RowMissing", f"its row is no longer in {record['file']}; run again")
+        if problem is not None:
+            kept = {k: v for k, v in record.items() if k not in _VERDICT_KEYS}
+            record = {**kept, "status": "error",
+                      "error": {"type": problem[0], "message": problem[1], "phase": "record"}}
+        reviewed[trial_id] = record
+    return reviewed
+
+
+#: what a reviewed record loses with its verdict
+_VERDICT_KEYS = frozenset({"status", "reason", "file", "offset", "length", "error"})
 
 
 def save_seconds(session: RunSession, seconds: float) -> None:

@@ -11,13 +11,15 @@ Invariants (see docs/design/invariants.md):
 - a pending unit's leftover folder is moved aside before it runs, never deleted;
 - a result's files are written before its record is appended;
 - a failure while recording, or in a callback, never aborts the batch;
-- after an interrupt the provider's cleanup hook removes this run's sandboxes.
+- after an interrupt the provider's cleanup hook removes this run's sandboxes;
+- before a run with a store starts units, the same hook removes the sandboxes an
+  earlier invocation of the run left (killed with -9, nothing cleaned up): the
+  run's lock is held, so no live process owns any of them. One path for every door.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import errno
 import inspect
 import logging
@@ -249,6 +251,8 @@ class BatchService(Generic[U, R]):
             keep_results=False,
         )
         workers = min(self.options.workers, self.options.n_concurrent, len(plan.pending))
+        if self.store is not None and not self.store.readonly:
+            await self._remove_sandboxes(ctx.run_id, "left by an earlier invocation")
         try:
             if workers > 1:
                 from helios.engine.workers import run_sharded
@@ -322,13 +326,24 @@ class BatchService(Generic[U, R]):
                       unit.label, type(exc).__name__, exc)  # fmt: skip
 
     async def _cleanup_after_interrupt(self, run_id: str) -> None:
+        await asyncio.shield(self._remove_sandboxes(run_id, "after an interrupt"))
+
+    async def _remove_sandboxes(self, run_id: str, why: str) -> None:
+        """The provider's cleanup hook for this run's sandboxes; a failure is logged,
+        never raised (the batch goes on; `helios cleanup` is the fallback)."""
         if self.options.provider is None:
             return
         from helios.environments.registry import provider_class
 
-        with contextlib.suppress(Exception):
+        try:
             provider = provider_class(self.options.provider)
-            await asyncio.shield(provider.cleanup_run(run_id))
+            removed = await provider.cleanup_run(run_id)
+        except Exception as exc:
+            log.info("could not remove the sandboxes of run %s (%s): %s: %s",
+                     run_id, why, type(exc).__name__, exc)  # fmt: skip
+            return
+        if removed:
+            log.info("removed %d sandbox(es) of run %s %s", len(removed), run_id, why)
 
     def _emit(self, event: Any) -> None:
         if self.emit is not None:
