@@ -6,15 +6,16 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from rich.markup import escape
 
 from helios.cli.common import (
     EXIT_BAD_INPUT,
     EXIT_BELOW_THRESHOLD,
     Interrupted,
     err_console,
+    fail,
     handle_errors,
     run_coroutine,
+    shown,
 )
 from helios.cli.options import (
     MODEL_OPTION_NAMES,
@@ -67,7 +68,7 @@ def _execute(
     except Interrupted as exc:
         if runner is not None and runner.run_dir is not None:
             err_console.print(
-                f"resume with the same command plus [bold]--resume {runner.run_dir}[/]",
+                f"resume with the same command plus [bold]--resume {shown(str(runner.run_dir))}[/]",
                 highlight=False,
                 soft_wrap=True,
             )
@@ -76,8 +77,8 @@ def _execute(
         handle_errors(exc, debug)
     if batch.aborted:
         err_console.print(
-            f"[red]stopped early:[/] {escape(batch.aborted)}; fix it, then rerun with "
-            f"--resume {batch.output_dir} --retry-errors",
+            f"[red]stopped early:[/] {shown(batch.aborted)}; fix it, then rerun with "
+            f"--resume {shown(str(batch.output_dir))} --retry-errors",
             highlight=False,
             soft_wrap=True,
         )
@@ -170,8 +171,7 @@ def run_command(
 ) -> None:
     """Run one task and show its result."""
     if not (task / "task.toml").is_file():
-        err_console.print(f"[red]error:[/] {task}/task.toml not found: not a task folder")
-        raise typer.Exit(2)
+        fail(f"{task}/task.toml not found: not a task folder")
     parsed = _agent_and_model(locals(), debug)
     settings = _settings(
         debug, n_concurrent=1, n_attempts=n_attempts, agent=agent, provider=provider,
@@ -182,4 +182,4 @@ def run_command(
     if batch.output_dir is not None:
         for result in batch.results:
             folder = batch.output_dir / result.folder
-            err_console.print(f"trial files: {folder}", highlight=False, soft_wrap=True)
+            err_console.print(f"trial files: {shown(str(folder))}", highlight=False, soft_wrap=True)

@@ -12,13 +12,19 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from rich.console import Console
-from rich.markup import escape
 from rich.table import Table
 
-from helios.cli.common import EXIT_BAD_INPUT, Interrupted, err_console, fail, handle_errors
+from helios.cli.common import (
+    EXIT_BAD_INPUT,
+    Interrupted,
+    err_console,
+    fail,
+    handle_errors,
+    shown,
+)
 from helios.cli.common import run_coroutine as run_async
 from helios.datagen.settings import HERMES_DEFAULT_MODEL, load_prefill, split_list
+from helios.display.console import SafeConsole, plain
 
 
 def _opt(*names: str, help: str) -> Any:
@@ -151,7 +157,7 @@ def _run(options: dict[str, Any], prefill: Path | None, resume: bool, debug: boo
         handle_errors(exc, debug)
     if result.aborted:
         err_console.print(
-            f"[red]stopped early:[/] {escape(result.aborted)}; fix it, then rerun with --resume",
+            f"[red]stopped early:[/] {shown(result.aborted)}; fix it, then rerun with --resume",
             highlight=False, soft_wrap=True,
         )  # fmt: skip
         raise typer.Exit(EXIT_BAD_INPUT)
@@ -173,12 +179,12 @@ def _list(distributions_file: Path | None, debug: bool) -> None:
         table.add_column(column)
     for name, dist in sorted({**BUILTIN, **extra}.items()):
         mark = " (file)" if name in extra else ""
-        table.add_row(name + mark, describe(dist), dist.description)
-    console = Console()
+        table.add_row(plain(name + mark), plain(describe(dist)), plain(dist.description))
+    console = SafeConsole()
     console.print(table)
     reason = get_toolset("web").unavailable_reason()
     if reason:
-        console.print(f"[yellow]web toolset unavailable here:[/] {escape(reason)}",
+        console.print(f"[yellow]web toolset unavailable here:[/] {shown(reason)}",
                       highlight=False, soft_wrap=True)  # fmt: skip
 
 
@@ -196,4 +202,4 @@ def export_command(
         target, count = export_run(run, fmt, output)
     except Exception as exc:
         handle_errors(exc, debug)
-    Console().print(f"{count} rows → {target}", highlight=False, soft_wrap=True)
+    SafeConsole().print(f"{count} rows → {shown(str(target))}", highlight=False, soft_wrap=True)

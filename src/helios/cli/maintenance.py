@@ -5,12 +5,11 @@ from __future__ import annotations
 from typing import Annotated
 
 import typer
-from rich.console import Console
-from rich.markup import escape
 
-from helios.cli.common import Interrupted, err_console, handle_errors, run_coroutine
+from helios.cli.common import Interrupted, err_console, handle_errors, run_coroutine, shown
+from helios.display.console import SafeConsole
 
-console = Console()
+console = SafeConsole()
 
 
 def cleanup_command(
@@ -38,7 +37,7 @@ def cleanup_command(
             containers = await DockerEnvironment.cleanup_run(run, force=force)
         except Exception as exc:
             err_console.print(
-                f"[yellow]docker skipped:[/] {escape(str(exc))}", highlight=False, soft_wrap=True
+                f"[yellow]docker skipped:[/] {shown(str(exc))}", highlight=False, soft_wrap=True
             )
             containers = []
         removed_images = await remove_images() if images else []

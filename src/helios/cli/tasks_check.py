@@ -7,18 +7,17 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.console import Console
-from rich.markup import escape
 from rich.table import Table
 
-from helios.cli.common import Interrupted, handle_errors, run_coroutine
+from helios.cli.common import Interrupted, handle_errors, run_coroutine, shown
+from helios.display.console import SafeConsole, plain
 from helios.environments.registry import provider_class
 from helios.tasks.features import caveats, features_used
 from helios.tasks.plan import LoadedTasks, load_tasks, resolve_task_dirs
 from helios.tasks.runner import ParallelRunner
 from helios.tasks.summary import BatchResult
 
-console = Console()
+console = SafeConsole()
 
 
 def tasks_check_command(
@@ -49,7 +48,7 @@ def tasks_check_command(
     _skipped(loaded)
     n_broken = len(broken) + len(loaded.invalid)
     if n_broken:
-        names = ", ".join(broken + [b.path for b in loaded.invalid])
+        names = shown(", ".join(broken + [b.path for b in loaded.invalid]))
         console.print(f"[red]{n_broken} broken task(s)[/]: {names}", highlight=False)
         raise typer.Exit(1)
     suffix = f" ({len(loaded.unsupported)} unsupported, not run)" if loaded.unsupported else ""
@@ -80,24 +79,24 @@ def _features_table(loaded: LoadedTasks, provider: str) -> None:
     for task in loaded.tasks:
         used = ", ".join(features_used(task)) or "-"
         notes = "; ".join(caveats(task, cls)) or "-"
-        table.add_row(task.name, used, notes)
+        table.add_row(plain(task.name), plain(used), plain(notes))
     for skipped in loaded.unsupported:
-        reasons = escape("; ".join(skipped.reasons))
-        table.add_row(Path(skipped.path).name, "-", f"[yellow]{reasons}[/]")
+        reasons = plain("; ".join(skipped.reasons), style="yellow")
+        table.add_row(plain(Path(skipped.path).name), "-", reasons)
     if table.rows:
         console.print(table)
 
 
 def _skipped(loaded: LoadedTasks) -> None:
     for bad in loaded.invalid:
-        console.print(f"[red]invalid[/] {escape(bad.error)}", highlight=False, soft_wrap=True)
+        console.print(f"[red]invalid[/] {shown(bad.error)}", highlight=False, soft_wrap=True)
     for task in loaded.unsupported:
         console.print(
-            f"[yellow]unsupported task[/] {escape(task.error)}", highlight=False, soft_wrap=True
+            f"[yellow]unsupported task[/] {shown(task.error)}", highlight=False, soft_wrap=True
         )
     unknown = loaded.unknown_keys_line()
     if unknown is not None:
-        console.print(f"[yellow]warning[/] {escape(unknown)}", highlight=False, soft_wrap=True)
+        console.print(f"[yellow]warning[/] {shown(unknown)}", highlight=False, soft_wrap=True)
 
 
 def _rewards(batch: BatchResult) -> dict[str, float]:
@@ -120,7 +119,7 @@ def _report(oracle: BatchResult, nop: BatchResult) -> list[str]:
             problems.append("nop passes: the test accepts the initial state")
         if problems:
             broken.append(name)
-        verdict = "[green]healthy[/]" if not problems else "[red]" + "; ".join(problems) + "[/]"
-        table.add_row(name, f"{o:g}", f"{n:g}", verdict)
+        verdict = plain("healthy", "green") if not problems else plain("; ".join(problems), "red")
+        table.add_row(plain(name), f"{o:g}", f"{n:g}", verdict)
     console.print(table)
     return broken

@@ -19,6 +19,7 @@ from helios.cli.common import (
     run_coroutine,
 )
 from helios.cli.options import DebugOpt
+from helios.text import visible
 from helios.toolcalls.types import BatchResult
 
 
@@ -76,13 +77,15 @@ def toolcalls_command(
         from helios.toolcalls.report import write_report
 
         try:
-            typer.echo(f"report written to {write_report(report, entries)}")
+            typer.echo(visible(f"report written to {write_report(report, entries)}"))
         except OSError as exc:
             fail(f"{report}: {exc.strerror or exc}")
     raise typer.Exit(EXIT_OK if batch.passed else EXIT_BELOW_THRESHOLD)
 
 
 def _print(batch: BatchResult, test_ids: list[str], quiet: bool) -> list[tuple[str, BatchResult]]:
+    """The per-test summaries and the table. Test ids, prompts and tool names come
+    from the config and the agent: their control characters are shown."""
     from helios.toolcalls.report import terminal_summary
 
     entries = []
@@ -91,8 +94,8 @@ def _print(batch: BatchResult, test_ids: list[str], quiet: bool) -> list[tuple[s
         result = BatchResult(runs=runs)
         entries.append((test_id, result))
         if not quiet:
-            typer.echo(f"\n{test_id}")
-            typer.echo(result.summary())
-    typer.echo(terminal_summary(entries))
+            typer.echo("\n" + visible(test_id, one_line=True))
+            typer.echo(visible(result.summary()))
+    typer.echo(visible(terminal_summary(entries)))
     return entries
 

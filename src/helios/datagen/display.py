@@ -8,14 +8,16 @@ import time
 from types import TracebackType
 
 from rich.console import Console, RenderableType
-from rich.markup import escape
 from rich.panel import Panel
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from rich.table import Table
+from rich.text import Text
 
 from helios.datagen.statistics import RunTotals
+from helios.display.console import markup_safe
 from helios.display.progress import BatchProgress
 from helios.models.services import ModelServices
+from helios.text import visible
 
 
 class GenerateProgress(BatchProgress):
@@ -63,8 +65,8 @@ class GenerateProgress(BatchProgress):
         if self.quiet or passed:
             return
         mark = "[yellow]–[/]" if detail.startswith("discarded") else "[red]✗[/]"
-        self.console.print(f"{mark} {escape(label)} {escape(detail)}", highlight=False,
-                           soft_wrap=True)  # fmt: skip
+        self.console.print(f"{mark} {markup_safe(label)} {markup_safe(detail)}",
+                           highlight=False, soft_wrap=True)  # fmt: skip
 
     def __exit__(
         self,
@@ -90,8 +92,8 @@ def final_table(run: RunTotals, *, merged: int, failures: int, tombstones: int) 
     for name, stats in sorted(run.tools.items(), key=lambda item: -item[1]["count"]):
         calls = stats["success"] + stats["failure"]
         rate = f"{stats['success'] / calls:.1%}" if calls else "–"
-        tools.add_row(name, str(stats["count"]), str(stats["success"]), str(stats["failure"]),
-                      rate)  # fmt: skip
+        tools.add_row(Text(visible(name, one_line=True)), str(stats["count"]),
+                      str(stats["success"]), str(stats["failure"]), rate)  # fmt: skip
     if not run.tools:
         tools.add_row("(no tool calls)", "", "", "", "")
     coverage = run.turns_with_reasoning / run.turns if run.turns else 0.0

@@ -23,7 +23,7 @@ from helios.models.base import GenerationConfig, ReasoningEffort
 from helios.models.pricing import PriceTable
 from helios.models.routing import ModelSpec
 from helios.models.services import ModelServices, open_model_services
-from helios.secrets import register_secret
+from helios.secrets import public_url, register_secret, register_url
 
 #: host suffix → (Helios provider, key variable); anything else is "openai-compatible"
 KNOWN_ENDPOINTS = (
@@ -68,13 +68,16 @@ def open_services(s: GenerateSettings) -> ModelServices:
             generation=generation_config(s, provider), prices_path=s.prices,
         )  # fmt: skip
     url = s.base_url or OPENROUTER_URL
+    register_url(url)  # a key in the URL's userinfo is a key like any other
     if urlsplit(url).scheme not in ("http", "https"):
-        raise ConfigError(f"--base_url must be an http(s) URL, got {url!r}", field="--base_url")
+        raise ConfigError(f"--base_url must be an http(s) URL, got {public_url(url)!r}",
+                          field="--base_url")  # fmt: skip
     provider, variable = endpoint_kind(url)
     key = s.api_key or os.environ.get(variable) or None
     if key is None and provider != "openai-compatible":
         raise ConfigError(
-            f"no API key for {url}: set {variable} or pass --api_key", field="--api_key"
+            f"no API key for {public_url(url)}: set {variable} or pass --api_key",
+            field="--api_key",
         )
     register_secret(key)
     spec = ModelSpec(provider, s.model, "openai", url, key)

@@ -16,7 +16,6 @@ from types import TracebackType
 
 from rich.console import Console, Group, RenderableType
 from rich.live import Live
-from rich.markup import escape
 from rich.panel import Panel
 from rich.progress import (
     BarColumn,
@@ -29,6 +28,7 @@ from rich.progress import (
 from rich.table import Table
 from rich.text import Text
 
+from helios.display.console import SafeConsole, markup_safe
 from helios.engine.events import (
     BatchPlanned,
     Event,
@@ -38,6 +38,7 @@ from helios.engine.events import (
     TrialStarted,
     TurnStarted,
 )
+from helios.text import visible
 
 
 @dataclass
@@ -50,17 +51,19 @@ class _Running:
 
 def default_console() -> Console:
     """The terminal's width on a terminal; elsewhere (logs, pipes) wide enough that
-    paths and error lines are not cut to 80 columns."""
-    console = Console()
-    return console if console.is_terminal else Console(width=max(console.width, 160))
+    paths and error lines are not cut to 80 columns. It shows control characters
+    (`SafeConsole`)."""
+    console = SafeConsole()
+    return console if console.is_terminal else SafeConsole(width=max(console.width, 160))
 
 
 def header_panel(title: str, rows: dict[str, str]) -> Panel:
+    """A run's header; the values are plain text (paths, names), never markup."""
     table = Table.grid(padding=(0, 2))
     table.add_column(style="bold cyan")
     table.add_column()
     for key, value in rows.items():
-        table.add_row(key, value)
+        table.add_row(key, Text(visible(value, one_line=True)))
     return Panel(table, title=title, expand=False, border_style="cyan")
 
 
@@ -115,7 +118,7 @@ class BatchProgress:
             done = self.passed + self.failed
             total = self._progress.tasks[0].total
             extra = f" · {self.extra_source()}" if self.extra_source is not None else ""
-            line = f"{done}/{total:g} Passed: {self.passed} | Failed: {self.failed}{extra}"
+            line = visible(f"{done}/{total:g} Passed: {self.passed} | Failed: {self.failed}{extra}")
             self.console.print(line, highlight=False, soft_wrap=True, markup=False)
 
     def __rich__(self) -> RenderableType:
@@ -167,8 +170,8 @@ class BatchProgress:
             return
         mark = "[green]✓[/]" if passed else "[red]✗[/]"
         # Under Live the same console prints above the live region.
-        self.console.print(f"{mark} {escape(label)} {escape(detail)}", highlight=False,
-                           soft_wrap=True)  # fmt: skip
+        self.console.print(f"{mark} {markup_safe(label)} {markup_safe(detail)}",
+                           highlight=False, soft_wrap=True)  # fmt: skip
 
     def _running_table(self) -> Table:
         table = Table(box=None, show_header=False, padding=(0, 1))
@@ -178,10 +181,10 @@ class BatchProgress:
             elapsed = int(now - row.since)
             table.add_row(
                 Text("⠿", style="yellow"),
-                Text(row.label),
+                Text(visible(row.label, one_line=True)),
                 Text(row.phase, style="magenta"),
                 Text(f"{elapsed // 60:02d}:{elapsed % 60:02d}", style="dim"),
-                Text(row.note, style="dim"),
+                Text(visible(row.note, one_line=True), style="dim"),
             )
         if len(rows) > self.max_rows:
             table.add_row("", Text(f"… and {len(rows) - self.max_rows} more", style="dim"))

@@ -11,6 +11,10 @@ Errors are typed exactly as the SDKs' were mapped (`sdk_errors`): refused or
 unresolvable endpoints are `ConnectionFailed`; timeouts, dropped connections,
 408/409/5xx and unparseable bodies `TransientError`; 429 `RateLimitError` with
 Retry-After; 401/403 `AuthError`; context overflow `ContextWindowError`.
+
+Credentials in the URL's userinfo (`http://user:key@host/v1`) are sent as HTTP
+Basic auth, in place of the client's Authorization header (as httpx, and so the
+SDKs, do); the URL itself is kept and shown without them.
 """
 
 from __future__ import annotations
@@ -19,13 +23,14 @@ import asyncio
 import json
 from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
-from urllib.parse import urlsplit
+from urllib.parse import unquote, urlsplit
 
 import aiohttp
 import msgspec
 
 from helios.models.errors import ConnectionFailed, ModelError, TransientError
 from helios.models.sdk_errors import status_error, unreachable_reason
+from helios.secrets import public_url, register_secret, register_url
 
 T = TypeVar("T")
 
@@ -34,8 +39,15 @@ class JsonEndpoint:
     """POSTs JSON bodies to one base URL with fixed headers (auth, versions)."""
 
     def __init__(self, base_url: str, headers: Mapping[str, str]) -> None:
-        self.base_url = base_url.rstrip("/")
+        register_url(base_url)
+        self.base_url = public_url(base_url).rstrip("/")
         self.headers = {"Content-Type": "application/json", **headers}
+        parts = urlsplit(base_url)
+        if parts.username is not None:
+            # aiohttp refuses credentials in the URL beside an Authorization header.
+            basic = aiohttp.BasicAuth(unquote(parts.username), unquote(parts.password or ""))
+            self.headers["Authorization"] = basic.encode()
+            register_secret(self.headers["Authorization"].removeprefix("Basic "))
         self._session: aiohttp.ClientSession | None = None
 
     @property
@@ -71,7 +83,7 @@ class JsonEndpoint:
             raise _status_error(status, raw, headers)
         try:
             parsed = msgspec.json.decode(raw)
-        except (ValueError, msgspec.DecodeError):
+        except (ValueError, RecursionError):  # DecodeError is a ValueError; deep nesting
             raise TransientError(f"malformed response: {raw[:200]!r}") from None
         if not isinstance(parsed, dict):
             raise TransientError(f"malformed response: not a JSON object: {raw[:200]!r}")
@@ -86,7 +98,8 @@ class JsonEndpoint:
         reply = await self.post(path, body, timeout)
         try:
             return parse(reply)
-        except (AttributeError, TypeError, ValueError, KeyError) as exc:
+        except (AttributeError, TypeError, ValueError, KeyError, OverflowError,
+                RecursionError) as exc:  # fmt: skip
             raise TransientError(f"malformed response: {type(exc).__name__}: {exc}") from None
 
     async def close(self) -> None:
@@ -106,7 +119,7 @@ def _error_text(raw: bytes) -> tuple[str, str]:
     """The provider's error message and code from an error body (OpenAI's or Anthropic's)."""
     try:
         body = json.loads(raw)
-    except ValueError:
+    except (ValueError, RecursionError):
         return " ".join(raw[:400].decode("utf-8", "replace").split()), ""
     inner = body.get("error", body) if isinstance(body, dict) else None
     if not isinstance(inner, dict):

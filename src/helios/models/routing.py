@@ -16,7 +16,7 @@ from typing import Literal
 from urllib.parse import urlparse
 
 from helios.errors import ConfigError
-from helios.secrets import register_secret
+from helios.secrets import public_url, register_secret, register_url
 
 Api = Literal["openai", "anthropic"]
 
@@ -99,7 +99,7 @@ def _check_url(url: str, source: str) -> None:
     parsed = urlparse(url)
     if parsed.scheme not in ("http", "https") or not parsed.netloc:
         raise ConfigError(
-            f"{source} {url!r} is not an http(s) URL (e.g. http://127.0.0.1:8000/v1)",
+            f"{source} {public_url(url)!r} is not an http(s) URL (e.g. http://127.0.0.1:8000/v1)",
             field="--base-url",
         )
 
@@ -124,6 +124,7 @@ def resolve_model(
     # <PROVIDER>_BASE_URL (e.g. ANTHROPIC_BASE_URL, as the SDKs read it) points a provider
     # at a proxy or a local server without changing code.
     url = base_url or env.get(base_url_variable(provider_name)) or info.base_url
+    register_url(url)  # a key in the URL's userinfo is a key like any other
     if url is not None:
         _check_url(url, "--base-url" if base_url else base_url_variable(provider_name))
     if info.needs_base_url and not url:

@@ -14,6 +14,7 @@ from typing import Any
 
 from helios.engine.store import write_json_atomic
 from helios.secrets import redact_value
+from helios.text import visible
 from helios.toolcalls.types import BatchResult, EvalResult, SingleRunResult
 
 Result = EvalResult | BatchResult
@@ -81,7 +82,9 @@ def report_document(entries: Sequence[Entry]) -> dict[str, Any]:
 
 
 def terminal_summary(entries: Sequence[Entry], title: str = "tool-call tests") -> str:
-    """One line per test (PASS/FAIL, match rate, k/n runs), then the failures' details."""
+    """One line per test (PASS/FAIL, match rate, k/n runs), then the failures' details.
+    For a terminal: test ids, prompts and calls have their control characters shown."""
+    entries = [(visible(name, one_line=True), result) for name, result in entries]
     width = max(len(name) for name, _ in entries)
     lines = ["", "=" * 60, title.upper(), "=" * 60]
     for name, result in entries:
@@ -99,7 +102,7 @@ def terminal_summary(entries: Sequence[Entry], title: str = "tool-call tests") -
         for name, result in failures:
             lines += ["", f"  {name}:"]
             lines += [f"  {line}" for line in result.summary().splitlines()]
-    return "\n".join(lines)
+    return visible("\n".join(lines))
 
 
 def write_report(path: str | Path, entries: Sequence[Entry]) -> Path:
