@@ -1,26 +1,18 @@
-"""The `helios` command's entry point: signal handlers first, then everything else.
+"""The `helios` command's entry point: the signal watch first, then everything else.
 
 Importing the app takes a moment; a Ctrl-C or SIGTERM in that moment must end
 the process with exit 130 and one line, not a traceback or 143. Nothing has
-started yet, so there is nothing to clean up.
+started yet, so there is nothing to clean up. From here on a thread of its own
+sees every interrupt (`helios.cli.interrupts`).
 """
 
 from __future__ import annotations
 
-import os
-import signal
-from types import FrameType
-
-
-def early_exit(signum: int, frame: FrameType | None) -> None:
-    name = "SIGTERM" if signum == signal.SIGTERM else "Ctrl-C"
-    os.write(2, f"interrupted ({name}) before anything started\n".encode())
-    os._exit(130)
-
 
 def main() -> None:
-    signal.signal(signal.SIGINT, early_exit)
-    signal.signal(signal.SIGTERM, early_exit)
+    from helios.cli.interrupts import SignalWatch
+
+    SignalWatch.install()
     from helios.cli.app import main as app_main
 
     app_main()
