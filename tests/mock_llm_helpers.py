@@ -115,3 +115,24 @@ def http_json(url: str, payload: Any | None = None) -> tuple[int, Any]:
             return resp.status, json.loads(resp.read())
     except urllib.error.HTTPError as exc:
         return exc.code, json.loads(exc.read())
+
+
+async def ask_once(base_url: str, api: str) -> object:
+    """One "hi" to a loopback server through Helios's own client of `api` ("openai" or
+    "anthropic"): the ModelResponse, or the exception it raised (its type is what the
+    callers check)."""
+    from helios.models.base import GenerationConfig, Message
+    from helios.models.routing import resolve_model
+    from helios.models.services import create_model
+
+    if api == "openai":
+        spec = resolve_model("openai-compatible/m", base_url=f"{base_url}/v1", api_key="k")
+    else:
+        spec = resolve_model("anthropic/m", base_url=base_url, api_key="k")
+    model = create_model(spec)
+    try:
+        return await model.generate([Message("user", "hi")], [], GenerationConfig(timeout=10))
+    except Exception as exc:
+        return exc
+    finally:
+        await model.close()

@@ -21,16 +21,16 @@ from hypothesis import strategies as st
 
 from helios.datagen.dataset import load_dataset
 from helios.errors import HeliosError, InputError, RewardFileInvalid, RewardFileMissing
-from helios.models.base import GenerationConfig, Message, ModelResponse
+from helios.models.base import ModelResponse
 from helios.models.errors import ModelError
-from helios.models.routing import resolve_model
-from helios.models.services import create_model
 from helios.safe_json import JsonValueError, parse_json
 from helios.safe_yaml import load_yaml
 from helios.tasks.plan import load_tasks
 from helios.tasks.verifier import primary_reward, read_rewards
 from helios.testing.loopback import LoopbackServer
 from helios.toolcalls.config import load_config
+
+from .mock_llm_helpers import ask_once
 
 FUZZ = settings(max_examples=200, deadline=None, derandomize=True, database=None,
                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
@@ -326,18 +326,7 @@ def test_model_replies(
 
 
 async def _ask(server: RawReplies, api: str) -> object:
-    if api == "openai":
-        spec = resolve_model("openai-compatible/m", base_url=f"{server.base_url}/v1",
-                             api_key="k")  # fmt: skip
-    else:
-        spec = resolve_model("anthropic/m", base_url=server.base_url, api_key="k")
-    model = create_model(spec)
-    try:
-        return await model.generate([Message("user", "hi")], [], GenerationConfig(timeout=10))
-    except Exception as exc:  # the type is what the test checks
-        return exc
-    finally:
-        await model.close()
+    return await ask_once(server.base_url, api)
 
 
 @FUZZ

@@ -28,6 +28,11 @@ class Stuck:
         time.sleep(600)
         return toolcalls.AgentResponse(tool_calls=[])
 '''
+SLOW_IMPORT = """
+import pathlib, time
+pathlib.Path("{marker}").write_text("in")
+time.sleep(600)
+"""
 CONFIG = """
 synthesizer: {name: "stuck_agent:Synth"}
 agent: stuck_agent:Stuck
@@ -52,21 +57,21 @@ def _wait_for(path: Path, proc: subprocess.Popen[bytes], seconds: float) -> None
         time.sleep(0.05)
 
 
-def _start(tmp_path: Path) -> tuple[subprocess.Popen[bytes], Path]:
-    marker = tmp_path / "marker"
-    (tmp_path / "stuck_agent.py").write_text(AGENT.replace("{marker}", str(marker)))
-    (tmp_path / "c.yaml").write_text(textwrap.dedent(CONFIG))
+def _helios_toolcalls(tmp_path: Path, module: str, code: str) -> subprocess.Popen[bytes]:
+    """`helios toolcalls` on CONFIG with its agent from `module` (`code`), started once
+    `code` has written the marker."""
+    (tmp_path / f"{module}.py").write_text(code.replace("{marker}", str(tmp_path / "marker")))
+    (tmp_path / "c.yaml").write_text(textwrap.dedent(CONFIG).replace("stuck_agent", module))
     proc = subprocess.Popen(
         [sys.executable, "-m", "helios", "toolcalls", "--config", str(tmp_path / "c.yaml")],
-        cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-        env=_env(tmp_path),
+        cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=_env(tmp_path),
     )  # fmt: skip
-    _wait_for(marker, proc, 60)
-    return proc, marker
+    _wait_for(tmp_path / "marker", proc, 60)
+    return proc
 
 
 def test_sigterm_ends_a_run_whose_loop_is_blocked_in_c(tmp_path: Path) -> None:
-    proc, _ = _start(tmp_path)
+    proc = _helios_toolcalls(tmp_path, "stuck_agent", AGENT)
     sent = time.monotonic()
     proc.send_signal(signal.SIGTERM)
     try:
@@ -83,7 +88,7 @@ def test_sigterm_ends_a_run_whose_loop_is_blocked_in_c(tmp_path: Path) -> None:
 
 
 def test_a_second_signal_ends_a_blocked_run_at_once(tmp_path: Path) -> None:
-    proc, _ = _start(tmp_path)
+    proc = _helios_toolcalls(tmp_path, "stuck_agent", AGENT)
     sent = time.monotonic()
     proc.send_signal(signal.SIGINT)  # two different signals: never merged into one
     proc.send_signal(signal.SIGTERM)
@@ -96,17 +101,7 @@ def test_a_second_signal_ends_a_blocked_run_at_once(tmp_path: Path) -> None:
 def test_sigterm_outside_a_run_exits_at_once(tmp_path: Path) -> None:
     """While inputs are read (here: a module import stuck in C), there is nothing in
     flight: exit 130 with one line."""
-    marker = tmp_path / "marker"
-    (tmp_path / "slow_import.py").write_text(
-        f"import pathlib, time\npathlib.Path({str(marker)!r}).write_text('in')\ntime.sleep(600)\n"
-    )
-    (tmp_path / "c.yaml").write_text(textwrap.dedent(CONFIG).replace("stuck_agent", "slow_import"))
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "helios", "toolcalls", "--config", str(tmp_path / "c.yaml")],
-        cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-        env=_env(tmp_path),
-    )  # fmt: skip
-    _wait_for(marker, proc, 60)
+    proc = _helios_toolcalls(tmp_path, "slow_import", SLOW_IMPORT)
     sent = time.monotonic()
     proc.send_signal(signal.SIGTERM)
     _, err = proc.communicate(timeout=15)
