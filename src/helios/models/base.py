@@ -7,6 +7,7 @@ conversation costs O(new messages) of conversion per turn, not O(all).
 
 from __future__ import annotations
 
+import hashlib
 import time
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
@@ -27,6 +28,20 @@ class ToolCall:
     raw_arguments: str = ""
 
 
+@dataclass(frozen=True, slots=True)
+class ImageRef:
+    """An image in a conversation (a screenshot): its bytes, kept once, and its
+    content hash, which names its file in a trajectory (`agent/images/<sha256>.png`)."""
+
+    data: bytes
+    media_type: str = "image/png"
+    sha256: str = ""
+
+    @classmethod
+    def of(cls, data: bytes, media_type: str = "image/png") -> ImageRef:
+        return cls(data, media_type, hashlib.sha256(data).hexdigest())
+
+
 @dataclass(slots=True)
 class Message:
     role: Role
@@ -36,6 +51,9 @@ class Message:
     tool_call_id: str | None = None
     #: for role "tool": the call failed (Anthropic's is_error)
     is_error: bool = False
+    #: images after the text (a tool's screenshot, a user's picture); a client that
+    #: sends only some (the last K screenshots) sends a placeholder for the others
+    images: list[ImageRef] = field(default_factory=list)
     reasoning: str | None = None
     #: provider-specific content that must be sent back verbatim (Anthropic
     #: thinking blocks with signatures); opaque to everything else
