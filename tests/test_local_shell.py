@@ -13,8 +13,8 @@ import pytest
 
 from helios._proc import OUTPUT_CAP
 from helios.environments._local_cleanup import sandbox_processes
-from helios.environments._shell import ENV_SWITCH, server_program
 from helios.environments._shell_native import native_server
+from helios.environments._shell_program import ENV_SWITCH, server_program
 from helios.environments.local import LocalEnvironment
 from helios.environments.spec import SandboxSpec
 from helios.errors import EnvironmentExecError

@@ -19,8 +19,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from helios.environments import _shell_native
-from helios.environments._shell import ENV_SWITCH, server_program
 from helios.environments._shell_native import SERVER_MOUNT, native_server, static_server
+from helios.environments._shell_program import ENV_SWITCH, server_program
 from helios.environments.local import LocalEnvironment
 from helios.environments.spec import SandboxSpec
 
@@ -235,7 +235,8 @@ def server_binary(tmp_path_factory: pytest.TempPathFactory, bwrap_available: boo
 
 
 def test_the_server_frames_a_command_in_a_bare_namespace(server_binary: Path) -> None:
-    fields = [b"5.0", b"echo hi; echo oops >&2; exit 7", b"", b"1", b"PATH", b"/usr/bin:/bin"]
+    fields = [b"run", b"5.0", b"echo hi; echo oops >&2; exit 7", b"", b"1", b"PATH",
+              b"/usr/bin:/bin"]  # fmt: skip
     done = _serve(server_binary, b"".join(b"%d\n%s" % (len(f), f) for f in fields))
     assert done.returncode == 0
     out = done.stdout

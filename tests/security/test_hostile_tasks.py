@@ -22,7 +22,8 @@ from .hostile import HOST_REWARD, KEY_CANARY, Context, catalogue
 from .hostile_batch import BatchOutcome, run_hostile_batch
 
 #: docker twice: its containers' init is Helios's shell server, or (`docker-api`, as
-#: for a remote daemon) `sleep`, with each command a request to the Engine API
+#: for a remote daemon) the image's `sh` waiting on a `sleep`, with each command a
+#: request to the Engine API
 PROVIDERS = ("local", "docker", "docker-api")
 #: which providers each hostile task is meant for (a placeholder context: only the names count)
 _NOWHERE = Path("/nonexistent")

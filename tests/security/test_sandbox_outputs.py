@@ -25,7 +25,7 @@ from typing import Any
 import pytest
 
 from helios.environments import _safe_copy
-from helios.environments._shell import ENV_SWITCH, server_program
+from helios.environments._shell_program import ENV_SWITCH, server_program
 from helios.tasks.runner import ParallelRunner
 
 from ..conftest import _need

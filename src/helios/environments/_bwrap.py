@@ -6,7 +6,10 @@ What the sandbox sees:
   are symlinks; in the sandbox they are read-only binds of their targets on
   folders of the trial root. Such a folder is a mount point in every exec,
   so the agent can neither repoint nor rename it (an ld.so swap needs that);
-- a fresh /proc, a read-only /dev with a /dev/shm; no network, unless the
+- a fresh /proc, a read-only /dev with a /dev/shm; at `EXCHANGE_MOUNT` the
+  sandbox's exchange folder (`Environment.exchange_dir`), a folder of the root
+  hidden under /dev like /dev/shm's, so the host's path to it runs through
+  nothing the agent can replace; no network, unless the
   task's network is public (`--share-net`: the host's network). When the root
   is Helios's tmpfs (Helios is root), /dev/shm is a folder of it, hidden under
   /dev (`SHM_FOLDER`), so its size and inode bounds hold there too: a tmpfs of
@@ -35,6 +38,9 @@ SANDBOX_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 TRANSFER_MOUNT = "/.helios-transfer"
 #: the root's folder that is the sandbox's /dev/shm (/dev covers it inside)
 SHM_FOLDER = "dev/shm"
+#: the root's folder shared with the host for sockets, and where the sandbox sees it
+EXCHANGE_FOLDER = "dev/.helios-exchange"
+EXCHANGE_MOUNT = "/run/helios"
 #: the host user a sandbox runs as when Helios is root
 SANDBOX_UID = 65534
 SANDBOX_GID = 65534
@@ -106,6 +112,7 @@ class BwrapCall:
             *[arg for source, dest in self.extra_binds for arg in ("--ro-bind", source, dest)],
             "--proc", "/proc", "--dev", "/dev", "--remount-ro", "/dev",
             *self._shm(),
+            "--bind", str(self.root / EXCHANGE_FOLDER), EXCHANGE_MOUNT,
             *self._transfer(),
             "--chdir", "/", "--clearenv",
             *(["--setenv", "HELIOS_EXEC", self.marker, "--unsetenv", "HELIOS_EXEC"]

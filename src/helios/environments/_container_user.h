@@ -1,7 +1,6 @@
 /*
  * Container mode of the shell server (`_shell_server.c` includes this after its
- * Command type): who a command runs as, its environment, and the "stop" that
- * kills everything else in the container.
+ * Command type): who a command or a service runs as, and its environment.
  *
  * Users are looked up as the docker daemon does for `docker exec -u SPEC`
  * (moby's GetExecUser): SPEC is `user[:group]`, each a name or a number, read
@@ -21,13 +20,6 @@ typedef struct {
     char home[512];
     char name[256];
 } User;
-
-static int is_number(const char *text) {
-    if (*text == '\0') return 0;
-    for (; *text; text++)
-        if (*text < '0' || *text > '9') return 0;
-    return 1;
-}
 
 /* Split a colon-separated line in place into at most `max` fields. */
 static int split_fields(char *line, char **fields, int max) {
@@ -191,44 +183,52 @@ static int spawn_as(Command *cmd, const char *script, char **request_env, int fe
     return adopt_command(cmd, out, err, in, feed, pid < 0);
 }
 
-/* Orphans the server inherited that have already ended (the living stay). */
-static void reap_exited(void) {
-    while (waitpid(-1, NULL, WNOHANG) > 0) {
+/* A service as `user` (see `start_service`): its own session, stdin /dev/null,
+ * its log opened as that user. 0 and its pid, or -1 and why in `why`. */
+static int spawn_service_as(pid_t *out, const char *script, char **request_env, const char *log,
+                            const User *user, char *why, size_t why_size) {
+    int report[2];
+    if (pipe2(report, O_CLOEXEC) != 0) {
+        snprintf(why, why_size, "no pipe: %s", strerror(errno));
+        return -1;
     }
-}
-
-/* Processes of this pid namespace other than this server, as /proc lists them. */
-static int count_others(void) {
-    DIR *proc = opendir("/proc");
-    if (proc == NULL) return -1;
-    int count = 0;
-    struct dirent *entry;
-    while ((entry = readdir(proc)) != NULL)
-        if (is_number(entry->d_name) && strcmp(entry->d_name, "1") != 0) count++;
-    closedir(proc);
-    return count;
-}
-
-/* Kill every other process (a pid namespace's init reaches all of them with
- * kill(-1), and nothing can fork once SIGKILL is pending), reap them, and
- * answer 0 only when /proc shows none left. */
-static void stop_all(double limit) {
-    double until = now() + (limit > 0 ? limit : STOP_SECONDS);
-    int left;
-    while (1) {
-        kill(-1, SIGKILL);
-        reap_exited();
-        left = count_others();
-        if (left == 0 || now() >= until) break;
-        usleep(1000);
+    char **envp = command_env(request_env, user);
+    pid_t pid = fork();
+    if (pid == 0) {
+        const char *fail = NULL;
+        int null = open("/dev/null", O_RDONLY);
+        if (setsid() < 0 || null < 0 || dup2(null, 0) < 0 || chdir("/") != 0)
+            fail = "cannot set up its session";
+        else if (setgroups((size_t)user->ngroups, user->groups) != 0 || setgid(user->gid) != 0 ||
+                 setuid(user->uid) != 0)
+            fail = "cannot switch to the asked user";
+        else {
+            int log_fd = open_log(log, &fail);
+            if (log_fd >= 0 && (dup2(log_fd, 1) < 0 || dup2(log_fd, 2) < 0))
+                fail = "cannot write its log";
+        }
+        if (fail == NULL) {
+            signal(SIGPIPE, SIG_DFL);
+            signal(SIGXFSZ, SIG_DFL);
+            char *argv[] = {"sh", "-c", (char *)script, NULL};
+            execve("/bin/sh", argv, envp);
+            fail = "cannot run /bin/sh";
+        }
+        (void)!write(report[1], fail, strlen(fail));
+        _exit(127);
     }
-    if (left != 0) {
-        char message[100];
-        int n = snprintf(message, sizeof message,
-                         "helios shell: %d processes are left after SIGKILL\n", left);
-        send_frame('E', message, (size_t)n);
-        send_frame('X', "1 0", 3);
-        return;
+    free(envp);
+    close(report[1]);
+    ssize_t n;
+    /* the pipe ends (closed on exec) once /bin/sh runs, or carries why not */
+    while ((n = read(report[0], why, why_size - 1)) < 0 && errno == EINTR) {
     }
-    send_frame('X', "0 0", 3);
+    close(report[0]);
+    if (pid < 0 || n > 0) {
+        if (pid < 0) snprintf(why, why_size, "cannot fork: %s", strerror(errno));
+        else why[n] = '\0', waitpid(pid, NULL, 0);
+        return -1;
+    }
+    *out = pid;
+    return 0;
 }

@@ -37,6 +37,12 @@ from helios.errors import EnvironmentExecError
 T = TypeVar("T")
 #: the daemon's words when a command cannot start as the asked user
 NO_USER = b"unable to find user"
+#: The container's init on this path: the image's `sh`, waiting on a `sleep` of its
+#: own. Its `wait` reaps every child, so the orphans a kill leaves behind go (a
+#: bare `sleep` as pid 1 kept them as zombies, each holding a pid of the limit).
+#: The `sleep` is the init's only child in the init's process group: an exec's
+#: processes have sessions of their own and can never join it (`_docker_services`).
+INIT_LOOP = "while :; do sleep infinity & wait $!; done"
 
 #: where the daemon listens when DOCKER_HOST does not say (as the docker CLI looks)
 _SOCKETS = (Path("/var/run/docker.sock"), Path("/run/docker.sock"))
@@ -252,7 +258,7 @@ async def remove(client: aiodocker.Docker, container: str) -> None:
 async def restart_alone(client: aiodocker.Docker, container: str) -> None:
     """SIGKILL the container's pid 1, which kills every process in its pid namespace
     (setsid, nohup and double forks included), then start it again with its
-    entrypoint alone, and check that it is alone."""
+    entrypoint alone (INIT_LOOP: the init and its `sleep`), and check that it is."""
     handle = client.containers.container(container)
     try:
         await control("kill", handle.kill())
@@ -264,17 +270,10 @@ async def restart_alone(client: aiodocker.Docker, container: str) -> None:
     except EnvironmentExecError as exc:
         raise EnvironmentExecError(f"could not restart the container: {exc}") from None
     running = await process_count(client, container)
-    if running != 1:
+    if running not in (1, 2):
         raise EnvironmentExecError(
-            f"{running} processes run in the container after its restart, expected 1"
+            f"{running} processes run in the container after its restart, expected 2"
         )
-
-
-async def kill_all(client: aiodocker.Docker, container: str) -> None:
-    """`kill -9 -1` by an exec: every process of the container but its init and the
-    exec itself (the shell's own `kill`, so no binary of the image is needed)."""
-    await exec_command(client, container, ["sh", "-c", "kill -9 -1"], user="0", workdir="/",
-                       env={}, timeout=30)  # fmt: skip
 
 
 async def process_count(client: aiodocker.Docker, container: str) -> int:

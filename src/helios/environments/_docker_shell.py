@@ -17,7 +17,9 @@ Isolation holds as before:
   gets no signal it has no handler for), and its binary is a read-only bind;
 - "stop" kills every other process of the container with `kill(-1)` from pid 1
   and answers only once /proc lists none (the kill + start it replaces did the
-  same by ending the pid namespace);
+  same by ending the pid namespace); with services (`start_service`: the
+  server's "service" operation) it spares them and what they spare, in passes
+  over /proc until one finds nothing else (`_shell_server.c`);
 - the stream ends with Helios: its end closes the server's stdin, the server
   exits, and `--rm` removes the container (kill -9 of Helios included).
 
@@ -111,8 +113,12 @@ class ContainerShell(SandboxShell):
         command running, as a cancelled `docker exec` does, and the stream with it:
         the container must outlive its agent's timeout for the verifier. Until it
         ends, `busy` holds and other commands take the Engine API."""
+        # Busy from now, not from when the task first runs: a second command in
+        # between would write its request into this one's stream.
+        self.busy = True
+        head = self.head(b"run", user)
         inner = asyncio.ensure_future(
-            self.run(script, env, timeout, data=data, sink=sink, head=(b"run", user.encode()))
+            self._run_busy(script, env, timeout, data=data, sink=sink, head=head)
         )
         try:
             return await asyncio.shield(inner)
@@ -120,12 +126,22 @@ class ContainerShell(SandboxShell):
             self.abandoned = inner
             raise
 
+    async def _run_busy(
+        self, script: str, env: dict[str, str], timeout: float | None, *, data: bytes,
+        sink: Sink | None, head: tuple[bytes, ...],
+    ) -> ExecResult:  # fmt: skip
+        try:
+            return await self.run(script, env, timeout, data=data, sink=sink, head=head)
+        finally:
+            self.busy = False
+
     async def refused(self) -> None:
         """Stop a command whose output was refused (a download past its bound) and
         keep the container, whose files the next steps read: the server serves
         nothing else meanwhile, so it is killed from outside (`kill -9 -1` by an
         exec: during a transfer nothing else runs), and its end read, the rest of
-        its output dropped. If that fails, the container goes."""
+        its output dropped (services spared: `kill_others`). If that fails, the
+        container goes."""
         try:
             async with asyncio.timeout(STOP_TIMEOUT):
                 await self._kill_others()
@@ -133,9 +149,13 @@ class ContainerShell(SandboxShell):
         except Exception:
             await self._kill()
 
+    def head(self, operation: bytes, user: str = "") -> tuple[bytes, ...]:
+        return (operation, user.encode())
+
     async def stop_all(self) -> ExecResult:
-        """Kill every process of the container but the server; ok when none is left."""
-        return await self.run("", {}, STOP_TIMEOUT, head=(b"stop", b""))
+        """Kill every process of the container but the server (and what its services
+        spare); ok when none is left."""
+        return await self.stop_others(STOP_TIMEOUT)
 
     async def close(self) -> None:
         """End the stream: an idle server exits on it, and `--rm` removes the

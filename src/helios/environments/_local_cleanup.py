@@ -81,13 +81,17 @@ def _holder_of(argv: list[bytes]) -> Path | None:
     return None
 
 
-async def kill_processes(holder: Path, *, within: float = 5.0) -> bool:
-    """Kill every process of one sandbox; True once none is left."""
+async def kill_processes(
+    holder: Path, *, within: float = 5.0, spare: frozenset[int] | set[int] = frozenset()
+) -> bool:
+    """Kill every process of one sandbox but the outer processes in `spare` (the
+    persistent shells kept, whose namespaces hold only what their servers
+    allow); True once none other is left."""
     loop = asyncio.get_running_loop()
     deadline = loop.time() + within
     while True:
         pids = [pid for pid, h in (await asyncio.to_thread(sandbox_processes)).items()
-                if h == holder]  # fmt: skip
+                if h == holder and pid not in spare]  # fmt: skip
         if not pids:
             return True
         if loop.time() > deadline:

@@ -19,7 +19,15 @@ import tempfile
 from pathlib import Path, PurePosixPath
 
 from helios._proc import decode, last_line, run_process
-from helios.environments._bwrap import SANDBOX_GID, SANDBOX_UID, SHM_FOLDER, mount_points, tool
+from helios.environments._bwrap import (
+    EXCHANGE_FOLDER,
+    EXCHANGE_MOUNT,
+    SANDBOX_GID,
+    SANDBOX_UID,
+    SHM_FOLDER,
+    mount_points,
+    tool,
+)
 from helios.environments._owner import Owner, current_owner
 from helios.environments.local_limits import inodes, runs_as_root
 from helios.errors import EnvironmentStartError
@@ -242,7 +250,8 @@ def populate(root: Path, workdir: str, env_dir: Path | None) -> None:
         (root / name).mkdir(exist_ok=True)
     target = workdir_in(root, workdir)
     target.mkdir(parents=True, exist_ok=True)
-    for sub in ("logs/agent", "logs/verifier", "tmp", "root", SHM_FOLDER):
+    for sub in ("logs/agent", "logs/verifier", "tmp", "root", SHM_FOLDER, EXCHANGE_FOLDER,
+                EXCHANGE_MOUNT.lstrip("/")):  # fmt: skip
         (root / sub).mkdir(parents=True, exist_ok=True)
     (root / "tmp").chmod(0o1777)
     (root / SHM_FOLDER).chmod(0o1777)

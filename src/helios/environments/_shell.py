@@ -13,7 +13,11 @@ process outlives its command, exactly as when the namespace itself ended.
 The host side here frames one request per command over the server's stdin and
 reads typed frames back (see the server's docstring). Anything unexpected (a
 torn frame, the server killed by the command itself, a cancel mid-command)
-kills the whole shell; the next command starts a fresh one.
+kills the whole shell; the next command starts a fresh one. A shell that runs
+*services* (`start_service`: Helios's own long-lived processes, which the
+server's kills spare) is not killed for a cancel, a timeout or a refused output:
+the command's processes are killed from the host instead, and the shell, with
+its services, serves on (`_abort`).
 """
 
 from __future__ import annotations
@@ -23,15 +27,19 @@ import contextlib
 import os
 import signal
 from dataclasses import dataclass
-from functools import cache
-from pathlib import Path
 from typing import Protocol
 
 from helios._proc import CappedOutput, decode, run_to_end, spawn, within
-from helios.environments._bwrap import tool
 from helios.environments._local_cleanup import kill_marked
-from helios.environments._shell_native import native_server
+from helios.environments._shell_procs import (
+    ServerState,
+    children,
+    identity,
+    server_pidfd,
+    server_state,
+)
 from helios.environments.base import ExecResult
+from helios.errors import EnvironmentExecError
 
 #: a frame larger than this is a broken (or forged) stream, not output
 MAX_FRAME = 1 << 20
@@ -41,50 +49,16 @@ START_TIMEOUT = 30.0
 BACKSTOP = 15.0
 #: what a command's result says when its shell died under it (as a SIGKILL would)
 DIED_CODE = 128 + signal.SIGKILL
-ENV_SWITCH = "HELIOS_LOCAL_SHELL"
+#: how long a command in flight may take to end once its processes are killed
+ABORT_SECONDS = 10.0
+#: how long the server may take to start a service or to say which run
+SERVICE_TIMEOUT = 30.0
+#: where a service's output goes, `<name>.log`, in the sandbox
+SERVICE_LOGS = "/logs/helios/services"
 
 
 class ShellUnavailable(Exception):
     """The server could not start here (no usable python3 in the sandbox's view)."""
-
-
-@cache
-def server_source() -> str:
-    """The server's code without its docstring and comments: it is the sandbox
-    init's command line, which commands inside can read."""
-    text = (Path(__file__).with_name("_shell_server.py")).read_text("utf-8")
-    code = text[text.index("from __future__") :]
-    lines = [ln for ln in code.splitlines() if ln.strip() and not ln.lstrip().startswith("#")]
-    return "\n".join(lines) + "\n"
-
-
-@dataclass(frozen=True)
-class ServerProgram:
-    """What a sandbox's shell runs: the compiled server (`_shell_native`), else the
-    Python one with the system interpreter the sandbox sees (its /usr is the host's,
-    read-only)."""
-
-    binary: bytes | None = None
-    python: str | None = None
-
-
-@cache
-def server_program() -> ServerProgram | None:
-    """None: every command is a one-shot bwrap. HELIOS_LOCAL_SHELL=0 turns the shell
-    off; HELIOS_LOCAL_SHELL=python keeps the Python server even with a compiler.
-    The first call may compile (a fraction of a second, once per machine)."""
-    switch = os.environ.get(ENV_SWITCH, "1")
-    if switch == "0":
-        return None
-    binary = None if switch == "python" else native_server()
-    if binary is not None:
-        return ServerProgram(binary=binary)
-    python = tool("python3")
-    return None if python is None else ServerProgram(python=python)
-
-
-def server_argv(python: str) -> list[str]:
-    return [python, "-I", "-S", "-c", server_source()]
 
 
 class Sink(Protocol):
@@ -114,6 +88,14 @@ def _text(out: CappedOutput | Sink) -> str:
     return decode(out.value()) if isinstance(out, CappedOutput) else ""
 
 
+@dataclass(frozen=True)
+class ServiceId:
+    """A service as its server knows it: its pid (in the sandbox) and start time."""
+
+    pid: int
+    start: int
+
+
 class SandboxShell:
     """One running server; `run` one command at a time (`busy` says when not)."""
 
@@ -122,8 +104,13 @@ class SandboxShell:
     def __init__(self, argv: list[str], env: dict[str, str], marker: str) -> None:
         self.argv, self.env, self.marker = argv, env, marker
         self.proc: asyncio.subprocess.Process | None = None
+        self._idle = asyncio.Event()
         self.busy = False
         self.dead = False
+        #: the services this server started, by name
+        self.services: dict[str, ServiceId] = {}
+        #: a frame's header read before a cancel: its payload comes next
+        self._header: bytes | None = None
         #: the server is not dumpable: no process of the sandbox can trace it or
         #: open its pipes, so it may outlive the agent's phase (see `keeps`)
         self.sealed = False
@@ -149,7 +136,7 @@ class SandboxShell:
             if kind != b"R":
                 raise ShellUnavailable(f"unexpected first frame {kind!r}")
             self.sealed = data == b"sealed"
-            found = _server_pidfd(self.proc.pid)
+            found = server_pidfd(self.proc.pid)
             if found is not None:
                 self._server, self._server_pid = found
                 self._state = server_state(self._server_pid)
@@ -159,6 +146,58 @@ class SandboxShell:
             if isinstance(exc, ShellUnavailable | asyncio.IncompleteReadError | TimeoutError):
                 raise ShellUnavailable(reason or str(exc)) from None
             raise
+
+    @property
+    def busy(self) -> bool:
+        return self._busy
+
+    @busy.setter
+    def busy(self, value: bool) -> None:
+        self._busy = value
+        if value:
+            self._idle.clear()
+        else:
+            self._idle.set()
+
+    async def wait_idle(self) -> None:
+        """Until no command holds the shell (a command ends within its timeout)."""
+        while self.busy:
+            await self._idle.wait()
+
+    def head(self, operation: bytes, user: str = "") -> tuple[bytes, ...]:
+        """The fields before a request's own: the operation (container mode: and
+        the user, `_docker_shell`)."""
+        return (operation,)
+
+    async def start_service(self, name: str, script: str, env: dict[str, str], *,
+                            user: str = "") -> ServiceId:  # fmt: skip
+        """Start `script` as the service `name` (the caller checked the name and made
+        the log's folder): its output is appended to SERVICE_LOGS/<name>.log."""
+        await self.wait_idle()
+        log = f"{SERVICE_LOGS}/{name}.log".encode()
+        result = await self.run(script, env, SERVICE_TIMEOUT, data=log,
+                                head=self.head(b"service", user))  # fmt: skip
+        fields = result.stdout.split()
+        if not result.ok or len(fields) != 2 or not all(f.isdigit() for f in fields):
+            why = result.stderr.strip() or f"exit {result.exit_code}"
+            raise EnvironmentExecError(f"the service {name!r} did not start: {why[:300]}")
+        service = self.services[name] = ServiceId(int(fields[0]), int(fields[1]))
+        return service
+
+    async def running_services(self) -> set[int]:
+        """The pids of this server's services still alive (its pid *and* start time)."""
+        if not self.services or self.dead:
+            return set()
+        await self.wait_idle()
+        result = await self.run("", {}, SERVICE_TIMEOUT, head=self.head(b"status"))
+        if not result.ok:
+            return set()
+        return {int(pid) for pid in result.stdout.split() if pid.isdigit()}
+
+    async def stop_others(self, timeout: float) -> ExecResult:
+        """Kill every process of the sandbox but the server and what its services
+        spare; ok when none is left."""
+        return await self.run("", {}, timeout, head=self.head(b"stop"))
 
     async def _failure_reason(self) -> str:
         task = self._stderr
@@ -171,12 +210,18 @@ class SandboxShell:
         return decode(task.result()).strip()[-300:]
 
     async def _frame(self) -> tuple[bytes, bytes]:
+        """The next frame. A cancel between its header and its payload keeps the
+        header, so that the stream can still be read on (`_abort`)."""
         assert self.proc is not None and self.proc.stdout is not None
-        header = await self.proc.stdout.readexactly(5)
+        if self._header is None:
+            self._header = await self.proc.stdout.readexactly(5)
+        header = self._header
         size = int.from_bytes(header[1:], "big")
         if size > MAX_FRAME:
             raise asyncio.IncompleteReadError(header, None)
-        return header[:1], await self.proc.stdout.readexactly(size)
+        payload = await self.proc.stdout.readexactly(size)
+        self._header = None
+        return header[:1], payload
 
     async def run(
         self,
@@ -190,7 +235,7 @@ class SandboxShell:
     ) -> ExecResult:
         """Run one command. `data` is its stdin; with `sink`, its stdout goes there
         (uncapped: the sink bounds it) and the result's stdout is empty. `head`:
-        the fields a server mode reads before the command's (`_docker_shell`)."""
+        the fields the server reads before the command's (`head()`: a "run")."""
         if self.proc is None or self.proc.stdin is None or self.dead:
             raise ShellUnavailable("the shell is not running")
         self.busy = True
@@ -199,11 +244,12 @@ class SandboxShell:
         try:
             backstop = None if timeout is None else timeout + BACKSTOP
             async with asyncio.timeout(backstop):
-                self.proc.stdin.write(_request(script, env, timeout, data, head))
+                fields = head or self.head(b"run")
+                self.proc.stdin.write(_request(script, env, timeout, data, fields))
                 await self.proc.stdin.drain()
                 return await self._collect(out, err)
         except TimeoutError:
-            await self._kill()
+            await run_to_end(self._interrupt())
             return ExecResult(_text(out), _text(err), -signal.SIGKILL, timed_out=True)
         except _Refused as refused:
             # Not left to stream on until its timeout: stopped now.
@@ -217,7 +263,7 @@ class SandboxShell:
             return ExecResult(_text(out), _text(err), DIED_CODE)
         except BaseException:
             # A cancel mid-command: what runs must not go on unseen.
-            await run_to_end(self._kill())
+            await run_to_end(self._interrupt())
             raise
         finally:
             self.busy = False
@@ -255,8 +301,34 @@ class SandboxShell:
     async def refused(self) -> None:
         """Stop a command whose output was refused. Here the whole shell goes: its
         namespace, the command with it, ends at once; the next command starts a
-        fresh shell (the sandbox's files stay)."""
-        await self._kill()
+        fresh shell (the sandbox's files stay). A shell with services stays."""
+        await self._interrupt()
+
+    async def _interrupt(self) -> None:
+        """Stop the command in flight: the whole shell, unless it has services and
+        they can be spared (`_abort`)."""
+        if not (self.services and await self._abort()):
+            await self._kill()
+
+    async def _abort(self) -> bool:
+        """Kill, from the host, the server's children that are not its services (the
+        command, and the orphans it left); the server then kills the rest, sparing
+        the services, and ends the command's answer, which is read and dropped.
+        False when that fails (the caller kills the whole shell)."""
+        server = self._server_pid
+        if server is None or self.proc is None or self.dead:
+            return False
+        spared = {(s.pid, s.start) for s in self.services.values()}
+        try:
+            async with asyncio.timeout(ABORT_SECONDS):
+                for child in children(server):
+                    if identity(child) not in spared:
+                        with contextlib.suppress(OSError):
+                            os.kill(child, signal.SIGKILL)
+                await self._collect(Dropped(), CappedOutput())
+        except Exception:
+            return False
+        return True
 
     async def _kill(self) -> None:
         self.dead = True
@@ -304,37 +376,6 @@ async def ended(proc: asyncio.subprocess.Process) -> None:
             pass
 
     await asyncio.gather(proc.wait(), drop(proc.stdout))
-
-
-#: (limits, nice value, scheduling policy, CPU set) of a process
-ServerState = tuple[str, int, int, frozenset[int]]
-
-
-def server_state(pid: int) -> ServerState | None:
-    """What a process of the same uid, without tracing it, may change in another and
-    its children inherit: its resource limits (lowered with prlimit), its nice value
-    (raised), its scheduling policy and its CPU affinity. None if it is gone."""
-    try:
-        limits = Path(f"/proc/{pid}/limits").read_text()
-        nice = os.getpriority(os.PRIO_PROCESS, pid)
-        return limits, nice, os.sched_getscheduler(pid), frozenset(os.sched_getaffinity(pid))
-    except OSError:
-        return None
-
-
-def _server_pidfd(bwrap: int) -> tuple[int, int] | None:
-    """A pidfd of the server and its pid: the only child of the sandbox's outer bwrap
-    (with `--as-pid-1` there is no separate init)."""
-    try:
-        children = Path(f"/proc/{bwrap}/task/{bwrap}/children").read_text().split()
-    except OSError:
-        return None
-    if len(children) != 1:
-        return None
-    try:
-        return os.pidfd_open(int(children[0])), int(children[0])
-    except OSError:
-        return None
 
 
 def _request(

@@ -3,7 +3,9 @@ started on first use, or ahead of it (`warm`) so that the first command does
 not wait for it: the sandbox's start then overlaps the agent's first model call.
 
 A command goes to its shell when that shell is idle; when it is busy (two
-commands at once) or cannot start here, the caller runs a one-shot bwrap.
+commands at once) or cannot start here, the caller runs a one-shot bwrap. A
+service (`start_service`) lives in its shell and waits for it to be idle: a
+one-shot bwrap's namespace ends with its command.
 """
 
 from __future__ import annotations
@@ -11,20 +13,19 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import logging
 
 from helios._proc import run_to_end
 from helios.environments._bwrap import BwrapCall
-from helios.environments._shell import (
-    SandboxShell,
-    ServerProgram,
-    ShellUnavailable,
-    Sink,
-    server_argv,
-    server_program,
-)
+from helios.environments._shell import SandboxShell, ShellUnavailable, Sink
 from helios.environments._shell_native import SERVER_MOUNT, place_server
+from helios.environments._shell_program import ServerProgram, server_argv, server_program
 from helios.environments.base import ExecResult
 from helios.environments.local_limits import runs_as_root
+
+log = logging.getLogger(__name__)
+#: how long the server of a shell with services may take to stop everything else
+STOP_SECONDS = 10.0
 
 Key = tuple[object, ...]
 
@@ -96,13 +97,30 @@ class ShellPool:
             return None
         return await self._start(call)
 
+    async def for_service(self, call: BwrapCall) -> SandboxShell | None:
+        """The shell for `call`, started if need be and waited for when busy; None
+        when no shell can run here."""
+        while True:
+            key = key_of(call)
+            starting = self._starting.get(key)
+            if starting is not None:
+                with contextlib.suppress(Exception):
+                    await asyncio.shield(starting)
+            shell = self.shells.get(key)
+            if shell is None or shell.dead:
+                return None if self.one_shot else await self._start(call)
+            if not shell.busy:
+                return shell
+            await shell.wait_idle()
+
     async def _start(self, call: BwrapCall) -> SandboxShell | None:
         key = key_of(call)
         program = server_program()
         if program is None:
             return None
         for old_key, old in list(self.shells.items()):
-            if old_key[3] != call.extra_binds and not old.busy:
+            # (a shell with services keeps them: they are not the next command's)
+            if old_key[3] != call.extra_binds and not old.busy and not old.services:
                 # A user was added since: no command will pick that shell again.
                 del self.shells[old_key]
                 await self._close(old)
@@ -124,21 +142,43 @@ class ShellPool:
 
     async def close(self, *, keep_reusable: bool = False) -> None:
         """Close the shells; before a verifier, idle sealed ones are kept: nothing
-        but their server is left in them, and nothing the agent ran can reach it."""
+        but their server is left in them (and in one with services, what those
+        spare, once its server's "stop" answered), and nothing the agent ran can
+        reach it."""
         for task in list(self._starting.values()):
             task.cancel()
             with contextlib.suppress(BaseException):
                 await run_to_end(task)
         self._starting.clear()
-        kept = {k: s for k, s in self.shells.items() if keep_reusable and s.reusable}
+        kept = {k: s for k, s in self.shells.items()
+                if keep_reusable and s.reusable and await _stopped(s)}  # fmt: skip
         closing = [s for k, s in self.shells.items() if k not in kept]
         self.shells = kept
         for shell in closing:
             await self._close(shell)
 
+    def host_pids(self) -> set[int]:
+        """The host pids of the shells' outer processes (bwrap)."""
+        return {s.proc.pid for s in self.shells.values() if s.proc is not None and not s.dead}
+
     async def _close(self, shell: SandboxShell) -> None:
         await shell.close()
         self.dirty = self.dirty or not shell.clean
+
+
+async def _stopped(shell: SandboxShell) -> bool:
+    """A shell with services keeps them only once its server killed everything
+    else; without services, it holds nothing else already."""
+    if not shell.services:
+        return True
+    try:
+        result = await shell.stop_others(STOP_SECONDS)
+    except ShellUnavailable:
+        return False
+    if not result.ok:
+        log.warning("local sandbox: %s; its services are stopped too",
+                    result.stderr.strip()[:200] or "the shell did not stop")  # fmt: skip
+    return result.ok and not shell.dead
 
 
 def _server_command(call: BwrapCall, program: ServerProgram) -> list[str]:

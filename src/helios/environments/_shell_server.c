@@ -9,21 +9,47 @@
  * sets those rlimits (soft = hard, so nothing inside can raise them again), as
  * the `prlimit` prefix does for the Python server, then serves requests.
  *
- * host -> server: fields of `<length>\n<bytes>`: the timeout (empty: none), the
- *   script, its stdin bytes (empty: /dev/null), the number of variables, then
- *   each variable's name and value.
+ * host -> server: fields of `<length>\n<bytes>`: the operation, the timeout
+ *   (empty: none), the script, its stdin bytes (empty: /dev/null), the number of
+ *   variables, then each variable's name and value.
  * server -> host: frames of 1 type byte + 4-byte big-endian length + payload:
  *   R ready (once; "sealed" when not dumpable), O stdout, E stderr, X the end:
  *   "<exit code> <1 if timed out else 0>".
  *
+ * Operations (the same in both modes):
+ *   run      the script, as below;
+ *   service  start the script as a *service* (Helios's, not the agent's): `sh -c
+ *            script` in a session of its own, stdin /dev/null, stdout and stderr
+ *            appended to the file named by the stdin field (no link followed, a
+ *            plain file), with the variables. The answer: O "<pid> <start time>"
+ *            (the clock ticks of /proc/<pid>/stat) and X "0 0", or E and X "1 0";
+ *   status   O: the pids of the services still alive, space-separated;
+ *   stop     kill every process but this server and what the services spare
+ *            (below), and answer X "0 0" only once none is left.
+ *
+ * What services spare: a service is its recorded pid *with* its start time (a
+ * reused pid never passes for it). Its own processes are that process and, while
+ * it is still the shell the server started (`sh -c` that has not exec'd), the
+ * programs that shell started; its descendants survive a kill only along a chain
+ * of survivors, each running one of its own processes' programs (the same file,
+ * /proc/<pid>/exe): Chromium's zygotes and renderers survive it, a shell or any
+ * other program it spawned does not, nor an orphan (no longer a descendant),
+ * nor a process whose program cannot be read. A service that died (or that this
+ * server reaped) stays dead. The kill is passes over /proc, SIGKILL to all not
+ * spared, until a pass finds none alive (a process with SIGKILL pending cannot
+ * fork) and, before an answer, none left to reap; it is bounded in time. With no
+ * service alive, it is the plain `kill(-1)` from pid 1.
+ *
  * Container mode (`_docker_shell.py`): helios-shell --container DEFAULT_USER
  *   The init of a docker container, started as root; the container's cgroup sets
- *   its limits. Each request starts with two more fields: the operation ("run",
- *   or "stop": kill every other process of the container and check that none is
- *   left) and the user to run as (docker's USER syntax; empty: DEFAULT_USER).
- *   Processes a command leaves in the background live on, as with `docker exec`,
- *   until a "stop". The user is looked up in the container's own /etc/passwd and
- *   /etc/group, as the daemon does for `docker exec -u` (_container_user.h).
+ *   its limits. Each request has one more field after the operation: the user to
+ *   run as (docker's USER syntax; empty: DEFAULT_USER). Processes a command leaves
+ *   in the background live on, as with `docker exec`, until a "stop". The user is
+ *   looked up in the container's own /etc/passwd and /etc/group, as the daemon
+ *   does for `docker exec -u` (_container_user.h).
+ *
+ * Local mode: after each command (and at its timeout) every other process but
+ * the services' is killed: no process of the agent outlives its command.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -32,10 +58,13 @@
 #include <signal.h>
 #include <spawn.h>
 #include <stdio.h>
+#include <dirent.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/fsuid.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -102,18 +131,295 @@ static char *must_field(size_t *size) {
     return field;
 }
 
-static void kill_the_rest(void) {
-    /* every process of this pid namespace but this server (its pid 1) */
-    for (int i = 0; i < 2; i++)
-        if (kill(-1, SIGKILL) != 0) return;
+static int is_number(const char *text) {
+    if (*text == '\0') return 0;
+    for (; *text; text++)
+        if (*text < '0' || *text > '9') return 0;
+    return 1;
 }
 
+/* ---- services: Helios's long-lived processes, and the kill that spares them ---- */
+
+#define MAX_SERVICES 64
+/* the programs of one service's own processes (see the header) */
+#define MAX_OWN 16
+
+typedef struct {
+    dev_t dev;
+    ino_t ino;
+} FileId;
+
+typedef struct {
+    pid_t pid;
+    unsigned long long start;
+    FileId shell; /* the program it was started as: while it runs that, it is a wrapper */
+    int alive;
+} Service;
+
+static Service services[MAX_SERVICES];
+static int service_count = 0;
+
+typedef struct {
+    pid_t pid, ppid;
+    unsigned long long start;
+    char state;
+    int owner;     /* the service that spares it, or -1 */
+    int exe_known; /* 0: not read yet, 1: read, -1: unreadable (never spared by it) */
+    FileId exe;
+} Proc;
+
+static Proc *procs = NULL;
+static size_t proc_count = 0, proc_room = 0;
+static FileId own[MAX_SERVICES][MAX_OWN];
+static int own_count[MAX_SERVICES];
+
+/* A process's parent, state and start time from /proc/<pid>/stat: 0, or -1 when
+ * it is gone or the line is not whole (its name may hold anything but cannot
+ * fake the twenty fields after its last ')'). */
+static int read_stat(pid_t pid, Proc *proc) {
+    char path[64], line[2048];
+    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return -1;
+    ssize_t n = read(fd, line, sizeof line - 1);
+    close(fd);
+    if (n <= 0) return -1;
+    line[n] = '\0';
+    char *paren = strrchr(line, ')');
+    if (paren == NULL || paren[1] != ' ') return -1;
+    char *fields[20], *save = NULL, *token = strtok_r(paren + 2, " ", &save);
+    int count = 0;
+    for (; token != NULL && count < 20; token = strtok_r(NULL, " ", &save))
+        fields[count++] = token;
+    if (count < 20 || !is_number(fields[1]) || !is_number(fields[19])) return -1;
+    proc->pid = pid;
+    proc->state = fields[0][0];
+    proc->ppid = (pid_t)strtol(fields[1], NULL, 10);
+    proc->start = strtoull(fields[19], NULL, 10);
+    proc->owner = -1;
+    proc->exe_known = 0;
+    return 0;
+}
+
+static int dead_state(char state) { return state == 'Z' || state == 'X' || state == 'x'; }
+
+static int file_id(const char *path, FileId *id) {
+    struct stat info;
+    if (stat(path, &info) != 0) return -1;
+    id->dev = info.st_dev;
+    id->ino = info.st_ino;
+    return 0;
+}
+
+static int same_file(FileId a, FileId b) { return a.dev == b.dev && a.ino == b.ino; }
+
+/* One id line of /proc/<pid>/status ("Uid:" or "Gid:"): its value if real, effective
+ * and saved agree (the kernel compares all three), else -1. */
+static long status_id(const char *status, const char *key) {
+    const char *line = strstr(status, key);
+    unsigned long real, effective, saved;
+    if (line == NULL || sscanf(line + strlen(key), "%lu %lu %lu", &real, &effective, &saved) != 3)
+        return -1;
+    return real == effective && effective == saved ? (long)real : -1;
+}
+
+/* The program a process runs: the file /proc/<pid>/exe is. Container mode: the
+ * init is root without CAP_SYS_PTRACE, which reads another user's only with that
+ * user's filesystem ids. A process that made itself not dumpable stays unknown. */
+static int exe_id(pid_t pid, FileId *id) {
+    char path[64], status[4096];
+    snprintf(path, sizeof path, "/proc/%d/exe", (int)pid);
+    if (file_id(path, id) == 0) return 0;
+    if (errno != EACCES || !container_mode) return -1;
+    snprintf(status, sizeof status, "/proc/%d/status", (int)pid);
+    int fd = open(status, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return -1;
+    ssize_t n = read(fd, status, sizeof status - 1);
+    close(fd);
+    if (n <= 0) return -1;
+    status[n] = '\0';
+    long uid = status_id(status, "\nUid:"), gid = status_id(status, "\nGid:");
+    if (uid < 0 || gid < 0) return -1;
+    setfsgid((gid_t)gid);
+    setfsuid((uid_t)uid);
+    int found = file_id(path, id);
+    setfsuid(0);
+    setfsgid(0);
+    return found;
+}
+
+/* A process's program, read once per scan: 1 if known. */
+static int exe_of(Proc *proc) {
+    if (proc->exe_known == 0) proc->exe_known = exe_id(proc->pid, &proc->exe) == 0 ? 1 : -1;
+    return proc->exe_known == 1;
+}
+
+/* Is the service at index `i` alive: its pid with its start time, not a zombie. */
+static int service_alive(int i) {
+    Service *s = &services[i];
+    if (!s->alive) return 0;
+    Proc proc;
+    if (read_stat(s->pid, &proc) != 0 || proc.start != s->start || dead_state(proc.state))
+        s->alive = 0;
+    return s->alive;
+}
+
+static int services_alive(void) {
+    int alive = 0;
+    for (int i = 0; i < service_count; i++) alive += service_alive(i);
+    return alive;
+}
+
+/* A child this server reaped: a service with that pid has ended for good. */
+static void reaped(pid_t pid) {
+    for (int i = 0; i < service_count; i++)
+        if (services[i].pid == pid) services[i].alive = 0;
+}
+
+static int by_pid(const void *a, const void *b) {
+    pid_t x = ((const Proc *)a)->pid, y = ((const Proc *)b)->pid;
+    return (x > y) - (x < y);
+}
+
+static Proc *find_proc(pid_t pid) {
+    Proc key = {.pid = pid};
+    return bsearch(&key, procs, proc_count, sizeof *procs, by_pid);
+}
+
+/* Every process of the namespace but this server, as /proc lists them: 0, or -1
+ * when the list may be incomplete (no memory, no /proc). */
+static int scan(void) {
+    proc_count = 0;
+    DIR *proc_dir = opendir("/proc");
+    if (proc_dir == NULL) return -1;
+    int whole = 0;
+    struct dirent *entry;
+    while ((entry = readdir(proc_dir)) != NULL) {
+        if (!is_number(entry->d_name)) continue;
+        pid_t pid = (pid_t)strtol(entry->d_name, NULL, 10);
+        if (pid == 1) continue;
+        if (proc_count == proc_room) {
+            size_t room = proc_room ? proc_room * 2 : 256;
+            Proc *grown = realloc(procs, room * sizeof *procs);
+            if (grown == NULL) {
+                whole = -1;
+                break;
+            }
+            procs = grown, proc_room = room;
+        }
+        if (read_stat(pid, &procs[proc_count]) == 0) proc_count++;
+    }
+    closedir(proc_dir);
+    qsort(procs, proc_count, sizeof *procs, by_pid);
+    return whole;
+}
+
+static void add_own(int service, Proc *proc) {
+    if (!exe_of(proc)) return;
+    for (int i = 0; i < own_count[service]; i++)
+        if (same_file(own[service][i], proc->exe)) return;
+    if (own_count[service] < MAX_OWN) own[service][own_count[service]++] = proc->exe;
+}
+
+static int runs_own(int service, Proc *proc) {
+    if (!exe_of(proc)) return 0;
+    for (int i = 0; i < own_count[service]; i++)
+        if (same_file(own[service][i], proc->exe)) return 1;
+    return 0;
+}
+
+/* Mark, in the last scan, what the living services spare (see the header). */
+static void mark_spared(void) {
+    for (int s = 0; s < service_count; s++) {
+        own_count[s] = 0;
+        if (!services[s].alive) continue;
+        Proc *root = find_proc(services[s].pid);
+        if (root == NULL || root->start != services[s].start || dead_state(root->state)) {
+            services[s].alive = 0;
+            continue;
+        }
+        root->owner = s;
+        if (!(exe_of(root) && same_file(root->exe, services[s].shell))) {
+            add_own(s, root); /* it exec'd its program */
+            continue;
+        }
+        for (size_t i = 0; i < proc_count; i++) /* the wrapper shell's own programs */
+            if (procs[i].ppid == root->pid && !dead_state(procs[i].state) && procs[i].owner < 0) {
+                procs[i].owner = s;
+                add_own(s, &procs[i]);
+            }
+    }
+    for (int changed = 1; changed;) {
+        changed = 0;
+        for (size_t i = 0; i < proc_count; i++) {
+            Proc *proc = &procs[i];
+            if (proc->owner >= 0 || dead_state(proc->state)) continue;
+            Proc *parent = find_proc(proc->ppid);
+            if (parent != NULL && parent->owner >= 0 && runs_own(parent->owner, proc)) {
+                proc->owner = parent->owner;
+                changed = 1;
+            }
+        }
+    }
+}
+
+/* One pass: SIGKILL every living process not spared. Returns how many it killed;
+ * `ours` (if given) gets how many dead ones wait for this server to reap them. */
+static int sweep(int *ours) {
+    int whole = scan();
+    mark_spared();
+    int killed = whole == 0 ? 0 : 1, zombies = 0; /* a partial list never ends the passes */
+    for (size_t i = 0; i < proc_count; i++) {
+        Proc *proc = &procs[i];
+        if (proc->owner >= 0) continue;
+        if (dead_state(proc->state)) {
+            zombies += proc->ppid == 1;
+            continue;
+        }
+        kill(proc->pid, SIGKILL);
+        killed++;
+    }
+    if (ours != NULL) *ours = zombies;
+    return killed;
+}
+
+/* Orphans the server inherited that have already ended (the living stay). */
+static void reap_exited(void) {
+    pid_t pid;
+    while ((pid = waitpid(-1, NULL, WNOHANG)) > 0) reaped(pid);
+}
+
+static void kill_the_rest(void) {
+    if (!services_alive()) {
+        /* every process of this pid namespace but this server (its pid 1) */
+        for (int i = 0; i < 2; i++)
+            if (kill(-1, SIGKILL) != 0) return;
+        return;
+    }
+    /* Passes until one finds nothing alive to kill: a process with SIGKILL pending
+     * cannot fork, so each pass leaves fewer (a bound for what will not die). */
+    double until = now() + DRAIN_SECONDS;
+    while (sweep(NULL) > 0 && now() < until) usleep(200);
+}
+
+/* After a command: every killed process reaped; the services (and what they
+ * spare) stay. */
 static void reap_orphans(void) {
     double until = now() + DRAIN_SECONDS;
+    if (!services_alive()) {
+        while (now() < until) {
+            pid_t pid = waitpid(-1, NULL, WNOHANG);
+            if (pid < 0) return; /* none left */
+            if (pid > 0) reaped(pid);
+            if (pid == 0) usleep(500); /* killed, not yet dead */
+        }
+        return;
+    }
+    int zombies = 0;
     while (now() < until) {
-        pid_t pid = waitpid(-1, NULL, WNOHANG);
-        if (pid < 0) return; /* none left */
-        if (pid == 0) usleep(500); /* killed, not yet dead */
+        reap_exited();
+        if (sweep(&zombies) == 0 && zombies == 0) return;
+        usleep(500);
     }
 }
 
@@ -144,6 +450,26 @@ static int adopt_command(Command *cmd, int out[2], int err[2], int in[2], int fe
     }
     cmd->pidfd = (int)syscall(SYS_pidfd_open, cmd->pid, 0);
     return cmd->pidfd < 0 ? -1 : 0;
+}
+
+/* A service's log, appended to: never through a link, and only a plain file with
+ * one name (not a FIFO that would block, nor a hard link to another file). The
+ * descriptor, or -1 and why. */
+static int open_log(const char *path, const char **why) {
+    int fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC |
+                  O_NOCTTY, 0644);
+    if (fd < 0) {
+        *why = strerror(errno);
+        return -1;
+    }
+    struct stat info;
+    if (fstat(fd, &info) != 0 || !S_ISREG(info.st_mode) || info.st_nlink != 1) {
+        close(fd);
+        *why = "not a plain file";
+        return -1;
+    }
+    fcntl(fd, F_SETFL, O_APPEND); /* blocking again */
+    return fd;
 }
 
 #include "_container_user.h"
@@ -268,6 +594,131 @@ static void run(const char *script, char **envp, double timeout, const char *dat
     send_frame('X', end, (size_t)n);
 }
 
+/* `sh -c script` as a service of this server (local mode: as the server's user):
+ * its own session, stdin /dev/null, stdout and stderr to `log`. */
+static int spawn_service(pid_t *pid, const char *script, char **envp, int log) {
+    posix_spawn_file_actions_t actions;
+    posix_spawn_file_actions_init(&actions);
+    posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
+    posix_spawn_file_actions_adddup2(&actions, log, 1);
+    posix_spawn_file_actions_adddup2(&actions, log, 2);
+    posix_spawnattr_t attr;
+    posix_spawnattr_init(&attr);
+    sigset_t defaults;
+    sigemptyset(&defaults);
+    sigaddset(&defaults, SIGPIPE);
+    sigaddset(&defaults, SIGXFSZ);
+    posix_spawnattr_setsigdefault(&attr, &defaults);
+    posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSID | POSIX_SPAWN_SETSIGDEF);
+    char *argv[] = {"sh", "-c", (char *)script, NULL};
+    int failed = posix_spawn(pid, "/bin/sh", &actions, &attr, argv, envp);
+    posix_spawn_file_actions_destroy(&actions);
+    posix_spawnattr_destroy(&attr);
+    return failed;
+}
+
+/* The "service" operation: start it, record its pid, start time and program. */
+static void start_service(const char *script, char **envp, const char *log, const User *user) {
+    char why[300] = "";
+    pid_t pid = -1;
+    int failed = -1;
+    if (service_count == MAX_SERVICES) {
+        snprintf(why, sizeof why, "more than %d services", MAX_SERVICES);
+    } else if (user != NULL) {
+        failed = spawn_service_as(&pid, script, envp, log, user, why, sizeof why);
+    } else {
+        const char *reason = "";
+        int fd = open_log(log, &reason);
+        if (fd < 0) {
+            snprintf(why, sizeof why, "its log %s: %s", log, reason);
+        } else {
+            failed = spawn_service(&pid, script, envp, fd);
+            if (failed != 0) snprintf(why, sizeof why, "cannot run /bin/sh: %s", strerror(failed));
+            close(fd);
+        }
+    }
+    if (failed != 0) {
+        char message[400];
+        int n = snprintf(message, sizeof message, "helios shell: the service did not start: %s\n",
+                         why);
+        send_frame('E', message, (size_t)n);
+        send_frame('X', "1 0", 3);
+        return;
+    }
+    Service *service = &services[service_count++];
+    Proc proc;
+    service->pid = pid;
+    service->alive = read_stat(pid, &proc) == 0 && !dead_state(proc.state);
+    service->start = service->alive ? proc.start : 0;
+    /* the file it was started as (not its exe now: it may have exec'd already) */
+    if (file_id("/bin/sh", &service->shell) != 0) service->shell = (FileId){0, 0};
+    char answer[64];
+    int n = snprintf(answer, sizeof answer, "%d %llu", (int)pid, service->start);
+    send_frame('O', answer, (size_t)n);
+    send_frame('X', "0 0", 3);
+}
+
+/* The "status" operation: the pids of the services still alive. */
+static void status(void) {
+    char answer[MAX_SERVICES * 12 + 1];
+    size_t n = 0;
+    for (int i = 0; i < service_count; i++)
+        if (service_alive(i))
+            n += (size_t)snprintf(answer + n, sizeof answer - n, "%s%d", n ? " " : "",
+                                  (int)services[i].pid);
+    if (n > 0) send_frame('O', answer, n);
+    send_frame('X', "0 0", 3);
+}
+
+/* Processes of this pid namespace other than this server, as /proc lists them. */
+static int count_others(void) {
+    DIR *proc = opendir("/proc");
+    if (proc == NULL) return -1;
+    int count = 0;
+    struct dirent *entry;
+    while ((entry = readdir(proc)) != NULL)
+        if (is_number(entry->d_name) && strcmp(entry->d_name, "1") != 0) count++;
+    closedir(proc);
+    return count;
+}
+
+/* The "stop" operation: kill every other process (a pid namespace's init reaches
+ * all of them with kill(-1), and nothing can fork once SIGKILL is pending) but
+ * what the services spare, reap them, and answer 0 only when /proc shows no
+ * other left. */
+static void stop_all(double limit) {
+    double until = now() + (limit > 0 ? limit : STOP_SECONDS);
+    int left, spare = services_alive() > 0, zombies = 0;
+    while (1) {
+        if (spare) {
+            left = sweep(&zombies);
+            left += zombies;
+        } else {
+            kill(-1, SIGKILL);
+        }
+        reap_exited();
+        if (!spare) left = count_others();
+        if (left == 0 || now() >= until) break;
+        usleep(1000);
+    }
+    if (left != 0) {
+        char message[100];
+        int n = snprintf(message, sizeof message,
+                         "helios shell: %d processes are left after SIGKILL\n", left);
+        send_frame('E', message, (size_t)n);
+        send_frame('X', "1 0", 3);
+        return;
+    }
+    send_frame('X', "0 0", 3);
+}
+
+static void unknown(const char *operation) {
+    char message[100];
+    int n = snprintf(message, sizeof message, "helios shell: unknown operation %.40s\n", operation);
+    send_frame('E', message, (size_t)n);
+    send_frame('X', "2 0", 3);
+}
+
 static const char *seal(void) {
     /* not dumpable: the commands (same uid, no capabilities) may neither trace
      * this server nor open its pipes */
@@ -306,18 +757,11 @@ int main(int argc, char **argv) {
     signal(SIGPIPE, SIG_IGN);
     const char *ready = seal();
     send_frame('R', ready, strlen(ready));
-    size_t size;
-    char *timeout;
-    char *operation = NULL, *who = NULL;
-    while (1) {
-        if (container_mode) {
-            size_t op_size, who_size;
-            if ((operation = read_field(&op_size)) == NULL) break;
-            who = must_field(&who_size);
-            timeout = must_field(&size);
-        } else if ((timeout = read_field(&size)) == NULL) {
-            break;
-        }
+    size_t size, op_size, who_size;
+    char *timeout, *operation, *who = NULL;
+    while ((operation = read_field(&op_size)) != NULL) {
+        if (container_mode) who = must_field(&who_size);
+        timeout = must_field(&size);
         size_t script_size, data_size, count_size;
         char *script = must_field(&script_size);
         char *data = must_field(&data_size);
@@ -339,18 +783,26 @@ int main(int argc, char **argv) {
             free(value);
         }
         double limit = size ? strtod(timeout, NULL) : -1;
-        if (!container_mode) {
-            run(script, envp, limit, data, data_size, NULL);
-        } else if (strcmp(operation, "stop") == 0) {
-            stop_all(limit);
-        } else {
-            User user;
-            if (find_user(*who ? who : argv[2], &user) == 0)
-                run(script, envp, limit, data, data_size, &user);
+        User user, *as = NULL;
+        int is_run = strcmp(operation, "run") == 0, is_service = strcmp(operation, "service") == 0;
+        if (container_mode && (is_run || is_service)) {
+            if (find_user(*who ? who : argv[2], &user) != 0) goto done; /* answered */
+            as = &user;
         }
+        if (is_run)
+            run(script, envp, limit, data, data_size, as);
+        else if (is_service)
+            start_service(script, envp, data, as);
+        else if (strcmp(operation, "status") == 0)
+            status();
+        else if (strcmp(operation, "stop") == 0)
+            stop_all(limit);
+        else
+            unknown(operation);
+    done:
         free(operation);
         free(who);
-        operation = who = NULL;
+        who = NULL;
         for (long i = 0; i < variables; i++) free(envp[i]);
         free(envp);
         free(timeout);

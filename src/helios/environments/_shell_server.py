@@ -8,13 +8,8 @@ system Python (read-only in the sandbox), so nothing the agent can write is on
 its import path. It imports only the standard library and must stay runnable
 by any Python 3.9+ (`os.pidfd_open`).
 
-Wire format (see `_shell.py`, the host side):
-- host → server: fields of `<length>\\n<bytes>`: the timeout, the script, the
-  bytes for its stdin (an upload's archive; empty: /dev/null), the number of
-  variables, each variable's name and value;
-- server → host: frames of 1 type byte + 4-byte big-endian length + payload:
-  `R` ready (once), `O` stdout bytes, `E` stderr bytes, `X` the end:
-  b"<exit code> <1 if timed out else 0>".
+Wire format: `_shell_server.c`'s header has it whole (operations `run`, `service`,
+`status`, `stop`; frames `R`, `O`, `E`, `X`); `_shell.py` is the host side.
 
 It imports builtin modules only (`posix`, `select`, `sys`, `time`), and `_ctypes`
 for one prctl: no `os`, `signal`, `subprocess`, `json` or `selectors`, whose own
@@ -25,10 +20,10 @@ Per command, as a one-shot bwrap exec would:
 - `sh -c script` with exactly the given environment, stdin empty (/dev/null),
   its own session, SIGPIPE and SIGXFSZ at their defaults; the server's own
   pipes are never inherited;
-- when it exits (or its timeout passes) every other process of the sandbox is
-  killed (`kill(-1)`), so no process outlives its command, and the output ends
-  when that command's does. The server is the pid namespace's init (bwrap's
-  `--as-pid-1`), so nothing inside can kill it, and it reaps the orphans;
+- when it exits (or its timeout passes) every other process of the sandbox but the
+  services' (`Services`) is killed, so no process outlives its command, and the
+  output ends when that command's does. The server is the pid namespace's init
+  (bwrap's `--as-pid-1`), so nothing inside can kill it, and it reaps the orphans;
 - a command killed by signal N reports 128 + N, as a shell would.
 """
 
@@ -48,6 +43,11 @@ DEFAULT_SIGNALS = (13, 25)
 
 #: after the command's exit (or its timeout), how long leftover output may drain
 DRAIN_SECONDS = 2.0
+#: how long a "stop" may take to kill and reap everything but the services
+STOP_SECONDS = 5.0
+MAX_SERVICES = 64
+#: the states of /proc/<pid>/stat that are a dead process
+_DEAD = (b"Z", b"X", b"x")
 _READ = select.POLLIN | select.POLLHUP | select.POLLERR
 
 
@@ -57,26 +57,151 @@ def send(kind: bytes, data: bytes) -> None:
         view = view[os.write(1, view) :]
 
 
-def kill_the_rest() -> None:
-    """Every process of this pid namespace but this server (its pid 1)."""
-    for _ in range(2):
-        try:
-            os.kill(-1, SIGKILL)
-        except OSError:
-            return
+def read_stat(pid: int) -> tuple[bytes, int, int] | None:
+    """(state, parent, start time) of /proc/<pid>/stat; None when it is gone or the
+    line is cut short (a name cannot fake the 20 fields after its last ")")."""
+    try:
+        with open(b"/proc/%d/stat" % pid, "rb", buffering=0) as stat:
+            line = stat.read(2048)
+    except OSError:
+        return None
+    f = line.rpartition(b") ")[2].split()
+    whole = len(f) >= 20 and f[1].isdigit() and f[19].isdigit()
+    return (f[0][:1], int(f[1]), int(f[19])) if whole else None
+
+
+def file_id(path: bytes) -> tuple[int, int] | None:
+    try:
+        info = os.stat(path)
+    except OSError:
+        return None
+    return info.st_dev, info.st_ino
+
+
+class Service:
+    def __init__(self, pid: int, start: int, shell: tuple[int, int] | None) -> None:
+        self.pid, self.start, self.shell, self.alive = pid, start, shell, start > 0
+
+
+class Services:
+    """Helios's long-lived processes here, and the kill that spares them, by the
+    rules in `_shell_server.c`'s header."""
+
+    def __init__(self) -> None:
+        self.known: list[Service] = []
+
+    def alive(self) -> list[int]:
+        for s in self.known:
+            found = read_stat(s.pid) if s.alive else None
+            s.alive = found is not None and found[2] == s.start and found[0] not in _DEAD
+        return [s.pid for s in self.known if s.alive]
+
+    def reaped(self, pid: int) -> None:
+        for s in self.known:
+            s.alive = s.alive and s.pid != pid
+
+    def add(self, pid: int) -> int:
+        """Record a service just started (not reaped yet, so its pid is its own)."""
+        found = read_stat(pid)
+        start = found[2] if found is not None and found[0] not in _DEAD else 0
+        # the file it was started as (not its exe now: it may have exec'd already)
+        self.known.append(Service(pid, start, file_id(b"/bin/sh")))
+        return start
+
+    def sweep(self) -> tuple[int, int]:
+        """One pass: SIGKILL all living not spared; (killed, zombies this server reaps)."""
+        pids = [int(name) for name in os.listdir(b"/proc") if name.isdigit() and name != b"1"]
+        procs = {pid: found for pid in pids if (found := read_stat(pid)) is not None}
+        owner = self._spared(procs)
+        killed = zombies = 0
+        for pid, (state, parent, _) in procs.items():
+            if pid in owner:
+                continue
+            if state in _DEAD:
+                zombies += parent == 1
+                continue
+            try:  # noqa: SIM105 (no contextlib: an import per server start)
+                os.kill(pid, SIGKILL)
+            except OSError:
+                pass
+            killed += 1
+        return killed, zombies
+
+    def _spared(self, procs: dict[int, tuple[bytes, int, int]]) -> dict[int, int]:
+        """pid → the index of the service that spares it."""
+        owner: dict[int, int] = {}
+        own: dict[int, set[tuple[int, int] | None]] = {}
+        exes: dict[int, tuple[int, int] | None] = {}
+
+        def program(pid: int) -> tuple[int, int] | None:
+            if pid not in exes:
+                exes[pid] = file_id(b"/proc/%d/exe" % pid)
+            return exes[pid]
+
+        for index, s in enumerate(self.known):
+            found = procs.get(s.pid) if s.alive else None
+            s.alive = found is not None and found[2] == s.start and found[0] not in _DEAD
+            if not s.alive:
+                continue
+            owner[s.pid] = index
+            if s.shell is None or program(s.pid) != s.shell:
+                own[index] = {program(s.pid)}  # it exec'd its program
+                continue
+            kids = [pid for pid, (state, parent, _) in procs.items()
+                    if parent == s.pid and state not in _DEAD and pid not in owner]  # fmt: skip
+            owner.update(dict.fromkeys(kids, index))
+            own[index] = {program(pid) for pid in kids}
+        changed = True
+        while changed:
+            changed = False
+            for pid, (state, parent, _) in procs.items():
+                if pid in owner or state in _DEAD or parent not in owner:
+                    continue
+                runs = program(pid)
+                if runs is not None and runs in own[owner[parent]]:
+                    owner[pid], changed = owner[parent], True
+        return owner
+
+
+services = Services()
+
+
+def kill_the_rest() -> int:
+    """Every process of this pid namespace but this server (its pid 1), and but
+    what the services spare."""
+    if not services.alive():
+        for _ in range(2):
+            try:
+                os.kill(-1, SIGKILL)
+            except OSError:
+                break
+        return 0
+    # A process with SIGKILL pending cannot fork: each pass leaves fewer.
+    until = time.monotonic() + DRAIN_SECONDS
+    while services.sweep()[0] and time.monotonic() < until:
+        time.sleep(0.0002)
+    return 0
+
+
+def reap_exited() -> bool:
+    """Reap what has ended; False once this server has no child left."""
+    try:
+        while (pid := os.waitpid(-1, os.WNOHANG)[0]) > 0:
+            services.reaped(pid)
+    except ChildProcessError:
+        return False
+    return True
 
 
 def reap_orphans() -> None:
     """Collect the killed processes that were reparented to this server (pid 1),
-    so none shows up as a zombie in the next command."""
+    so none shows up as a zombie in the next command (the services stay)."""
     until = time.monotonic() + DRAIN_SECONDS
-    while time.monotonic() < until:
-        try:
-            pid, _ = os.waitpid(-1, os.WNOHANG)
-        except ChildProcessError:
-            return  # none left
-        if pid == 0:
-            time.sleep(0.0005)  # killed, not yet dead
+    spare = bool(services.alive())
+    while reap_exited() and time.monotonic() < until:
+        if spare and services.sweep() == (0, 0):
+            return
+        time.sleep(0.0005)  # killed, not yet dead
 
 
 def spawn(script: bytes, env: dict[bytes, bytes], feed: bool) -> tuple[int, int, int, int]:
@@ -162,6 +287,57 @@ def run(script: bytes, env: dict[bytes, bytes], timeout: float | None, data: byt
     send(b"X", b"%d %d" % (128 - code if code < 0 else code, timed_out))
 
 
+def start_service(script: bytes, env: dict[bytes, bytes], log: bytes) -> None:
+    """`sh -c script` as a service: its own session, stdin /dev/null, its output
+    appended to `log` (no link followed; a plain file with one name)."""
+    try:
+        if len(services.known) >= MAX_SERVICES:
+            raise OSError(f"more than {MAX_SERVICES} services")
+        fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW | os.O_NONBLOCK
+                     | os.O_NOCTTY, 0o644)  # fmt: skip
+        try:
+            info = os.fstat(fd)
+            if info.st_mode & 0o170000 != 0o100000 or info.st_nlink != 1:
+                raise OSError(f"its log {log.decode(errors='replace')}: not a plain file")
+            os.set_blocking(fd, True)
+            actions = [(os.POSIX_SPAWN_OPEN, 0, "/dev/null", os.O_RDONLY, 0),
+                       (os.POSIX_SPAWN_DUP2, fd, 1), (os.POSIX_SPAWN_DUP2, fd, 2)]
+            pid = os.posix_spawn(b"/bin/sh", [b"sh", b"-c", script], env,
+                                 file_actions=actions, setsid=True, setsigdef=DEFAULT_SIGNALS)
+        finally:
+            os.close(fd)
+    except (OSError, ValueError) as exc:  # ValueError: a NUL in a path or the script
+        send(b"E", b"helios shell: the service did not start: %s\n" % str(exc).encode())
+        send(b"X", b"1 0")
+        return
+    start = services.add(pid)
+    send(b"O", b"%d %d" % (pid, start))
+    send(b"X", b"0 0")
+
+
+def report_status() -> None:
+    if living := services.alive():
+        send(b"O", b" ".join(b"%d" % pid for pid in living))
+    send(b"X", b"0 0")
+
+
+def stop_all(limit: float | None) -> None:
+    """Kill every process but this server and what the services spare; answer 0
+    only once /proc lists no other."""
+    until = time.monotonic() + (limit or STOP_SECONDS)
+    while True:
+        spare = bool(services.alive())
+        left = sum(services.sweep()) if spare else kill_the_rest()
+        reap_exited()
+        left = left if spare else sum(name.isdigit() for name in os.listdir(b"/proc")) - 1
+        if not left or time.monotonic() >= until:
+            break
+        time.sleep(0.001)
+    if left:
+        send(b"E", b"helios shell: %d processes are left after SIGKILL\n" % left)
+    send(b"X", b"1 0" if left else b"0 0")
+
+
 def field(reader: object) -> bytes | None:
     line = reader.readline()  # type: ignore[attr-defined]
     if not line:
@@ -192,22 +368,32 @@ def seal() -> bytes:
 
 
 def main() -> None:
-    """Requests: fields of `<length>\\n<bytes>`: the timeout (empty: none), the
-    script, the bytes for its stdin (empty: /dev/null), the number of variables,
-    then each variable's name and value."""
+    """Requests: fields of `<length>\\n<bytes>`: the operation, the timeout (empty:
+    none), the script, the bytes for its stdin (empty: /dev/null), the number of
+    variables, then each variable's name and value."""
     if os.getpid() != 1:
         # kill(-1) anywhere else would reach every process the user may signal.
         sys.exit("helios shell: not the init of its own pid namespace; refusing to run")
     reader = sys.stdin.buffer
     send(b"R", seal())  # ready
-    while (timeout := field(reader)) is not None:
+    while (operation := field(reader)) is not None:
+        timeout = field(reader)
         script = field(reader) or b""
         data = field(reader) or b""
         env: dict[bytes, bytes] = {}
         for _ in range(int(field(reader) or b"0")):
             name = field(reader) or b""
             env[name] = field(reader) or b""
-        run(script, env, float(timeout) if timeout else None, data)
+        limit = float(timeout) if timeout else None
+        if operation == b"run":
+            run(script, env, limit, data)
+        elif operation == b"service":
+            start_service(script, env, data)
+        elif operation in (b"status", b"stop"):
+            report_status() if operation == b"status" else stop_all(limit)
+        else:
+            send(b"E", b"helios shell: unknown operation %s\n" % operation[:40])
+            send(b"X", b"2 0")
 
 
 if __name__ == "__main__":

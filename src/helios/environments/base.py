@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import shlex
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
@@ -16,6 +17,13 @@ from helios.errors import EnvironmentExecError, UnsupportedFeature
 User = str | int
 #: who runs Helios's own housekeeping (resets, ownership) whatever the image's USER
 ROOT: User = 0
+#: a service's name: it names its log file, /logs/helios/services/<name>.log
+SERVICE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,63}")
+
+
+def check_service_name(name: str) -> None:
+    if not SERVICE_NAME.fullmatch(name):
+        raise ValueError(f"a service's name is a word of letters, digits, - and _: {name!r}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,6 +54,9 @@ class Environment(ABC):
     supports_users: ClassVar[bool] = False
     #: `set_network` can open or close the network of a running sandbox
     dynamic_network: ClassVar[bool] = False
+    #: `start_service` can start long-lived processes that Helios owns (see there);
+    #: a provider may answer for this host (local: whether its shell server runs here)
+    supports_services: ClassVar[bool] = False
 
     def __init__(self, spec: SandboxSpec, *, trial_id: str, run_id: str) -> None:
         self.spec = spec
@@ -157,11 +168,54 @@ class Environment(ABC):
             )
 
     async def stop_processes(self) -> None:
-        """Kill every process in the sandbox and check that none is left.
+        """Kill every process in the sandbox, except the services (`start_service`),
+        and check that none is left.
 
         The episode calls it after the agent and before the scorer, so nothing
         the agent started can run while it is scored. Raise
         `EnvironmentExecError` if a process survives."""
+
+    async def start_service(
+        self,
+        name: str,
+        command: str,
+        *,
+        env: dict[str, str] | None = None,
+        user: User | None = None,
+    ) -> None:
+        """Start `command` (`sh -c`, from /) as a long-lived process that Helios owns,
+        not the agent: it outlives every command, and `stop_processes` spares it and
+        those of its descendants that run one of its own processes' programs (the
+        same executable file, along a chain of spared parents); a shell or any other
+        program it spawned dies. Its own processes are the one started and, while
+        that is still the `sh` running `command` (Debian's dash does not exec a
+        command's last program: write `exec PROGRAM ...`), the programs that `sh`
+        started. Its output goes to `/logs/helios/services/<name>.log`. It runs as
+        `user` (None: the sandbox's default user, never the phase's: one user's
+        processes may signal and trace each other) with the sandbox's variables
+        plus `env`.
+
+        `name` is a short word (letters, digits, `-`, `_`), unique in the sandbox.
+        A service that dies stays dead (`service_running` tells). Raise
+        `UnsupportedFeature` where the provider (or this path of it) has none,
+        `EnvironmentExecError` if it cannot start."""
+        raise UnsupportedFeature(f"the {self.name} provider cannot run services")
+
+    async def service_running(self, name: str) -> bool:
+        """Whether the service `name` started by `start_service` is still alive
+        (the process Helios started, never another one with its pid)."""
+        return False
+
+    def exchange_dir(self) -> tuple[str, Path] | None:
+        """A folder for sockets shared with the host: its path inside the sandbox
+        and the same folder's path on the host (None: the provider has none), so a
+        host process can connect to a unix socket a service creates there.
+
+        The sandbox's processes can write it: anything in it may have been
+        replaced by the agent (a symlink, another socket, a file). A caller must
+        check what it opens (`lstat`: a socket, not a link; served by a process
+        of this sandbox) and never follow a link out of it."""
+        return None
 
     @abstractmethod
     async def stop(self) -> None:

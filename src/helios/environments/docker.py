@@ -6,6 +6,8 @@ it (no static build, a remote daemon), the many calls go to the Engine API
 (`_docker_api`) and the rare ones (run, build, inspect, cleanup) to the `docker`
 CLI. Containers carry labels so `helios cleanup` can find leftovers; `stop`
 removes the container whatever happened before.
+
+Its services and the stop of its processes that spares them: `_docker_services`.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from typing import ClassVar
 import aiodocker
 
 from helios._proc import last_line, run_to_end
-from helios.environments import _docker_api, _docker_shell, _tar
+from helios.environments import _docker_api, _docker_services, _docker_shell, _tar
 from helios.environments._docker_cleanup import cleanup_containers, remove_images
 from helios.environments._docker_cli import (
     CONTROL_TIMEOUT,
@@ -40,11 +42,11 @@ from helios.environments._docker_cli import (
     docker,
     docker_binary,
 )
+from helios.environments._docker_services import EXCHANGE_MOUNT, ContainerServices
 from helios.environments._docker_shell import ContainerShell
 from helios.environments._owner import current_owner
 from helios.environments._safe_copy import Bounds
 from helios.environments._shell import ShellUnavailable, Sink
-from helios.environments._shell_transfer import ShellTransfers
 from helios.environments.base import ROOT, ExecResult, User
 from helios.environments.spec import SandboxSpec
 from helios.errors import EnvironmentExecError, EnvironmentStartError, EnvironmentUnavailable
@@ -64,7 +66,7 @@ def _name_part(text: str, size: int) -> str:
 log = logging.getLogger(__name__)
 
 
-class DockerEnvironment(ShellTransfers):
+class DockerEnvironment(ContainerServices):
     name: ClassVar[str] = "docker"
     supports_users: ClassVar[bool] = True
     #: does this engine take `--storage-opt size=`? (overlay2 only on xfs with pquota)
@@ -81,6 +83,7 @@ class DockerEnvironment(ShellTransfers):
         #: the stream to the container's init, when it is Helios's shell server
         self._shell: ContainerShell | None = None
         self._has_tar = False
+        self._services, self._exchange = {}, None  # (see ContainerServices)
 
     @classmethod
     async def preflight(cls) -> None:
@@ -107,7 +110,9 @@ class DockerEnvironment(ShellTransfers):
 
     @classmethod
     async def cleanup_run(cls, run_id: str | None, *, force: bool = False) -> list[str]:
-        return await cleanup_containers(run_id, force=force)
+        run = None if run_id is None else _name_part(run_id, 36)
+        exchanges = await _docker_services.remove_exchanges(run)
+        return [*await cleanup_containers(run_id, force=force), *exchanges]
 
     @property
     def container_name(self) -> str:
@@ -131,8 +136,9 @@ class DockerEnvironment(ShellTransfers):
 
     def _run_args(self, with_storage: bool, server: Path | None = None,
                   user: str = "") -> list[str]:  # fmt: skip
-        """`docker run`'s arguments: detached with `sleep` as its init, or, given the
-        shell server, attached with the server as its init (`_docker_shell`)."""
+        """`docker run`'s arguments: detached with a shell that reaps as its init
+        (`_docker_api.INIT_LOOP`), or, given the shell server, attached with the
+        server as its init (`_docker_shell`)."""
         spec = self.spec
         cpus = min(spec.cpus, float(os.cpu_count() or 1))
         # With the network allowed, use the engine's default unless told otherwise.
@@ -140,9 +146,12 @@ class DockerEnvironment(ShellTransfers):
         env_args = [arg for key, value in spec.env.items() for arg in ("-e", f"{key}={value}")]
         storage = ["--storage-opt", f"size={spec.storage_mb}m"] if with_storage else []
         if server is None:
-            mode, init, args = ["-d"], ["--entrypoint", "sleep"], ["infinity"]
+            mode, init, args = ["-d"], ["--entrypoint", "sh"], ["-c", _docker_api.INIT_LOOP]
         else:
             (mode, args), init = _docker_shell.run_options(server, user), []
+        exchange = self._exchange
+        if exchange is not None:
+            init = [*init, "--mount", f"type=bind,source={exchange},target={EXCHANGE_MOUNT}"]
         return [
             "run", *mode, "--name", self.container_name,
             "--label", f"{LABEL_MANAGED}=true",
@@ -212,6 +221,7 @@ class DockerEnvironment(ShellTransfers):
             return shell
 
     async def start(self) -> None:
+        await self._make_exchange(_name_part(self.run_id, 36))
         server = _docker_shell.server_path()
         if server is not None:
             self._shell = await self._start_shell(server)
@@ -229,8 +239,13 @@ class DockerEnvironment(ShellTransfers):
         await self._setup()
 
     async def _setup(self) -> None:
+        owner = await self.default_owner()
+        give = "" if self._exchange is None or owner is None else (
+            # a service as the image's USER may make its sockets there too
+            f"chown -- {shlex.quote(str(owner))} {EXCHANGE_MOUNT}; "
+        )  # fmt: skip
         setup = await self.exec(
-            f"mkdir -p /logs/agent /logs/verifier {shlex.quote(self.workdir)}; "
+            f"mkdir -p /logs/agent /logs/verifier {shlex.quote(self.workdir)}; {give}"
             "command -v timeout >/dev/null && echo has-timeout; "
             "tar --version 2>/dev/null | grep -q 'GNU tar' && echo has-gnu-tar",
             cwd="/",
@@ -271,21 +286,6 @@ class DockerEnvironment(ShellTransfers):
         """The image's USER, without its group."""
         user = (await self._image_user()).split(":", 1)[0]
         return None if user in ("", "0", "root") else user
-
-    async def stop_processes(self) -> None:
-        """Kill every process of the container but its init: the shell server does
-        it from pid 1 (`_docker_shell`); without it, SIGKILL the container's pid 1,
-        which kills every process in its pid namespace (setsid, nohup and double
-        forks included), then start it again with its entrypoint alone."""
-        container = self._require_container()
-        if self._shell is None:
-            await _docker_api.restart_alone(self._engine, container)
-            return
-        await _docker_shell.stop_all(self._shell, self._kill_by_exec)
-
-    async def _kill_by_exec(self) -> None:
-        """`kill -9 -1` in the container by an exec: all but its init."""
-        await _docker_api.kill_all(self._engine, self.container_name)
 
     def _require_container(self) -> str:
         if self.container is None:
@@ -391,6 +391,7 @@ class DockerEnvironment(ShellTransfers):
             client, self._client = self._client, None
             if client is not None:
                 await _docker_api.release(client)
+            await self._drop_exchange()
 
 
 async def remove_containers(run_id: str | None = None, *, force: bool = False) -> list[str]:

@@ -7,8 +7,10 @@ run in a persistent shell (`_shell`): one `bwrap` per sandbox (and user and
 network) with no network, its own pid namespace and die-with-parent, whose
 server runs one command at a time and kills every other process of its
 namespace when a command ends, so no process outlives the command that started
-it. Without a shell server here (compiled, or the system Python), or when the
-shell is busy, a command is its own one-shot `bwrap`, with the same guarantees.
+it, but Helios's own *services* (`start_service`: a desktop's X server), which
+the server started and its kills spare. Without a shell server here (compiled,
+or the system Python), or when the shell is busy, a command is its own one-shot
+`bwrap`, with the same guarantees (and no services: `supports_services` False).
 Files persist between commands through the trial's root. See `_bwrap` for what
 the sandbox sees and who it runs as, and `local_limits` for its resource limits.
 
@@ -32,19 +34,24 @@ from typing import ClassVar
 
 from helios._proc import decode, last_line, run_process, run_to_end
 from helios.environments import _local_root, _shell_transfer
-from helios.environments._bwrap import TRANSFER_MOUNT, BwrapCall, sandbox_env, tool
+from helios.environments._bwrap import (
+    TRANSFER_MOUNT,
+    BwrapCall,
+    sandbox_env,
+    tool,
+)
 from helios.environments._local_cleanup import (
     cleanup_sandboxes,
     kill_marked,
     kill_processes,
     remove_holder,
 )
+from helios.environments._local_services import LocalServices
 from helios.environments._local_users import LocalUsers, SandboxUser
 from helios.environments._payload import place_payload
 from helios.environments._safe_copy import Bounds, DownloadMissing, copy_out
-from helios.environments._shell import Sink
+from helios.environments._shell import SandboxShell, Sink
 from helios.environments._shell_pool import ShellPool
-from helios.environments._shell_transfer import ShellTransfers
 from helios.environments.base import ExecResult, User
 from helios.environments.local_limits import LocalLimits, runs_as_root
 from helios.environments.spec import SandboxSpec
@@ -56,7 +63,7 @@ INSTALL_HINT = (
 )
 
 
-class LocalEnvironment(ShellTransfers):
+class LocalEnvironment(LocalServices):
     name: ClassVar[str] = "local"
     #: as far as one user namespace allows: see `_local_users`
     supports_users: ClassVar[bool] = True
@@ -76,6 +83,8 @@ class LocalEnvironment(ShellTransfers):
         self._dirty = False
         #: one-shot bwraps running now
         self._running = 0
+        #: the shell each service lives in, by name
+        self._services: dict[str, SandboxShell] = {}
 
     @classmethod
     async def preflight(cls) -> None:
@@ -180,18 +189,13 @@ class LocalEnvironment(ShellTransfers):
             f"cd -- {quoted} 2>/dev/null || {{ mkdir -p -- {quoted} 2>/dev/null; cd -- {quoted}; }}"
             f" || exit 125\n{command}"
         )
-        declared = dict(self.spec.env)
+        declared = self._declared(who)
         if who is not None:
-            declared = {"HOME": who.home, "USER": who.name, "LOGNAME": who.name, **declared}
             home = shlex.quote(who.home)
             script = f"[ -d {home} ] || mkdir -p -- {home} 2>/dev/null; {script}"
         full_env = sandbox_env(declared, env)
-        marker = self.marker()
-        call = BwrapCall(
-            self.root, self.limits, full_env, transfer, marker,
-            uid=who.uid if who else None, gid=who.gid if who else None,
-            share_net=self.network, extra_binds=tuple(self._users.binds()),
-        )  # fmt: skip
+        call = self._call(who, full_env, transfer)
+        marker = call.marker
         if transfer is None:
             # The shell's own environment is the sandbox's alone, as bwrap's is.
             own = dataclasses.replace(call, env=sandbox_env(declared, {}))
@@ -217,6 +221,22 @@ class LocalEnvironment(ShellTransfers):
         return ExecResult(
             decode(result.stdout), decode(result.stderr), result.returncode, result.timed_out
         )
+
+    def _declared(self, who: SandboxUser | None) -> dict[str, str]:
+        """The sandbox's variables for a command as `who` (None: the default user)."""
+        declared = dict(self.spec.env)
+        if who is None:
+            return declared
+        return {"HOME": who.home, "USER": who.name, "LOGNAME": who.name, **declared}
+
+    def _call(self, who: SandboxUser | None, env: dict[str, str],
+              transfer: Path | None = None) -> BwrapCall:  # fmt: skip
+        assert self.root is not None and self._users is not None
+        return BwrapCall(
+            self.root, self.limits, env, transfer, self.marker(),
+            uid=who.uid if who else None, gid=who.gid if who else None,
+            share_net=self.network, extra_binds=tuple(self._users.binds()),
+        )  # fmt: skip
 
     async def _shell_command(
         self, command: str, *, data: bytes = b"", sink: Sink | None = None
@@ -301,12 +321,14 @@ class LocalEnvironment(ShellTransfers):
 
     async def stop_processes(self) -> None:
         """Every command's namespace has ended with it, and the shells' end with
-        their server; only when that bookkeeping may have a gap (a cancel, a
-        timeout, a shell that died) are the host's processes searched as well."""
+        their server (a shell with services is kept once its server killed all
+        but them); only when that bookkeeping may have a gap (a cancel, a
+        timeout, a shell that died) are the host's processes searched as well,
+        sparing the shells kept."""
         holder = self._holder
         await self._pool.close(keep_reusable=True)
         if holder is not None and (self._dirty or self._pool.dirty or self._running):
-            if not await kill_processes(holder):
+            if not await kill_processes(holder, spare=self._pool.host_pids()):
                 raise EnvironmentExecError("processes of the sandbox survived SIGKILL")
             self._dirty = self._pool.dirty = False
 

@@ -47,6 +47,11 @@ class UserView(Environment):
     def workdir(self) -> str:
         return self.inner.workdir
 
+    @property
+    def supports_services(self) -> bool:  # type: ignore[override]
+        # the sandbox's answer (a class-wide fact of its provider; see there)
+        return self.inner.supports_services
+
     async def start(self) -> None:
         return None
 
@@ -97,6 +102,25 @@ class UserView(Environment):
 
     async def stop_processes(self) -> None:
         await self.inner.stop_processes()
+
+    async def start_service(
+        self,
+        name: str,
+        command: str,
+        *,
+        env: dict[str, str] | None = None,
+        user: User | None = None,
+    ) -> None:
+        """Helios's, not the phase's: it runs as the sandbox's default user unless
+        told otherwise, never as the phase's user by default (processes of one
+        user may signal and trace each other)."""
+        await self.inner.start_service(name, command, env=env, user=user)
+
+    async def service_running(self, name: str) -> bool:
+        return await self.inner.service_running(name)
+
+    def exchange_dir(self) -> tuple[str, Path] | None:
+        return self.inner.exchange_dir()
 
     async def stop(self) -> None:
         return None
