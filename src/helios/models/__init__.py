@@ -1,4 +1,5 @@
-"""Models: one interface over the official OpenAI and Anthropic SDKs."""
+"""Models: one interface over the providers' wires (Chat Completions, Anthropic Messages,
+OpenAI Responses, Gemini generateContent), spoken directly over aiohttp."""
 
 from helios.models.base import (
     GenerationConfig,

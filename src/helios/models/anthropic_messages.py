@@ -1,13 +1,21 @@
-"""Anthropic Messages API."""
+"""Anthropic Messages API, with images and the computer-use tool.
+
+Images (`Message.images`) go as base64 image blocks after the text of a user message
+or inside a tool_result; only the last `keep_images` are sent (`models/images.py`).
+A request that declares a native `computer_*` tool carries the beta header of that
+tool's version; the computer tool's calls come back as ordinary tool_use blocks,
+ToolCall(name="computer", arguments=<the tool's input>).
+"""
 
 from __future__ import annotations
 
 import json
 from typing import Any
 
-from helios.models.base import GenerationConfig, Message, ModelResponse, ToolCall
+from helios.models.base import GenerationConfig, ImageRef, Message, ModelResponse, ToolCall
 from helios.models.errors import TransientError
 from helios.models.http import JsonEndpoint
+from helios.models.images import OMITTED, ImageWindow, b64, image_window, split_kept, wire_key
 from helios.models.reply_values import token_count
 from helios.models.routing import ModelSpec
 from helios.usage import Usage
@@ -18,20 +26,45 @@ API_VERSION = "2023-06-01"
 #: thinking budgets per reasoning effort (tokens)
 THINKING_BUDGET = {"minimal": 1024, "low": 2048, "medium": 8192, "high": 16384, "xhigh": 32000}
 STOP_REASONS = {"tool_use": "tool_calls", "end_turn": "stop", "max_tokens": "length"}
+#: the beta each version of the computer tool needs (its other tools, bash and the
+#: text editor, come with it)
+COMPUTER_BETAS = {
+    "computer_20241022": "computer-use-2024-10-22",
+    "computer_20250124": "computer-use-2025-01-24",
+    "computer_20251124": "computer-use-2025-11-24",
+}
 
 
-def _blocks(message: Message) -> list[dict[str, Any]]:
-    """The content blocks of one message, converted once and cached."""
-    cached = message.wire.get(WIRE)
+def _image_block(image: ImageRef) -> dict[str, Any]:
+    source = {"type": "base64", "media_type": image.media_type, "data": b64(image)}
+    return {"type": "image", "source": source}
+
+
+def _media(message: Message, kept: int) -> list[dict[str, Any]]:
+    """The message's images as blocks: a placeholder for each one not sent."""
+    omitted, sent = split_kept(message, kept)
+    return [{"type": "text", "text": OMITTED}] * omitted + [_image_block(i) for i in sent]
+
+
+def _blocks(message: Message, kept: int) -> list[dict[str, Any]]:
+    """The content blocks of one message, converted once (per number of its images
+    sent) and cached."""
+    key = wire_key(WIRE, kept, message)
+    cached = message.wire.get(key)
     if cached is not None:
         return cached  # type: ignore[no-any-return]
     blocks: list[dict[str, Any]] = []
     if message.role == "tool":
+        text = message.content or ("" if message.images else "(no output)")
+        content: str | list[dict[str, Any]] = text
+        if message.images:
+            texts = [{"type": "text", "text": text}] if text else []
+            content = texts + _media(message, kept)
         blocks.append(
             {
                 "type": "tool_result",
                 "tool_use_id": message.tool_call_id,
-                "content": message.content or "(no output)",
+                "content": content,
                 "is_error": message.is_error,
             }
         )
@@ -40,6 +73,8 @@ def _blocks(message: Message) -> list[dict[str, Any]]:
             blocks.extend(message.provider_state)  # thinking blocks, signed: send back as-is
         if message.content:
             blocks.append({"type": "text", "text": message.content})
+        if message.images:
+            blocks.extend(_media(message, kept))
         for call in message.tool_calls:
             blocks.append(
                 {
@@ -49,19 +84,23 @@ def _blocks(message: Message) -> list[dict[str, Any]]:
                     "input": call.arguments or {},
                 }
             )
-    message.wire[WIRE] = blocks
+    message.wire[key] = blocks
     return blocks
 
 
-def assemble(messages: list[Message]) -> tuple[str, list[dict[str, Any]]]:
-    """System text plus alternating turns; tool results and following user text merge."""
+def assemble(
+    messages: list[Message], window: ImageWindow | None = None
+) -> tuple[str, list[dict[str, Any]]]:
+    """System text plus alternating turns; tool results and following user text merge.
+    `window` says which images are sent (default: all)."""
+    window = window or image_window(messages, None)
     system = "\n\n".join(m.content for m in messages if m.role == "system")
     turns: list[dict[str, Any]] = []
-    for message in messages:
+    for index, message in enumerate(messages):
         if message.role == "system":
             continue
         role = "assistant" if message.role == "assistant" else "user"
-        blocks = _blocks(message)
+        blocks = _blocks(message, window.kept(index, message))
         if turns and turns[-1]["role"] == role:
             turns[-1] = {"role": role, "content": [*turns[-1]["content"], *blocks]}
         else:
@@ -80,6 +119,15 @@ def _usage(raw: Any) -> Usage:
     )
 
 
+def computer_beta(tools: list[dict[str, Any]]) -> str | None:
+    """The `anthropic-beta` header a request with these tools needs, if any."""
+    for tool in tools:
+        beta = COMPUTER_BETAS.get(str(tool.get("type") or ""))
+        if beta is not None:
+            return beta
+    return None
+
+
 class AnthropicModel:
     def __init__(self, spec: ModelSpec) -> None:
         self.name = spec.model
@@ -94,7 +142,7 @@ class AnthropicModel:
     def _request(
         self, messages: list[Message], tools: list[dict[str, Any]], config: GenerationConfig
     ) -> dict[str, Any]:
-        system, turns = assemble(messages)
+        system, turns = assemble(messages, image_window(messages, config.keep_images))
         request: dict[str, Any] = {
             "model": self._spec.model,
             "messages": turns,
@@ -117,7 +165,11 @@ class AnthropicModel:
         self, messages: list[Message], tools: list[dict[str, Any]], config: GenerationConfig
     ) -> ModelResponse:
         body = self._request(messages, tools, config)
-        return await self._endpoint.call("/v1/messages", body, config.timeout, self._parse)
+        beta = computer_beta(tools)
+        headers = {"anthropic-beta": beta} if beta else None
+        return await self._endpoint.call(
+            "/v1/messages", body, config.timeout, self._parse, headers
+        )
 
     def _parse(self, response: dict[str, Any]) -> ModelResponse:
         content = response.get("content")

@@ -16,6 +16,8 @@ from helios.usage import Usage
 
 Role = Literal["system", "user", "assistant", "tool"]
 ReasoningEffort = Literal["xhigh", "high", "medium", "low", "minimal", "none"]
+#: screenshots sent back to the model by default (the last K)
+DEFAULT_KEEP_IMAGES = 3
 
 
 @dataclass(slots=True)
@@ -79,15 +81,22 @@ class GenerationConfig:
     openrouter_provider: dict[str, Any] = field(default_factory=dict)
     #: per-request timeout in seconds
     timeout: float = 600.0
+    #: only the last K images of a conversation (screenshots) go to the model; each
+    #: older one becomes a placeholder (None: send every image)
+    keep_images: int | None = DEFAULT_KEEP_IMAGES
 
     def identity(self) -> dict[str, Any]:
         """The settings that change results: part of trial ids."""
-        return {
+        identity: dict[str, Any] = {
             "max_tokens": None if self.omit_max_tokens else self.max_tokens,
             "temperature": self.temperature,
             "reasoning_effort": self.reasoning_effort,
             "openrouter_provider": self.openrouter_provider,
         }
+        # Named only when changed, so the ids of runs made before it existed still hold.
+        if self.keep_images != DEFAULT_KEEP_IMAGES:
+            identity["keep_images"] = self.keep_images
+        return identity
 
 
 @dataclass(slots=True)

@@ -10,7 +10,8 @@ building, auth hooks and response models were most of a turn's CPU.
 Errors are typed exactly as the SDKs' were mapped (`sdk_errors`): refused or
 unresolvable endpoints are `ConnectionFailed`; timeouts, dropped connections,
 408/409/5xx and unparseable bodies `TransientError`; 429 `RateLimitError` with
-Retry-After; 401/403 `AuthError`; context overflow `ContextWindowError`.
+Retry-After (or Google's RetryInfo in the body); 401/403 `AuthError` (and Google's
+400 for a wrong key); context overflow `ContextWindowError`.
 
 Credentials in the URL's userinfo (`http://user:key@host/v1`) are sent as HTTP
 Basic auth, in place of the client's Authorization header (as httpx, and so the
@@ -21,14 +22,22 @@ from __future__ import annotations
 
 import asyncio
 import json
+import math
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any, TypeVar
 from urllib.parse import unquote, urlsplit
 
 import aiohttp
 import msgspec
 
-from helios.models.errors import ConnectionFailed, ModelError, TransientError
+from helios.models.errors import (
+    AuthError,
+    ConnectionFailed,
+    ModelError,
+    RateLimitError,
+    TransientError,
+)
 from helios.models.sdk_errors import status_error, unreachable_reason
 from helios.secrets import public_url, register_secret, register_url
 
@@ -61,15 +70,21 @@ class JsonEndpoint:
         self._session = aiohttp.ClientSession(connector=connector, headers=self.headers)
         return self._session
 
-    async def post(self, path: str, body: dict[str, Any], timeout: float) -> dict[str, Any]:
+    async def post(
+        self, path: str, body: dict[str, Any], timeout: float,
+        headers: Mapping[str, str] | None = None,
+    ) -> dict[str, Any]:  # fmt: skip
+        """POST `body`; `headers` are added to the endpoint's own for this request
+        (Anthropic's beta header, which depends on the tools sent)."""
         session = self._session or self._open()
         # msgspec: a tenth of json.dumps's CPU for a request, which carries the
         # whole conversation each turn (the bytes on the wire are still JSON).
         data = msgspec.json.encode(body)
         try:
             async with session.post(
-                self.base_url + path, data=data, timeout=aiohttp.ClientTimeout(total=timeout)
-            ) as response:
+                self.base_url + path, data=data, headers=headers,
+                timeout=aiohttp.ClientTimeout(total=timeout),
+            ) as response:  # fmt: skip
                 raw = await response.read()
                 status, headers = response.status, response.headers
         except TimeoutError:
@@ -91,11 +106,11 @@ class JsonEndpoint:
 
     async def call(
         self, path: str, body: dict[str, Any], timeout: float,
-        parse: Callable[[dict[str, Any]], T],
+        parse: Callable[[dict[str, Any]], T], headers: Mapping[str, str] | None = None,
     ) -> T:  # fmt: skip
         """`post`, then the reply read by `parse`: a reply of a shape `parse` cannot
         read is a malformed response (transient, retried), as an unparseable one is."""
-        reply = await self.post(path, body, timeout)
+        reply = await self.post(path, body, timeout, headers)
         try:
             return parse(reply)
         except (AttributeError, TypeError, ValueError, KeyError, OverflowError,
@@ -111,19 +126,63 @@ class JsonEndpoint:
 
 
 def _status_error(status: int, raw: bytes, headers: Any) -> ModelError:
-    message, code = _error_text(raw)
-    return status_error(status, message or f"HTTP {status}", headers, code)
+    message, code, google = _error_text(raw)
+    if google.key_invalid:
+        # Google answers a wrong key with 400 INVALID_ARGUMENT (reason API_KEY_INVALID).
+        return AuthError(f"authentication failed ({status}): {message}", status=status)
+    error = status_error(status, message or f"HTTP {status}", headers, code)
+    if isinstance(error, RateLimitError) and error.retry_after is None:
+        error.retry_after = google.retry_delay  # Google's RetryInfo, in the body
+    return error
 
 
-def _error_text(raw: bytes) -> tuple[str, str]:
-    """The provider's error message and code from an error body (OpenAI's or Anthropic's)."""
+@dataclass(frozen=True, slots=True)
+class _GoogleDetails:
+    """What Google's error `details` add: the wait it asks for, and a wrong key."""
+
+    retry_delay: float | None = None
+    key_invalid: bool = False
+
+
+def _error_text(raw: bytes) -> tuple[str, str, _GoogleDetails]:
+    """The provider's error message and code from an error body (OpenAI's,
+    Anthropic's or Google's), and Google's details."""
     try:
         body = json.loads(raw)
     except (ValueError, RecursionError):
-        return " ".join(raw[:400].decode("utf-8", "replace").split()), ""
+        return " ".join(raw[:400].decode("utf-8", "replace").split()), "", _GoogleDetails()
     inner = body.get("error", body) if isinstance(body, dict) else None
     if not isinstance(inner, dict):
-        return str(body)[:400], ""
+        return str(body)[:400], "", _GoogleDetails()
     message = str(inner.get("message") or "")
-    code = str(inner.get("code") or inner.get("type") or "")
-    return " ".join(message.split())[:400], code
+    code = inner.get("code") or inner.get("type") or ""
+    if isinstance(code, int) and isinstance(inner.get("status"), str):
+        code = inner["status"]  # Google: code is the HTTP status, status the reason
+    return " ".join(message.split())[:400], str(code), _google_details(inner.get("details"))
+
+
+def _google_details(details: Any) -> _GoogleDetails:
+    if not isinstance(details, list):
+        return _GoogleDetails()
+    delay: float | None = None
+    key_invalid = False
+    for detail in details[:16]:
+        if not isinstance(detail, dict):
+            continue
+        kind = str(detail.get("@type") or "")
+        if kind.endswith("google.rpc.RetryInfo"):
+            delay = _duration(detail.get("retryDelay"))
+        elif kind.endswith("google.rpc.ErrorInfo") and detail.get("reason") == "API_KEY_INVALID":
+            key_invalid = True
+    return _GoogleDetails(delay, key_invalid)
+
+
+def _duration(value: Any) -> float | None:
+    """A protobuf Duration as JSON ("17s", "0.5s"), in seconds; None if unreadable."""
+    if not isinstance(value, str) or not value.endswith("s"):
+        return None
+    try:
+        seconds = float(value[:-1])
+    except ValueError:
+        return None
+    return max(0.0, seconds) if math.isfinite(seconds) else None

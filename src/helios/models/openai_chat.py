@@ -1,27 +1,60 @@
-"""OpenAI Chat Completions (OpenAI, OpenRouter, Gemini's compatible endpoint, vLLM & co)."""
+"""OpenAI Chat Completions (OpenAI, OpenRouter, Gemini's compatible endpoint, vLLM & co).
+
+Images (`Message.images`) go as `image_url` parts with data: URLs. A user message
+carries its own; a tool message cannot (the wire's tool role is text), so the images
+of a run of tool results follow it in one user message. Only the last `keep_images`
+are sent (`models/images.py`).
+"""
 
 from __future__ import annotations
 
 import json
 from typing import Any
 
-from helios.models.base import GenerationConfig, Message, ModelResponse, ToolCall
+from helios.models.base import GenerationConfig, ImageRef, Message, ModelResponse, ToolCall
 from helios.models.errors import TransientError
 from helios.models.http import JsonEndpoint
+from helios.models.images import OMITTED, data_url, image_window, split_kept, wire_key
 from helios.models.reply_values import parse_arguments, token_count
 from helios.models.routing import ModelSpec
 from helios.usage import Usage
 
 WIRE = "openai"
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
+#: what introduces the screenshots of a run of tool results
+TOOL_IMAGES_TEXT = "The screen after the calls above:"
 
 
-def to_wire(message: Message) -> dict[str, Any]:
-    cached = message.wire.get(WIRE)
+def _image_part(image: ImageRef) -> dict[str, Any]:
+    return {"type": "image_url", "image_url": {"url": data_url(image)}}
+
+
+def media_parts(message: Message, kept: int) -> list[dict[str, Any]]:
+    """The message's images as content parts: a text placeholder for each one not
+    sent. Cached per number sent."""
+    key = wire_key(WIRE + ":media", kept, message)
+    cached = message.wire.get(key)
+    if cached is None:
+        omitted, sent = split_kept(message, kept)
+        cached = [{"type": "text", "text": OMITTED}] * omitted + [_image_part(i) for i in sent]
+        message.wire[key] = cached
+    return cached
+
+
+def to_wire(message: Message, kept: int | None = None) -> dict[str, Any]:
+    """One message as the wire's message (a tool message's images are sent apart,
+    see `assemble`); `kept`: how many of its images are sent (default all)."""
+    kept = len(message.images) if kept is None else kept
+    images = bool(message.images) and message.role not in ("tool", "assistant")
+    key = wire_key(WIRE, kept, message) if images else WIRE
+    cached = message.wire.get(key)
     if cached is not None:
         return cached  # type: ignore[no-any-return]
     wire: dict[str, Any]
-    if message.role == "tool":
+    if images:
+        text = [{"type": "text", "text": message.content}] if message.content else []
+        wire = {"role": message.role, "content": text + media_parts(message, kept)}
+    elif message.role == "tool":
         wire = {"role": "tool", "tool_call_id": message.tool_call_id, "content": message.content}
     elif message.role == "assistant":
         wire = {"role": "assistant", "content": message.content or None}
@@ -39,8 +72,30 @@ def to_wire(message: Message) -> dict[str, Any]:
             ]
     else:
         wire = {"role": message.role, "content": message.content}
-    message.wire[WIRE] = wire
+    message.wire[key] = wire
     return wire
+
+
+def assemble(messages: list[Message], keep_images: int | None) -> list[dict[str, Any]]:
+    """The request's messages; the images of each run of tool results follow the run
+    in one user message (a user message between tool results would be refused)."""
+    window = image_window(messages, keep_images)
+    wire: list[dict[str, Any]] = []
+    pending: list[dict[str, Any]] = []
+    for index, message in enumerate(messages):
+        kept = window.kept(index, message)
+        if pending and message.role != "tool":
+            wire.append({"role": "user", "content": [_TOOL_IMAGES, *pending]})
+            pending = []
+        wire.append(to_wire(message, kept))
+        if message.role == "tool" and message.images:
+            pending.extend(media_parts(message, kept))
+    if pending:
+        wire.append({"role": "user", "content": [_TOOL_IMAGES, *pending]})
+    return wire
+
+
+_TOOL_IMAGES = {"type": "text", "text": TOOL_IMAGES_TEXT}
 
 
 def _field(raw: Any, name: str) -> Any:
@@ -86,7 +141,7 @@ class OpenAIChatModel:
     ) -> dict[str, Any]:
         request: dict[str, Any] = {
             "model": self._spec.model,
-            "messages": [to_wire(m) for m in messages],
+            "messages": assemble(messages, config.keep_images),
         }
         if tools:
             request["tools"] = tools

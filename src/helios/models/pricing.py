@@ -59,6 +59,9 @@ DEFAULT_PRICES: dict[str, Price] = {
     "o4-mini": Price(1.1, 4.4, 0.275),
     "gemini-2.5-pro": Price(1.25, 10.0, 0.31),
     "gemini-2.5-flash": Price(0.3, 2.5, 0.075),
+    # the computer-use models
+    "computer-use-preview": Price(3.0, 12.0),
+    "gemini-2.5-computer-use": Price(1.25, 10.0),
 }
 
 

@@ -4,6 +4,11 @@ Names are `provider/model`; bare names route by prefix (claude-* → anthropic,
 gpt-* and o<digit>* → openai). Keys come from the provider's usual variable or
 --api-key, and a missing key is reported before any trial starts. The endpoint is
 --base-url, else `<PROVIDER>_BASE_URL`, else the provider's own.
+
+A model name resolves to its provider's usual wire (`api`): Chat Completions, or
+Anthropic Messages. An agent that needs another wire of the same provider (the
+computer agent: OpenAI's Responses API, Gemini's native generateContent) asks for it
+with `ModelSpec.with_api`; the endpoint follows (see `native_base_url`).
 """
 
 from __future__ import annotations
@@ -11,14 +16,19 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Literal
 from urllib.parse import urlparse
 
 from helios.errors import ConfigError
 from helios.secrets import public_url, register_secret, register_url
 
-Api = Literal["openai", "anthropic"]
+#: the wires: Chat Completions, Anthropic Messages, OpenAI Responses, Gemini generateContent
+Api = Literal["openai", "anthropic", "responses", "gemini"]
+APIS: tuple[Api, ...] = ("openai", "anthropic", "responses", "gemini")
+#: Gemini's own API (generateContent); its default base URL above is the
+#: OpenAI-compatible one, which has no computer use
+GEMINI_NATIVE_URL = "https://generativelanguage.googleapis.com"
 
 
 @dataclass(frozen=True)
@@ -71,6 +81,36 @@ class ModelSpec:
     @property
     def qualified(self) -> str:
         return f"{self.provider}/{self.model}"
+
+    def with_api(self, api: Api) -> ModelSpec:
+        """The same model and key over another wire of its provider (the computer
+        agent's: OpenAI's Responses API, Gemini's generateContent).
+
+        Gemini's default endpoint is its OpenAI-compatible one; the native wire goes
+        to Google's own API instead. A URL the user gave (--base-url, GEMINI_BASE_URL)
+        is kept, less a trailing `/v1beta[/openai]` (the native client adds the path)."""
+        if api not in APIS:
+            raise ConfigError(f"unknown model API {api!r} (known: {', '.join(APIS)})")
+        if api == self.api:
+            return self
+        if api == "anthropic" and self.provider != "anthropic":
+            raise ConfigError(f"{self.qualified} does not speak Anthropic's Messages API")
+        if api == "gemini" and self.provider != "gemini":
+            raise ConfigError(f"{self.qualified} does not speak Gemini's generateContent API")
+        base_url = native_base_url(self.provider, self.base_url) if api == "gemini" else (
+            self.base_url)  # fmt: skip
+        return replace(self, api=api, base_url=base_url)
+
+
+def native_base_url(provider: str, base_url: str | None) -> str:
+    """Gemini's native endpoint for a resolved base URL: Google's own for its default
+    (OpenAI-compatible) one, else the given URL without `/v1beta` or `/v1beta/openai`."""
+    if base_url is None or base_url == PROVIDERS[provider].base_url:
+        return GEMINI_NATIVE_URL
+    url = base_url.rstrip("/")
+    for suffix in ("/openai", "/v1beta"):
+        url = url.removesuffix(suffix)
+    return url
 
 
 def split_name(name: str) -> tuple[str, str]:

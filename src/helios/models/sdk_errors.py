@@ -30,6 +30,8 @@ _CONTEXT_MARKERS = (
     "prompt is too long",
     "too many tokens",
     "input is too long",
+    # Gemini: "The input token count (N) exceeds the maximum number of tokens allowed (M)."
+    "exceeds the maximum number of tokens",
 )
 
 

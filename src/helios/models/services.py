@@ -4,7 +4,7 @@ endpoint, the adaptive limiter, the retry policy, prices and live counters."""
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -13,15 +13,24 @@ from helios.models.base import GenerationConfig, Message, Model, ModelResponse
 from helios.models.limiter import AdaptiveLimiter
 from helios.models.pricing import PriceTable
 from helios.models.retry import OnRetry, RetryPolicy, call_with_retries
-from helios.models.routing import ModelSpec
+from helios.models.routing import Api, ModelSpec
 from helios.usage import Usage
 
 
 def create_model(spec: ModelSpec) -> Model:
+    """The client of `spec`'s wire (imported on first use)."""
     if spec.api == "anthropic":
         from helios.models.anthropic_messages import AnthropicModel
 
         return AnthropicModel(spec)
+    if spec.api == "responses":
+        from helios.models.openai_responses import OpenAIResponsesModel
+
+        return OpenAIResponsesModel(spec)
+    if spec.api == "gemini":
+        from helios.models.gemini_native import GeminiNativeModel
+
+        return GeminiNativeModel(spec)
     from helios.models.openai_chat import OpenAIChatModel
 
     return OpenAIChatModel(spec)
@@ -39,6 +48,23 @@ class ModelServices:
     totals: Usage = field(default_factory=Usage)
     started: float = field(default_factory=time.monotonic)
     _model: Model | None = None
+    #: the same services over another wire (`with_api`), made once per batch
+    _wires: dict[str, ModelServices] = field(default_factory=dict, repr=False)
+
+    def with_api(self, api: Api) -> ModelServices:
+        """These services over another wire of the same provider (the computer agent
+        asks for the one its provider module speaks: `ComputerProvider.api`).
+
+        The result shares the limiter, retry policy, prices and totals (one endpoint
+        and key, one budget) and is made once, so every trial of a batch uses one
+        client and one connection pool; `close` closes it too."""
+        if api == self.spec.api:
+            return self
+        derived = self._wires.get(api)
+        if derived is None:
+            derived = replace(self, spec=self.spec.with_api(api), _model=None, _wires={})
+            self._wires[api] = derived
+        return derived
 
     @property
     def model(self) -> Model:
@@ -93,6 +119,8 @@ class ModelServices:
         )
 
     async def close(self) -> None:
+        for derived in self._wires.values():
+            await derived.close()
         if self._model is not None:
             await self._model.close()
             self._model = None

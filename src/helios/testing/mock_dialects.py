@@ -1,4 +1,5 @@
-"""Which wire functions serve which path: the OpenAI and Anthropic dialects of the mock server."""
+"""Which wire functions serve which path: the dialects of the mock server (OpenAI Chat
+Completions and Responses, Anthropic Messages, Gemini generateContent)."""
 
 from __future__ import annotations
 
@@ -9,13 +10,20 @@ from typing import Any
 
 from aiohttp import web
 
-from helios.testing import mock_llm_anthropic, mock_llm_openai
+from helios.testing import (
+    mock_llm_anthropic,
+    mock_llm_gemini,
+    mock_llm_openai,
+    mock_llm_responses,
+)
 from helios.testing.mock_script import Conversation, Turn
 
 
 @dataclass(frozen=True)
 class Dialect:
-    """The per-provider wire functions (see mock_llm_openai / mock_llm_anthropic)."""
+    """The per-provider wire functions (see the mock_llm_* modules). `parse` takes the body
+    and `strict_history`, `headers` (lower-case names) and `path_model` (the model named
+    in the path, Gemini's way) as keywords."""
 
     name: str
     parse: Callable[..., Conversation]
@@ -49,9 +57,14 @@ def dialect(name: str, module: Any) -> Dialect:
 
 OPENAI = dialect("openai", mock_llm_openai)
 ANTHROPIC = dialect("anthropic", mock_llm_anthropic)
+RESPONSES = dialect("responses", mock_llm_responses)
+GEMINI = dialect("gemini", mock_llm_gemini)
 ROUTES = {
     "/v1/chat/completions": OPENAI,
     "/chat/completions": OPENAI,
     "/v1/messages": ANTHROPIC,
     "/messages": ANTHROPIC,
+    "/v1/responses": RESPONSES,
+    "/responses": RESPONSES,
+    "/v1beta/models/{model}:generateContent": GEMINI,
 }

@@ -1,4 +1,6 @@
-"""A real HTTP model server on 127.0.0.1 that speaks OpenAI and Anthropic, for tests only.
+"""A real HTTP model server on 127.0.0.1 that speaks the providers' wires, for tests only:
+OpenAI Chat Completions and Responses, Anthropic Messages, and Gemini's generateContent,
+with each one's computer-use tool played from canonical GUI steps (`mock_gui`).
 
 Replies come from a :class:`~helios.testing.mock_script.Script`; faults (latency, 429/500,
 dropped connections, malformed bodies, auth failures) are injected on demand so retry and
@@ -17,6 +19,7 @@ As a process::
 from __future__ import annotations
 
 import asyncio
+import functools
 import random
 import threading
 from collections import deque
@@ -29,20 +32,16 @@ from typing import Any
 from aiohttp import web
 
 from helios.testing.mock_dialects import ROUTES, Dialect, read_json
-from helios.testing.mock_script import (
-    FaultKind,
-    Faults,
-    InvalidRequest,
-    RecordedRequest,
-    Script,
-    check_fail_sequence,
-)
+from helios.testing.mock_faults import FaultKind, Faults, check_fail_sequence, injected
+from helios.testing.mock_gui import ScriptError
+from helios.testing.mock_script import InvalidRequest, RecordedRequest, Script
 
 __all__ = ["Faults", "MockLLMServer", "RecordedRequest", "Script", "main"]
 
 _STAT_KEYS = (
     "requests", "served_ok", "streamed", "injected_429", "injected_500", "injected_other",
     "dropped", "malformed", "auth_failed", "context_overflow", "bad_request", "unmatched",
+    "script_error",
 )  # fmt: skip
 
 
@@ -121,6 +120,11 @@ class MockLLMServer:
         # The Anthropic SDK appends /v1/messages itself.
         return self.base_url
 
+    @property
+    def gemini_base_url(self) -> str:
+        # Gemini's native client appends /v1beta/models/{model}:generateContent.
+        return self.base_url
+
     # ----- observation -------------------------------------------------------------------------
 
     @property
@@ -175,8 +179,8 @@ class MockLLMServer:
         app = web.Application(client_max_size=64 * 1024 * 1024)
         app.router.add_post("/_control", self._handle_control)
         app.router.add_get("/_stats", self._handle_stats)
-        for path in ROUTES:
-            app.router.add_post(path, self._handle_model)
+        for path, dialect in ROUTES.items():
+            app.router.add_post(path, functools.partial(self._handle_model, dialect=dialect))
         # A short shutdown_timeout: a test that stops mid-latency should not hang for a minute.
         runner = web.AppRunner(app, access_log=None, shutdown_timeout=1.0)
         await runner.setup()
@@ -289,8 +293,7 @@ class MockLLMServer:
 
     # ----- request handling --------------------------------------------------------------------
 
-    async def _handle_model(self, request: web.Request) -> web.StreamResponse:
-        dialect = ROUTES[request.path]
+    async def _handle_model(self, request: web.Request, dialect: Dialect) -> web.StreamResponse:
         body = await read_json(request)
         headers = {k.lower(): v for k, v in request.headers.items()}
         self._record(request, dialect.name, body, headers)
@@ -308,39 +311,19 @@ class MockLLMServer:
             return dialect.error(401, "Incorrect API key provided.")
         fault = self._next_fault()
         if fault is not None:
-            return self._inject(request, dialect, fault, stream=bool(body.get("stream")))
-        return await self._scripted_reply(request, dialect, body)
-
-    def _inject(
-        self, request: web.Request, dialect: Dialect, fault: FaultKind, *, stream: bool
-    ) -> web.Response:
-        if fault == "drop":
-            self._count("dropped")
-            # Closing the socket before any byte of a response: the client sees a disconnect.
-            if request.transport is not None:
-                request.transport.close()
-            return web.Response(status=500)  # never reaches the wire
-        if fault == "malformed":
-            self._count("malformed")
-            return dialect.malformed(stream=stream)
-        status = int(fault)
-        if status == 429:
-            self._count("injected_429")
-            message = "Rate limit reached (injected by the mock server). Please try again later."
-            response = dialect.error(429, message, retry_after=self._faults.retry_after)
-            if self.retry_after_headers:
-                response.headers.popall("retry-after", None)
-                for value in self.retry_after_headers:
-                    response.headers.add("Retry-After", value)
+            stat, response = injected(request, dialect, fault, retry_after=faults.retry_after,
+                                      retry_after_headers=self.retry_after_headers,
+                                      stream=bool(body.get("stream")))  # fmt: skip
+            self._count(stat)
             return response
-        self._count("injected_500" if status >= 500 else "injected_other")
-        return dialect.error(status, f"Injected error {status} from the mock server.")
+        return await self._scripted_reply(request, dialect, body, headers)
 
     async def _scripted_reply(
-        self, request: web.Request, dialect: Dialect, body: dict[str, Any]
+        self, request: web.Request, dialect: Dialect, body: dict[str, Any], headers: dict[str, str]
     ) -> web.StreamResponse:
         try:
-            conv = dialect.parse(body, strict_history=self.strict_history)
+            conv = dialect.parse(body, strict_history=self.strict_history, headers=headers,
+                                 path_model=request.match_info.get("model"))  # fmt: skip
         except InvalidRequest as exc:
             self._count("bad_request")
             return dialect.error(400, str(exc))
@@ -353,7 +336,11 @@ class MockLLMServer:
         if turn.context_overflow:
             self._count("context_overflow")
             return dialect.context_overflow(conv)
-        response = await dialect.reply(request, conv, turn, conv.assistant_turns)
+        try:
+            response = await dialect.reply(request, conv, turn, conv.assistant_turns)
+        except ScriptError as exc:
+            self._count("script_error")
+            return dialect.error(400, f"mock script: {exc}")
         self._count("served_ok")
         if conv.stream:
             self._count("streamed")

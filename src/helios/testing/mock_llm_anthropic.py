@@ -1,4 +1,5 @@
-"""Anthropic Messages wire format for the mock model server."""
+"""Anthropic Messages wire format for the mock model server (its computer tool:
+:mod:`helios.testing.mock_computer_anthropic`)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from typing import Any
 
 from aiohttp import web
 
+from helios.testing.mock_computer_anthropic import check_tools, gui_blocks, last_screenshot
 from helios.testing.mock_script import (
     Conversation,
     InvalidRequest,
@@ -75,7 +77,10 @@ def check_tool_history(messages: list[dict[str, Any]]) -> None:
             )
 
 
-def parse_request(body: Mapping[str, Any], *, strict_history: bool) -> Conversation:
+def parse_request(
+    body: Mapping[str, Any], *, strict_history: bool, headers: Mapping[str, str] | None = None,
+    path_model: str | None = None,
+) -> Conversation:  # fmt: skip
     """Validate the request as far as the real API would and reduce it to a Conversation."""
     model = body.get("model")
     if not isinstance(model, str) or not model:
@@ -85,6 +90,8 @@ def parse_request(body: Mapping[str, Any], *, strict_history: bool) -> Conversat
     messages = _messages(body)
     if strict_history:
         check_tool_history(messages)
+    context = check_tools(body.get("tools"), headers or {})
+    screenshot, _ = last_screenshot(messages)
     first_user = next((m for m in messages if m["role"] == "user"), {})
     return Conversation(
         model=model,
@@ -92,6 +99,8 @@ def parse_request(body: Mapping[str, Any], *, strict_history: bool) -> Conversat
         assistant_turns=sum(1 for m in messages if m["role"] == "assistant"),
         prompt_tokens=prompt_tokens_of(body.get("system"), messages, body.get("tools")),
         stream=bool(body.get("stream")),
+        screenshot=screenshot,
+        context=context,
     )
 
 
@@ -132,7 +141,7 @@ def malformed_response(*, stream: bool) -> web.Response:
     return web.Response(text=broken, content_type="application/json")
 
 
-def _content_blocks(turn: Turn, turn_index: int) -> list[dict[str, Any]]:
+def _content_blocks(conv: Conversation, turn: Turn, turn_index: int) -> list[dict[str, Any]]:
     blocks: list[dict[str, Any]] = []
     if turn.reply_reasoning is not None:
         blocks.append(
@@ -150,13 +159,15 @@ def _content_blocks(turn: Turn, turn_index: int) -> list[dict[str, Any]]:
                 "input": dict(call.arguments),
             }
         )
+    if turn.reply_gui:
+        blocks.extend(gui_blocks(conv, turn, turn_index))
     return blocks
 
 
-def _stop_reason(turn: Turn) -> str:
+def _stop_reason(turn: Turn, blocks: list[dict[str, Any]]) -> str:
     if turn.truncated:
         return "max_tokens"
-    return "tool_use" if turn.reply_tool_calls else "end_turn"
+    return "tool_use" if any(b["type"] == "tool_use" for b in blocks) else "end_turn"
 
 
 def _usage(usage: Usage, *, output_tokens: int | None = None) -> dict[str, Any]:
@@ -170,13 +181,14 @@ def _usage(usage: Usage, *, output_tokens: int | None = None) -> dict[str, Any]:
 
 
 def message_body(conv: Conversation, turn: Turn, turn_index: int) -> dict[str, Any]:
+    blocks = _content_blocks(conv, turn, turn_index)
     return {
         "id": f"msg_mock_{turn_index}",
         "type": "message",
         "role": "assistant",
         "model": conv.model,
-        "content": _content_blocks(turn, turn_index),
-        "stop_reason": _stop_reason(turn),
+        "content": blocks,
+        "stop_reason": _stop_reason(turn, blocks),
         "stop_sequence": None,
         "usage": _usage(usage_for(turn, conv.prompt_tokens)),
     }

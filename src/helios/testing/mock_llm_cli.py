@@ -17,8 +17,8 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from helios.testing.mock_faults import parse_fail_sequence
 from helios.testing.mock_llm import MockLLMServer
-from helios.testing.mock_script import parse_fail_sequence
 
 __all__ = ["main"]
 
@@ -26,8 +26,9 @@ __all__ = ["main"]
 def _parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         prog="python -m helios.testing.mock_llm",
-        description="Scripted OpenAI/Anthropic-compatible model server for tests (never use "
-        "with real keys).",
+        description="Scripted model server for tests, speaking OpenAI Chat Completions and "
+        "Responses, Anthropic Messages and Gemini generateContent, computer use included "
+        "(never use with real keys).",
     )
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=0, help="0 picks a free port")

@@ -1,13 +1,26 @@
-"""OpenAI Chat Completions wire format for the mock model server."""
+"""OpenAI Chat Completions wire format for the mock model server, with the generic
+computer tool: GUI steps are played as calls of a declared `computer` function whose
+arguments are the canonical action, in the pixels of the last full screenshot (an
+`image_url` part of a user message)."""
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Iterator, Mapping
+from dataclasses import replace
 from typing import Any
 
 from aiohttp import web
 
+from helios.testing.mock_gui import (
+    Placed,
+    data_url_payload,
+    is_base64,
+    place_all,
+    screen_of,
+    unavailable,
+)
 from helios.testing.mock_script import (
     Conversation,
     InvalidRequest,
@@ -75,7 +88,74 @@ def check_tool_history(messages: list[dict[str, Any]]) -> None:
         raise _unanswered(pending)
 
 
-def parse_request(body: Mapping[str, Any], *, strict_history: bool) -> Conversation:
+def _tool_names(tools: object) -> set[str]:
+    if tools is None:
+        return set()
+    if not isinstance(tools, list):
+        raise InvalidRequest("Invalid type for 'tools': expected an array")
+    names: set[str] = set()
+    for i, tool in enumerate(tools):
+        function = tool.get("function") if isinstance(tool, dict) else None
+        if not isinstance(function, dict) or not isinstance(function.get("name"), str):
+            raise InvalidRequest(f"Missing required parameter: 'tools[{i}].function.name'.")
+        names.add(function["name"])
+    return names
+
+
+def _image_payload(part: dict[str, Any], where: str) -> str | None:
+    image = part.get("image_url")
+    url = image.get("url") if isinstance(image, dict) else None
+    if not isinstance(url, str) or not url:
+        raise InvalidRequest(f"Missing required parameter: '{where}.image_url.url'.")
+    if url.startswith("data:"):
+        payload = data_url_payload(url)
+        if payload is None or not is_base64(payload):
+            raise InvalidRequest(f"Invalid '{where}.image_url.url': the data URL is not a "
+                                 "base64 image.")  # fmt: skip
+        return payload
+    return None
+
+
+def _zoom_only(message: dict[str, Any]) -> bool:
+    """Whether every call of an assistant message is the generic tool's zoom."""
+    calls = message.get("tool_calls") or []
+    for call in calls:
+        function = call.get("function") if isinstance(call, dict) else None
+        try:
+            arguments = json.loads(function.get("arguments") or "{}") if isinstance(
+                function, dict) else {}  # fmt: skip
+        except ValueError:
+            return False
+        if not isinstance(arguments, dict) or arguments.get("action") != "zoom":
+            return False
+    return bool(calls)
+
+
+def last_screenshot(messages: list[dict[str, Any]]) -> str | None:
+    """The base64 of the last full screenshot (image parts after a turn of zoom calls are
+    its crops); every image part is checked on the way."""
+    last: str | None = None
+    zoomed = False
+    for i, message in enumerate(messages):
+        if message["role"] == "assistant":
+            zoomed = _zoom_only(message)
+            continue
+        content = message.get("content")
+        if message["role"] != "user" or not isinstance(content, list):
+            continue
+        for j, part in enumerate(content):
+            if isinstance(part, dict) and part.get("type") == "image_url":
+                payload = _image_payload(part, f"messages[{i}].content[{j}]")
+                if payload is not None and not zoomed:
+                    last = payload
+        zoomed = False
+    return last
+
+
+def parse_request(
+    body: Mapping[str, Any], *, strict_history: bool, headers: Mapping[str, str] | None = None,
+    path_model: str | None = None,
+) -> Conversation:  # fmt: skip
     """Validate the request as far as the real API would and reduce it to a Conversation."""
     model = body.get("model")
     if not isinstance(model, str) or not model:
@@ -83,6 +163,7 @@ def parse_request(body: Mapping[str, Any], *, strict_history: bool) -> Conversat
     messages = _messages(body)
     if strict_history:
         check_tool_history(messages)
+    names = _tool_names(body.get("tools"))
     system = "\n".join(text_of(m.get("content")) for m in messages if m["role"] in _SYSTEM_ROLES)
     first_user = next((m for m in messages if m["role"] == "user"), {})
     options = body.get("stream_options")
@@ -93,6 +174,8 @@ def parse_request(body: Mapping[str, Any], *, strict_history: bool) -> Conversat
         prompt_tokens=prompt_tokens_of(messages, body.get("tools")),
         stream=bool(body.get("stream")),
         include_usage=isinstance(options, dict) and bool(options.get("include_usage")),
+        screenshot=last_screenshot(messages),
+        context={"names": names},
     )
 
 
@@ -240,9 +323,60 @@ async def stream_completion(
     return response
 
 
+def computer_arguments(placed: Placed) -> dict[str, Any]:
+    """One canonical step as the generic computer tool's arguments (desktop pixels)."""
+    step = placed.step
+    data: dict[str, Any] = {"action": step.action}
+    point = placed.point
+    if step.action == "scroll" and point is None:
+        point = placed.centre
+    if point is not None and step.action in ("click", "move", "scroll"):
+        data.update(x=point[0], y=point[1])
+    if step.action == "click":
+        data.update(button=step.button, count=step.count)
+    if step.modifiers and step.action in ("click", "scroll"):
+        data["modifiers"] = list(step.modifiers)
+    extra: dict[str, dict[str, Any]] = {
+        "drag": {"path": [list(p) for p in placed.path]},
+        "scroll": {"dx": step.dx, "dy": step.dy},
+        "type": {"text": step.text},
+        "key": {"keys": list(step.keys)},
+        "hold_key": {"keys": list(step.keys), "seconds": step.seconds},
+        "wait": {"seconds": step.seconds},
+        "zoom": {"region": list(placed.region or ())},
+        "navigate": {"url": step.url},
+        "done": {"answer": step.answer},
+        "bash": {"command": step.command},
+    }
+    data.update(extra.get(step.action, {}))
+    return data
+
+
+def with_gui_calls(conv: Conversation, turn: Turn) -> Turn:
+    """The turn with its GUI steps as calls of the declared `computer` function."""
+    if not turn.reply_gui:
+        return turn
+    if "computer" not in conv.context.get("names", ()):
+        raise unavailable(turn.reply_gui[0], "openai", "no computer function declared")
+    calls: list[ToolCallSpec] = []
+    for placed in place_all(turn.reply_gui, screen_of(conv.screenshot)):
+        step = placed.step
+        if step.action == "type" and placed.point is not None:
+            click = {"action": "click", "x": placed.point[0], "y": placed.point[1]}
+            calls.append(ToolCallSpec("computer", click))
+        if step.action == "type" and step.clear:
+            calls += [ToolCallSpec("computer", {"action": "key", "keys": keys})
+                      for keys in (["ctrl", "a"], ["BackSpace"])]  # fmt: skip
+        calls.append(ToolCallSpec("computer", computer_arguments(placed)))
+        if step.action == "type" and step.enter:
+            calls.append(ToolCallSpec("computer", {"action": "key", "keys": ["Return"]}))
+    return replace(turn, tool_calls=(*turn.tool_calls, *calls), gui=())
+
+
 async def reply(
     request: web.Request, conv: Conversation, turn: Turn, turn_index: int
 ) -> web.StreamResponse:
+    turn = with_gui_calls(conv, turn)
     if conv.stream:
         return await stream_completion(request, conv, turn, turn_index)
     return web.json_response(completion_body(conv, turn, turn_index))

@@ -25,23 +25,35 @@ no tool calls), ``context_overflow`` (reply with the provider's context-length e
 Tool call keys: ``name``, ``arguments``, ``bad_arguments`` (OpenAI only: arguments string is
 truncated, invalid JSON). Keys starting with ``_`` are ignored, so scripts can carry comments.
 
-This module also holds the other plain data the server shares with its command line: the
-:class:`Faults` settings, ``fail_sequence`` parsing and :class:`RecordedRequest`.
+GUI turns (computer use): a turn that is one canonical step, ``{"action": "click", "target":
+{"color": "#e53935"}}``, or several, ``{"actions": [step, ...]}``, is played as the native
+computer action of whichever wire the request came on, aimed by colour in the request's last
+screenshot (see :mod:`helios.testing.mock_gui` for the steps). Such a turn may also say
+``say`` (the assistant's text beside the action), ``reasoning``, and ``safety`` (a message: the
+call comes with OpenAI's pending safety check, or Gemini's require_confirmation decision, and
+the next request must acknowledge it).
+
+The fault settings are in :mod:`helios.testing.mock_faults`.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterable, Mapping
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
+
+from helios.testing.mock_gui import GuiStep
 
 _TURN_KEYS = frozenset(
     {"text", "reasoning", "tool_calls", "empty", "context_overflow", "truncated", "cached_tokens"}
 )
 _TOOL_CALL_KEYS = frozenset({"name", "arguments", "bad_arguments"})
 _SCENARIO_KEYS = frozenset({"match", "turns", "final"})
+#: the keys of a GUI turn beside its step's own
+_GUI_TURN_KEYS = frozenset({"say", "reasoning", "safety", "actions", "cached_tokens", "truncated"})
 _DEFAULT_MATCHES = frozenset({"", "*"})
 
 
@@ -109,10 +121,16 @@ class Turn:
     context_overflow: bool = False
     truncated: bool = False
     cached_tokens: int = 0
+    #: a GUI turn: canonical steps, played as the wire's native computer actions
+    gui: tuple[GuiStep, ...] = ()
+    #: the GUI turn's call asks for a safety confirmation, with this message
+    safety: str | None = None
 
     @classmethod
     def from_dict(cls, data: object, where: str) -> Turn:
         mapping = _expect_mapping(data, where)
+        if "action" in mapping or "actions" in mapping:
+            return cls._gui(mapping, where)
         _check_keys(mapping, _TURN_KEYS, where)
         raw_calls = mapping.get("tool_calls") or []
         if not isinstance(raw_calls, list):
@@ -133,6 +151,29 @@ class Turn:
             cached_tokens=cached,
         )
 
+    @classmethod
+    def _gui(cls, mapping: Mapping[str, Any], where: str) -> Turn:
+        if "actions" in mapping:
+            _check_keys(mapping, _GUI_TURN_KEYS, where)
+            raw = mapping["actions"]
+            if not isinstance(raw, list) or not raw:
+                raise ValueError(f"{where}.actions: expected a non-empty list of steps")
+            steps = tuple(GuiStep.from_dict(s, f"{where}.actions[{i}]") for i, s in enumerate(raw))
+        else:
+            step = {k: v for k, v in mapping.items() if k not in _GUI_TURN_KEYS}
+            steps = (GuiStep.from_dict(step, where),)
+        cached = mapping.get("cached_tokens", 0)
+        if not isinstance(cached, int) or cached < 0:
+            raise ValueError(f"{where}.cached_tokens: expected a non-negative integer")
+        return cls(
+            text=_optional_str(mapping, "say", where),
+            reasoning=_optional_str(mapping, "reasoning", where),
+            truncated=bool(mapping.get("truncated")),
+            cached_tokens=cached,
+            gui=steps,
+            safety=_optional_str(mapping, "safety", where),
+        )
+
     # The reply_* views apply ``empty``, so the wire encoders never have to think about it.
     @property
     def reply_text(self) -> str | None:
@@ -145,6 +186,10 @@ class Turn:
     @property
     def reply_tool_calls(self) -> tuple[ToolCallSpec, ...]:
         return () if self.empty else self.tool_calls
+
+    @property
+    def reply_gui(self) -> tuple[GuiStep, ...]:
+        return () if self.empty else self.gui
 
 
 DEFAULT_FINAL = Turn(text="Done.")
@@ -229,6 +274,10 @@ class Conversation:
     prompt_tokens: int
     stream: bool = False
     include_usage: bool = False
+    #: the last full screenshot the request carried (base64), where GUI steps aim
+    screenshot: str | None = None
+    #: what the wire's reply needs of the request (its declared tools)
+    context: Mapping[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -251,6 +300,8 @@ def usage_for(turn: Turn, prompt_tokens: int) -> Usage:
     output = estimate_tokens(turn.reply_text or "") + reasoning_tokens
     for call in turn.reply_tool_calls:
         output += estimate_tokens(call.name) + estimate_tokens(json.dumps(call.arguments))
+    for step in turn.reply_gui:
+        output += estimate_tokens(repr(step)) // 4 + 8
     return Usage(
         prompt_tokens=prompt_tokens,
         # Real providers bill at least one output token even for an empty reply.
@@ -260,9 +311,42 @@ def usage_for(turn: Turn, prompt_tokens: int) -> Usage:
     )
 
 
+#: tokens one image counts for in the mock's estimates (its base64 is not text)
+IMAGE_TOKENS = 1000
+#: a string this long that is an image's data (base64 or a data: URL) is not counted as text
+_IMAGE_DATA = 256
+
+
 def prompt_tokens_of(*parts: object) -> int:
-    """Estimate prompt size from the JSON of the request parts (messages, system, tools)."""
-    return estimate_tokens("".join(json.dumps(p, sort_keys=True) for p in parts if p is not None))
+    """Estimate prompt size from the request parts (messages, system, tools): its text at
+    about four characters a token, and IMAGE_TOKENS for each image."""
+    chars, images = _measure(parts, 0)
+    return (chars // 4 + 1 if chars else 0) + images * IMAGE_TOKENS
+
+
+def _measure(value: object, depth: int) -> tuple[int, int]:
+    """(characters of text, images) in a parsed JSON value."""
+    if isinstance(value, str):
+        if len(value) > _IMAGE_DATA and (
+            value.startswith("data:image/") or _BASE64.fullmatch(value, 0, _IMAGE_DATA)
+        ):
+            return 0, 1
+        return len(value), 0
+    if isinstance(value, dict):
+        items: Iterable[object] = value.values()
+    elif isinstance(value, list | tuple):
+        items = value
+    else:
+        return (len(str(value)), 0) if value is not None else (0, 0)
+    chars = images = 0
+    if depth < 64:
+        for item in items:
+            c, i = _measure(item, depth + 1)
+            chars, images = chars + c, images + i
+    return chars, images
+
+
+_BASE64 = re.compile(r"[A-Za-z0-9+/=]+")
 
 
 def split_chunks(text: str, size: int = 16) -> list[str]:
@@ -277,40 +361,7 @@ def sse_bytes(data: object, event: str | None = None) -> bytes:
     return f"{head}data: {payload}\n\n".encode()
 
 
-# ----- faults and recorded requests (shared by the server and its command line) -----------
-
-FaultKind = int | Literal["drop", "malformed"]
-_FAULT_WORDS = frozenset({"drop", "malformed"})
-
-
-@dataclass(frozen=True)
-class Faults:
-    """Fault settings; probabilities are independent draws, checked in the order
-    drop, 429, 500, malformed (so with several set, earlier ones shadow later ones)."""
-
-    latency_ms: float = 0.0
-    rate_429: float = 0.0
-    retry_after: float = 1.0
-    rate_500: float = 0.0
-    drop: float = 0.0
-    malformed: float = 0.0
-    require_key: str | None = field(default=None, repr=False)
-    #: each reply's latency is latency_ms ± up to this much (uniform)
-    jitter_ms: float = 0.0
-
-    def __post_init__(self) -> None:
-        for name in ("rate_429", "rate_500", "drop", "malformed"):
-            value = getattr(self, name)
-            if not 0.0 <= value <= 1.0:
-                raise ValueError(f"{name} must be a probability in [0, 1], got {value!r}")
-        if self.latency_ms < 0 or self.retry_after < 0 or self.jitter_ms < 0:
-            raise ValueError("latency_ms, jitter_ms and retry_after must be >= 0")
-
-    def describe(self) -> dict[str, Any]:
-        """Settings as JSON, with the required key reduced to whether one is set."""
-        data = asdict(self)
-        data["require_key"] = self.require_key is not None
-        return data
+# ----- recorded requests ----------------------------------------------------------------
 
 
 @dataclass(frozen=True)
@@ -321,25 +372,6 @@ class RecordedRequest:
     provider: str
     body: Any
     headers: dict[str, str] = field(repr=False)
-
-
-def check_fail_sequence(items: Iterable[object]) -> list[FaultKind]:
-    checked: list[FaultKind] = []
-    for item in items:
-        if isinstance(item, int) and not isinstance(item, bool) and 400 <= item <= 599:
-            checked.append(item)
-        elif item in _FAULT_WORDS:
-            checked.append("drop" if item == "drop" else "malformed")
-        else:
-            raise ValueError(
-                f"fail_sequence items are 4xx/5xx statuses, 'drop' or 'malformed': {item!r}"
-            )
-    return checked
-
-
-def parse_fail_sequence(text: str) -> list[FaultKind]:
-    items = [item.strip() for item in text.split(",") if item.strip()]
-    return check_fail_sequence(item if item in _FAULT_WORDS else int(item) for item in items)
 
 
 def text_of(content: object) -> str:

@@ -22,6 +22,13 @@ class ComputerProvider(Protocol):
     #: "gemini", "openai")
     api: str
 
+    def screenshot_size(self, geometry: Geometry) -> tuple[int, int]:
+        """The size a full screenshot must have when sent: the desktop's, or smaller
+        where the model sees a downscaled screen (Anthropic, for a desktop over its
+        image limits: `coordinates.anthropic`). The agent resizes before sending; the
+        model's points are mapped back by `actions`. Zoom crops are sent as taken."""
+        ...
+
     def tools(self, geometry: Geometry, *, bash: bool) -> list[dict[str, Any]]:
         """The tool declarations sent with every request (the native computer tool, and
         a bash tool when the task allows it)."""
