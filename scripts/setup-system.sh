@@ -1,8 +1,11 @@
 #!/bin/sh
 # Installs and starts what the test suite needs, where this runs as root:
-# Debian's docker.io, bubblewrap and debootstrap; a running dockerd; and the
+# Debian's docker.io, bubblewrap and debootstrap; a running dockerd; the
 # local base image debian:bookworm-slim (no registry is needed: debootstrap
-# builds it from Debian's package mirror). As non-root it only reports.
+# builds it from Debian's package mirror); the programs of a desktop (Xvfb,
+# openbox, chromium, xdotool, ImageMagick, x11vnc, noVNC) for GUI tasks on the
+# local sandbox and for --watch; and the desktop base image of GUI tasks,
+# helios-desktop:bookworm (examples/gui/desktop-base). As non-root it only reports.
 set -eu
 
 log() { printf '[setup] %s\n' "$*"; }
@@ -26,6 +29,30 @@ if [ -n "$missing" ]; then
     log "installing:$missing"
     apt-get update -q
     DEBIAN_FRONTEND=noninteractive apt-get install -y -q $missing
+fi
+
+# A desktop on the host: the local sandbox runs the host's programs for a GUI task
+# (its /usr is the host's), and --watch serves the host's noVNC. Checked by path:
+# another `convert` or `import` earlier on the PATH is not ImageMagick's.
+desktop=""
+need() { [ -e "$1" ] || desktop="$desktop $2"; }
+need /usr/bin/Xvfb xvfb
+need /usr/bin/xdpyinfo x11-utils
+need /usr/bin/xdotool xdotool
+need /usr/bin/wmctrl wmctrl
+need /usr/bin/openbox openbox
+need /usr/bin/import imagemagick
+need /usr/bin/scrot scrot
+need /usr/bin/xwd x11-apps
+need /usr/bin/chromium chromium
+need /usr/bin/x11vnc x11vnc
+need /usr/share/novnc/vnc.html novnc
+need /usr/bin/websockify websockify
+need /usr/share/fonts/truetype/dejavu/DejaVuSans.ttf fonts-dejavu-core
+if [ -n "$desktop" ]; then
+    log "installing the desktop's programs:$desktop"
+    apt-get update -q
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends $desktop
 fi
 
 if ! docker info >/dev/null 2>&1; then
@@ -73,4 +100,21 @@ if ! docker image inspect debian:bookworm-slim >/dev/null 2>&1; then
         --change 'ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin' \
         --change 'CMD ["bash"]' - debian:bookworm-slim >/dev/null
 fi
-log "docker $(docker info --format '{{.ServerVersion}}'), bwrap $(bwrap --version | cut -d' ' -f2), base image ready"
+# The desktop base image of GUI tasks (examples/gui/*/environment/Dockerfile start
+# FROM it): Debian's packages, so the build needs Debian's archive (the host
+# network where the daemon has no bridge) and nothing else. Built once.
+desktop_image=helios-desktop:bookworm
+if ! docker image inspect "$desktop_image" >/dev/null 2>&1; then
+    context="$(dirname "$0")/../examples/gui/desktop-base"
+    log "building $desktop_image from $context (Debian's chromium, Xvfb, openbox...; once)"
+    started=$(date +%s)
+    if DOCKER_BUILDKIT=0 docker build -q --network "${HELIOS_DOCKER_BUILD_NETWORK:-host}" \
+        -t "$desktop_image" "$context" >/var/log/helios-desktop-build.log 2>&1; then
+        log "$desktop_image built in $(($(date +%s) - started)) s"
+    else
+        # Not fatal: the GUI tests say what is missing (and fail under HELIOS_REQUIRE_DOCKER=1).
+        log "building $desktop_image failed; see /var/log/helios-desktop-build.log"
+        tail -n 5 /var/log/helios-desktop-build.log || true
+    fi
+fi
+log "docker $(docker info --format '{{.ServerVersion}}'), bwrap $(bwrap --version | cut -d' ' -f2), base images ready"

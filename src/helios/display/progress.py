@@ -28,9 +28,11 @@ from rich.progress import (
 from rich.table import Table
 from rich.text import Text
 
+from helios.display import watch
 from helios.display.console import SafeConsole, markup_safe
 from helios.engine.events import (
     BatchPlanned,
+    DesktopReady,
     Event,
     PhaseChanged,
     Retrying,
@@ -47,6 +49,8 @@ class _Running:
     phase: str
     since: float
     note: str = ""
+    #: where its desktop is shown (`--watch`)
+    url: str = ""
 
 
 def default_console() -> Console:
@@ -145,6 +149,21 @@ class BatchProgress:
             self.note(event.trial_id, f"turn {event.n}")
         elif isinstance(event, TrialFinished):
             self.finished(event.trial_id, event.label, event.passed, event.detail)
+        elif isinstance(event, DesktopReady):
+            self.desktop(event)
+
+    def desktop(self, event: DesktopReady) -> None:
+        """A trial's desktop is up: under `--watch`, served, and its URL shown."""
+        server = watch.active()
+        if server is None:
+            return
+        url = server.add(event)
+        running = self._running.get(event.trial_id)
+        if running is not None and url is not None:
+            running.url = url
+        shown = url or "no view (the image has no x11vnc, or it did not answer)"
+        self.console.print(visible(f"desktop of {event.label}: {shown}", one_line=True),
+                           highlight=False, soft_wrap=True, markup=False)  # fmt: skip
 
     def started(self, key: str, label: str) -> None:
         self._running[key] = _Running(label, "queued", time.monotonic())
@@ -161,6 +180,9 @@ class BatchProgress:
 
     def finished(self, key: str, label: str, passed: bool, detail: str) -> None:
         self._running.pop(key, None)
+        server = watch.active()
+        if server is not None:
+            server.remove(key)
         if passed:
             self.passed += 1
         else:
@@ -185,6 +207,7 @@ class BatchProgress:
                 Text(row.phase, style="magenta"),
                 Text(f"{elapsed // 60:02d}:{elapsed % 60:02d}", style="dim"),
                 Text(visible(row.note, one_line=True), style="dim"),
+                Text(row.url, style="cyan"),
             )
         if len(rows) > self.max_rows:
             table.add_row("", Text(f"… and {len(rows) - self.max_rows} more", style="dim"))

@@ -51,14 +51,33 @@ class TrialFinished:
 
 
 @dataclass(frozen=True, slots=True)
+class DesktopReady:
+    """A trial's desktop is up (before its agent starts). With `--watch` its view
+    is served from the sandbox: `vnc_socket` is the host path of x11vnc's unix
+    socket, and `vnc_namespace` the pid namespace (its inode) of the x11vnc that
+    answered there first, before any agent process existed; a later connection is
+    taken only from a process of that namespace. No view: both None."""
+
+    trial_id: str
+    label: str
+    width: int
+    height: int
+    vnc_socket: str | None = None
+    vnc_namespace: int | None = None
+    #: the viewer may take control (`--interactive`)
+    interactive: bool = False
+
+
+@dataclass(frozen=True, slots=True)
 class BatchStopping:
     """No further trial starts (a fatal error); those in flight finish."""
 
     reason: str
 
 
-Event = BatchPlanned | TrialStarted | PhaseChanged | Retrying | TurnStarted | TrialFinished | (
-    BatchStopping
+Event = (
+    BatchPlanned | TrialStarted | PhaseChanged | Retrying | TurnStarted | TrialFinished
+    | DesktopReady | BatchStopping
 )
 EventSink = Callable[[Event], None]
 

@@ -2,6 +2,12 @@
 single-step task) runs its setup, its agent and its verifier, in order, in the
 one sandbox the engine started.
 
+A task with a desktop (`[environment.desktop]`, a Harbor computer-use task, or
+any task run by the computer agent) gets it first: Helios starts its services
+(Xvfb, a window manager, Chromium; x11vnc under `--watch`) before any agent, the
+oracle too, and announces it (`DesktopReady`); the computer agent attaches to it.
+The services outlive the agent's processes, into the verifier.
+
 Per step:
 1. setup: `steps/<name>/workdir/` is copied into the working directory and its
    `setup.sh` runs as the agent's user (a failure stops the trial); then the
@@ -30,7 +36,11 @@ from pathlib import Path
 
 from helios.agents.base import AgentOutcome
 from helios.engine.episode import EpisodeSession, Score
+from helios.engine.events import DesktopReady
 from helios.environments.base import Environment
+from helios.environments.desktop import vnc
+from helios.environments.desktop.actions import Geometry
+from helios.environments.desktop.desktop import Desktop, DesktopUnavailable
 from helios.environments.health import describe, wait_healthy
 from helios.environments.view import as_user
 from helios.errors import HeliosError
@@ -38,6 +48,7 @@ from helios.failures import ErrorInfo
 from helios.tasks.artifacts import Collected, collect, transfer
 from helios.tasks.phases import StepPlan
 from helios.tasks.rewards import combine, meets_min_reward
+from helios.tasks.schema import DesktopConfig
 from helios.tasks.verifier import primary_reward, run_tests
 
 SETUP_SCRIPT = "setup.sh"
@@ -76,12 +87,19 @@ class TaskBody:
     #: `environment/` of a task that runs a ready image (`docker_image`, no
     #: Dockerfile): Harbor copies its files into the working directory at start
     environment_files: Path | None = None
+    #: the desktop brought up before any agent runs; None = none
+    desktop: DesktopConfig | None = None
+    #: serve the desktop's view on the host (`--watch`, `--interactive`)
+    watch: vnc.ViewMode | None = None
     runs: list[StepRun] = field(default_factory=list)
 
     async def run(self, session: EpisodeSession, env: Environment) -> None:
         if self.environment_files is not None:
             with session.timing("environment"):
                 await env.upload(self.environment_files, env.workdir)
+        if self.desktop is not None:
+            with session.timing("environment"):
+                await _start_desktop(session, env, self.desktop, self.watch)
         try:
             for index, plan in enumerate(self.steps):
                 step = StepRun(plan)
@@ -205,6 +223,31 @@ async def _setup(env: Environment, plan: StepPlan) -> None:
                 )
     if plan.healthcheck is not None:
         await wait_healthy(env, plan.healthcheck, what=f"step {plan.name!r}")
+
+
+async def _start_desktop(
+    session: EpisodeSession, env: Environment, config: DesktopConfig, mode: vnc.ViewMode | None
+) -> None:
+    """The task's desktop, up and announced; with `--watch`, its view too (started
+    now, before any agent process exists: see `vnc.start_vnc`). A view that cannot
+    be had leaves the trial as it is: it is announced without one."""
+    geometry = Geometry(config.width, config.height)
+    desktop = await Desktop.start(env, geometry, start_url=config.start_url)
+    endpoint: vnc.VncEndpoint | None = None
+    if mode is not None and desktop.tools.x11vnc:
+        try:
+            endpoint = await vnc.start_vnc(env, interactive=mode == "control")
+        except DesktopUnavailable:
+            endpoint = None
+    emit = session.ctx.emit
+    if emit is not None:
+        spec = session.spec
+        emit(DesktopReady(
+            spec.trial_id, spec.label, desktop.geometry.width, desktop.geometry.height,
+            vnc_socket=endpoint.socket if endpoint else None,
+            vnc_namespace=endpoint.namespace if endpoint else None,
+            interactive=endpoint.interactive if endpoint else False,
+        ))  # fmt: skip
 
 
 @contextmanager

@@ -61,6 +61,7 @@ def features_used(task: Task) -> list[str]:
         "network_mode": c.environment.network_mode is not None
         or any(x.network_mode is not None for x in [*agents, *verifiers]),
         "docker_image": c.environment.docker_image is not None,
+        "desktop": c.desktop is not None,
     }
     return [name for name, used in checks.items() if used]
 
@@ -89,6 +90,8 @@ def _task_limits(task: Task) -> Iterator[Unsupported]:
             yield Unsupported(f"{where}.collect", "commands in compose services")
         if verifier.environment is not None:
             yield from _environment_limits(verifier.environment, f"{where}.environment")
+            if verifier.environment.desktop is not None:
+                yield Unsupported(f"{where}.environment.desktop", "a separate verifier has none")
         if verifier.separate and has_compose(task.tests_dir):
             yield Unsupported("tests/docker-compose.yaml", "compose services")
     for index, item in enumerate(_all_artifacts(c)):
@@ -120,6 +123,10 @@ def _environment_limits(env: EnvironmentConfig, where: str) -> Iterator[Unsuppor
 def _provider_limits(task: Task, provider: type[Environment]) -> list[Unsupported]:
     c = task.config
     found: list[Unsupported] = []
+    if c.desktop is not None and not provider.supports_services:
+        found.append(Unsupported(
+            "environment.desktop", f"the {provider.name} provider cannot run desktop services"
+        ))  # fmt: skip
     if not provider.supports_users:
         for where, phase in _phases(c):
             if getattr(phase, "user", None) is not None:
@@ -178,4 +185,6 @@ def caveats(task: Task, provider: type[Environment]) -> list[str]:
         notes.append("users are identities only: one host user owns the sandbox")
     if any(v.separate for _, v in _verifiers(c)) and task.tests_hashes:
         notes.append("tests/Dockerfile is not run (tests/ is uploaded to /tests)")
+    if c.desktop is not None:
+        notes.append("the desktop runs the host's programs (Xvfb, chromium, xdotool...)")
     return notes

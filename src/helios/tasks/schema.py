@@ -14,6 +14,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field, model_validator
 
 from helios.tasks.schema_env import (
+    DesktopConfig,
     EnvironmentConfig,
     HealthcheckConfig,
     MCPServerConfig,
@@ -38,6 +39,7 @@ __all__ = [
     "ArtifactConfig",
     "Author",
     "CollectConfig",
+    "DesktopConfig",
     "EnvironmentConfig",
     "HealthcheckConfig",
     "MCPServerConfig",
@@ -53,6 +55,8 @@ __all__ = [
 ]
 
 RewardStrategy = Literal["mean", "final"]
+#: Harbor's `[metadata] category` of tasks run on a desktop (computer-1's)
+COMPUTER_USE_CATEGORY = "computer-use"
 
 
 class Author(Section):
@@ -123,6 +127,18 @@ class TaskConfig(Section):
     @property
     def reward_strategy(self) -> RewardStrategy:
         return self.multi_step_reward_strategy or "mean"
+
+    @property
+    def desktop(self) -> DesktopConfig | None:
+        """The desktop Helios brings up before any agent runs: `[environment.desktop]`
+        (`desktop = false`: none), else the defaults for a Harbor computer-use task
+        (`[metadata] category = "computer-use"`, whose tests may read the screen),
+        else None."""
+        if "desktop" in self.environment.model_fields_set:  # `desktop = false` opts out
+            return self.environment.desktop
+        if self.metadata.get("category") == COMPUTER_USE_CATEGORY:
+            return DesktopConfig()
+        return None
 
     def all_artifacts(self) -> list[ArtifactConfig]:
         return [as_artifact(item) for item in self.artifacts]

@@ -74,6 +74,21 @@ class PhaseNetwork(Section):
     allowed_hosts: list[str] | None = None
 
 
+class DesktopConfig(Section):
+    """`[environment.desktop]` (a Helios extension; `desktop = true` for the
+    defaults): Helios brings a desktop up in the sandbox before any agent runs
+    (the oracle too), as Harbor's computer-1 agent does: `Xvfb :1` at this size, a
+    window manager and Chromium at `start_url` when the image has them. They are
+    services: they live on into the verifier, which may read the screen."""
+
+    width: int = Field(default=1024, ge=64, le=8192)
+    height: int = Field(default=768, ge=64, le=8192)
+    #: the page Chromium opens; None = about:blank
+    start_url: str | None = None
+    #: the computer agent may also run shell commands (its `bash` action)
+    bash: bool = False
+
+
 class EnvironmentConfig(Section):
     build_timeout_sec: float = Field(default=600.0, gt=0)
     docker_image: str | None = None
@@ -99,6 +114,8 @@ class EnvironmentConfig(Section):
     workdir: str | None = None
     #: processes at once (a Helios extension); None = the provider's default
     pids: int | None = Field(default=None, gt=0)
+    #: a desktop before the agent (a Helios extension); None = none
+    desktop: DesktopConfig | None = None
 
     @model_validator(mode="before")
     @classmethod
@@ -106,6 +123,8 @@ class EnvironmentConfig(Section):
         if not isinstance(data, dict):
             return data
         data = dict(data)
+        if isinstance(data.get("desktop"), bool):
+            data["desktop"] = {} if data["desktop"] else None
         if "network" in data and "allow_internet" not in data:
             data["allow_internet"] = data.pop("network")
         for old, new in (("memory", "memory_mb"), ("storage", "storage_mb")):

@@ -1,0 +1,182 @@
+"""The desktop of GUI tasks, per sandbox provider (docker, local): figures and their
+ratios to issue 19's goals; nothing here is asserted.
+
+- start: from a started sandbox to `Desktop.start` returning (Xvfb, openbox and
+  Chromium at a page, each checked ready), median of --starts (goal ≤ 1.5 s);
+- round trip: one action (a pointer move) plus the screenshot after it, as the
+  computer agent does each step, median of --steps (goal ≤ 150 ms); and how the
+  PNG reaches the host: base64 on the command's stdout (what `screenshot` does)
+  against the sandbox's `download` of the file;
+- memory: the proportional set size (PSS) of the sandbox's processes once the
+  desktop is up, read inside the sandbox (each process's smaps_rollup);
+- GUI trials/s: `helios`'s task door with the oracle on examples/gui/browser-form,
+  --trials trials with --desktops at once (8 on this 2-core machine).
+
+    .venv/bin/python benchmarks/desktop.py
+    .venv/bin/python benchmarks/desktop.py --providers local --starts 3 --steps 10 --trials 8
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+from helios.environments.base import Environment
+from helios.environments.desktop.actions import Action, Geometry
+from helios.environments.desktop.desktop import Desktop
+from helios.environments.registry import create_environment
+from helios.environments.spec import SandboxSpec
+
+REPO = Path(__file__).resolve().parent.parent
+PAGE = REPO / "examples" / "gui" / "browser-form" / "environment" / "form.html"
+IMAGE = "helios-desktop:bookworm"
+GOALS = {"start": 1.5, "round trip": 0.150}
+PSS = "cat /proc/[0-9]*/smaps_rollup 2>/dev/null | awk '/^Pss:/ {kb += $2} END {print kb}'"
+
+
+def load() -> str:
+    return f"load {os.getloadavg()[0]:.1f}"
+
+
+def spec(provider: str) -> SandboxSpec:
+    image = IMAGE if provider == "docker" else None
+    return SandboxSpec(image=image, label="desktop-bench", memory_mb=2048)
+
+
+async def sandbox(provider: str) -> Environment:
+    env = create_environment(provider, spec(provider), trial_id=uuid.uuid4().hex[:8],
+                             run_id="desktop-bench")  # fmt: skip
+    await env.start()
+    await env.upload(PAGE, "/app/form.html")
+    return env
+
+
+async def one_start(provider: str) -> tuple[float, int]:
+    """Seconds to a ready desktop, and the sandbox's PSS in KiB once it is up."""
+    env = await sandbox(provider)
+    try:
+        mark = time.monotonic()
+        await Desktop.start(env, Geometry(), start_url="file:///app/form.html")
+        seconds = time.monotonic() - mark
+        pss = (await env.exec(PSS, cwd="/")).stdout.strip()
+        return seconds, int(pss or 0)
+    finally:
+        await env.stop()
+
+
+async def round_trips(provider: str, steps: int) -> tuple[list[float], list[float], int]:
+    """Per step: a move plus the screenshot by stdout, and a capture fetched by
+    `download` instead; the PNG's size."""
+    env = await sandbox(provider)
+    try:
+        desktop = await Desktop.start(env, Geometry(), start_url="file:///app/form.html")
+        await desktop.screenshot()  # warm: the page painted, the capture's first run
+        by_stdout, by_download, size = [], [], 0
+        scratch = Path(tempfile.mkdtemp(prefix="helios-desktop-bench-"))
+        try:
+            for i in range(steps):
+                mark = time.monotonic()
+                await desktop.execute(Action("move", point=(100 + i % 50, 300)))
+                png = await desktop.screenshot()
+                by_stdout.append(time.monotonic() - mark)
+                size = len(png)
+                mark = time.monotonic()
+                await desktop.execute(Action("move", point=(200 + i % 50, 300)))
+                await desktop.run("import -silent -window root /tmp/shot.png")
+                target = scratch / f"{i}.png"
+                await env.download("/tmp/shot.png", target)
+                by_download.append(time.monotonic() - mark)
+        finally:
+            shutil.rmtree(scratch, ignore_errors=True)
+        return by_stdout, by_download, size
+    finally:
+        await env.stop()
+
+
+def gui_trials(provider: str, trials: int, desktops: int) -> tuple[float, int, int, list[str]]:
+    """Wall seconds for `trials` oracle trials of browser-form, `desktops` at once;
+    how many passed, how many ran, and why the others did not pass."""
+    from helios.tasks.runner import ParallelRunner
+
+    out = Path(tempfile.mkdtemp(prefix="helios-desktop-bench-"))
+    try:
+        runner = ParallelRunner(
+            [REPO / "examples" / "gui" / "browser-form"], n_concurrent=desktops,
+            n_attempts=trials, agent="oracle", provider=provider, output_dir=out,
+            quiet=True, show_progress=False,
+        )  # fmt: skip
+        mark = time.monotonic()
+        batch = asyncio.run(runner.run())
+        wall = time.monotonic() - mark
+        passed = sum(1 for r in batch.results if r.reward >= 1.0)
+        why = [_why(out, r.folder, r.error) for r in batch.results if r.reward < 1.0]
+        return wall, passed, len(batch.results), why
+    finally:
+        shutil.rmtree(out, ignore_errors=True)
+
+
+def _why(run: Path, folder: str, error: object) -> str:
+    """A failed trial's error, else the last lines of its oracle's and tests' output."""
+    if error is not None:
+        return str(error)[:300]
+    lines = []
+    for name in ("agent/oracle.txt", "verifier/test-stdout.txt"):
+        for path in run.glob(f"*/{folder}/{name}"):
+            lines += path.read_text(errors="replace").strip().splitlines()[-2:]
+    return " | ".join(lines)[:300]
+
+
+def ratio(name: str, value: float) -> str:
+    goal = GOALS[name]
+    verdict = "MET" if value <= goal else "MISSED"
+    return f"{value / goal:.2f}x the goal of {goal * 1000:.0f} ms ({verdict})"
+
+
+def report(provider: str, args: argparse.Namespace) -> None:
+    starts = [asyncio.run(one_start(provider)) for _ in range(args.starts)]
+    start = statistics.median(s for s, _ in starts)
+    pss = statistics.median(p for _, p in starts) / 1024
+    print(f"{provider:6} start {start * 1000:.0f} ms (median of {args.starts}; "
+          f"{min(s for s, _ in starts) * 1000:.0f}-{max(s for s, _ in starts) * 1000:.0f}): "
+          f"{ratio('start', start)}; {load()}")  # fmt: skip
+    print(f"{provider:6} memory {pss:.0f} MiB PSS per desktop (the sandbox's processes)")
+    stdout, download, size = asyncio.run(round_trips(provider, args.steps))
+    rt = statistics.median(stdout)
+    print(f"{provider:6} round trip {rt * 1000:.0f} ms (move + screenshot, median of "
+          f"{args.steps}; PNG {size / 1024:.0f} KiB by base64 on stdout): "
+          f"{ratio('round trip', rt)}; {load()}")  # fmt: skip
+    print(f"{provider:6} round trip {statistics.median(download) * 1000:.0f} ms with the PNG "
+          f"by download instead: stdout/download = "
+          f"{statistics.median(stdout) / statistics.median(download):.2f}")  # fmt: skip
+    if args.trials:
+        wall, passed, ran, why = gui_trials(provider, args.trials, args.desktops)
+        print(f"{provider:6} GUI trials {ran / wall:.2f}/s ({ran} oracle trials of browser-form, "
+              f"{args.desktops} desktops at once, {os.cpu_count()} cores: {wall:.1f} s, "
+              f"{passed} passed); {load()}")  # fmt: skip
+        for reason in why:
+            print(f"{provider:6}   not passed: {reason}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--providers", default="docker,local")
+    parser.add_argument("--starts", type=int, default=5, help="desktop starts per provider")
+    parser.add_argument("--steps", type=int, default=20, help="action + screenshot round trips")
+    parser.add_argument("--trials", type=int, default=16, help="GUI trials (0: none)")
+    parser.add_argument("--desktops", type=int, default=8, help="GUI trials at once")
+    args = parser.parse_args()
+    for provider in args.providers.split(","):
+        report(provider.strip(), args)
+    sys.stdout.flush()
+
+
+if __name__ == "__main__":
+    main()
