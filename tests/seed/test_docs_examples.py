@@ -2,8 +2,9 @@
 
 Each example runs as its own process, in a folder laid out as the docs assume
 (`tasks/`, `tasks/benchmark/`, `tasks/pdfbench/`, `tasks/easy-task`, …), with the
-default provider (docker) and the built-in tool agent. The models it names are
-answered by the scripted server on 127.0.0.1 through the providers' base-URL
+default provider (docker) and the agent Helios chooses: the built-in tool agent, or
+the computer agent for the comparison of the seed's computer-use default model. The
+models it names are answered by the scripted server on 127.0.0.1 through the providers' base-URL
 variables; "daytona" is a provider plugin installed through the entry-point group,
 standing in for the cloud with local containers.
 """
@@ -12,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -20,7 +22,10 @@ import pytest
 
 from helios.testing.mock_llm import MockLLMServer
 
+from ..desktop_helpers import GUI_EXAMPLES, need_desktop
 from . import examples
+
+GUI_EPISODES = Path(__file__).parent.parent / "fixtures" / "gui_episodes.json"
 
 pytestmark = pytest.mark.usefixtures("need_docker")
 
@@ -88,13 +93,16 @@ def server() -> object:
         yield running
 
 
-def _run_example(code: str, workspace: Path, server: MockLLMServer) -> str:
+def _run_example(
+    code: str, workspace: Path, server: MockLLMServer, gemini: str | None = None
+) -> str:
     env = {
         **os.environ,
         "ANTHROPIC_API_KEY": "sk-docs-example",
         "ANTHROPIC_BASE_URL": server.anthropic_base_url,
         "GEMINI_API_KEY": "docs-example",
-        "GEMINI_BASE_URL": server.openai_base_url,
+        # Gemini's OpenAI-compatible wire, or (computer use) its native one
+        "GEMINI_BASE_URL": gemini or server.openai_base_url,
         "PYTHONPATH": str(workspace / "plugins"),
     }
     script = workspace / "example.py"
@@ -138,11 +146,27 @@ def test_custom_task_selection(workspace: Path, server: MockLLMServer) -> None:
     assert "Mean reward: 0.667" in out
 
 
-def test_comparing_models(workspace: Path, server: MockLLMServer) -> None:
-    out = _run_example(examples.COMPARING_MODELS, workspace, server)
+def _summary(folder: Path) -> dict[str, object]:
+    (path,) = folder.glob("batch_*/batch_summary.json")
+    summary: dict[str, object] = json.loads(path.read_text())
+    return summary
+
+
+def test_comparing_models(tmp_path: Path) -> None:
+    """The example compares the seed's default model, a computer-use one, with Claude
+    on a GUI benchmark (two copies of examples/gui/browser-form): with their defaults
+    both get the computer agent (the model, and the tasks' desktops, call for it) and
+    both solve it, each on its own provider's computer-use wire."""
+    need_desktop("docker")
+    for name in ("alpha", "beta"):
+        shutil.copytree(GUI_EXAMPLES / "browser-form", tmp_path / "tasks" / "benchmark" / name)
+    with MockLLMServer(script=json.loads(GUI_EPISODES.read_text())) as gui:
+        out = _run_example(examples.COMPARING_MODELS, tmp_path, gui, gemini=gui.gemini_base_url)
     assert "gemini/gemini-2.5-computer-use-preview-10-2025:" in out
-    assert out.count("Passed: 2/2") == 2
-    assert (workspace / "results" / "gemini_gemini-2.5-computer-use-preview-10-2025").is_dir()
+    assert out.count("Passed: 2/2") == 2, out
+    gemini = _summary(tmp_path / "results" / "gemini_gemini-2.5-computer-use-preview-10-2025")
+    claude = _summary(tmp_path / "results" / "claude-sonnet-4-20250514")
+    assert gemini["agent"] == "computer" and claude["agent"] == "computer"
 
 
 def test_using_a_provider_plugin(workspace: Path, server: MockLLMServer) -> None:

@@ -1,4 +1,13 @@
-"""Agent lookup: built-ins plus plugins from the `helios.agents` entry point."""
+"""Agent lookup: built-ins plus plugins from the `helios.agents` entry point, and
+which agent runs when none is named.
+
+The rule, when no agent is named: a model whose name says `computer-use`
+(`gemini/gemini-2.5-computer-use-preview-10-2025`, `openai/computer-use-preview`)
+can only drive a desktop, so it gets the `computer` agent, and so does a task that
+has a desktop (`[environment.desktop]`, or Harbor's `category = "computer-use"`);
+everything else gets the `tool` agent. Naming the `tool` agent with a computer-use
+model is an error, said in one line.
+"""
 
 from __future__ import annotations
 
@@ -12,11 +21,12 @@ ENTRY_POINT_GROUP = "helios.agents"
 
 
 def _builtins() -> dict[str, type[Agent]]:
+    from helios.agents.computer.agent import ComputerAgent
     from helios.agents.nop import NopAgent
     from helios.agents.oracle import OracleAgent
     from helios.agents.tool_agent import ToolAgent
 
-    return {"tool": ToolAgent, "oracle": OracleAgent, "nop": NopAgent}
+    return {"tool": ToolAgent, "computer": ComputerAgent, "oracle": OracleAgent, "nop": NopAgent}
 
 
 def available_agents() -> list[str]:
@@ -39,3 +49,23 @@ def agent_class(name: str) -> type[Agent]:
 
 def create_agent(name: str, **settings: Any) -> Agent:
     return agent_class(name)(**settings)
+
+
+def is_computer_use_model(model: str | None) -> bool:
+    """Whether `model` is a computer-use-only model (its name says `computer-use`)."""
+    return model is not None and "computer-use" in model.lower()
+
+
+def choose_agent(agent: str | None, model: str | None, *, desktop: bool = False) -> str:
+    """The agent to run: the one named; else `computer` for a computer-use model or
+    a task with a desktop; else `tool`. The `tool` agent with a computer-use model
+    is a ConfigError."""
+    if agent is None:
+        return "computer" if desktop or is_computer_use_model(model) else "tool"
+    if agent == "tool" and is_computer_use_model(model):
+        raise ConfigError(
+            f"{model} is a computer-use model: it drives a desktop, not the tool agent's "
+            "tools; use --agent computer (or leave --agent out)",
+            field="--agent",
+        )
+    return agent

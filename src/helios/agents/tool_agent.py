@@ -15,13 +15,13 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from helios.agents.base import Agent, AgentContext, AgentOutcome
+from helios.agents.model_turn import model_turn, require_services
 from helios.agents.tools import ToolRunner
 from helios.agents.toolsets import Tool, resolve_tools
 from helios.environments.base import Environment
-from helios.errors import AgentError
 from helios.failures import ErrorInfo
-from helios.models.base import Message, ModelResponse, ToolCall
-from helios.models.errors import ContextWindowError, ModelError
+from helios.models.base import Message, ToolCall
+from helios.models.errors import ContextWindowError
 from helios.models.services import ModelServices
 
 DEFAULT_MAX_TURNS = 50
@@ -89,9 +89,7 @@ class ToolAgent(Agent):
         return ctx.tools if ctx.tools is not None else resolve_tools(self.toolsets)
 
     async def run(self, instruction: str, env: Environment, ctx: AgentContext) -> AgentOutcome:
-        services = ctx.services
-        if not isinstance(services, ModelServices):
-            raise AgentError("the tool agent needs a model (-m provider/model)")
+        services = require_services(ctx, "tool")
         run = self._start(instruction, env, ctx, services)
         outcome = AgentOutcome(
             conversation=ctx.conversation,
@@ -128,9 +126,8 @@ class ToolAgent(Agent):
         while run.turns < self.max_turns:
             run.turns += 1
             run.ctx.turn(run.turns)
-            response = await self._generate(run)
+            response = await model_turn(run.ctx, run.services, run.messages, run.tool_wire)
             message = response.message
-            message.usage, message.model = response.usage, response.model or None
             run.messages.append(message)
             if not message.tool_calls:
                 if message.content.strip():
@@ -150,14 +147,6 @@ class ToolAgent(Agent):
                 )
         return ErrorInfo(type="MaxTurns", message=f"stopped after {self.max_turns} turns",
                          phase="agent")  # fmt: skip
-
-    async def _generate(self, run: _Run) -> ModelResponse:
-        def on_retry(error: ModelError, delay: float, attempt: int) -> None:
-            run.ctx.retrying("model", delay, error.kind)
-
-        return await run.services.generate(
-            run.messages, run.tool_wire, slot=run.ctx.slot, on_retry=on_retry, usage=run.ctx.usage
-        )
 
     async def _run_calls(self, run: _Run, calls: list[ToolCall]) -> bool:
         """Execute the turn's calls in order; True if one of them was submit."""

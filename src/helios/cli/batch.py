@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Coroutine
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -26,6 +27,7 @@ from helios.cli.options import (
     BaseUrlOpt,
     DebugOpt,
     EffortOpt,
+    InteractiveOpt,
     MaxTokensOpt,
     MaxTurnsOpt,
     ModelOpt,
@@ -36,8 +38,11 @@ from helios.cli.options import (
     RoutingOpt,
     SystemPromptOpt,
     TemperatureOpt,
+    WatchOpt,
     model_options,
 )
+from helios.display import watch as watching
+from helios.environments.desktop.vnc import ViewMode
 from helios.tasks.runner import ParallelRunner
 from helios.tasks.settings import TaskBatchSettings
 from helios.tasks.summary import BatchResult
@@ -58,13 +63,35 @@ def _settings(debug: bool, **fields: Any) -> TaskBatchSettings:
         handle_errors(exc, debug)
 
 
+WATCH_WITH_ATTEMPTS = "The -k option is incompatible with --watch and --interactive modes"
+
+
+def _view_mode(watch: bool, interactive: bool) -> ViewMode | None:
+    return "control" if interactive else "view" if watch else None
+
+
+async def _watched(work: Coroutine[Any, Any, BatchResult], mode: ViewMode | None) -> BatchResult:
+    """`work` with its GUI trials' desktops served on 127.0.0.1 (`mode`), or as is."""
+    if mode is None:
+        return await work
+    async with watching.serving() as server:
+        err_console.print(
+            f"watching: the desktops are listed at {server.base}/{server.token}/",
+            highlight=False, soft_wrap=True, markup=False,
+        )  # fmt: skip
+        return await work
+
+
 def _execute(
-    tasks: list[Path], settings: TaskBatchSettings, fail_under: float | None, debug: bool
+    tasks: list[Path],
+    settings: TaskBatchSettings,
+    fail_under: float | None,
+    debug: bool,
 ) -> BatchResult:
     runner: ParallelRunner | None = None
     try:
         runner = ParallelRunner(tasks, settings=settings)
-        batch = run_coroutine(runner.run())
+        batch = run_coroutine(_watched(runner.run(), settings.watch))
     except Interrupted as exc:
         if runner is not None and runner.run_dir is not None:
             err_console.print(
@@ -107,7 +134,7 @@ def batch_command(
         str, typer.Option("--pattern", "-p", help="Glob for task.toml files.")
     ] = "**/task.toml",
     provider: ProviderOpt = "docker",
-    agent: AgentOpt = "tool",
+    agent: AgentOpt = None,
     resume: Annotated[
         Path | None, typer.Option("--resume", help="A batch folder to finish.")
     ] = None,
@@ -137,15 +164,18 @@ def batch_command(
     no_reasoning: NoReasoningOpt = False,
     openrouter_routing: RoutingOpt = None,
     prices: PricesOpt = None,
+    watch: WatchOpt = False,
     debug: DebugOpt = False,
 ) -> None:
     """Run every task under TASKS_DIR, k attempts each, n at a time."""
+    if watch and n_attempts > 1:
+        fail(WATCH_WITH_ATTEMPTS)
     parsed = _agent_and_model(locals(), debug)
     settings = _settings(
         debug, n_concurrent=n_concurrent, n_attempts=n_attempts, agent=agent, provider=provider,
         output_dir=output, quiet=quiet, pattern=pattern, resume=resume,
         retry_errors=retry_errors, force=force, agent_settings=parsed.agent_settings,
-        models=parsed.models, workers=workers,
+        models=parsed.models, workers=workers, watch=_view_mode(watch, False),
     )  # fmt: skip
     _execute([tasks_dir], settings, fail_under, debug)
 
@@ -153,7 +183,7 @@ def batch_command(
 def run_command(
     task: Annotated[Path, typer.Argument(help="A task folder (with task.toml).")],
     model: ModelOpt = None,
-    agent: AgentOpt = "tool",
+    agent: AgentOpt = None,
     provider: ProviderOpt = "docker",
     output: OutputOpt = Path("output"),
     n_attempts: AttemptsOpt = 1,
@@ -167,16 +197,20 @@ def run_command(
     no_reasoning: NoReasoningOpt = False,
     openrouter_routing: RoutingOpt = None,
     prices: PricesOpt = None,
+    watch: WatchOpt = False,
+    interactive: InteractiveOpt = False,
     debug: DebugOpt = False,
 ) -> None:
     """Run one task and show its result."""
     if not (task / "task.toml").is_file():
         fail(f"{task}/task.toml not found: not a task folder")
+    if (watch or interactive) and n_attempts > 1:
+        fail(WATCH_WITH_ATTEMPTS)
     parsed = _agent_and_model(locals(), debug)
     settings = _settings(
         debug, n_concurrent=1, n_attempts=n_attempts, agent=agent, provider=provider,
         output_dir=output, run_prefix="run", agent_settings=parsed.agent_settings,
-        models=parsed.models,
+        models=parsed.models, watch=_view_mode(watch, interactive),
     )  # fmt: skip
     batch = _execute([task], settings, None, debug)
     if batch.output_dir is not None:

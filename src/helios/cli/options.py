@@ -23,9 +23,11 @@ ModelOpt = Annotated[
     ),
 ]  # fmt: skip
 AgentOpt = Annotated[
-    str,
+    str | None,
     typer.Option("--agent", "-a",
-                 help="tool (built-in tool-calling agent), oracle (runs solution/solve.sh), nop."),
+                 help="tool (built-in tool-calling agent), computer (drives the task's desktop "
+                 "from screenshots), oracle (runs solution/solve.sh), nop. Default: computer "
+                 "for a computer-use model (…computer-use…) or a task with a desktop, else tool."),
 ]  # fmt: skip
 ProviderOpt = Annotated[
     str, typer.Option("--provider", help="Sandbox: docker (default) or local (bubblewrap).")
@@ -46,8 +48,10 @@ ApiKeyOpt = Annotated[
                  "OPENROUTER_API_KEY or GEMINI_API_KEY). Never written to any output."),
 ]  # fmt: skip
 MaxTurnsOpt = Annotated[
-    int | None, typer.Option("--max-turns", min=1, help="Model turns per trial (default 50).")
-]
+    int | None,
+    typer.Option("--max-turns", min=1,
+                 help="Model turns per trial (default 50; the computer agent's 100)."),
+]  # fmt: skip
 SystemPromptOpt = Annotated[
     Path | None,
     typer.Option("--system-prompt-file", help="Replace the tool agent's system prompt."),
@@ -70,6 +74,18 @@ RoutingOpt = Annotated[
     str | None,
     typer.Option("--openrouter-routing",
                  help="OpenRouter provider routing: 'order=a,b;ignored=c;allowed=d;sort=price'."),
+]  # fmt: skip
+WatchOpt = Annotated[
+    bool,
+    typer.Option("--watch",
+                 help="Show each GUI trial's desktop live in a browser: a URL on 127.0.0.1 "
+                 "(noVNC, view only). `helios run`: not with -k > 1."),
+]  # fmt: skip
+InteractiveOpt = Annotated[
+    bool,
+    typer.Option("--interactive", "-i",
+                 help="As --watch, and the person at the browser may take control of the "
+                 "desktop. Not with -k > 1."),
 ]  # fmt: skip
 PricesOpt = Annotated[
     Path | None,

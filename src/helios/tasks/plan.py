@@ -10,6 +10,7 @@ from typing import Any
 
 from helios.agents.registry import create_agent
 from helios.environments.base import Environment
+from helios.environments.desktop.vnc import ViewMode
 from helios.errors import ConfigError, HeliosError, TaskFormatError
 from helios.identity import trial_id
 from helios.tasks.features import unsupported
@@ -135,6 +136,7 @@ def build_specs(
     model: str | None,
     provider: str,
     result_settings: dict[str, Any] | None = None,
+    watch: ViewMode | None = None,
 ) -> list[TrialSpec]:
     """Attempts interleaved across tasks: task1#1, task2#1, …, task1#2, …"""
     prototype = create_agent(agent, **agent_settings)
@@ -163,6 +165,7 @@ def build_specs(
                     provider=provider,
                     folder=trial_folder(index, task, attempt, n_attempts),
                     label=task.name + (f" #{attempt}" if n_attempts > 1 else ""),
+                    watch=watch,
                 )
             )
     return specs

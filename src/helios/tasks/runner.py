@@ -20,7 +20,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from helios import __version__
-from helios.agents.registry import agent_class
+from helios.agents.registry import agent_class, choose_agent, create_agent
 from helios.display.progress import BatchProgress, default_console, header_panel
 from helios.engine.batch import BatchOptions, BatchService
 from helios.engine.store import KEEP_LEFTOVERS, RunStore, new_run_dir, write_json_atomic
@@ -47,6 +47,7 @@ from helios.tasks.summary import (
     build_batch_result,
     summary_document,
 )
+from helios.tasks.task import Task
 from helios.tasks.trial import TrialSpec
 
 OnComplete = Callable[[str, Any], Awaitable[None] | None]
@@ -69,7 +70,7 @@ class ParallelRunner:
         n_concurrent: int = 2,
         n_attempts: int = 1,
         model: str | None = None,
-        agent: str = "tool",
+        agent: str | None = None,
         provider: str = "docker",
         output_dir: str | Path = "output",
         quiet: bool = False,
@@ -87,7 +88,12 @@ class ParallelRunner:
         self.settings = settings
         self.task_paths = task_paths
         self.on_complete = on_complete
-        self.uses_model = agent_class(settings.agent).uses_model
+        # The agent: the one named, else chosen by the model (a computer-use model
+        # gets the computer agent) and, per task, by its desktop (see _plan). Its
+        # settings are checked before any work.
+        self._agent = choose_agent(settings.agent, settings.models.model)
+        create_agent(self._agent, **settings.agent_settings)
+        self.uses_model = agent_class(self._agent).uses_model
         self.provider_class = provider_class(settings.provider)  # an unknown name fails first
         if self.uses_model and settings.models.model is None:
             settings.models.model = DEFAULT_MODEL
@@ -108,7 +114,7 @@ class ParallelRunner:
 
     @property
     def agent(self) -> str:
-        return self.settings.agent
+        return self._agent
 
     @property
     def provider(self) -> str:
@@ -132,16 +138,33 @@ class ParallelRunner:
                 f"no task to run ({len(loaded.invalid)} invalid, "
                 f"{len(loaded.unsupported)} unsupported): {first}"
             )
+        return self._specs(loaded.tasks)
+
+    def _specs(self, tasks: list[Task]) -> list[TrialSpec]:
+        """The trials, each with its task's agent: when none is named, a task with a
+        desktop gets the computer agent (same order and folders either way)."""
+        s = self.settings
         generation = s.models.generation
-        return build_specs(
-            loaded.tasks,
-            n_attempts=s.n_attempts,
-            agent=s.agent,
-            agent_settings=s.agent_settings,
-            model=self.model,
-            provider=s.provider,
-            result_settings={"generation": generation.identity()} if self.uses_model else {},
-        )
+        agents = [
+            choose_agent(s.agent, s.models.model, desktop=task.config.desktop is not None)
+            for task in tasks
+        ]
+        by_agent = {
+            agent: build_specs(
+                tasks,
+                n_attempts=s.n_attempts,
+                agent=agent,
+                agent_settings=s.agent_settings,
+                model=self.model,
+                provider=s.provider,
+                result_settings={"generation": generation.identity()} if self.uses_model else {},
+                watch=s.watch,
+            )
+            for agent in dict.fromkeys(agents)
+        }
+        # what the summary and the header name: the agent, or each of them
+        self._agent = ", ".join(by_agent)
+        return [by_agent[agents[i % len(tasks)]][i] for i in range(len(tasks) * s.n_attempts)]
 
     def _report_loading(self, loaded: LoadedTasks) -> None:
         """One line per invalid or unsupported task, one for unknown keys."""
@@ -161,7 +184,7 @@ class ParallelRunner:
         """The settings a resume must match: they change results."""
         s = self.settings
         identity: dict[str, Any] = {
-            "agent": s.agent, "model": self.model, "provider": s.provider,
+            "agent": self.agent, "model": self.model, "provider": s.provider,
             "n_attempts": s.n_attempts, "agent_settings": s.agent_settings,
         }  # fmt: skip
         if self.uses_model:
@@ -289,7 +312,7 @@ class ParallelRunner:
             unknown_keys=self.unknown_keys,
             output_dir=store.run_dir,
             model=self.model,
-            agent=self.settings.agent,
+            agent=self.agent,
             planned=planned,
             interrupted=interrupted,
             aborted=self.aborted,
@@ -322,7 +345,7 @@ class ParallelRunner:
             "Trials": f"{n_trials}"
             + (f" ({n_trials - n_pending} already done)" if n_pending < n_trials else ""),
             "Concurrency": str(s.n_concurrent),
-            "Agent": s.agent + (f" · {self.model}" if self.model else ""),
+            "Agent": self.agent + (f" · {self.model}" if self.model else ""),
             "Environment": s.provider,
             "Output": str(run_dir),
         }

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
+from helios.environments.desktop.vnc import ViewMode
 from helios.errors import ConfigError
 from helios.models.services import ModelOptions
 
@@ -14,7 +15,8 @@ from helios.models.services import ModelOptions
 class TaskBatchSettings:
     n_concurrent: int = 2
     n_attempts: int = 1
-    agent: str = "tool"
+    #: None: chosen by the model (`helios.agents.registry.choose_agent`)
+    agent: str | None = None
     provider: str = "docker"
     output_dir: Path = Path("output")
     quiet: bool = False
@@ -34,6 +36,9 @@ class TaskBatchSettings:
     #: run folders are named <prefix>_YYYYMMDD_HHMMSS
     run_prefix: str = "batch"
     models: ModelOptions = field(default_factory=ModelOptions)
+    #: serve each GUI trial's desktop on 127.0.0.1 (`--watch`: "view", `--interactive`:
+    #: "control"); not part of a trial's identity
+    watch: ViewMode | None = None
 
     def __post_init__(self) -> None:
         if self.n_concurrent < 1 or self.n_attempts < 1:

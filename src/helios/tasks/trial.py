@@ -13,6 +13,7 @@ import asyncio
 from dataclasses import dataclass
 from typing import Any
 
+from helios.agents.computer.settings import TASK_ALLOWS_BASH
 from helios.agents.registry import agent_class
 from helios.engine.episode import (
     Episode,
@@ -22,16 +23,20 @@ from helios.engine.episode import (
     unit_dir,
 )
 from helios.engine.scheduler import Slot
+from helios.environments.desktop.vnc import ViewMode
 from helios.failures import ErrorInfo
 from helios.tasks.body import StepRun, TaskBody
 from helios.tasks.phases import plan_steps
 from helios.tasks.results import StepResult, StepStatus, TrialResult, status_for
+from helios.tasks.schema import DesktopConfig
 from helios.tasks.task import Task
 from helios.tasks.verifier import primary_reward
 from helios.trajectories.atif_writer import write_atif
 
 #: the context every trial of a batch shares (the engine's)
 TrialContext = EpisodeContext
+#: the agent that drives a desktop: its trials get one even if the task names none
+COMPUTER_AGENT = "computer"
 
 
 @dataclass(frozen=True)
@@ -48,6 +53,8 @@ class TrialSpec:
     folder: str
     #: how the display names it ("task #2" with k > 1)
     label: str = ""
+    #: serve the desktop's view (`--watch`, `--interactive`); not part of the identity
+    watch: ViewMode | None = None
 
     def identity(self) -> dict[str, Any]:
         """The fields naming this trial in its result, whether it ran or crashed."""
@@ -71,7 +78,26 @@ class TrialSpec:
             plan_steps(task),
             strategy=task.config.reward_strategy,
             environment_files=task.environment_dir if ready_image else None,
+            desktop=self.desktop(),
+            watch=self.watch,
         )
+
+    def desktop(self) -> DesktopConfig | None:
+        """The desktop the trial gets before its agent: the task's, else the
+        defaults when the agent is the computer agent."""
+        desktop = self.task.config.desktop
+        if desktop is None and self.agent == COMPUTER_AGENT:
+            return DesktopConfig()
+        return desktop
+
+    def episode_agent_settings(self) -> dict[str, Any]:
+        """The agent's settings plus what the task decides for it: whether the
+        computer agent may offer bash (`[environment.desktop] bash = true`), which a
+        user's setting can never turn on by itself."""
+        if self.agent != COMPUTER_AGENT:
+            return self.agent_settings
+        desktop = self.task.config.desktop
+        return {**self.agent_settings, TASK_ALLOWS_BASH: desktop is not None and desktop.bash}
 
     def episode(self, body: TaskBody | None = None) -> EpisodeSpec:
         task = self.task
@@ -82,7 +108,7 @@ class TrialSpec:
             sandbox=task.sandbox_spec(),
             provider=self.provider,
             agent=self.agent,
-            agent_settings=self.agent_settings,
+            agent_settings=self.episode_agent_settings(),
             instruction=task.instruction,
             agent_timeout=task.config.agent.timeout_sec,
             solution_dir=task.solution_dir,

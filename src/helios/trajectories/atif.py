@@ -1,7 +1,13 @@
-"""ATIF v1.5 trajectories: an incremental recorder for agent loops, and a validator.
+"""ATIF trajectories: an incremental recorder for agent loops, and a validator.
 
 ATIF (Agent Trajectory Interchange Format) is Harbor's trajectory format, specified
 in Harbor's RFC 0001. Agents write one document to `agent/trajectory.json`.
+
+A document says the lowest version whose features it uses: `ATIF-v1.5` when every
+message and observation is text (byte for byte what Helios wrote before images),
+`ATIF-v1.6` when one of them is a list of content parts (text, and images as files
+referenced by path: never inline). The validator accepts both, and rejects content
+parts in a document that claims a version before v1.6.
 
 The recorder is on the hot path of every agent turn, so it only appends plain dicts
 and keeps running totals; validation lives in `validate_trajectory`, which tests and
@@ -13,7 +19,6 @@ from __future__ import annotations
 import functools
 import importlib
 import json
-import math
 import os
 import tempfile
 from collections.abc import Iterable
@@ -25,18 +30,22 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from helios.safe_json import dumps
+from helios.trajectories.atif_checks import (
+    check_content_parts,
+    check_final_metrics,
+    check_steps,
+    check_tool_call_refs,
+)
 
+#: the version of a text-only document
 ATIF_VERSION = "ATIF-v1.5"
+#: the version of a document with content parts (images)
+ATIF_MULTIMODAL_VERSION = "ATIF-v1.6"
+_BEFORE_CONTENT_PARTS = frozenset(f"ATIF-v1.{minor}" for minor in range(6))
+#: a message or an observation's content: text, or content parts (v1.6)
+Content = str | list[dict[str, Any]]
 
 _SCHEMA_RESOURCE = "atif_schema.json"
-
-#: final_metrics total -> the per-step metrics field it sums (RFC: FinalMetricsSchema)
-_TOTALS = (
-    ("total_prompt_tokens", "prompt_tokens"),
-    ("total_completion_tokens", "completion_tokens"),
-    ("total_cached_tokens", "cached_tokens"),
-    ("total_cost_usd", "cost_usd"),
-)
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,6 +92,16 @@ class StepMetrics:
         return out
 
 
+def text_part(text: str) -> dict[str, Any]:
+    """A text content part (ATIF v1.6 ContentPart)."""
+    return {"type": "text", "text": text}
+
+
+def image_part(path: str, media_type: str = "image/png") -> dict[str, Any]:
+    """An image content part: a file at `path` (relative to the trajectory's folder)."""
+    return {"type": "image", "source": {"media_type": media_type, "path": path}}
+
+
 def _utc_now() -> str:
     return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
@@ -121,8 +140,17 @@ class TrajectoryRecorder:
         self._cached_tokens = 0
         self._reasoning_tokens = 0
         self._cost_usd = 0.0
+        #: whether any message or observation is a list of content parts (v1.6)
+        self._multimodal = False
 
-    def _append(self, source: str, message: str, at: float | None = None) -> dict[str, Any]:
+    def _content(self, content: Content) -> Content:
+        if isinstance(content, list):
+            self._multimodal = True
+            return list(content)
+        return content
+
+    def _append(self, source: str, message: Content, at: float | None = None) -> dict[str, Any]:
+        message = self._content(message)
         step: dict[str, Any] = {
             "step_id": len(self._steps) + 1,
             "timestamp": _utc_now() if at is None else _utc_at(at),
@@ -132,16 +160,16 @@ class TrajectoryRecorder:
         self._steps.append(step)
         return step
 
-    def add_system(self, message: str, *, at: float | None = None) -> None:
+    def add_system(self, message: Content, *, at: float | None = None) -> None:
         self._append("system", message, at)
 
-    def add_user(self, message: str, *, at: float | None = None) -> None:
+    def add_user(self, message: Content, *, at: float | None = None) -> None:
         self._append("user", message, at)
 
     def add_agent(
         self,
         *,
-        message: str,
+        message: Content,
         reasoning: str | None = None,
         tool_calls: list[ToolCallRecord] | None = None,
         metrics: StepMetrics | None = None,
@@ -171,7 +199,7 @@ class TrajectoryRecorder:
             self._cost_usd += metrics.cost_usd
         return int(step["step_id"])
 
-    def add_observation(self, step_id: int, source_call_id: str, content: str) -> None:
+    def add_observation(self, step_id: int, source_call_id: str, content: Content) -> None:
         """Attach the result of tool call `source_call_id` to agent step `step_id`."""
         if not 1 <= step_id <= len(self._steps):
             raise ValueError(f"no step {step_id} (have {len(self._steps)})")
@@ -181,7 +209,8 @@ class TrajectoryRecorder:
         if all(call["tool_call_id"] != source_call_id for call in step.get("tool_calls", ())):
             raise ValueError(f"step {step_id} made no tool call with id {source_call_id!r}")
         observation = step.setdefault("observation", {"results": []})
-        observation["results"].append({"source_call_id": source_call_id, "content": content})
+        result = {"source_call_id": source_call_id, "content": self._content(content)}
+        observation["results"].append(result)
 
     def _final_metrics(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -198,7 +227,7 @@ class TrajectoryRecorder:
     def to_dict(self) -> dict[str, Any]:
         """The whole document. Its step dicts are the recorder's own: do not mutate."""
         return {
-            "schema_version": ATIF_VERSION,
+            "schema_version": ATIF_MULTIMODAL_VERSION if self._multimodal else ATIF_VERSION,
             "session_id": self._session_id,
             "agent": self._agent,
             "steps": self._steps,
@@ -287,9 +316,10 @@ def _describe(error: _SchemaError) -> str:
 def validate_trajectory(doc: dict[str, Any]) -> list[str]:
     """Check an ATIF document; returns human-readable problems (empty means valid).
 
-    The JSON Schema covers structure and types; the checks here cover what a schema
+    The JSON Schema covers structure and types; `atif_checks` covers what a schema
     cannot: consecutive step_ids from 1, ISO 8601 timestamps, observation results
-    pointing at a tool call of their own step, and final_metrics equal to the sums.
+    pointing at a tool call of their own step, final_metrics equal to the sums, and
+    content parts only in a v1.6 document.
     Raises ImportError if the optional `jsonschema` package is missing.
     """
     problems = [_describe(error) for error in _validator().iter_errors(doc)]
@@ -299,95 +329,8 @@ def validate_trajectory(doc: dict[str, Any]) -> list[str]:
     # Non-object steps were already reported by the schema; skip them, keep indexes.
     steps = dict(enumerate(raw_steps)) if isinstance(raw_steps, list) else {}
     steps = {index: step for index, step in steps.items() if isinstance(step, dict)}
-    problems += _check_steps(steps)
-    problems += _check_tool_call_refs(steps)
-    problems += _check_final_metrics(doc, steps, len(raw_steps or []))
-    return problems
-
-
-def _check_steps(steps: dict[int, dict[str, Any]]) -> list[str]:
-    problems = []
-    gap_reported = False
-    for index, step in steps.items():
-        got = step.get("step_id")
-        # Report only the first break: every later id is then off by the same gap.
-        if got != index + 1 and not gap_reported:
-            gap_reported = True
-            problems.append(
-                f"$.steps[{index}].step_id: expected {index + 1} "
-                f"(step_ids start at 1 and are consecutive), got {got!r}"
-            )
-        stamp = step.get("timestamp")
-        if not isinstance(stamp, str):
-            continue
-        try:
-            # Same acceptance rule as Harbor's reference model ('Z' means UTC).
-            datetime.fromisoformat(stamp.replace("Z", "+00:00"))
-        except ValueError:
-            problems.append(f"$.steps[{index}].timestamp: {stamp!r} is not an ISO 8601 timestamp")
-    return problems
-
-
-def _call_ids(step: dict[str, Any], index: int, problems: list[str]) -> set[str]:
-    ids: set[str] = set()
-    calls = step.get("tool_calls")
-    for call in calls if isinstance(calls, list) else []:
-        call_id = call.get("tool_call_id") if isinstance(call, dict) else None
-        if not isinstance(call_id, str):
-            continue
-        if call_id in ids:
-            problems.append(f"$.steps[{index}].tool_calls: duplicate tool_call_id {call_id!r}")
-        ids.add(call_id)
-    return ids
-
-
-def _check_tool_call_refs(steps: dict[int, dict[str, Any]]) -> list[str]:
-    problems: list[str] = []
-    for index, step in steps.items():
-        ids = _call_ids(step, index, problems)
-        observation = step.get("observation")
-        results = observation.get("results") if isinstance(observation, dict) else None
-        for r_index, result in enumerate(results if isinstance(results, list) else []):
-            ref = result.get("source_call_id") if isinstance(result, dict) else None
-            # A null source_call_id is legal: the result of a non-tool action.
-            if isinstance(ref, str) and ref not in ids:
-                problems.append(
-                    f"$.steps[{index}].observation.results[{r_index}].source_call_id: "
-                    f"{ref!r} is not the tool_call_id of any tool call in step "
-                    f"{step.get('step_id')!r}"
-                )
-    return problems
-
-
-def _number(value: object) -> float | None:
-    """`value` as a number, or None for anything else (bool is not a count)."""
-    if isinstance(value, int | float) and not isinstance(value, bool):
-        return float(value)
-    return None
-
-
-def _check_final_metrics(
-    doc: dict[str, Any], steps: dict[int, dict[str, Any]], step_count: int
-) -> list[str]:
-    final = doc.get("final_metrics")
-    if not isinstance(final, dict):
-        return []
-    problems = []
-    all_metrics = [m for m in (s.get("metrics") for s in steps.values()) if isinstance(m, dict)]
-    for total_field, step_field in _TOTALS:
-        declared = _number(final.get(total_field))
-        actual = sum(_number(m.get(step_field)) or 0.0 for m in all_metrics)
-        # Totals are optional in ATIF; only a total that is present must add up.
-        if declared is not None and not math.isclose(declared, actual, abs_tol=1e-9):
-            problems.append(
-                f"$.final_metrics.{total_field}: {final[total_field]!r} but the steps' "
-                f"{step_field} values sum to {actual:g}"
-            )
-    total_steps = _number(final.get("total_steps"))
-    # The RFC lets total_steps differ from len(steps) only when notes explain why.
-    if total_steps is not None and total_steps != step_count and not doc.get("notes"):
-        problems.append(
-            f"$.final_metrics.total_steps: {final['total_steps']!r} but there are "
-            f"{step_count} steps (a difference must be explained in notes)"
-        )
+    problems += check_steps(steps)
+    problems += check_tool_call_refs(steps)
+    problems += check_final_metrics(doc, steps, len(raw_steps or []))
+    problems += check_content_parts(doc, steps, _BEFORE_CONTENT_PARTS)
     return problems

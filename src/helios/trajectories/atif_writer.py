@@ -2,23 +2,35 @@
 
 The agent keeps plain `Message`s as it goes; this runs once per trial, after the
 agent has stopped (also after a timeout), so no turn pays for serialisation.
+
+A message with images (a screenshot after a computer action) becomes content
+parts: its text, then one image part per image, referencing the file
+`images/<sha256>.png` beside the trajectory. `write_atif` writes those files
+(each once) before the document, so the document never names a missing file.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from helios.models.base import Message, ToolCall
+from helios.models.base import ImageRef, Message, ToolCall
 from helios.safe_json import dumps
 from helios.secrets import redact_value
 from helios.trajectories.atif import (
+    Content,
     StepMetrics,
     ToolCallRecord,
     TrajectoryRecorder,
     atomic_write_text,
+    image_part,
+    text_part,
 )
+from helios.trajectories.images import image_path, write_images
+
+#: an image's path in the document (relative to its folder), None to leave it out
+ImagePaths = Callable[[ImageRef], str | None]
 
 
 def conversation_to_atif(
@@ -29,6 +41,7 @@ def conversation_to_atif(
     agent_version: str,
     model_name: str | None,
     tool_definitions: list[dict[str, Any]],
+    image_paths: ImagePaths = image_path,
 ) -> dict[str, Any]:
     recorder = TrajectoryRecorder(
         session_id=session_id,
@@ -39,14 +52,15 @@ def conversation_to_atif(
     )
     step_of_call: dict[str, int] = {}
     for message in conversation:
+        content = _content(message, image_paths)
         if message.role == "system":
-            recorder.add_system(message.content, at=message.created)
+            recorder.add_system(content, at=message.created)
         elif message.role == "user":
-            recorder.add_user(message.content, at=message.created)
+            recorder.add_user(content, at=message.created)
         elif message.role == "assistant":
             calls = [_call_record(call) for call in message.tool_calls]
             step_id = recorder.add_agent(
-                message=message.content,
+                message=content,
                 reasoning=message.reasoning,
                 tool_calls=calls or None,
                 metrics=_metrics(message),
@@ -55,17 +69,32 @@ def conversation_to_atif(
             )
             step_of_call.update({call.id: step_id for call in message.tool_calls})
         elif message.tool_call_id in step_of_call:
-            recorder.add_observation(
-                step_of_call[message.tool_call_id], message.tool_call_id, message.content
-            )
+            call_id = message.tool_call_id
+            recorder.add_observation(step_of_call[call_id], call_id, content)
     document: dict[str, Any] = redact_value(recorder.to_dict())
     return document
 
 
 def write_atif(path: Path, conversation: Sequence[Message], **meta: Any) -> None:
-    """Write the conversation's ATIF document atomically (keys redacted)."""
+    """Write the conversation's images (`images/` beside `path`, each once), then its
+    ATIF document, atomically (keys redacted)."""
+    write_images(path.parent, (image for message in conversation for image in message.images))
     document = conversation_to_atif(conversation, **meta)
     atomic_write_text(path, dumps(document, indent=2, ensure_ascii=False) + "\n")
+
+
+def _content(message: Message, image_paths: ImagePaths) -> Content:
+    """The message's text, or (with images) its text and image parts."""
+    if not message.images:
+        return message.content
+    parts = [text_part(message.content)] if message.content else []
+    for image in message.images:
+        path = image_paths(image)
+        if path is None:
+            parts.append(text_part(f"[an image of type {image.media_type} was left out]"))
+        else:
+            parts.append(image_part(path, image.media_type))
+    return parts
 
 
 def _call_record(call: ToolCall) -> ToolCallRecord:

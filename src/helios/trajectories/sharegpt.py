@@ -11,6 +11,8 @@ The format is the one Hermes's batch runner writes and models are trained on:
   whose `content` is embedded as JSON when it parses as JSON.
 
 The set-up messages (the ephemeral system prompt and the prefill) are never written.
+Images (`Message.images`, a computer agent's screenshots) are left out: a Hermes row
+is text, and its consumers have no place for them; the text around them stays.
 Reasoning comes from `Message.reasoning` (native thinking: OpenRouter's `reasoning`,
 vLLM/DeepSeek's `reasoning_content`, Anthropic thinking) or from `<think>` /
 `<REASONING_SCRATCHPAD>` blocks inside the content, which are lifted out.

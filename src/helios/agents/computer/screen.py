@@ -1,0 +1,44 @@
+"""The computer agent's side of the desktop: what it needs of one, how it gets the
+trial's (the one Helios started before the agent, else a new one), and screenshots
+at the size the model must see them."""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from helios.environments.base import Environment
+from helios.environments.desktop.actions import Action, ActionResult, Geometry, Region
+from helios.environments.desktop.desktop import Desktop
+
+Size = tuple[int, int]
+
+
+class Screen(Protocol):
+    """What the agent uses of a `helios.environments.desktop.Desktop`."""
+
+    geometry: Geometry
+
+    async def execute(self, action: Action) -> ActionResult: ...
+
+    async def screenshot(
+        self, region: Region | None = None, *, size: Size | None = None
+    ) -> bytes: ...
+
+    async def write_final_answer(self, text: str) -> None: ...
+
+
+async def open_screen(env: Environment, geometry: Geometry | None, start_url: str | None) -> Screen:
+    """The desktop running in `env`'s sandbox (its own size), or one started now
+    at `geometry` (default 1024x768). `Desktop.start` sends the browser to
+    `start_url` either way. `DesktopUnavailable` when there is none and none can be
+    started."""
+    return await Desktop.start(env, geometry, start_url=start_url)
+
+
+async def capture(screen: Screen, region: Region | None, size: Size | None) -> bytes:
+    """A screenshot as the model must see it: a region (a zoom) as taken; the whole
+    screen at `size` when that is given (a model whose image limits are below the
+    desktop's size), scaled inside the sandbox so only the small image travels."""
+    if region is not None or size is None:
+        return await screen.screenshot(region)
+    return await screen.screenshot(size=size)

@@ -1,0 +1,69 @@
+"""A trajectory's image files: each image once, under `images/` beside
+`trajectory.json`, named by its content hash (`images/<sha256>.png`), so a screen
+that did not change between two screenshots is one file. A file is written to a
+temporary name and renamed, so a name that exists holds the whole image; one that
+exists already is not written again. No image ever goes into a JSON file.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import tempfile
+from collections.abc import Iterable
+from contextlib import suppress
+from pathlib import Path
+
+from helios.models.base import ImageRef
+
+IMAGES_DIR = "images"
+#: the media types ATIF v1.6 allows for images, and their file extensions
+EXTENSIONS = {"image/png": "png", "image/jpeg": "jpg", "image/gif": "gif", "image/webp": "webp"}
+
+
+def digest(image: ImageRef) -> str:
+    return image.sha256 or hashlib.sha256(image.data).hexdigest()
+
+
+def image_path(image: ImageRef) -> str | None:
+    """The image's path relative to the trajectory's folder; None for a media type
+    ATIF has no place for."""
+    extension = EXTENSIONS.get(image.media_type)
+    if extension is None:
+        return None
+    return f"{IMAGES_DIR}/{digest(image)}.{extension}"
+
+
+def write_images(folder: Path, images: Iterable[ImageRef]) -> int:
+    """Write each distinct image under `folder/images/` unless it is there; returns
+    how many files were written."""
+    written = 0
+    seen: set[str] = set()
+    for image in images:
+        relative = image_path(image)
+        if relative is None or relative in seen:
+            continue
+        seen.add(relative)
+        target = folder / relative
+        if target.is_file():
+            continue
+        write_bytes_atomic(target, image.data)
+        written += 1
+    return written
+
+
+def write_bytes_atomic(path: Path, data: bytes) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    # in the target folder: os.replace is atomic only within one filesystem
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())  # the trajectory that names it is durable too
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+    except BaseException:
+        with suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
