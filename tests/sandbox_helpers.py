@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import os
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -78,6 +78,13 @@ def select_provider(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPa
         request.getfixturevalue("need_docker")
         monkeypatch.setenv("HELIOS_DOCKER_SHELL", "1" if kind == "docker-shell" else "0")
     return kind
+
+
+@pytest.fixture(params=SERVICE_PROVIDERS)
+def provider(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    """Each of SERVICE_PROVIDERS in turn, set up by `select_provider`: the fixture
+    of the modules that import it."""
+    yield select_provider(request, monkeypatch)
 
 
 def provider_env(kind: str, run_id: str = "services", **spec: Any) -> Environment:

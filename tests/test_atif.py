@@ -14,6 +14,7 @@ from typing import Any
 import jsonschema
 import pytest
 
+from helios import atomic_write
 from helios.trajectories import (
     ATIF_VERSION,
     StepMetrics,
@@ -168,7 +169,7 @@ def test_failed_write_leaves_old_file_and_no_temp(
     def boom(src: str, dst: Path) -> None:
         raise OSError("disk full")
 
-    monkeypatch.setattr(atif.os, "replace", boom)
+    monkeypatch.setattr(atomic_write.os, "replace", boom)
     with pytest.raises(OSError, match="disk full"):
         build_recorder().write(path)
     assert path.read_text(encoding="utf-8") == "previous"

@@ -26,18 +26,15 @@ from helios.environments.view import as_user
 from helios.errors import EnvironmentExecError, UnsupportedFeature
 
 from .sandbox_helpers import (
-    SERVICE_PROVIDERS,
     in_provider,
     processes,
+    provider,
     running,
     select_provider,
     until,
 )
 
-
-@pytest.fixture(params=SERVICE_PROVIDERS)
-def provider(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
-    yield select_provider(request, monkeypatch)
+__all__ = ["provider"]  # the fixture, shared with tests/security/test_service_isolation.py
 
 
 @pytest.fixture(params=["local-compiled", "local-python"])

@@ -30,24 +30,20 @@ from helios.errors import EnvironmentExecError
 
 from ..desktop_helpers import need_desktop
 from ..sandbox_helpers import (
-    SERVICE_PROVIDERS,
     in_provider,
     processes,
+    provider,
     running,
-    select_provider,
     until,
 )
+
+__all__ = ["provider"]  # the fixture, shared with tests/test_sandbox_services.py
 
 X86_64 = platform.machine() == "x86_64"
 #: prctl(2) and clone(2) on x86_64, for the tricks perl plays through `syscall`
 SYS_PRCTL, SYS_CLONE = 157, 56
 PR_SET_DUMPABLE, PR_SET_CHILD_SUBREAPER = 4, 36
 CLONE_PARENT, SIGCHLD = 0x8000, 17
-
-
-@pytest.fixture(params=SERVICE_PROVIDERS)
-def provider(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
-    yield select_provider(request, monkeypatch)
 
 
 async def _gone(env: Environment, args: str) -> bool:

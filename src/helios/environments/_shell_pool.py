@@ -83,14 +83,19 @@ class ShellPool:
         finally:
             self.dirty = self.dirty or (shell.dead and not shell.clean)
 
-    async def get(self, call: BwrapCall) -> SandboxShell | None:
-        """The idle shell for `call` (started if need be), or None."""
+    async def _known(self, call: BwrapCall) -> SandboxShell | None:
+        """The shell for `call` once any start of it in progress has ended (None:
+        there is none yet)."""
         key = key_of(call)
         starting = self._starting.get(key)
         if starting is not None:
             with contextlib.suppress(Exception):
                 await asyncio.shield(starting)
-        shell = self.shells.get(key)
+        return self.shells.get(key)
+
+    async def get(self, call: BwrapCall) -> SandboxShell | None:
+        """The idle shell for `call` (started if need be), or None."""
+        shell = await self._known(call)
         if shell is not None and not shell.dead:
             return None if shell.busy else shell
         if self.one_shot:
@@ -101,12 +106,7 @@ class ShellPool:
         """The shell for `call`, started if need be and waited for when busy; None
         when no shell can run here."""
         while True:
-            key = key_of(call)
-            starting = self._starting.get(key)
-            if starting is not None:
-                with contextlib.suppress(Exception):
-                    await asyncio.shield(starting)
-            shell = self.shells.get(key)
+            shell = await self._known(call)
             if shell is None or shell.dead:
                 return None if self.one_shot else await self._start(call)
             if not shell.busy:

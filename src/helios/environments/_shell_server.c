@@ -173,18 +173,26 @@ static size_t proc_count = 0, proc_room = 0;
 static FileId own[MAX_SERVICES][MAX_OWN];
 static int own_count[MAX_SERVICES];
 
+/* The start of a /proc file, NUL-terminated in `text` (one read: what a process's
+ * stat or status file holds): 0, or -1 when it cannot be read or is empty.
+ * `path` may be `text` itself: it is only opened. */
+static int read_proc_file(const char *path, char *text, size_t size) {
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return -1;
+    ssize_t n = read(fd, text, size - 1);
+    close(fd);
+    if (n <= 0) return -1;
+    text[n] = '\0';
+    return 0;
+}
+
 /* A process's parent, state and start time from /proc/<pid>/stat: 0, or -1 when
  * it is gone or the line is not whole (its name may hold anything but cannot
  * fake the twenty fields after its last ')'). */
 static int read_stat(pid_t pid, Proc *proc) {
     char path[64], line[2048];
     snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return -1;
-    ssize_t n = read(fd, line, sizeof line - 1);
-    close(fd);
-    if (n <= 0) return -1;
-    line[n] = '\0';
+    if (read_proc_file(path, line, sizeof line) != 0) return -1;
     char *paren = strrchr(line, ')');
     if (paren == NULL || paren[1] != ' ') return -1;
     char *fields[20], *save = NULL, *token = strtok_r(paren + 2, " ", &save);
@@ -232,12 +240,7 @@ static int exe_id(pid_t pid, FileId *id) {
     if (file_id(path, id) == 0) return 0;
     if (errno != EACCES || !container_mode) return -1;
     snprintf(status, sizeof status, "/proc/%d/status", (int)pid);
-    int fd = open(status, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return -1;
-    ssize_t n = read(fd, status, sizeof status - 1);
-    close(fd);
-    if (n <= 0) return -1;
-    status[n] = '\0';
+    if (read_proc_file(status, status, sizeof status) != 0) return -1;
     long uid = status_id(status, "\nUid:"), gid = status_id(status, "\nGid:");
     if (uid < 0 || gid < 0) return -1;
     setfsgid((gid_t)gid);
@@ -474,8 +477,28 @@ static int open_log(const char *path, const char **why) {
 
 #include "_container_user.h"
 
-/* `sh -c script` in its own session, with exactly `envp`, default signal
- * dispositions (a one-shot exec's), stdin /dev/null or a pipe for `feed`. */
+/* `sh -c script` with `actions` (which it destroys), with exactly `envp`, in its
+ * own session, with default signal dispositions (a one-shot exec's): the spawn
+ * that commands and services share. Returns posix_spawn's error, 0 when it ran. */
+static int spawn_sh(pid_t *pid, posix_spawn_file_actions_t *actions, const char *script,
+                    char **envp) {
+    posix_spawnattr_t attr;
+    posix_spawnattr_init(&attr);
+    sigset_t defaults;
+    sigemptyset(&defaults);
+    sigaddset(&defaults, SIGPIPE);
+    sigaddset(&defaults, SIGXFSZ);
+    posix_spawnattr_setsigdefault(&attr, &defaults);
+    posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSID | POSIX_SPAWN_SETSIGDEF);
+    char *argv[] = {"sh", "-c", (char *)script, NULL};
+    int failed = posix_spawn(pid, "/bin/sh", actions, &attr, argv, envp);
+    posix_spawn_file_actions_destroy(actions);
+    posix_spawnattr_destroy(&attr);
+    return failed;
+}
+
+/* `sh -c script` in its own session (spawn_sh), stdin /dev/null or a pipe for
+ * `feed`. */
 static int spawn_command(Command *cmd, const char *script, char **envp, int feed) {
     int out[2], err[2], in[2] = {-1, -1};
     if (pipe2(out, O_CLOEXEC) || pipe2(err, O_CLOEXEC)) return -1;
@@ -488,18 +511,7 @@ static int spawn_command(Command *cmd, const char *script, char **envp, int feed
         posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
     posix_spawn_file_actions_adddup2(&actions, out[1], 1);
     posix_spawn_file_actions_adddup2(&actions, err[1], 2);
-    posix_spawnattr_t attr;
-    posix_spawnattr_init(&attr);
-    sigset_t defaults;
-    sigemptyset(&defaults);
-    sigaddset(&defaults, SIGPIPE);
-    sigaddset(&defaults, SIGXFSZ);
-    posix_spawnattr_setsigdefault(&attr, &defaults);
-    posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSID | POSIX_SPAWN_SETSIGDEF);
-    char *argv[] = {"sh", "-c", (char *)script, NULL};
-    int failed = posix_spawn(&cmd->pid, "/bin/sh", &actions, &attr, argv, envp);
-    posix_spawn_file_actions_destroy(&actions);
-    posix_spawnattr_destroy(&attr);
+    int failed = spawn_sh(&cmd->pid, &actions, script, envp);
     return adopt_command(cmd, out, err, in, feed, failed);
 }
 
@@ -602,19 +614,7 @@ static int spawn_service(pid_t *pid, const char *script, char **envp, int log) {
     posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
     posix_spawn_file_actions_adddup2(&actions, log, 1);
     posix_spawn_file_actions_adddup2(&actions, log, 2);
-    posix_spawnattr_t attr;
-    posix_spawnattr_init(&attr);
-    sigset_t defaults;
-    sigemptyset(&defaults);
-    sigaddset(&defaults, SIGPIPE);
-    sigaddset(&defaults, SIGXFSZ);
-    posix_spawnattr_setsigdefault(&attr, &defaults);
-    posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSID | POSIX_SPAWN_SETSIGDEF);
-    char *argv[] = {"sh", "-c", (char *)script, NULL};
-    int failed = posix_spawn(pid, "/bin/sh", &actions, &attr, argv, envp);
-    posix_spawn_file_actions_destroy(&actions);
-    posix_spawnattr_destroy(&attr);
-    return failed;
+    return spawn_sh(pid, &actions, script, envp);
 }
 
 /* The "service" operation: start it, record its pid, start time and program. */

@@ -14,9 +14,9 @@ from typing import Any
 
 from helios.models.base import GenerationConfig, ImageRef, Message, ModelResponse, ToolCall
 from helios.models.errors import TransientError
-from helios.models.http import JsonEndpoint
+from helios.models.http import EndpointClient
 from helios.models.images import OMITTED, ImageWindow, b64, image_window, split_kept, wire_key
-from helios.models.reply_values import token_count
+from helios.models.reply_values import parts_response, token_count
 from helios.models.routing import ModelSpec
 from helios.usage import Usage
 
@@ -128,16 +128,12 @@ def computer_beta(tools: list[dict[str, Any]]) -> str | None:
     return None
 
 
-class AnthropicModel:
+class AnthropicModel(EndpointClient):
+    path = "/v1/messages"
+
     def __init__(self, spec: ModelSpec) -> None:
-        self.name = spec.model
-        self.provider = spec.provider
-        self._spec = spec
-        # Retries belong to Helios (models/retry.py); the endpoint makes one attempt.
-        self._endpoint = JsonEndpoint(
-            spec.base_url or DEFAULT_BASE_URL,
-            {"x-api-key": spec.api_key or "", "anthropic-version": API_VERSION},
-        )
+        headers = {"x-api-key": spec.api_key or "", "anthropic-version": API_VERSION}
+        super().__init__(spec, DEFAULT_BASE_URL, headers)
 
     def _request(
         self, messages: list[Message], tools: list[dict[str, Any]], config: GenerationConfig
@@ -161,15 +157,9 @@ class AnthropicModel:
             request["temperature"] = config.temperature
         return request
 
-    async def generate(
-        self, messages: list[Message], tools: list[dict[str, Any]], config: GenerationConfig
-    ) -> ModelResponse:
-        body = self._request(messages, tools, config)
+    def _headers(self, tools: list[dict[str, Any]]) -> dict[str, str] | None:
         beta = computer_beta(tools)
-        headers = {"anthropic-beta": beta} if beta else None
-        return await self._endpoint.call(
-            "/v1/messages", body, config.timeout, self._parse, headers
-        )
+        return {"anthropic-beta": beta} if beta else None
 
     def _parse(self, response: dict[str, Any]) -> ModelResponse:
         content = response.get("content")
@@ -194,20 +184,10 @@ class AnthropicModel:
                 arguments = raw_input if isinstance(raw_input, dict) else None
                 calls.append(ToolCall(str(block.get("id") or ""), str(block.get("name") or ""),
                                       arguments, json.dumps(raw_input)))  # fmt: skip
-        message = Message(
-            role="assistant",
-            content="".join(texts),
-            tool_calls=calls,
-            reasoning="\n".join(thinking) or None,
-            provider_state=state or None,
-        )
         reason = str(response.get("stop_reason") or "end_turn")
-        return ModelResponse(
-            message=message,
+        return parts_response(
+            texts, thinking, calls, state or None,
             usage=_usage(response.get("usage")),
             finish_reason=STOP_REASONS.get(reason, reason),
             model=str(response.get("model") or self.name),
-        )
-
-    async def close(self) -> None:
-        await self._endpoint.close()
+        )  # fmt: skip

@@ -29,9 +29,9 @@ from urllib.parse import quote
 
 from helios.models.base import GenerationConfig, ImageRef, Message, ModelResponse, ToolCall
 from helios.models.errors import TransientError
-from helios.models.http import JsonEndpoint
+from helios.models.http import EndpointClient
 from helios.models.images import OMITTED, ImageWindow, b64, image_window, split_kept, wire_key
-from helios.models.reply_values import token_count
+from helios.models.reply_values import parts_response, token_count
 from helios.models.routing import GEMINI_NATIVE_URL, ModelSpec
 from helios.usage import Usage
 
@@ -171,17 +171,11 @@ def _call(part: dict[str, Any]) -> ToolCall:
     return ToolCall(call_id, function["name"], arguments, json.dumps(args))
 
 
-class GeminiNativeModel:
+class GeminiNativeModel(EndpointClient):
     def __init__(self, spec: ModelSpec) -> None:
-        self.name = spec.model
-        self.provider = spec.provider
-        self._spec = spec
+        super().__init__(spec, GEMINI_NATIVE_URL, {"x-goog-api-key": spec.api_key or ""})
         model = spec.model.removeprefix("models/")
-        self._path = f"/{API_VERSION}/models/{quote(model, safe='.-_')}:generateContent"
-        # Retries belong to Helios (models/retry.py); the endpoint makes one attempt.
-        self._endpoint = JsonEndpoint(
-            spec.base_url or GEMINI_NATIVE_URL, {"x-goog-api-key": spec.api_key or ""}
-        )
+        self.path = f"/{API_VERSION}/models/{quote(model, safe='.-_')}:generateContent"
 
     def _request(
         self, messages: list[Message], tools: list[dict[str, Any]], config: GenerationConfig
@@ -204,12 +198,6 @@ class GeminiNativeModel:
         if generation:
             request["generationConfig"] = generation
         return request
-
-    async def generate(
-        self, messages: list[Message], tools: list[dict[str, Any]], config: GenerationConfig
-    ) -> ModelResponse:
-        body = self._request(messages, tools, config)
-        return await self._endpoint.call(self._path, body, config.timeout, self._parse)
 
     def _parse(self, response: dict[str, Any]) -> ModelResponse:
         candidates = response.get("candidates")
@@ -238,20 +226,10 @@ class GeminiNativeModel:
         if reason == "MALFORMED_FUNCTION_CALL" and not calls:
             # Google's own agent asks again; so does Helios's retry layer.
             raise TransientError("malformed response: the model made a malformed function call")
-        message = Message(
-            role="assistant",
-            content="".join(texts),
-            tool_calls=calls,
-            reasoning="\n".join(thoughts) or None,
-            provider_state={"parts": parts},
-        )
         finish = "tool_calls" if calls else FINISH_REASONS.get(reason, reason.lower())
-        return ModelResponse(
-            message=message,
+        return parts_response(
+            texts, thoughts, calls, {"parts": parts},
             usage=_usage(response.get("usageMetadata")),
             finish_reason=finish,
             model=str(response.get("modelVersion") or self.name),
-        )
-
-    async def close(self) -> None:
-        await self._endpoint.close()
+        )  # fmt: skip

@@ -31,6 +31,7 @@ from urllib.parse import unquote, urlsplit
 import aiohttp
 import msgspec
 
+from helios.models.base import GenerationConfig, Message, ModelResponse
 from helios.models.errors import (
     AuthError,
     ConnectionFailed,
@@ -38,6 +39,7 @@ from helios.models.errors import (
     RateLimitError,
     TransientError,
 )
+from helios.models.routing import ModelSpec
 from helios.models.sdk_errors import status_error, unreachable_reason
 from helios.secrets import public_url, register_secret, register_url
 
@@ -123,6 +125,44 @@ class JsonEndpoint:
             await session.close()
             # aiohttp closes its transports on the next loop iteration
             await asyncio.sleep(0)
+
+
+class EndpointClient:
+    """A model client over one JsonEndpoint (at `spec.base_url`, else the wire's
+    `default_url`), which makes one attempt: retries belong to Helios
+    (models/retry.py). A turn is one POST to `path`: the body from `_request`, the
+    reply read by `_parse`, with the `_headers` the tools need."""
+
+    #: where requests go, under the base URL
+    path = ""
+
+    def __init__(self, spec: ModelSpec, default_url: str, headers: Mapping[str, str]) -> None:
+        self.name = spec.model
+        self.provider = spec.provider
+        self._spec = spec
+        self._endpoint = JsonEndpoint(spec.base_url or default_url, headers)
+
+    async def generate(
+        self, messages: list[Message], tools: list[dict[str, Any]], config: GenerationConfig
+    ) -> ModelResponse:
+        body = self._request(messages, tools, config)
+        return await self._endpoint.call(
+            self.path, body, config.timeout, self._parse, self._headers(tools)
+        )
+
+    def _request(
+        self, messages: list[Message], tools: list[dict[str, Any]], config: GenerationConfig
+    ) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def _parse(self, response: dict[str, Any]) -> ModelResponse:
+        raise NotImplementedError
+
+    def _headers(self, tools: list[dict[str, Any]]) -> Mapping[str, str] | None:
+        return None
+
+    async def close(self) -> None:
+        await self._endpoint.close()
 
 
 def _status_error(status: int, raw: bytes, headers: Any) -> ModelError:

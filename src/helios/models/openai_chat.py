@@ -11,11 +11,11 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from helios.models.base import GenerationConfig, ImageRef, Message, ModelResponse, ToolCall
+from helios.models.base import GenerationConfig, ImageRef, Message, ModelResponse
 from helios.models.errors import TransientError
-from helios.models.http import JsonEndpoint
+from helios.models.http import EndpointClient
 from helios.models.images import OMITTED, data_url, image_window, split_kept, wire_key
-from helios.models.reply_values import parse_arguments, token_count
+from helios.models.reply_values import function_call, token_count
 from helios.models.routing import ModelSpec
 from helios.usage import Usage
 
@@ -102,16 +102,27 @@ def _field(raw: Any, name: str) -> Any:
     return raw.get(name) if isinstance(raw, dict) else None
 
 
-def _usage(raw: Any) -> Usage:
+def bearer(spec: ModelSpec) -> dict[str, str]:
+    """OpenAI's auth header (a local server may need none: any key passes)."""
+    return {"Authorization": f"Bearer {spec.api_key or 'not-needed'}"}
+
+
+def openai_usage(
+    raw: Any, prompt_key: str = "prompt_tokens", completion_key: str = "completion_tokens"
+) -> Usage:
+    """A reply's usage as OpenAI reports it: the prompt's and the completion's counts
+    under these keys (Chat Completions' by default; the Responses API's are
+    `input_tokens` and `output_tokens`), each with its `<key>_details`. The cached
+    prompt tokens are counted apart from the rest of the prompt."""
     if not isinstance(raw, dict):
         return Usage(calls=1)
-    prompt = token_count(raw.get("prompt_tokens"))
-    cached = token_count(_field(raw.get("prompt_tokens_details"), "cached_tokens"))
-    reasoning = _field(raw.get("completion_tokens_details"), "reasoning_tokens")
+    prompt = token_count(raw.get(prompt_key))
+    cached = token_count(_field(raw.get(f"{prompt_key}_details"), "cached_tokens"))
+    reasoning = _field(raw.get(f"{completion_key}_details"), "reasoning_tokens")
     return Usage(
         input_tokens=max(0, prompt - cached),
         cache_read_tokens=cached,
-        output_tokens=token_count(raw.get("completion_tokens")),
+        output_tokens=token_count(raw.get(completion_key)),
         reasoning_tokens=token_count(reasoning),
         calls=1,
     )
@@ -125,16 +136,11 @@ def _text(content: Any) -> str:
     return ""
 
 
-class OpenAIChatModel:
+class OpenAIChatModel(EndpointClient):
+    path = "/chat/completions"
+
     def __init__(self, spec: ModelSpec) -> None:
-        self.name = spec.model
-        self.provider = spec.provider
-        self._spec = spec
-        # Retries belong to Helios (models/retry.py); the endpoint makes one attempt.
-        self._endpoint = JsonEndpoint(
-            spec.base_url or DEFAULT_BASE_URL,
-            {"Authorization": f"Bearer {spec.api_key or 'not-needed'}"},
-        )
+        super().__init__(spec, DEFAULT_BASE_URL, bearer(spec))
 
     def _request(
         self, messages: list[Message], tools: list[dict[str, Any]], config: GenerationConfig
@@ -164,12 +170,6 @@ class OpenAIChatModel:
         request.update(extra)
         return request
 
-    async def generate(
-        self, messages: list[Message], tools: list[dict[str, Any]], config: GenerationConfig
-    ) -> ModelResponse:
-        body = self._request(messages, tools, config)
-        return await self._endpoint.call("/chat/completions", body, config.timeout, self._parse)
-
     def _parse(self, response: dict[str, Any]) -> ModelResponse:
         choices = response.get("choices")
         if not choices or not isinstance(choices, list) or not isinstance(choices[0], dict):
@@ -184,15 +184,7 @@ class OpenAIChatModel:
                 # dropping it would lose a call the model made: ask again instead
                 raise TransientError("malformed response: a tool call without a function")
             arguments = function.get("arguments") or ""
-            arguments = arguments if isinstance(arguments, str) else json.dumps(arguments)
-            calls.append(
-                ToolCall(
-                    id=str(call.get("id") or ""),
-                    name=str(function.get("name") or ""),
-                    arguments=parse_arguments(arguments),
-                    raw_arguments=arguments,
-                )
-            )
+            calls.append(function_call(call.get("id"), function.get("name"), arguments))
         message = Message(
             role="assistant",
             content=_text(raw.get("content")),
@@ -201,10 +193,7 @@ class OpenAIChatModel:
         )
         return ModelResponse(
             message=message,
-            usage=_usage(response.get("usage")),
+            usage=openai_usage(response.get("usage")),
             finish_reason=str(choice.get("finish_reason") or "stop"),
             model=str(response.get("model") or self.name),
         )
-
-    async def close(self) -> None:
-        await self._endpoint.close()

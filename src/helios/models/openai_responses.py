@@ -29,7 +29,7 @@ from typing import Any
 
 from helios.models.base import GenerationConfig, ImageRef, Message, ModelResponse, ToolCall
 from helios.models.errors import TransientError
-from helios.models.http import JsonEndpoint
+from helios.models.http import EndpointClient
 from helios.models.images import (
     OMITTED,
     PLACEHOLDER_PNG,
@@ -39,9 +39,9 @@ from helios.models.images import (
     split_kept,
     wire_key,
 )
-from helios.models.reply_values import parse_arguments, token_count
+from helios.models.openai_chat import bearer, openai_usage
+from helios.models.reply_values import function_call, parts_response
 from helios.models.routing import ModelSpec
-from helios.usage import Usage
 
 WIRE = "responses"
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
@@ -169,22 +169,6 @@ def wire_tool(tool: dict[str, Any]) -> dict[str, Any]:
     return tool
 
 
-def _usage(raw: Any) -> Usage:
-    if not isinstance(raw, dict):
-        return Usage(calls=1)
-    details = raw.get("input_tokens_details")
-    cached = token_count(details.get("cached_tokens") if isinstance(details, dict) else 0)
-    output_details = raw.get("output_tokens_details")
-    reasoning = output_details.get("reasoning_tokens") if isinstance(output_details, dict) else 0
-    return Usage(
-        input_tokens=max(0, token_count(raw.get("input_tokens")) - cached),
-        cache_read_tokens=cached,
-        output_tokens=token_count(raw.get("output_tokens")),
-        reasoning_tokens=token_count(reasoning),
-        calls=1,
-    )
-
-
 def _computer_call(item: dict[str, Any]) -> ToolCall:
     arguments: dict[str, Any] = {}
     if isinstance(item.get("actions"), list):
@@ -204,17 +188,6 @@ def _computer_call(item: dict[str, Any]) -> ToolCall:
     return ToolCall(call_id, COMPUTER, arguments, json.dumps(arguments))
 
 
-def _function_call(item: dict[str, Any]) -> ToolCall:
-    raw = item.get("arguments")
-    arguments = raw if isinstance(raw, str) else json.dumps(raw)
-    return ToolCall(
-        id=str(item.get("call_id") or ""),
-        name=str(item.get("name") or ""),
-        arguments=parse_arguments(arguments),
-        raw_arguments=arguments,
-    )
-
-
 def _texts(item: dict[str, Any], kinds: tuple[str, ...], key: str) -> list[str]:
     parts = item.get(key)
     if not isinstance(parts, list):
@@ -223,16 +196,11 @@ def _texts(item: dict[str, Any], kinds: tuple[str, ...], key: str) -> list[str]:
             if isinstance(p, dict) and p.get("type") in kinds]  # fmt: skip
 
 
-class OpenAIResponsesModel:
+class OpenAIResponsesModel(EndpointClient):
+    path = "/responses"
+
     def __init__(self, spec: ModelSpec) -> None:
-        self.name = spec.model
-        self.provider = spec.provider
-        self._spec = spec
-        # Retries belong to Helios (models/retry.py); the endpoint makes one attempt.
-        self._endpoint = JsonEndpoint(
-            spec.base_url or DEFAULT_BASE_URL,
-            {"Authorization": f"Bearer {spec.api_key or 'not-needed'}"},
-        )
+        super().__init__(spec, DEFAULT_BASE_URL, bearer(spec))
 
     def _request(
         self, messages: list[Message], tools: list[dict[str, Any]], config: GenerationConfig
@@ -254,12 +222,6 @@ class OpenAIResponsesModel:
             request["reasoning"] = {"effort": config.reasoning_effort, "summary": "auto"}
         return request
 
-    async def generate(
-        self, messages: list[Message], tools: list[dict[str, Any]], config: GenerationConfig
-    ) -> ModelResponse:
-        body = self._request(messages, tools, config)
-        return await self._endpoint.call("/responses", body, config.timeout, self._parse)
-
     def _parse(self, response: dict[str, Any]) -> ModelResponse:
         output = response.get("output")
         if not isinstance(output, list):
@@ -280,20 +242,14 @@ class OpenAIResponsesModel:
             elif kind == "computer_call":
                 calls.append(_computer_call(item))
             elif kind == "function_call":
-                calls.append(_function_call(item))
-        message = Message(
-            role="assistant",
-            content="".join(texts),
-            tool_calls=calls,
-            reasoning="\n".join(reasoning) or None,
-            provider_state={"output": output},
-        )
-        return ModelResponse(
-            message=message,
-            usage=_usage(response.get("usage")),
+                calls.append(function_call(item.get("call_id"), item.get("name"),
+                                           item.get("arguments")))  # fmt: skip
+        return parts_response(
+            texts, reasoning, calls, {"output": output},
+            usage=openai_usage(response.get("usage"), "input_tokens", "output_tokens"),
             finish_reason=self._finish(response, calls),
             model=str(response.get("model") or self.name),
-        )
+        )  # fmt: skip
 
     @staticmethod
     def _finish(response: dict[str, Any], calls: list[ToolCall]) -> str:
@@ -302,6 +258,3 @@ class OpenAIResponsesModel:
             reason = details.get("reason") if isinstance(details, dict) else None
             return "length" if reason == "max_output_tokens" else str(reason or "incomplete")
         return "tool_calls" if calls else "stop"
-
-    async def close(self) -> None:
-        await self._endpoint.close()

@@ -8,10 +8,13 @@ never a NaN in a trajectory.
 
 from __future__ import annotations
 
+import json
 import math
 from typing import Any
 
+from helios.models.base import Message, ModelResponse, ToolCall
 from helios.safe_json import JsonValueError, parse_json
+from helios.usage import Usage
 
 #: tokens one reply may report in one count: more is not a real reply (and, priced,
 #: would overflow a float)
@@ -44,3 +47,32 @@ def parse_arguments(raw: str) -> dict[str, Any] | None:
     except JsonValueError:
         return None
     return parsed if isinstance(parsed, dict) else None
+
+
+def function_call(call_id: Any, name: Any, raw_arguments: Any) -> ToolCall:
+    """A function call of a reply: its arguments kept as sent (JSON text; any other
+    value as its JSON) and parsed by `parse_arguments`."""
+    arguments = raw_arguments if isinstance(raw_arguments, str) else json.dumps(raw_arguments)
+    return ToolCall(
+        id=str(call_id or ""),
+        name=str(name or ""),
+        arguments=parse_arguments(arguments),
+        raw_arguments=arguments,
+    )
+
+
+def parts_response(
+    texts: list[str], reasoning: list[str], calls: list[ToolCall], provider_state: Any,
+    *, usage: Usage, finish_reason: str, model: str,
+) -> ModelResponse:  # fmt: skip
+    """The reply of a wire that sends its text and reasoning in parts (Messages,
+    Responses, generateContent): the texts joined as they are, the reasoning parts
+    one a line (None when there is none)."""
+    message = Message(
+        role="assistant",
+        content="".join(texts),
+        tool_calls=calls,
+        reasoning="\n".join(reasoning) or None,
+        provider_state=provider_state,
+    )
+    return ModelResponse(message=message, usage=usage, finish_reason=finish_reason, model=model)

@@ -16,6 +16,7 @@ from helios.testing.mock_script import (
     Turn,
     Usage,
     prompt_tokens_of,
+    required_model,
     split_chunks,
     sse_bytes,
     text_of,
@@ -82,9 +83,7 @@ def parse_request(
     path_model: str | None = None,
 ) -> Conversation:  # fmt: skip
     """Validate the request as far as the real API would and reduce it to a Conversation."""
-    model = body.get("model")
-    if not isinstance(model, str) or not model:
-        raise InvalidRequest("model: Field required")
+    model = required_model(body, "model: Field required")
     if not isinstance(body.get("max_tokens"), int):
         raise InvalidRequest("max_tokens: Field required")
     messages = _messages(body)

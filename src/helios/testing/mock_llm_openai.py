@@ -28,6 +28,7 @@ from helios.testing.mock_script import (
     Turn,
     Usage,
     prompt_tokens_of,
+    required_model,
     split_chunks,
     sse_bytes,
     text_of,
@@ -157,9 +158,7 @@ def parse_request(
     path_model: str | None = None,
 ) -> Conversation:  # fmt: skip
     """Validate the request as far as the real API would and reduce it to a Conversation."""
-    model = body.get("model")
-    if not isinstance(model, str) or not model:
-        raise InvalidRequest("you must provide a model parameter")
+    model = required_model(body, "you must provide a model parameter")
     messages = _messages(body)
     if strict_history:
         check_tool_history(messages)

@@ -26,6 +26,7 @@ from helios.testing.mock_script import (
     Turn,
     Usage,
     prompt_tokens_of,
+    required_model,
     usage_for,
 )
 
@@ -196,9 +197,7 @@ def parse_request(
     path_model: str | None = None,
 ) -> Conversation:  # fmt: skip
     """Validate the request as far as the real API would and reduce it to a Conversation."""
-    model = body.get("model")
-    if not isinstance(model, str) or not model:
-        raise InvalidRequest("Missing required parameter: 'model'.")
+    model = required_model(body, "Missing required parameter: 'model'.")
     items = _items(body)
     context = check_tools(body)
     history = _History(items)

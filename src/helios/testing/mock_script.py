@@ -61,6 +61,15 @@ class InvalidRequest(ValueError):
     """The request is malformed the way a real provider would reject with a 400."""
 
 
+def required_model(body: Mapping[str, Any], missing: str) -> str:
+    """The request's `model`; a missing or empty one is refused with the API's own
+    words (`missing`)."""
+    model = body.get("model")
+    if not isinstance(model, str) or not model:
+        raise InvalidRequest(missing)
+    return model
+
+
 def _check_keys(data: Mapping[str, Any], allowed: frozenset[str], where: str) -> None:
     """Reject unknown keys: a typo in a script should fail loudly, not silently do nothing."""
     unknown = sorted(k for k in data if k not in allowed and not k.startswith("_"))
@@ -72,6 +81,13 @@ def _expect_mapping(value: object, where: str) -> Mapping[str, Any]:
     if not isinstance(value, Mapping):
         raise ValueError(f"{where}: expected an object, got {type(value).__name__}")
     return value
+
+
+def _cached_tokens(data: Mapping[str, Any], where: str) -> int:
+    cached = data.get("cached_tokens", 0)
+    if not isinstance(cached, int) or cached < 0:
+        raise ValueError(f"{where}.cached_tokens: expected a non-negative integer")
+    return cached
 
 
 def _optional_str(data: Mapping[str, Any], key: str, where: str) -> str | None:
@@ -135,9 +151,7 @@ class Turn:
         raw_calls = mapping.get("tool_calls") or []
         if not isinstance(raw_calls, list):
             raise ValueError(f"{where}.tool_calls: expected a list")
-        cached = mapping.get("cached_tokens", 0)
-        if not isinstance(cached, int) or cached < 0:
-            raise ValueError(f"{where}.cached_tokens: expected a non-negative integer")
+        cached = _cached_tokens(mapping, where)
         return cls(
             text=_optional_str(mapping, "text", where),
             reasoning=_optional_str(mapping, "reasoning", where),
@@ -162,9 +176,7 @@ class Turn:
         else:
             step = {k: v for k, v in mapping.items() if k not in _GUI_TURN_KEYS}
             steps = (GuiStep.from_dict(step, where),)
-        cached = mapping.get("cached_tokens", 0)
-        if not isinstance(cached, int) or cached < 0:
-            raise ValueError(f"{where}.cached_tokens: expected a non-negative integer")
+        cached = _cached_tokens(mapping, where)
         return cls(
             text=_optional_str(mapping, "say", where),
             reasoning=_optional_str(mapping, "reasoning", where),

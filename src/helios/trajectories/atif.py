@@ -19,16 +19,14 @@ from __future__ import annotations
 import functools
 import importlib
 import json
-import os
-import tempfile
 from collections.abc import Iterable
-from contextlib import suppress
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from importlib import resources
 from pathlib import Path
 from typing import Any, Protocol
 
+from helios.atomic_write import write_text_atomic
 from helios.safe_json import dumps
 from helios.trajectories.atif_checks import (
     check_content_parts,
@@ -237,26 +235,7 @@ class TrajectoryRecorder:
     def write(self, path: Path) -> None:
         """Write the document as JSON, atomically: readers never see a partial file."""
         text = dumps(self.to_dict(), indent=2, ensure_ascii=False) + "\n"
-        atomic_write_text(Path(path), text)
-
-
-def atomic_write_text(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    # The temp file must live in the target directory: os.replace is only atomic
-    # within one filesystem.
-    fd, tmp_name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
-            handle.flush()
-            os.fsync(handle.fileno())
-        # mkstemp creates 0600; the trajectory is read by other users (host vs sandbox).
-        os.chmod(tmp_name, 0o644)
-        os.replace(tmp_name, path)
-    except BaseException:
-        with suppress(FileNotFoundError):
-            os.unlink(tmp_name)
-        raise
+        write_text_atomic(Path(path), text)
 
 
 # --- validation -------------------------------------------------------------------

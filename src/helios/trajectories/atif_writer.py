@@ -15,6 +15,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from helios.atomic_write import write_text_atomic
 from helios.models.base import ImageRef, Message, ToolCall
 from helios.safe_json import dumps
 from helios.secrets import redact_value
@@ -23,7 +24,6 @@ from helios.trajectories.atif import (
     StepMetrics,
     ToolCallRecord,
     TrajectoryRecorder,
-    atomic_write_text,
     image_part,
     text_part,
 )
@@ -80,7 +80,7 @@ def write_atif(path: Path, conversation: Sequence[Message], **meta: Any) -> None
     ATIF document, atomically (keys redacted)."""
     write_images(path.parent, (image for message in conversation for image in message.images))
     document = conversation_to_atif(conversation, **meta)
-    atomic_write_text(path, dumps(document, indent=2, ensure_ascii=False) + "\n")
+    write_text_atomic(path, dumps(document, indent=2, ensure_ascii=False) + "\n")
 
 
 def _content(message: Message, image_paths: ImagePaths) -> Content:

@@ -8,12 +8,10 @@ exists already is not written again. No image ever goes into a JSON file.
 from __future__ import annotations
 
 import hashlib
-import os
-import tempfile
 from collections.abc import Iterable
-from contextlib import suppress
 from pathlib import Path
 
+from helios.atomic_write import write_bytes_atomic
 from helios.models.base import ImageRef
 
 IMAGES_DIR = "images"
@@ -50,20 +48,3 @@ def write_images(folder: Path, images: Iterable[ImageRef]) -> int:
         write_bytes_atomic(target, image.data)
         written += 1
     return written
-
-
-def write_bytes_atomic(path: Path, data: bytes) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    # in the target folder: os.replace is atomic only within one filesystem
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())  # the trajectory that names it is durable too
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except BaseException:
-        with suppress(FileNotFoundError):
-            os.unlink(tmp)
-        raise

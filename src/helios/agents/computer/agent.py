@@ -20,11 +20,8 @@ from __future__ import annotations
 
 import asyncio
 import math
-import os
-import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from pathlib import Path
 from typing import Any, ClassVar
 
 from helios.agents.base import Agent, AgentContext, AgentOutcome
@@ -35,6 +32,7 @@ from helios.agents.computer.settings import ComputerSettings
 from helios.agents.model_turn import model_turn, require_services
 from helios.agents.tools import format_exec_result
 from helios.agents.toolsets.base import DEFAULT_MAX_OUTPUT_CHARS
+from helios.atomic_write import write_bytes_atomic
 from helios.environments.base import Environment
 from helios.environments.desktop.actions import Action, ActionResult, Geometry, Region
 from helios.environments.desktop.desktop import DISPLAY
@@ -303,7 +301,7 @@ class ComputerAgent(Agent):
                 image = await self._current(run) if run.shot_size is None else ImageRef.of(
                     await run.screen.screenshot()
                 )
-            await asyncio.to_thread(_write_atomic, logs / "images" / FINAL_SCREEN, image.data)
+            await asyncio.to_thread(write_bytes_atomic, logs / "images" / FINAL_SCREEN, image.data)
         except Exception:
             pass  # no final screen: the trajectory still has the last screenshot
 
@@ -359,16 +357,3 @@ def _finish_reserve(timeout: float) -> float:
     if math.isinf(timeout):
         return FINISH_MAX
     return max(0.5, min(FINISH_MAX, timeout * FINISH_SHARE))
-
-
-def _write_atomic(path: Path, data: bytes) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise

@@ -20,6 +20,7 @@ from typing import Any
 
 from helios.agents.computer import coordinates, keys
 from helios.agents.computer.coordinates import Scale
+from helios.agents.computer.provider import ProviderBase, bash_action, tool_result
 from helios.environments.desktop.actions import Action, ActionResult, Button, Geometry, Point
 from helios.models.base import ImageRef, Message, ToolCall
 from helios.models.routing import ModelSpec
@@ -49,7 +50,7 @@ def tool_version(model: str) -> str:
     return LEGACY_TOOL if _LEGACY.search(model.lower()) else NEW_TOOL
 
 
-class AnthropicProvider:
+class AnthropicProvider(ProviderBase):
     api = "anthropic"
 
     def __init__(self, model: str, *, zoom: bool = True) -> None:
@@ -60,9 +61,6 @@ class AnthropicProvider:
 
     def scale(self, geometry: Geometry) -> Scale:
         return coordinates.anthropic(geometry)
-
-    def screenshot_size(self, geometry: Geometry) -> tuple[int, int]:
-        return self.scale(geometry).screenshot_size
 
     def tools(self, geometry: Geometry, *, bash: bool) -> list[dict[str, Any]]:
         width, height = self.screenshot_size(geometry)
@@ -116,18 +114,7 @@ class AnthropicProvider:
         raise ValueError(f"unknown computer action {action!r}")
 
     def result(self, call: ToolCall, outcome: ActionResult, screenshot: ImageRef | None) -> Message:
-        return Message(
-            role="tool",
-            content=outcome.error or outcome.output,
-            tool_call_id=call.id,
-            is_error=outcome.error is not None,
-            images=[screenshot] if screenshot is not None else [],
-        )
-
-    def final_answer(self, message: Message) -> str | None:
-        if message.tool_calls:
-            return None
-        return message.content.strip() or None
+        return tool_result(call, outcome, screenshot, outcome.error or outcome.output)
 
 
 def _pair(value: Any, name: str) -> tuple[float, float]:
@@ -203,10 +190,7 @@ def _zoom(data: dict[str, Any], scale: Scale) -> Action:
 def _bash(data: dict[str, Any]) -> Action:
     if data.get("restart"):
         raise ValueError("restarting the shell is not available; run the next command")
-    command = data.get("command")
-    if not isinstance(command, str) or not command.strip():
-        raise ValueError("bash needs a `command`")
-    return Action("bash", text=command)
+    return bash_action(data)
 
 
 def provider(spec: ModelSpec) -> AnthropicProvider:

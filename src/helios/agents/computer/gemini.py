@@ -21,6 +21,14 @@ from typing import Any
 
 from helios.agents.computer import coordinates, keys
 from helios.agents.computer.coordinates import Scale
+from helios.agents.computer.provider import (
+    BASH_FUNCTION,
+    CORNERS,
+    ProviderBase,
+    bash_action,
+    tool_result,
+    zoom_function,
+)
 from helios.environments.desktop.actions import Action, ActionResult, Geometry, Point
 from helios.models.base import ImageRef, Message, ToolCall
 from helios.models.routing import ModelSpec
@@ -34,30 +42,11 @@ PIXELS_PER_NOTCH = 100
 DEFAULT_MAGNITUDE = 800
 SEARCH_URL = "https://www.google.com/"
 _DIRECTIONS = {"up": (0, -1), "down": (0, 1), "left": (-1, 0), "right": (1, 0)}
-_GRID = {"type": "integer", "description": "0-999 grid over the screen"}
-ZOOM_DECLARATION: dict[str, Any] = {
-    "name": "zoom",
-    "description": "See a region of the screen at full resolution: the next screenshot is "
-    "that region only. Corners on the 0-999 grid.",
-    "parameters": {
-        "type": "object",
-        "properties": {k: _GRID for k in ("x0", "y0", "x1", "y1")},
-        "required": ["x0", "y0", "x1", "y1"],
-    },
-}
-BASH_DECLARATION: dict[str, Any] = {
-    "name": "bash",
-    "description": "Run a shell command in the machine that shows the desktop; "
-    "its output comes back.",
-    "parameters": {
-        "type": "object",
-        "properties": {"command": {"type": "string"}},
-        "required": ["command"],
-    },
-}
+ZOOM_DECLARATION = zoom_function("Corners on the 0-999 grid.", "0-999 grid over the screen")
+BASH_DECLARATION = BASH_FUNCTION
 
 
-class GeminiProvider:
+class GeminiProvider(ProviderBase):
     api = "gemini"
 
     def __init__(self, model: str) -> None:
@@ -65,9 +54,6 @@ class GeminiProvider:
 
     def scale(self, geometry: Geometry) -> Scale:
         return coordinates.gemini(geometry)
-
-    def screenshot_size(self, geometry: Geometry) -> tuple[int, int]:
-        return self.scale(geometry).screenshot_size
 
     def tools(self, geometry: Geometry, *, bash: bool) -> list[dict[str, Any]]:
         declarations = [ZOOM_DECLARATION, *([BASH_DECLARATION] if bash else [])]
@@ -96,19 +82,7 @@ class GeminiProvider:
             response["safety_acknowledgement"] = "true"
             explanation = str((call.arguments or {})["safety_decision"].get("explanation") or "")
             text = "\n".join(t for t in (text, f"safety confirmation given: {explanation}") if t)
-        return Message(
-            role="tool",
-            content=text,
-            tool_call_id=call.id,
-            is_error=outcome.error is not None,
-            images=[screenshot] if screenshot is not None else [],
-            provider_state={"response": response},
-        )
-
-    def final_answer(self, message: Message) -> str | None:
-        if message.tool_calls:
-            return None
-        return message.content.strip() or None
+        return tool_result(call, outcome, screenshot, text, {"response": response})
 
 
 def _decision(args: dict[str, Any]) -> str | None:
@@ -183,15 +157,12 @@ def _navigate(args: dict[str, Any], scale: Scale) -> list[Action]:
 
 
 def _zoom(args: dict[str, Any], scale: Scale) -> list[Action]:
-    corners = [_number(args, k) for k in ("x0", "y0", "x1", "y1")]
+    corners = [_number(args, k) for k in CORNERS]
     return [Action("zoom", region=scale.region_to_desktop(*corners))]
 
 
 def _bash(args: dict[str, Any], scale: Scale) -> list[Action]:
-    command = args.get("command")
-    if not isinstance(command, str) or not command.strip():
-        raise ValueError("bash needs a `command`")
-    return [Action("bash", text=command)]
+    return [bash_action(args)]
 
 
 def _key_combination(args: dict[str, Any], scale: Scale) -> list[Action]:

@@ -13,6 +13,7 @@ from typing import Any
 
 from helios.agents.computer import coordinates, keys
 from helios.agents.computer.coordinates import Scale
+from helios.agents.computer.provider import ProviderBase, bash_action, tool_result
 from helios.environments.desktop.actions import Action, ActionResult, Button, Geometry, Point
 from helios.models.base import ImageRef, Message, ToolCall
 from helios.models.routing import ModelSpec
@@ -62,7 +63,7 @@ def tool(geometry: Geometry, *, bash: bool) -> dict[str, Any]:
     return {"type": "function", "function": function}
 
 
-class GenericProvider:
+class GenericProvider(ProviderBase):
     api = "openai"
 
     def __init__(self, model: str = "") -> None:
@@ -70,9 +71,6 @@ class GenericProvider:
 
     def scale(self, geometry: Geometry) -> Scale:
         return coordinates.native(geometry)
-
-    def screenshot_size(self, geometry: Geometry) -> tuple[int, int]:
-        return self.scale(geometry).screenshot_size
 
     def tools(self, geometry: Geometry, *, bash: bool) -> list[dict[str, Any]]:
         return [tool(geometry, bash=bash)]
@@ -85,28 +83,15 @@ class GenericProvider:
         return [parse(call.arguments, self.scale(geometry))]
 
     def result(self, call: ToolCall, outcome: ActionResult, screenshot: ImageRef | None) -> Message:
-        return Message(
-            role="tool",
-            content=outcome.error or outcome.output or ("error" if outcome.error else "done"),
-            tool_call_id=call.id,
-            is_error=outcome.error is not None,
-            images=[screenshot] if screenshot is not None else [],
-        )
-
-    def final_answer(self, message: Message) -> str | None:
-        if message.tool_calls:
-            return None
-        return message.content.strip() or None
+        text = outcome.error or outcome.output or ("error" if outcome.error else "done")
+        return tool_result(call, outcome, screenshot, text)
 
 
 def parse(data: dict[str, Any], scale: Scale) -> Action:
     """One JSON action as an `Action`; ValueError with a message for the model."""
     kind = data.get("action")
     if kind == "bash":
-        command = data.get("command")
-        if not isinstance(command, str) or not command.strip():
-            raise ValueError("bash needs a `command`")
-        return Action("bash", text=command)
+        return bash_action(data)
     if kind not in KINDS:
         raise ValueError(f"unknown action {kind!r}; one of: {', '.join(KINDS)}")
     action: Action = _BUILDERS[str(kind)](data, scale)

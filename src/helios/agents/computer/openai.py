@@ -21,6 +21,14 @@ from typing import Any
 
 from helios.agents.computer import coordinates, keys
 from helios.agents.computer.coordinates import Scale
+from helios.agents.computer.provider import BASH_FUNCTION as PLAIN_BASH
+from helios.agents.computer.provider import (
+    CORNERS,
+    ProviderBase,
+    bash_action,
+    tool_result,
+    zoom_function,
+)
 from helios.environments.desktop.actions import (
     Action,
     ActionResult,
@@ -39,40 +47,26 @@ PIXELS_PER_NOTCH = 100
 #: what OpenAI's `wait` waits (it takes no duration)
 WAIT_SECONDS = 2.0
 _BUTTONS: dict[str, Button] = {"left": "left", "right": "right", "wheel": "middle"}
-_COORDINATE = {"type": "integer", "description": "pixels of the screenshot"}
-ZOOM_FUNCTION: dict[str, Any] = {
-    "type": "function",
-    "name": "zoom",
-    "description": "See a region of the screen at full resolution: the next screenshot "
-    "is that region only. Corners in screenshot pixels, x1 and y1 excluded.",
-    "parameters": {
-        "type": "object",
-        "properties": {k: _COORDINATE for k in ("x0", "y0", "x1", "y1")},
-        "required": ["x0", "y0", "x1", "y1"],
-        "additionalProperties": False,
-    },
-    "strict": True,
-}
-BASH_FUNCTION: dict[str, Any] = {
-    "type": "function",
-    "name": "bash",
-    "description": "Run a shell command in the machine that shows the desktop; "
-    "its output comes back.",
-    "parameters": {
-        "type": "object",
-        "properties": {"command": {"type": "string"}},
-        "required": ["command"],
-        "additionalProperties": False,
-    },
-    "strict": True,
-}
+
+
+def strict_function(function: dict[str, Any]) -> dict[str, Any]:
+    """A function as the Responses API declares it, in strict mode (its parameters
+    closed to others)."""
+    parameters = {**function["parameters"], "additionalProperties": False}
+    return {"type": "function", **function, "parameters": parameters, "strict": True}
+
+
+ZOOM_FUNCTION = strict_function(
+    zoom_function("Corners in screenshot pixels, x1 and y1 excluded.", "pixels of the screenshot")
+)
+BASH_FUNCTION = strict_function(PLAIN_BASH)
 
 
 def is_preview(model: str) -> bool:
     return model.lower().startswith("computer-use-preview")
 
 
-class OpenAIProvider:
+class OpenAIProvider(ProviderBase):
     api = "responses"
 
     def __init__(self, model: str, *, environment: str = "linux") -> None:
@@ -82,9 +76,6 @@ class OpenAIProvider:
 
     def scale(self, geometry: Geometry) -> Scale:
         return coordinates.native(geometry)
-
-    def screenshot_size(self, geometry: Geometry) -> tuple[int, int]:
-        return self.scale(geometry).screenshot_size
 
     def tools(self, geometry: Geometry, *, bash: bool) -> list[dict[str, Any]]:
         computer: dict[str, Any] = {"type": self.tool}
@@ -101,10 +92,7 @@ class OpenAIProvider:
         if call.name == "zoom":
             return [_zoom(arguments, scale)]
         if call.name == "bash":
-            command = arguments.get("command")
-            if not isinstance(command, str) or not command.strip():
-                raise ValueError("bash needs a `command`")
-            return [Action("bash", text=command)]
+            return [bash_action(arguments)]
         if call.name != "computer":
             raise ValueError(f"unknown tool {call.name!r}")
         batch = arguments.get("actions")
@@ -119,19 +107,8 @@ class OpenAIProvider:
         notes = [f"safety check acknowledged: {c.get('message') or c.get('code') or c['id']}"
                  for c in checks]  # fmt: skip
         text = "\n".join([*(t for t in (outcome.error or outcome.output,) if t), *notes])
-        return Message(
-            role="tool",
-            content=text,
-            tool_call_id=call.id,
-            is_error=outcome.error is not None,
-            images=[screenshot] if screenshot is not None else [],
-            provider_state={"acknowledged_safety_checks": checks} if checks else None,
-        )
-
-    def final_answer(self, message: Message) -> str | None:
-        if message.tool_calls:
-            return None
-        return message.content.strip() or None
+        state = {"acknowledged_safety_checks": checks} if checks else None
+        return tool_result(call, outcome, screenshot, text, state)
 
 
 def _checks(call: ToolCall) -> list[dict[str, Any]]:
@@ -200,7 +177,7 @@ def _action(item: Any, scale: Scale) -> Action:
 
 
 def _zoom(arguments: dict[str, Any], scale: Scale) -> Action:
-    corners = [_number(arguments, k) for k in ("x0", "y0", "x1", "y1")]
+    corners = [_number(arguments, k) for k in CORNERS]
     return Action("zoom", region=scale.region_to_desktop(*corners))
 
 
