@@ -23,6 +23,7 @@ from helios.tasks.trial import TrialSpec
 
 from .conftest import helios_cmd
 from .desktop_helpers import GUI_EXAMPLES, PROVIDERS, REPO, need_desktop
+from .png_reader import read_png
 
 EXAMPLES = ("browser-form", "click-calibration")
 
@@ -88,6 +89,13 @@ def test_tasks_check_passes_on_the_gui_examples(provider: str, tmp_path: Path) -
     outputs = "".join(p.read_text() for p in tmp_path.glob("check_oracle*/**/verifier/*.txt"))
     assert "Form accepted: ada@example.org on pro - Chromium" in outputs
     assert "calibration: all stages passed" in outputs
+    # Every GUI trial keeps its final screen, whichever agent ran (here none is the
+    # computer agent): the desktop as the verifier saw it, at its own size.
+    finals = sorted(tmp_path.glob("check_*/*/agent/images/final.png"))
+    assert len(finals) == 4, finals
+    for final in finals:
+        image = read_png(final.read_bytes())
+        assert (image.width, image.height) == (1024, 768), final
 
 
 def _trials(run: Path) -> list[dict[str, object]]:

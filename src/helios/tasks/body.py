@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from helios.agents.base import AgentOutcome
+from helios.atomic_write import write_bytes_atomic
 from helios.engine.episode import EpisodeSession, Score
 from helios.engine.events import DesktopReady
 from helios.environments.base import Environment
@@ -50,6 +51,7 @@ from helios.tasks.phases import StepPlan
 from helios.tasks.rewards import combine, meets_min_reward
 from helios.tasks.schema import DesktopConfig
 from helios.tasks.verifier import primary_reward, run_tests
+from helios.trajectories.images import FINAL_SCREEN, IMAGES_DIR
 
 SETUP_SCRIPT = "setup.sh"
 
@@ -58,6 +60,10 @@ class StepSetupFailed(HeliosError):
     """A step's workdir/setup.sh failed: the task's own setup, so the trial stops."""
 
     kind = "StepSetupFailed"
+
+
+#: seconds for the final screenshot after a non-computer agent
+FINAL_SCREEN_TIMEOUT = 15.0
 
 
 @dataclass
@@ -92,6 +98,8 @@ class TaskBody:
     #: serve the desktop's view on the host (`--watch`, `--interactive`)
     watch: vnc.ViewMode | None = None
     runs: list[StepRun] = field(default_factory=list)
+    #: the desktop started for the trial (None: the task has none, or not yet)
+    _desktop: Desktop | None = field(default=None, repr=False)
 
     async def run(self, session: EpisodeSession, env: Environment) -> None:
         if self.environment_files is not None:
@@ -99,7 +107,7 @@ class TaskBody:
                 await env.upload(self.environment_files, env.workdir)
         if self.desktop is not None:
             with session.timing("environment"):
-                await _start_desktop(session, env, self.desktop, self.watch)
+                self._desktop = await _start_desktop(session, env, self.desktop, self.watch)
         try:
             for index, plan in enumerate(self.steps):
                 step = StepRun(plan)
@@ -155,6 +163,8 @@ class TaskBody:
         session.phase("verifier")
         with session.timing("verifier"), _kept_or_scratch(folder) as base:
             await env.stop_processes()  # nothing the agent started runs while it is scored
+            if self._desktop is not None and folder is not None:
+                await _keep_final_screen(self._desktop, folder / "agent" / IMAGES_DIR)
             if plan.verifier.sandbox is None:
                 step.score = await run_tests(env, plan.verifier, base / "verifier")
                 step.artifacts = await collect(env, plan.artifacts, base / "artifacts")
@@ -227,7 +237,7 @@ async def _setup(env: Environment, plan: StepPlan) -> None:
 
 async def _start_desktop(
     session: EpisodeSession, env: Environment, config: DesktopConfig, mode: vnc.ViewMode | None
-) -> None:
+) -> Desktop:
     """The task's desktop, up and announced; with `--watch`, its view too (started
     now, before any agent process exists: see `vnc.start_vnc`). A view that cannot
     be had leaves the trial as it is: it is announced without one."""
@@ -248,6 +258,23 @@ async def _start_desktop(
             vnc_namespace=endpoint.namespace if endpoint else None,
             interactive=endpoint.interactive if endpoint else False,
         ))  # fmt: skip
+    return desktop
+
+
+async def _keep_final_screen(desktop: Desktop, images: Path) -> None:
+    """The screen the verifier will see (the agent's processes are gone, the
+    desktop's services are not), as `images/final.png`, unless the agent kept its
+    own. Taken within FINAL_SCREEN_TIMEOUT; a desktop the agent broke leaves none:
+    a missing picture is no reason to fail a trial that may still pass."""
+    target = images / FINAL_SCREEN
+    if await asyncio.to_thread(target.exists):
+        return
+    try:
+        async with asyncio.timeout(FINAL_SCREEN_TIMEOUT):
+            data = await desktop.screenshot()
+        await asyncio.to_thread(write_bytes_atomic, target, data)
+    except Exception:  # failures are data; a missing picture is not even a failure
+        return
 
 
 @contextmanager

@@ -15,6 +15,9 @@ from helios.atomic_write import write_bytes_atomic
 from helios.models.base import ImageRef
 
 IMAGES_DIR = "images"
+#: the screen as the agent left it, under `agent/images/`: the computer agent's own,
+#: or the one Helios takes after any other agent on a task with a desktop
+FINAL_SCREEN = "final.png"
 #: the media types ATIF v1.6 allows for images, and their file extensions
 EXTENSIONS = {"image/png": "png", "image/jpeg": "jpg", "image/gif": "gif", "image/webp": "webp"}
 

@@ -43,12 +43,12 @@ from helios.models.errors import ContextWindowError
 from helios.models.routing import APIS, Api
 from helios.models.services import ModelServices
 from helios.models.tools import ToolSpec
+from helios.trajectories.images import FINAL_SCREEN, IMAGES_DIR
 
 #: replies in a row without a usable action (all calls malformed, or nothing) before giving up
 MAX_CONSECUTIVE_INVALID = 3
 #: at most this share of the agent's timeout (and 10 s) is kept for the final answer and screen
 FINISH_SHARE, FINISH_MAX = 0.1, 10.0
-FINAL_SCREEN = "final.png"
 NO_ACTION_NUDGE = (
     "Your reply had no computer action and no final answer. Continue with the computer "
     "tool; when the task is complete, use its done action, or if it has none, reply with "
@@ -301,7 +301,8 @@ class ComputerAgent(Agent):
                 image = await self._current(run) if run.shot_size is None else ImageRef.of(
                     await run.screen.screenshot()
                 )
-            await asyncio.to_thread(write_bytes_atomic, logs / "images" / FINAL_SCREEN, image.data)
+            target = logs / IMAGES_DIR / FINAL_SCREEN
+            await asyncio.to_thread(write_bytes_atomic, target, image.data)
         except Exception:
             pass  # no final screen: the trajectory still has the last screenshot
 
