@@ -5,7 +5,6 @@ reasoning coverage and discards. Fed by the engine's events like `helios batch`.
 from __future__ import annotations
 
 import time
-from types import TracebackType
 
 from rich.console import Console, RenderableType
 from rich.panel import Panel
@@ -68,21 +67,10 @@ class GenerateProgress(BatchProgress):
         self.console.print(f"{mark} {markup_safe(label)} {markup_safe(detail)}",
                            highlight=False, soft_wrap=True)  # fmt: skip
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self._running.clear()
-        if self._live is not None:
-            self._live.__exit__(exc_type, exc, tb)
-            self._live = None
-            return
+    def summary_line(self) -> str:
         done = self.rows + self.discarded + self.errors
-        line = (f"{done} prompts: {self.rows} rows, {self.discarded} discarded, "
+        return (f"{done} prompts: {self.rows} rows, {self.discarded} discarded, "
                 f"{self.errors} failed · {self.money_line()}")  # fmt: skip
-        self.console.print(line, highlight=False, soft_wrap=True, markup=False)
 
 
 def final_table(run: RunTotals, *, merged: int, failures: int, tombstones: int) -> RenderableType:

@@ -119,11 +119,15 @@ class BatchProgress:
             self._live = None
         else:
             # Not a terminal: one plain line that never gets cut to 80 columns.
-            done = self.passed + self.failed
-            total = self._progress.tasks[0].total
-            extra = f" · {self.extra_source()}" if self.extra_source is not None else ""
-            line = visible(f"{done}/{total:g} Passed: {self.passed} | Failed: {self.failed}{extra}")
-            self.console.print(line, highlight=False, soft_wrap=True, markup=False)
+            self.console.print(self.summary_line(), highlight=False, soft_wrap=True, markup=False)
+
+    def summary_line(self) -> str:
+        """The closing line off a terminal (plain text, not markup); subclasses count
+        in their own units."""
+        done = self.passed + self.failed
+        total = self._progress.tasks[0].total
+        extra = f" · {self.extra_source()}" if self.extra_source is not None else ""
+        return visible(f"{done}/{total:g} Passed: {self.passed} | Failed: {self.failed}{extra}")
 
     def __rich__(self) -> RenderableType:
         if self.extra_source is not None:
