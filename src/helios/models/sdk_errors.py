@@ -9,7 +9,7 @@ import math
 import socket
 import time
 from types import ModuleType
-from typing import Any, TypeVar, cast
+from typing import Any
 
 from helios.models.errors import (
     AuthError,
@@ -20,8 +20,6 @@ from helios.models.errors import (
     RateLimitError,
     TransientError,
 )
-
-T = TypeVar("T")
 
 _CONTEXT_MARKERS = (
     "context_length_exceeded",
@@ -142,23 +140,3 @@ def map_sdk_error(exc: Exception, sdk: ModuleType) -> ModelError | None:
         # A 200 with an unparseable body: the SDKs raise plain ValueError.
         return TransientError(f"malformed response: {message[:200]}")
     return None
-
-
-async def post_body(
-    client: Any, sdk: ModuleType, path: str, cast_to: type[T], body: dict[str, Any], timeout: float
-) -> T:
-    """POST a ready-made body through the SDK client, mapping its errors to ours.
-
-    `client.post` skips the SDK's per-call TypedDict walk of the whole
-    conversation that `create()` does (three quarters of Helios's CPU per turn
-    before, see benchmarks/agent_turns.py); HTTP, auth, errors and response
-    parsing stay the SDK's.
-    """
-    try:
-        return cast(T, await client.post(path, cast_to=cast_to, body=body,
-                                         options={"timeout": timeout}))  # fmt: skip
-    except Exception as exc:
-        mapped = map_sdk_error(exc, sdk)
-        if mapped is None:
-            raise
-        raise mapped from None
