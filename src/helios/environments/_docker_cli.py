@@ -4,11 +4,11 @@ cleanup), and the once-per-process image builds."""
 from __future__ import annotations
 
 import asyncio
-import os
 from pathlib import Path
 
 from helios._proc import decode, run_process
 from helios.errors import EnvironmentBuildError, EnvironmentExecError, PhaseTimeout
+from helios.settings import current as helios_settings
 
 LABEL_MANAGED = "helios.managed"
 LABEL_RUN = "helios.run"
@@ -24,7 +24,7 @@ CONTROL_TIMEOUT = 120.0
 
 
 def docker_binary() -> str:
-    return os.environ.get("HELIOS_DOCKER", "docker")
+    return helios_settings().docker_cli
 
 
 async def docker(
@@ -57,7 +57,7 @@ class ImageBuilds:
 
     async def _build(self, tag: str, context: Path, timeout: float) -> None:
         args = ["build", "-q", "-t", tag, "--label", f"{LABEL_MANAGED}=true"]
-        build_network = os.environ.get("HELIOS_DOCKER_BUILD_NETWORK")
+        build_network = helios_settings().docker_build_network
         if build_network:
             args += ["--network", build_network]
         result = await run_process([docker_binary(), *args, str(context)], timeout=timeout)

@@ -45,6 +45,7 @@ from helios.environments._shell import Dropped, SandboxShell, Sink, ended
 from helios.environments._shell_native import static_server
 from helios.environments.base import ExecResult, User
 from helios.errors import EnvironmentExecError
+from helios.settings import current as helios_settings
 
 log = logging.getLogger(__name__)
 
@@ -63,7 +64,7 @@ unusable: str | None = None
 
 def server_path() -> Path | None:
     """The static server to bind, or None: each call then goes to the Engine API."""
-    if os.environ.get(ENV_SWITCH, "1") == "0" or unusable is not None:
+    if not helios_settings().docker_shell or unusable is not None:
         return None
     host = os.environ.get("DOCKER_HOST", "unix://")
     if not host.startswith("unix://") or os.environ.get("DOCKER_CONTEXT"):

@@ -31,6 +31,7 @@ from helios.environments._bwrap import (
 from helios.environments._owner import Owner, current_owner
 from helios.environments.local_limits import inodes, runs_as_root
 from helios.errors import EnvironmentStartError
+from helios.settings import current as helios_settings
 
 SANDBOX_PREFIX = "helios-sandbox-"
 OWNER_FILE = "owner.json"
@@ -43,7 +44,7 @@ _MNT_DETACH = 2
 
 def sandbox_base() -> Path:
     """Where sandbox folders go: $HELIOS_SANDBOX_DIR, else the temporary folder."""
-    return Path(os.environ.get("HELIOS_SANDBOX_DIR") or tempfile.gettempdir())
+    return Path(helios_settings().sandbox_dir or tempfile.gettempdir())
 
 
 def create_root(

@@ -5,13 +5,13 @@ one-shot bwrap (and the sandbox has no services)."""
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
 from helios.environments._bwrap import tool
 from helios.environments._shell_native import native_server
+from helios.settings import current as helios_settings
 
 ENV_SWITCH = "HELIOS_LOCAL_SHELL"
 
@@ -41,7 +41,7 @@ def server_program() -> ServerProgram | None:
     """None: every command is a one-shot bwrap. HELIOS_LOCAL_SHELL=0 turns the shell
     off; HELIOS_LOCAL_SHELL=python keeps the Python server even with a compiler.
     The first call may compile (a fraction of a second, once per machine)."""
-    switch = os.environ.get(ENV_SWITCH, "1")
+    switch = helios_settings().get(ENV_SWITCH) or "1"
     if switch == "0":
         return None
     binary = None if switch == "python" else native_server()

@@ -27,8 +27,11 @@ from typing import ClassVar
 
 import aiodocker
 
+import helios.environments._docker_api as _docker_api
+import helios.environments._docker_services as _docker_services
+import helios.environments._docker_shell as _docker_shell
+import helios.environments._tar as _tar
 from helios._proc import last_line, run_to_end
-from helios.environments import _docker_api, _docker_services, _docker_shell, _tar
 from helios.environments._docker_cleanup import cleanup_containers, remove_images
 from helios.environments._docker_cli import (
     CONTROL_TIMEOUT,
@@ -50,6 +53,7 @@ from helios.environments._shell import ShellUnavailable, Sink
 from helios.environments.base import ROOT, ExecResult, User
 from helios.environments.spec import SandboxSpec
 from helios.errors import EnvironmentExecError, EnvironmentStartError, EnvironmentUnavailable
+from helios.settings import current as helios_settings
 
 __all__ = ["CONTROL_TIMEOUT", "DockerEnvironment", "docker", "remove_containers", "remove_images"]
 
@@ -142,7 +146,7 @@ class DockerEnvironment(ContainerServices):
         spec = self.spec
         cpus = min(spec.cpus, float(os.cpu_count() or 1))
         # With the network allowed, use the engine's default unless told otherwise.
-        network = os.environ.get("HELIOS_DOCKER_NETWORK") if spec.network else "none"
+        network = helios_settings().docker_network if spec.network else "none"
         env_args = [arg for key, value in spec.env.items() for arg in ("-e", f"{key}={value}")]
         storage = ["--storage-opt", f"size={spec.storage_mb}m"] if with_storage else []
         if server is None:

@@ -10,12 +10,12 @@ to add or override models.
 from __future__ import annotations
 
 import math
-import os
 from dataclasses import dataclass, fields
 from pathlib import Path
 
 from helios.errors import ConfigError
 from helios.safe_json import JsonValueError, parse_json
+from helios.settings import current as helios_settings
 from helios.usage import Usage
 
 #: USD per million tokens a price may be: with token counts bounded too
@@ -96,7 +96,7 @@ class PriceTable:
     @classmethod
     def load(cls, path: Path | None = None) -> PriceTable:
         table = cls()
-        env_path = os.environ.get("HELIOS_PRICES")
+        env_path = helios_settings().prices_file
         for source in (Path(env_path) if env_path else None, path):
             if source is not None:
                 table.extend_from_file(source)

@@ -21,6 +21,7 @@ from typing import Any, Protocol
 import aiohttp
 
 from helios.secrets import register_secret
+from helios.settings import HeliosSettings
 
 DEFAULT_TAVILY_URL = "https://api.tavily.com"
 USER_AGENT = "Mozilla/5.0 (compatible; helios-harness web tools)"
@@ -102,28 +103,21 @@ class WebSettings:
     max_bytes: int = 5 * 1024 * 1024
 
 
-def _number(env: Mapping[str, str], name: str, default: float) -> float:
-    try:
-        value = float(env.get(name, "") or default)
-    except ValueError:
-        return default
-    return value if value > 0 else default
-
-
 def web_settings(environ: Mapping[str, str] | None = None) -> WebSettings:
     env = os.environ if environ is None else environ
+    settings = HeliosSettings.read(env)
     backend: SearchBackend | None = None
-    if env.get("HELIOS_SEARXNG_URL"):
-        backend = SearxngBackend(env["HELIOS_SEARXNG_URL"])
+    if settings.searxng_url:
+        backend = SearxngBackend(settings.searxng_url)
     elif env.get("TAVILY_API_KEY"):
         register_secret(env["TAVILY_API_KEY"])
         backend = TavilyBackend(env.get("TAVILY_API_URL") or DEFAULT_TAVILY_URL,
                                 env["TAVILY_API_KEY"])  # fmt: skip
     return WebSettings(
         backend=backend,
-        allow_private=env.get("HELIOS_WEB_ALLOW_PRIVATE", "") in ("1", "true", "yes"),
-        timeout=_number(env, "HELIOS_WEB_TIMEOUT", 20.0),
-        max_bytes=int(_number(env, "HELIOS_WEB_MAX_BYTES", 5 * 1024 * 1024)),
+        allow_private=settings.web_allow_private,
+        timeout=settings.number("HELIOS_WEB_TIMEOUT", 20.0),
+        max_bytes=int(settings.number("HELIOS_WEB_MAX_BYTES", 5 * 1024 * 1024)),
     )
 
 

@@ -1,0 +1,142 @@
+"""Helios's own environment variables (`HELIOS_*`): every one is declared and read
+here, and nowhere else, so that `helios --help`, the README and a run's `run.json`
+can list them, and a run records the values it ran with.
+
+A variable that changes what a run produces (a docker network, a price table) is
+part of the run's identity: `--resume` with another value is refused, as a
+different `-m` is. The others (which shell server runs a command, where sandbox
+folders go) change how, not what.
+
+Values are read at the moment they are asked for (`current()`), not cached at
+import: a test or an embedding program that sets one in-process sees it at once.
+A run takes one snapshot (`current().recorded()`) for its `run.json`.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Literal
+
+from helios.secrets import public_url
+
+
+@dataclass(frozen=True)
+class Variable:
+    name: str
+    meaning: str
+    #: part of the run's identity, checked on `--resume`
+    changes_results: bool = False
+    #: a URL whose userinfo (a password) is redacted when recorded
+    url: bool = False
+
+
+VARIABLES: tuple[Variable, ...] = (
+    Variable("HELIOS_DOCKER", "the docker CLI to run (default: docker on PATH)"),
+    Variable("HELIOS_DOCKER_NETWORK", "the network of a task sandbox that allows the "
+             "network (default: the engine's)", changes_results=True),
+    Variable("HELIOS_DOCKER_BUILD_NETWORK", "`docker build --network` for task images "
+             "(e.g. host)"),
+    Variable("HELIOS_DOCKER_SHELL", "0: every docker call through the Engine API instead "
+             "of the shell server as the container's init"),
+    Variable("HELIOS_LOCAL_SHELL", "0: a one-shot bwrap per command; python: the Python "
+             "shell server even with a C compiler"),
+    Variable("HELIOS_SANDBOX_DIR", "where local sandbox folders go (default: the "
+             "temporary folder)"),
+    Variable("HELIOS_PRICES", "a JSON file of extra model prices (USD per 1M tokens)",
+             changes_results=True),
+    Variable("HELIOS_SEARXNG_URL", "the SearXNG instance behind the web toolset's "
+             "web_search", changes_results=True, url=True),
+    Variable("HELIOS_WEB_ALLOW_PRIVATE", "1: web_extract may fetch private and loopback "
+             "addresses", changes_results=True),
+    Variable("HELIOS_WEB_TIMEOUT", "seconds for one web request (default 20)"),
+    Variable("HELIOS_WEB_MAX_BYTES", "bytes read of one web page (default 5 MB)",
+             changes_results=True),
+)  # fmt: skip
+BY_NAME = {v.name: v for v in VARIABLES}
+TRUE = ("1", "true", "yes")
+
+
+@dataclass(frozen=True)
+class HeliosSettings:
+    """The `HELIOS_*` variables that are set (empty ones count as unset)."""
+
+    values: Mapping[str, str]
+
+    @classmethod
+    def read(cls, environ: Mapping[str, str] | None = None) -> HeliosSettings:
+        env = os.environ if environ is None else environ
+        return cls({v.name: env[v.name] for v in VARIABLES if env.get(v.name)})
+
+    def get(self, name: str) -> str | None:
+        if name not in BY_NAME:
+            raise KeyError(f"{name} is not a Helios setting")
+        return self.values.get(name)
+
+    # -- the typed views the modules use -----------------------------------------
+    @property
+    def docker_cli(self) -> str:
+        return self.get("HELIOS_DOCKER") or "docker"
+
+    @property
+    def docker_network(self) -> str | None:
+        return self.get("HELIOS_DOCKER_NETWORK")
+
+    @property
+    def docker_build_network(self) -> str | None:
+        return self.get("HELIOS_DOCKER_BUILD_NETWORK")
+
+    @property
+    def docker_shell(self) -> bool:
+        return self.get("HELIOS_DOCKER_SHELL") != "0"
+
+    @property
+    def local_shell(self) -> Literal["off", "python", "auto"] | str:
+        """off (HELIOS_LOCAL_SHELL=0), python, auto (unset or 1), or another value
+        as given (the caller says what it accepts)."""
+        value = self.get("HELIOS_LOCAL_SHELL") or "1"
+        return {"0": "off", "1": "auto", "python": "python"}.get(value, value)
+
+    @property
+    def sandbox_dir(self) -> str | None:
+        return self.get("HELIOS_SANDBOX_DIR")
+
+    @property
+    def prices_file(self) -> str | None:
+        return self.get("HELIOS_PRICES")
+
+    @property
+    def searxng_url(self) -> str | None:
+        return self.get("HELIOS_SEARXNG_URL")
+
+    @property
+    def web_allow_private(self) -> bool:
+        return (self.get("HELIOS_WEB_ALLOW_PRIVATE") or "").lower() in TRUE
+
+    def number(self, name: str, default: float) -> float:
+        """A positive finite number; `default` when unset or not one."""
+        try:
+            value = float(self.get(name) or default)
+        except ValueError:
+            return default
+        return value if math.isfinite(value) and value > 0 else default
+
+    # -- what a run records --------------------------------------------------------
+    def recorded(self) -> dict[str, str]:
+        """Every set variable, for `run.json`: URLs without their userinfo."""
+        return {
+            name: public_url(value) if BY_NAME[name].url else value
+            for name, value in sorted(self.values.items())
+        }
+
+    def identity(self) -> dict[str, str]:
+        """The set variables that change results (checked on `--resume`)."""
+        recorded = self.recorded()
+        return {n: v for n, v in recorded.items() if BY_NAME[n].changes_results}
+
+
+def current() -> HeliosSettings:
+    """The settings as the process's environment has them now."""
+    return HeliosSettings.read()

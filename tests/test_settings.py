@@ -1,0 +1,131 @@
+"""`helios.settings`: every HELIOS_* variable declared and read in one module, and
+what a run records of them (URLs without their userinfo)."""
+
+from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path
+
+import pytest
+
+from helios import settings as settings_module
+from helios.settings import VARIABLES, HeliosSettings
+
+SRC = Path(__file__).resolve().parent.parent / "src" / "helios"
+README = Path(__file__).resolve().parent.parent / "README.md"
+
+
+def _env_reads(tree: ast.AST, constants: dict[str, str]) -> list[str]:
+    """The HELIOS_* names a module reads from the process environment."""
+    found = []
+
+    def name_of(node: ast.expr) -> str | None:
+        if isinstance(node, ast.Constant) and isinstance(node.value, str):
+            return node.value
+        if isinstance(node, ast.Name):
+            return constants.get(node.id)
+        return None
+
+    for node in ast.walk(tree):
+        target: ast.expr | None = None
+        if isinstance(node, ast.Call) and node.args:
+            func = node.func
+            if isinstance(func, ast.Attribute) and func.attr in ("get", "getenv", "pop"):
+                owner = func.value
+                if (isinstance(owner, ast.Attribute) and owner.attr == "environ") or (
+                    isinstance(owner, ast.Name) and owner.id in ("os", "environ", "env")
+                ):
+                    target = node.args[0]
+        elif isinstance(node, ast.Subscript) and isinstance(node.ctx, ast.Load):
+            value = node.value
+            if isinstance(value, ast.Attribute) and value.attr == "environ":
+                target = node.slice
+        if target is not None and (name := name_of(target)) and name.startswith("HELIOS_"):
+            found.append(name)
+    return found
+
+
+def _constants(tree: ast.Module) -> dict[str, str]:
+    return {
+        node.targets[0].id: node.value.value
+        for node in tree.body
+        if isinstance(node, ast.Assign) and len(node.targets) == 1
+        and isinstance(node.targets[0], ast.Name) and isinstance(node.value, ast.Constant)
+        and isinstance(node.value.value, str)
+    }  # fmt: skip
+
+
+def test_no_module_but_settings_reads_a_helios_variable() -> None:
+    reads = {}
+    for path in SRC.rglob("*.py"):
+        if path == SRC / "settings.py":
+            continue
+        tree = ast.parse(path.read_text("utf-8"))
+        if names := _env_reads(tree, _constants(tree)):
+            reads[str(path.relative_to(SRC))] = names
+    assert reads == {}
+
+
+def test_the_scan_sees_each_way_of_reading() -> None:
+    # Guards the guard: the three spellings, directly and through a constant.
+    source = (
+        'import os\nSWITCH = "HELIOS_X"\n'
+        'a = os.environ.get("HELIOS_A")\nb = os.getenv("HELIOS_B")\n'
+        'c = os.environ["HELIOS_C"]\nd = os.environ.get(SWITCH)\n'
+    )
+    tree = ast.parse(source)
+    assert sorted(_env_reads(tree, _constants(tree))) == [
+        "HELIOS_A", "HELIOS_B", "HELIOS_C", "HELIOS_X",
+    ]  # fmt: skip
+    assert (SRC / "settings.py").read_text().count("env.get(v.name)") == 1
+
+
+def test_every_variable_is_in_the_readme() -> None:
+    readme = README.read_text("utf-8")
+    assert [v.name for v in VARIABLES if v.name not in readme] == []
+    # and the README names no variable Helios does not declare
+    named = set(re.findall(r"\bHELIOS_[A-Z_]+[A-Z]\b", readme))
+    internal = {"HELIOS_REQUIRE_DOCKER", "HELIOS_REQUIRE_BWRAP", "HELIOS_REQUIRE_ROOT_TESTS"}
+    assert named - internal - {v.name for v in VARIABLES} == set()
+
+
+def test_a_run_records_what_is_set_without_a_urls_password() -> None:
+    env = {
+        "HELIOS_DOCKER_NETWORK": "bridge",
+        "HELIOS_SEARXNG_URL": "https://ada:s3cret@search.example/",
+        "HELIOS_LOCAL_SHELL": "python",
+        "HELIOS_WEB_TIMEOUT": "",  # empty counts as unset
+        "HELIOS_NOT_OURS": "x",
+        "PATH": "/bin",
+    }
+    read = HeliosSettings.read(env)
+    recorded = read.recorded()
+    assert recorded == {
+        "HELIOS_DOCKER_NETWORK": "bridge",
+        "HELIOS_LOCAL_SHELL": "python",
+        "HELIOS_SEARXNG_URL": "https://search.example/",
+    }
+    assert "s3cret" not in repr(recorded)
+    # only what changes results is part of the identity a resume checks
+    assert read.identity() == {
+        "HELIOS_DOCKER_NETWORK": "bridge", "HELIOS_SEARXNG_URL": "https://search.example/",
+    }  # fmt: skip
+    assert read.searxng_url == "https://ada:s3cret@search.example/"  # used as given
+
+
+@pytest.mark.parametrize(
+    ("raw", "expected"), [(None, 20.0), ("7.5", 7.5), ("abc", 20.0), ("-1", 20.0), ("inf", 20.0)]
+)
+def test_numbers_fall_back_to_their_default(raw: str | None, expected: float) -> None:
+    env = {} if raw is None else {"HELIOS_WEB_TIMEOUT": raw}
+    assert HeliosSettings.read(env).number("HELIOS_WEB_TIMEOUT", 20.0) == expected
+
+
+def test_a_setting_set_in_process_is_seen_at_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HELIOS_DOCKER", "/opt/docker")
+    assert settings_module.current().docker_cli == "/opt/docker"
+    monkeypatch.delenv("HELIOS_DOCKER")
+    assert settings_module.current().docker_cli == "docker"
+    with pytest.raises(KeyError, match="HELIOS_NOPE is not a Helios setting"):
+        settings_module.current().get("HELIOS_NOPE")
