@@ -1,5 +1,9 @@
 """Models: one interface over the providers' wires (Chat Completions, Anthropic Messages,
-OpenAI Responses, Gemini generateContent), spoken directly over aiohttp."""
+OpenAI Responses, Gemini generateContent), spoken directly over aiohttp (`models.http`).
+
+No provider SDK is used or installed: `openai` and `anthropic` are not dependencies of
+Helios (only the `dev` extra installs them, for tests that check the scripted model
+server against them)."""
 
 from helios.models.base import (
     GenerationConfig,

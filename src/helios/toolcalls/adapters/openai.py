@@ -25,7 +25,8 @@ def input_audio_part(audio: Audio) -> dict[str, Any]:
 class OpenAIAgent:
     """Audio in, tool calls out, through `POST {base_url}/chat/completions`.
 
-    Pass `client=` (an `openai.AsyncOpenAI`) to use the SDK, as russo did;
+    Pass `client=` (an `openai.AsyncOpenAI`) to use the SDK, as russo did (the
+    `openai` package is yours to install: Helios does not depend on it);
     otherwise the request goes over aiohttp with `api_key`/`base_url`
     (or OPENAI_API_KEY / OPENAI_BASE_URL).
     """
