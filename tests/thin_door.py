@@ -14,9 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from helios.agents.base import AgentOutcome
-from helios.engine.batch import Verdict
-from helios.engine.episode import EpisodeContext, EpisodeSpec, Score, run_episode
-from helios.engine.scheduler import Slot
+from helios.engine import Door, EpisodeContext, EpisodeSpec, Score, Slot, Verdict, run_episode
 from helios.environments import NULL_SPEC, Environment
 from helios.failures import ErrorInfo
 
@@ -74,3 +72,6 @@ class PromptDoor:
 
     def verdict(self, result: dict[str, Any]) -> Verdict:
         return Verdict(passed=result["status"] == "passed", detail=result["status"])
+
+
+DOOR: type[Door[PromptUnit, dict[str, Any]]] = PromptDoor  # what the engine asks of a door

@@ -1,7 +1,9 @@
 """Typed events: how the engine tells the display and callbacks what happens.
 
 The engine emits; it never renders. Each event names its trial by id, so a
-display can keep one row per trial in flight.
+display can keep one row per trial in flight. The types live below every layer
+that emits one (an agent says when it starts a turn or waits to retry); the
+engine names them as well (`helios.engine.events`).
 """
 
 from __future__ import annotations

@@ -18,12 +18,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from helios.engine.events import EventSink, Retrying, TurnStarted
-from helios.engine.scheduler import Slot
 from helios.environments.base import Environment
+from helios.events import EventSink, Retrying, TurnStarted
 from helios.failures import ErrorInfo
 from helios.models.base import Message
 from helios.models.tools import ToolSpec
+from helios.slots import Slot
 from helios.usage import Usage
 
 if TYPE_CHECKING:

@@ -16,6 +16,7 @@ from typing import Any
 
 from helios.agents.base import Agent
 from helios.errors import ConfigError
+from helios.plugins import Plugins
 
 ENTRY_POINT_GROUP = "helios.agents"
 
@@ -29,22 +30,24 @@ def _builtins() -> dict[str, type[Agent]]:
     return {"tool": ToolAgent, "computer": ComputerAgent, "oracle": OracleAgent, "nop": NopAgent}
 
 
+def _adopt(loaded: object) -> type[Agent] | None:
+    return loaded if isinstance(loaded, type) and issubclass(loaded, Agent) else None
+
+
+# `_builtins` and `entry_points` are looked up at each call (tests replace them).
+AGENTS: Plugins[type[Agent]] = Plugins(
+    ENTRY_POINT_GROUP, "agent", lambda: _builtins(), _adopt,
+    must_be="an Agent subclass", field="--agent",
+    entries=lambda group: entry_points(group=group),
+)  # fmt: skip
+
+
 def available_agents() -> list[str]:
-    return sorted(set(_builtins()) | {ep.name for ep in entry_points(group=ENTRY_POINT_GROUP)})
+    return AGENTS.names()
 
 
 def agent_class(name: str) -> type[Agent]:
-    builtins = _builtins()
-    if name in builtins:
-        return builtins[name]
-    for ep in entry_points(group=ENTRY_POINT_GROUP):
-        if ep.name == name:
-            loaded = ep.load()
-            if not (isinstance(loaded, type) and issubclass(loaded, Agent)):
-                raise ConfigError(f"plugin {ep.value} is not an Agent subclass", field="--agent")
-            return loaded
-    known = ", ".join(available_agents())
-    raise ConfigError(f"unknown agent {name!r} (known: {known})", field="--agent")
+    return AGENTS.get(name)
 
 
 def create_agent(name: str, **settings: Any) -> Agent:

@@ -1,1 +1,119 @@
-"""The one engine: scheduling, limits, the store, metrics and progress."""
+"""The one engine: scheduling, limits, the store, metrics and progress.
+
+What a front door needs is named here (`from helios.engine import BatchService,
+Door, run_episode`): the door contract, the batch service, the episode, the
+scheduler's slot, the run store and the events. The names are imported on first
+use, so `import helios.engine.events` (the display's) stays light.
+"""
+
+from __future__ import annotations
+
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from helios.engine.batch import BatchOptions, BatchPlan, BatchService, Counts
+    from helios.engine.door import Door, Unit, Verdict
+    from helios.engine.episode import (
+        AgentRun,
+        Episode,
+        EpisodeBody,
+        EpisodeContext,
+        EpisodeSession,
+        EpisodeSpec,
+        PhaseTimings,
+        Score,
+        Scorer,
+        now_iso,
+        run_episode,
+        unit_dir,
+    )
+    from helios.engine.scheduler import Scheduler
+    from helios.engine.store import KEEP_LEFTOVERS, RunInUse, RunStore, new_run_dir
+    from helios.engine.workers import default_workers
+    from helios.events import (
+        BatchPlanned,
+        BatchStopping,
+        DesktopReady,
+        Event,
+        EventSink,
+        PhaseChanged,
+        Retrying,
+        TrialFinished,
+        TrialStarted,
+        TurnStarted,
+        emit_to,
+    )
+    from helios.slots import Slot, backoff_sleep
+
+_FROM = {
+    "helios.engine.batch": ("BatchOptions", "BatchPlan", "BatchService", "Counts"),
+    "helios.engine.door": ("Door", "Unit", "Verdict"),
+    "helios.engine.episode": (
+        "AgentRun", "Episode", "EpisodeBody", "EpisodeContext", "EpisodeSession", "EpisodeSpec",
+        "PhaseTimings", "Score", "Scorer", "now_iso", "run_episode", "unit_dir",
+    ),
+    "helios.engine.scheduler": ("Scheduler",),
+    "helios.engine.store": ("KEEP_LEFTOVERS", "RunInUse", "RunStore", "new_run_dir"),
+    "helios.engine.workers": ("default_workers",),
+    "helios.events": (
+        "BatchPlanned", "BatchStopping", "DesktopReady", "Event", "EventSink", "PhaseChanged",
+        "Retrying", "TrialFinished", "TrialStarted", "TurnStarted", "emit_to",
+    ),
+    "helios.slots": ("Slot", "backoff_sleep"),
+}  # fmt: skip
+_EXPORTS = {name: module for module, names in _FROM.items() for name in names}
+
+__all__ = [
+    "KEEP_LEFTOVERS",
+    "AgentRun",
+    "BatchOptions",
+    "BatchPlan",
+    "BatchPlanned",
+    "BatchService",
+    "BatchStopping",
+    "Counts",
+    "DesktopReady",
+    "Door",
+    "Episode",
+    "EpisodeBody",
+    "EpisodeContext",
+    "EpisodeSession",
+    "EpisodeSpec",
+    "Event",
+    "EventSink",
+    "PhaseChanged",
+    "PhaseTimings",
+    "Retrying",
+    "RunInUse",
+    "RunStore",
+    "Scheduler",
+    "Score",
+    "Scorer",
+    "Slot",
+    "TrialFinished",
+    "TrialStarted",
+    "TurnStarted",
+    "Unit",
+    "Verdict",
+    "backoff_sleep",
+    "default_workers",
+    "emit_to",
+    "new_run_dir",
+    "now_iso",
+    "run_episode",
+    "unit_dir",
+]
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'helios.engine' has no attribute {name!r}")
+    value = getattr(import_module(module), name)
+    globals()[name] = value  # later lookups skip this function
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

@@ -13,19 +13,35 @@ import signal
 import socket
 from collections.abc import Callable, Sequence
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from helios.engine._wire import frame, receive, send
+from helios.engine.door import Door
 from helios.engine.episode import EpisodeContext
-from helios.engine.events import Event, TrialStarted
-from helios.engine.scheduler import Slot
+from helios.events import Event, EventSink, TrialStarted
 from helios.failures import ErrorInfo
+from helios.slots import Slot
 
 if TYPE_CHECKING:
-    from helios.engine.batch import BatchService
+    from helios.models.services import ModelServices
 
 
-def worker_main(service: BatchService[Any, Any], units: Sequence[Any], ctx: EpisodeContext,
+class WorkerBatch(Protocol):
+    """What a worker uses of the parent's batch service (`batch.BatchService`): the
+    door that runs its units, the model services it copies, and whether anyone
+    listens to events."""
+
+    @property
+    def door(self) -> Door[Any, Any]: ...
+
+    @property
+    def services(self) -> ModelServices | None: ...
+
+    @property
+    def emit(self) -> EventSink | None: ...
+
+
+def worker_main(service: WorkerBatch, units: Sequence[Any], ctx: EpisodeContext,
                  sock: socket.socket, slots: int, starts: int) -> None:  # fmt: skip
     # Forked from inside the parent's running loop: forget it, and its signal pipe.
     asyncio.events._set_running_loop(None)
@@ -35,7 +51,7 @@ def worker_main(service: BatchService[Any, Any], units: Sequence[Any], ctx: Epis
     asyncio.run(_work(service, units, ctx, sock, slots, starts))
 
 
-async def _work(service: BatchService[Any, Any], units: Sequence[Any], parent_ctx: EpisodeContext,
+async def _work(service: WorkerBatch, units: Sequence[Any], parent_ctx: EpisodeContext,
                 sock: socket.socket, slots: int, starts: int) -> None:  # fmt: skip
     reader, writer = await asyncio.open_connection(sock=sock)
     main = asyncio.current_task()
@@ -60,7 +76,7 @@ async def _work(service: BatchService[Any, Any], units: Sequence[Any], parent_ct
         writer.close()
 
 
-def _own_services(service: BatchService[Any, Any]) -> Any:
+def _own_services(service: WorkerBatch) -> Any:
     """A copy of the batch's model services with this worker's own client, limiter
     and totals (the parent's were made in another process's loop)."""
     services = service.services
@@ -79,7 +95,7 @@ def _own_services(service: BatchService[Any, Any]) -> Any:
 class Runner:
     """The worker's scheduler: the parent's units, at most `slots` at once."""
 
-    def __init__(self, service: BatchService[Any, Any], units: Sequence[Any], ctx: EpisodeContext,
+    def __init__(self, service: WorkerBatch, units: Sequence[Any], ctx: EpisodeContext,
                  reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
                  slots: int) -> None:  # fmt: skip
         self.service, self.units, self.ctx = service, units, ctx

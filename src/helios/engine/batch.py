@@ -26,23 +26,31 @@ import logging
 import uuid
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
+from helios.engine.door import Door, Unit, Verdict
 from helios.engine.episode import EpisodeContext
-from helios.engine.events import (
-    BatchPlanned,
-    BatchStopping,
-    EventSink,
-    TrialFinished,
-    TrialStarted,
-)
 from helios.engine.jsonl import RecordHead
-from helios.engine.scheduler import Scheduler, Slot
+from helios.engine.scheduler import Scheduler
 from helios.engine.store import RunStore
+from helios.events import BatchPlanned, BatchStopping, EventSink, TrialFinished, TrialStarted
 from helios.failures import DISK_FULL, ErrorInfo
+from helios.slots import Slot
 
 if TYPE_CHECKING:
     from helios.models.services import ModelServices
+
+__all__ = [
+    "FATAL_ERRORS",
+    "STOP_AFTER_IN_A_ROW",
+    "BatchOptions",
+    "BatchPlan",
+    "BatchService",
+    "Counts",
+    "Door",
+    "Unit",
+    "Verdict",
+]
 
 log = logging.getLogger(__name__)
 
@@ -53,54 +61,8 @@ FATAL_ERRORS = frozenset({"AuthError", DISK_FULL})
 STOP_AFTER_IN_A_ROW = {"ConnectionError": 3}
 
 
-class Unit(Protocol):
-    @property
-    def trial_id(self) -> str: ...
-
-    @property
-    def folder(self) -> str | None: ...
-
-    @property
-    def label(self) -> str: ...
-
-
 U = TypeVar("U", bound=Unit)
-U_contra = TypeVar("U_contra", bound=Unit, contravariant=True)
 R = TypeVar("R")
-
-
-@dataclass(frozen=True)
-class Verdict:
-    passed: bool
-    #: one line for the display, e.g. "reward=1 (2.1s)"
-    detail: str
-    #: the error kind, if the unit failed with one (decides the fatal stop)
-    error_kind: str | None = None
-    error_message: str = ""
-
-
-class Door(Protocol[U_contra, R]):
-    """What a front door supplies to the batch service."""
-
-    async def run_unit(self, unit: U_contra, ctx: EpisodeContext, slot: Slot) -> R:
-        """Run one unit; never raises (cancellation aside)."""
-        ...
-
-    def write_files(self, unit: U_contra, result: R) -> None:
-        """The door's own files for this result, written before its record (in a
-        thread). A door that keeps no files sets `writes_files = False` and skips
-        the thread hop per unit."""
-        ...
-
-    def to_record(self, unit: U_contra, result: R) -> dict[str, Any]:
-        """The completion record: JSON with at least `trial_id` and `status`."""
-        ...
-
-    def crashed(self, unit: U_contra, error: ErrorInfo) -> R:
-        """A result for a unit whose run or recording failed unexpectedly."""
-        ...
-
-    def verdict(self, result: R) -> Verdict: ...
 
 
 @dataclass

@@ -12,54 +12,23 @@ Invariants:
 - once `stop_when()` is true no further item starts; items in flight finish;
 - a job's exception never escapes `run`: the job is expected to turn failures
   into data, and anything that slips through is passed to `on_crash`.
+
+A job's `Slot` and `backoff_sleep` are defined in `helios.slots` (the layers below
+the engine hold slots too) and named here as well.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
-from contextlib import asynccontextmanager
+from collections.abc import Awaitable, Callable, Iterable
 from typing import Generic, TypeVar
+
+from helios.slots import Slot, backoff_sleep
+
+__all__ = ["Scheduler", "Slot", "backoff_sleep"]
 
 T = TypeVar("T")
 R = TypeVar("R")
-
-
-class Slot:
-    """A job's claim on one unit of the concurrency budget."""
-
-    def __init__(self, semaphore: asyncio.Semaphore) -> None:
-        self._semaphore = semaphore
-        self._held = False
-
-    async def acquire(self) -> None:
-        await self._semaphore.acquire()
-        self._held = True
-
-    def release(self) -> None:
-        if self._held:
-            self._held = False
-            self._semaphore.release()
-
-    @asynccontextmanager
-    async def released(self) -> AsyncIterator[None]:
-        """Give the slot back for the duration of the block (e.g. a backoff sleep)."""
-        was_held = self._held
-        self.release()
-        try:
-            yield
-        finally:
-            if was_held:
-                await self.acquire()
-
-
-async def backoff_sleep(slot: Slot | None, seconds: float) -> None:
-    """Sleep without holding a scheduler slot."""
-    if slot is None:
-        await asyncio.sleep(seconds)
-        return
-    async with slot.released():
-        await asyncio.sleep(seconds)
 
 
 class Scheduler(Generic[T, R]):

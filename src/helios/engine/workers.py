@@ -33,16 +33,37 @@ import time
 import traceback
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from helios._proc import run_to_end, within
 from helios.engine._wire import receive, send
-from helios.engine._worker_side import worker_main
+from helios.engine._worker_side import WorkerBatch, worker_main
 from helios.engine.episode import EpisodeContext
 from helios.failures import ErrorInfo
 
-if TYPE_CHECKING:
-    from helios.engine.batch import BatchService
+
+class _Budget(Protocol):
+    @property
+    def n_concurrent(self) -> int: ...
+
+    @property
+    def max_starts(self) -> int: ...
+
+
+class ShardedBatch(WorkerBatch, Protocol):
+    """What the parent's side uses of the batch service it runs in workers
+    (`batch.BatchService`): its budget to split, whether it stopped, and its one
+    writer's recording and events."""
+
+    @property
+    def options(self) -> _Budget: ...
+
+    @property
+    def aborted(self) -> str | None: ...
+
+    def _emit(self, event: Any) -> None: ...
+
+    async def _record(self, unit: Any, result: Any) -> None: ...
 
 #: how long an interrupted parent waits for its workers to stop their sandboxes
 STOP_GRACE = 40.0
@@ -75,7 +96,7 @@ class _Worker:
         return 2 * self.slots - len(self.in_flight)
 
 
-async def run_sharded(service: BatchService[Any, Any], units: Sequence[Any],
+async def run_sharded(service: ShardedBatch, units: Sequence[Any],
                       ctx: EpisodeContext, workers: int) -> None:  # fmt: skip
     """Run `units` over `workers` forked processes; record in this one."""
     n = service.options.n_concurrent
@@ -107,7 +128,7 @@ async def run_sharded(service: BatchService[Any, Any], units: Sequence[Any],
 
 
 class _Feeder:
-    def __init__(self, service: BatchService[Any, Any], units: Sequence[Any],
+    def __init__(self, service: ShardedBatch, units: Sequence[Any],
                  pool: list[_Worker]) -> None:  # fmt: skip
         self.service, self.units, self.pool = service, units, pool
         self.room = asyncio.Event()
@@ -196,7 +217,7 @@ class _Feeder:
         services.totals = total
 
 
-async def _fork(service: BatchService[Any, Any], units: Sequence[Any], ctx: EpisodeContext,
+async def _fork(service: ShardedBatch, units: Sequence[Any], ctx: EpisodeContext,
                 index: int, count: int, slots: int, earlier: list[_Worker]) -> _Worker:  # fmt: skip
     parent_sock, child_sock = socket.socketpair()
     starts = split(service.options.max_starts, count, index)

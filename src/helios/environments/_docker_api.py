@@ -27,8 +27,8 @@ from typing import TypeVar
 import aiodocker
 import aiohttp
 
+import helios.environments._safe_copy as _safe_copy
 from helios._proc import OUTPUT_CAP, CappedOutput, ProcResult, decode
-from helios.environments import _safe_copy
 from helios.environments._docker_cli import CONTROL_TIMEOUT
 from helios.environments._shell_transfer import MISSING, refuse, size_check
 from helios.environments.base import ExecResult

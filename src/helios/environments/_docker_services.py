@@ -29,8 +29,8 @@ from typing import ClassVar
 
 import aiodocker
 
+import helios.environments._docker_shell as _docker_shell
 from helios._proc import decode
-from helios.environments import _docker_shell
 from helios.environments._docker_api import exec_command, restart_alone
 from helios.environments._docker_cli import LABEL_INSTANCE, LABEL_MANAGED, docker
 from helios.environments._docker_shell import ContainerShell

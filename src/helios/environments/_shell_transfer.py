@@ -26,7 +26,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import BinaryIO
 
-from helios.environments import _tar
+import helios.environments._tar as _tar
 from helios.environments._bwrap import tool
 from helios.environments._payload import place_payload
 from helios.environments._safe_copy import (

@@ -32,8 +32,9 @@ from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 from typing import ClassVar
 
+import helios.environments._local_root as _local_root
+import helios.environments._shell_transfer as _shell_transfer
 from helios._proc import decode, last_line, run_process, run_to_end
-from helios.environments import _local_root, _shell_transfer
 from helios.environments._bwrap import (
     TRANSFER_MOUNT,
     BwrapCall,

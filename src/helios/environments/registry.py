@@ -1,4 +1,5 @@
-"""Provider lookup: built-ins plus plugins from the `helios.environments` entry point."""
+"""Provider lookup: the built-ins (docker, local, null) plus plugins from the
+`helios.environments` entry point (`helios.plugins`)."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ from importlib.metadata import entry_points
 
 from helios.environments.base import Environment
 from helios.environments.spec import SandboxSpec
-from helios.errors import ConfigError
+from helios.plugins import Plugins
 
 ENTRY_POINT_GROUP = "helios.environments"
 
@@ -19,28 +20,24 @@ def _builtins() -> dict[str, type[Environment]]:
     return {"docker": DockerEnvironment, "local": LocalEnvironment, "null": NullEnvironment}
 
 
-def _plugins() -> dict[str, str]:
-    return {ep.name: ep.value for ep in entry_points(group=ENTRY_POINT_GROUP)}
+def _adopt(loaded: object) -> type[Environment] | None:
+    return loaded if isinstance(loaded, type) and issubclass(loaded, Environment) else None
+
+
+# `_builtins` and `entry_points` are looked up at each call (tests replace them).
+PROVIDERS: Plugins[type[Environment]] = Plugins(
+    ENTRY_POINT_GROUP, "provider", lambda: _builtins(), _adopt,
+    must_be="an Environment subclass", field="--provider",
+    entries=lambda group: entry_points(group=group),
+)  # fmt: skip
 
 
 def available_providers() -> list[str]:
-    return sorted(set(_builtins()) | set(_plugins()))
+    return PROVIDERS.names()
 
 
 def provider_class(name: str) -> type[Environment]:
-    builtins = _builtins()
-    if name in builtins:
-        return builtins[name]
-    for ep in entry_points(group=ENTRY_POINT_GROUP):
-        if ep.name == name:
-            loaded = ep.load()
-            if not (isinstance(loaded, type) and issubclass(loaded, Environment)):
-                raise ConfigError(
-                    f"plugin {ep.value} is not an Environment subclass", field="provider"
-                )
-            return loaded
-    known = ", ".join(available_providers())
-    raise ConfigError(f"unknown provider {name!r} (known: {known})", field="--provider")
+    return PROVIDERS.get(name)
 
 
 def create_environment(

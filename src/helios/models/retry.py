@@ -9,9 +9,9 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TypeVar
 
-from helios.engine.scheduler import Slot, backoff_sleep
 from helios.models.errors import ConnectionFailed, ModelError, RateLimitError, RetriesExhausted
 from helios.models.limiter import AdaptiveLimiter
+from helios.slots import Slot, backoff_sleep
 
 T = TypeVar("T")
 

@@ -8,12 +8,12 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from helios.engine.scheduler import Slot
 from helios.models.base import GenerationConfig, Message, Model, ModelResponse
 from helios.models.limiter import AdaptiveLimiter
 from helios.models.pricing import PriceTable
 from helios.models.retry import OnRetry, RetryPolicy, call_with_retries
 from helios.models.routing import Api, ModelSpec
+from helios.slots import Slot
 from helios.usage import Usage
 
 

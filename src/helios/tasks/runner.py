@@ -19,7 +19,6 @@ from typing import Any
 from rich.console import Console
 from rich.markup import escape
 
-from helios import __version__
 from helios.agents.registry import agent_class, choose_agent, create_agent
 from helios.display.progress import BatchProgress, default_console, header_panel
 from helios.engine.batch import BatchOptions, BatchService
@@ -49,6 +48,7 @@ from helios.tasks.summary import (
 )
 from helios.tasks.task import Task
 from helios.tasks.trial import TrialSpec
+from helios.version import __version__
 
 OnComplete = Callable[[str, Any], Awaitable[None] | None]
 SUMMARY_FILE = "batch_summary.json"

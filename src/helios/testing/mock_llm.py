@@ -11,16 +11,22 @@ In-process::
     with MockLLMServer(script={"scenarios": [...]}, rate_429=0.2, seed=1) as server:
         client = openai.AsyncOpenAI(base_url=server.openai_base_url, api_key="k")
 
-As a process::
+As a process, serving until SIGTERM/SIGINT; with ``--port-file`` it writes the bound port
+to a file so a parent process can find the server::
 
     python -m helios.testing.mock_llm --port 0 --script s.json --port-file /tmp/port
 """
 
 from __future__ import annotations
 
+import argparse
 import asyncio
+import contextlib
 import functools
+import os
 import random
+import signal
+import sys
 import threading
 from collections import deque
 from collections.abc import Mapping, Sequence
@@ -32,7 +38,13 @@ from typing import Any
 from aiohttp import web
 
 from helios.testing.mock_dialects import ROUTES, Dialect, read_json
-from helios.testing.mock_faults import FaultKind, Faults, check_fail_sequence, injected
+from helios.testing.mock_faults import (
+    FaultKind,
+    Faults,
+    check_fail_sequence,
+    injected,
+    parse_fail_sequence,
+)
 from helios.testing.mock_gui import ScriptError
 from helios.testing.mock_script import InvalidRequest, RecordedRequest, Script
 
@@ -369,12 +381,87 @@ class MockLLMServer:
         return web.json_response({"faults": faults.describe()})
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """Run the server from the command line (see :mod:`helios.testing.mock_llm_cli`)."""
-    # Imported here: the CLI module imports this one.
-    from helios.testing.mock_llm_cli import main as cli_main
+# -- the command line: python -m helios.testing.mock_llm -------------------------
+def _parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        prog="python -m helios.testing.mock_llm",
+        description="Scripted model server for tests, speaking OpenAI Chat Completions and "
+        "Responses, Anthropic Messages and Gemini generateContent, computer use included "
+        "(never use with real keys).",
+    )
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=0, help="0 picks a free port")
+    parser.add_argument("--script", type=Path, help="JSON script file (default: always 'Done.')")
+    parser.add_argument("--latency-ms", type=float, default=0.0)
+    parser.add_argument("--jitter-ms", type=float, default=0.0,
+                        help="each reply's latency varies by up to this much, either way")
+    parser.add_argument("--rate-429", type=float, default=0.0)
+    parser.add_argument("--retry-after", type=float, default=1.0)
+    parser.add_argument("--rate-500", type=float, default=0.0)
+    parser.add_argument("--drop", type=float, default=0.0)
+    parser.add_argument("--malformed", type=float, default=0.0)
+    parser.add_argument(
+        "--fail-sequence", default="", help="comma-separated, e.g. 429,500,drop,malformed"
+    )
+    parser.add_argument("--require-key", help="reject other API keys with 401")
+    parser.add_argument("--seed", type=int)
+    parser.add_argument("--no-strict-history", action="store_true",
+                        help="accept unanswered tool calls / orphan tool results")  # fmt: skip
+    parser.add_argument("--port-file", type=Path, help="write the bound port here")
+    return parser.parse_args(argv)
 
-    return cli_main(argv)
+
+def _write_port_file(path: Path, port: int) -> None:
+    # Write then rename, so a poller never reads a half-written file.
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(f"{port}\n", encoding="utf-8")
+    tmp.replace(path)
+
+
+def _server_from_args(args: argparse.Namespace) -> MockLLMServer:
+    return MockLLMServer(
+        script=args.script,
+        host=args.host,
+        port=args.port,
+        latency_ms=args.latency_ms,
+        jitter_ms=args.jitter_ms,
+        rate_429=args.rate_429,
+        retry_after=args.retry_after,
+        rate_500=args.rate_500,
+        drop=args.drop,
+        malformed=args.malformed,
+        fail_sequence=parse_fail_sequence(args.fail_sequence),
+        require_key=args.require_key,
+        seed=args.seed,
+        strict_history=not args.no_strict_history,
+    )
+
+
+async def _serve_cli(server: MockLLMServer, port_file: Path | None) -> None:
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    await server.start_async()
+    try:
+        if port_file is not None:
+            _write_port_file(port_file, server.port)
+        print(f"listening on {server.base_url}", flush=True)
+        await stop.wait()
+    finally:
+        await server.stop_async()
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parse_args(argv)
+    try:
+        server = _server_from_args(args)
+    except (OSError, ValueError) as exc:
+        print(f"mock_llm: {exc}", file=sys.stderr)
+        return 2
+    with contextlib.suppress(KeyboardInterrupt):
+        asyncio.run(_serve_cli(server, args.port_file))
+    return 0
 
 
 if __name__ == "__main__":

@@ -7,15 +7,13 @@ from __future__ import annotations
 import base64
 import binascii
 import json
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from aiohttp import WSMsgType, web
 
 from helios.testing.loopback import CLOSE_AFTER_HANDSHAKE
+from helios.testing.voice_calls import CallingServer
 from helios.testing.voice_openai import speech_seconds, tone_pcm
-
-if TYPE_CHECKING:
-    from helios.testing.voice_server import VoiceServer
 
 TTS_RATE = 24_000
 LIVE_MIME = "audio/pcm;rate=16000"
@@ -34,7 +32,7 @@ def _parts(body: dict[str, Any]) -> list[dict[str, Any]]:
     return parts
 
 
-async def generate_content(server: VoiceServer, request: web.Request) -> web.StreamResponse:
+async def generate_content(server: CallingServer, request: web.Request) -> web.StreamResponse:
     tail = request.match_info["tail"]
     if not tail.endswith(":generateContent"):
         return error(404, f"unknown method {tail!r}")
@@ -62,7 +60,7 @@ async def generate_content(server: VoiceServer, request: web.Request) -> web.Str
                                               "finishReason": "STOP"}]})  # fmt: skip
 
 
-def _tts(server: VoiceServer, request: web.Request, body: dict[str, Any]) -> web.Response:
+def _tts(server: CallingServer, request: web.Request, body: dict[str, Any]) -> web.Response:
     server.record(request, body)
     text = " ".join(str(p.get("text", "")) for p in _parts(body))
     if not text.strip():
@@ -75,7 +73,7 @@ def _tts(server: VoiceServer, request: web.Request, body: dict[str, Any]) -> web
     )
 
 
-async def live(server: VoiceServer, request: web.Request) -> web.StreamResponse:
+async def live(server: CallingServer, request: web.Request) -> web.StreamResponse:
     ws = web.WebSocketResponse(max_msg_size=0)
     await ws.prepare(request)
     if request.get(CLOSE_AFTER_HANDSHAKE):

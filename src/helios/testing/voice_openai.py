@@ -11,14 +11,12 @@ import math
 import struct
 import time
 import wave
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from aiohttp import WSMsgType, web
 
 from helios.testing.loopback import CLOSE_AFTER_HANDSHAKE
-
-if TYPE_CHECKING:
-    from helios.testing.voice_server import VoiceServer
+from helios.testing.voice_calls import CallingServer
 
 RATE = 24_000
 
@@ -51,7 +49,7 @@ def error(status: int, message: str, code: str = "invalid_request") -> web.Respo
                                         "code": code}}, status=status)  # fmt: skip
 
 
-async def speech(server: VoiceServer, request: web.Request) -> web.StreamResponse:
+async def speech(server: CallingServer, request: web.Request) -> web.StreamResponse:
     body = await request.json()
     server.record(request, body)
     if not isinstance(body.get("input"), str) or not body.get("voice") or not body.get("model"):
@@ -84,7 +82,7 @@ def _input_audio(body: dict[str, Any]) -> bytes:
     raise ValueError("no input_audio content part")
 
 
-async def chat(server: VoiceServer, request: web.Request) -> web.StreamResponse:
+async def chat(server: CallingServer, request: web.Request) -> web.StreamResponse:
     body = await request.json()
     try:
         audio = _input_audio(body)
@@ -110,7 +108,7 @@ async def chat(server: VoiceServer, request: web.Request) -> web.StreamResponse:
     })  # fmt: skip
 
 
-async def realtime(server: VoiceServer, request: web.Request) -> web.StreamResponse:
+async def realtime(server: CallingServer, request: web.Request) -> web.StreamResponse:
     ws = web.WebSocketResponse(max_msg_size=0)
     await ws.prepare(request)
     if request.get(CLOSE_AFTER_HANDSHAKE):

@@ -28,9 +28,8 @@ from aiohttp import WSMsgType, web
 
 from helios.testing import voice_gemini, voice_openai
 from helios.testing.loopback import CLOSE_AFTER_HANDSHAKE, Fault, LoopbackServer, Received
+from helios.testing.voice_calls import DEFAULT_CALLS, Calls
 
-Calls = list[dict[str, Any]]
-DEFAULT_CALLS: Calls = [{"name": "book_flight", "arguments": {"from_city": "NYC", "to_city": "LA"}}]
 LIVE_PATH = "/ws/google.ai.generativelanguage.v1beta.GenerativeService.BidiGenerateContent"
 
 

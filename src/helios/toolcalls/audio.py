@@ -136,19 +136,6 @@ def to_wav(audio: Audio, sample_rate: int | None = None) -> Audio:
                  transcript=audio.transcript)  # fmt: skip
 
 
-def duration_seconds(audio: Audio) -> float:
-    try:
-        if audio.format == "wav" and is_wav(audio.data):
-            with wave.open(io.BytesIO(audio.data), "rb") as handle:
-                return handle.getnframes() / float(handle.getframerate() or 1)
-    except (wave.Error, EOFError):
-        return 0.0
-    if audio.format == "pcm":
-        frame = max(1, audio.sample_width * audio.channels)
-        return len(audio.data) / frame / float(audio.sample_rate or 1)
-    return 0.0
-
-
 def check_audio(audio: Audio) -> None:
     """Raise AudioFormatError for bytes that are not what `format` says (a corrupt cache)."""
     if audio.format == "wav":

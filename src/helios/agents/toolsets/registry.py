@@ -1,13 +1,13 @@
-"""Toolset lookup: built-ins plus plugins from the `helios.toolsets` entry point."""
+"""Toolset lookup: the ones registered in-process (`register_toolset`), the
+built-ins, then plugins from the `helios.toolsets` entry point (`helios.plugins`)."""
 
 from __future__ import annotations
 
 import functools
 from collections.abc import Iterable
-from importlib.metadata import entry_points
 
 from helios.agents.toolsets.base import Tool, Toolset
-from helios.errors import ConfigError
+from helios.plugins import Plugins
 
 ENTRY_POINT_GROUP = "helios.toolsets"
 _registered: dict[str, Toolset] = {}
@@ -26,37 +26,26 @@ def _builtins() -> dict[str, Toolset]:
     return builtin_toolsets()
 
 
-def _all() -> dict[str, Toolset]:
-    found = dict(_builtins())
-    for ep in entry_points(group=ENTRY_POINT_GROUP):
-        if ep.name in found:
-            continue
-        loaded = ep.load()
-        toolset = loaded() if callable(loaded) and not isinstance(loaded, Toolset) else loaded
-        if not isinstance(toolset, Toolset):
-            raise ConfigError(f"plugin {ep.value} is not a Toolset", field="toolset")
-        found[ep.name] = toolset
-    found.update(_registered)
-    return found
+def _adopt(loaded: object) -> Toolset | None:
+    """A plugin is a Toolset, or something that makes one (a class, a function)."""
+    toolset = loaded() if callable(loaded) and not isinstance(loaded, Toolset) else loaded
+    return toolset if isinstance(toolset, Toolset) else None
+
+
+# Registered and built-in names first: scanning the installed packages' entry
+# points costs milliseconds, far more than an episode should pay per start.
+TOOLSETS: Plugins[Toolset] = Plugins(
+    ENTRY_POINT_GROUP, "toolset", lambda: {**_builtins(), **_registered}, _adopt,
+    must_be="a Toolset", field="toolsets",
+)  # fmt: skip
 
 
 def available_toolsets() -> list[str]:
-    return sorted(_all())
+    return TOOLSETS.names()
 
 
 def get_toolset(name: str) -> Toolset:
-    # Registered and built-in names first: scanning the installed packages' entry
-    # points costs milliseconds, far more than an episode should pay per start.
-    if name in _registered:
-        return _registered[name]
-    builtins = _builtins()
-    if name in builtins:
-        return builtins[name]
-    toolsets = _all()
-    if name not in toolsets:
-        known = ", ".join(sorted(toolsets))
-        raise ConfigError(f"unknown toolset {name!r} (known: {known})", field="toolsets")
-    return toolsets[name]
+    return TOOLSETS.get(name)
 
 
 def resolve_tools(names: Iterable[str]) -> list[Tool]:
