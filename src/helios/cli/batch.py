@@ -19,27 +19,9 @@ from helios.cli.common import (
     shown,
 )
 from helios.cli.options import (
-    MODEL_OPTION_NAMES,
-    AgentAndModel,
-    AgentOpt,
-    ApiKeyOpt,
-    AttemptsOpt,
-    BaseUrlOpt,
-    DebugOpt,
-    EffortOpt,
     InteractiveOpt,
-    MaxTokensOpt,
-    MaxTurnsOpt,
-    ModelOpt,
-    NoReasoningOpt,
-    OutputOpt,
-    PricesOpt,
-    ProviderOpt,
-    RoutingOpt,
-    SystemPromptOpt,
-    TemperatureOpt,
-    WatchOpt,
-    model_options,
+    TrialOptions,
+    trial_options,
 )
 from helios.display import watch as watching
 from helios.environments.desktop.vnc import ViewMode
@@ -48,19 +30,17 @@ from helios.tasks.settings import TaskBatchSettings
 from helios.tasks.summary import BatchResult
 
 
-def _agent_and_model(params: dict[str, Any], debug: bool) -> AgentAndModel:
-    """The model and agent options of a command, parsed once."""
+def _settings(options: TrialOptions, **fields: Any) -> TaskBatchSettings:
+    """The batch settings of a command: its shared options, parsed once, and `fields`."""
     try:
-        return model_options(**{name: params[name] for name in MODEL_OPTION_NAMES})
+        parsed = options.agent_and_model()
+        return TaskBatchSettings(
+            n_attempts=options.n_attempts, agent=options.agent, provider=options.provider,
+            output_dir=options.output, agent_settings=parsed.agent_settings,
+            models=parsed.models, **fields,
+        )  # fmt: skip
     except Exception as exc:
-        handle_errors(exc, debug)
-
-
-def _settings(debug: bool, **fields: Any) -> TaskBatchSettings:
-    try:
-        return TaskBatchSettings(**fields)
-    except Exception as exc:
-        handle_errors(exc, debug)
+        handle_errors(exc, options.debug)
 
 
 WATCH_WITH_ATTEMPTS = "The -k option is incompatible with --watch and --interactive modes"
@@ -121,20 +101,22 @@ def _execute(
     return batch
 
 
+@trial_options(
+    "tasks_dir", "n_concurrent", "n_attempts", "model", "output", "quiet", "pattern", "provider",
+    "agent", "resume", "retry_errors", "force", "fail_under", "workers", "base_url", "api_key",
+    "max_turns", "system_prompt_file", "max_tokens", "temperature", "reasoning_effort",
+    "no_reasoning", "openrouter_routing", "prices", "watch", "debug",
+)  # fmt: skip
 def batch_command(
+    options: TrialOptions,
     tasks_dir: Annotated[Path, typer.Argument(help="Folder searched for task.toml files.")],
     n_concurrent: Annotated[
         int, typer.Option("--n-concurrent", "-n", min=1, help="Trials in flight.")
     ] = 2,
-    n_attempts: AttemptsOpt = 1,
-    model: ModelOpt = None,
-    output: OutputOpt = Path("output"),
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Only the aggregate line.")] = False,
     pattern: Annotated[
         str, typer.Option("--pattern", "-p", help="Glob for task.toml files.")
     ] = "**/task.toml",
-    provider: ProviderOpt = "docker",
-    agent: AgentOpt = None,
     resume: Annotated[
         Path | None, typer.Option("--resume", help="A batch folder to finish.")
     ] = None,
@@ -154,65 +136,37 @@ def batch_command(
         typer.Option("--workers", min=1,
                      help="Processes that run trials (default: the cores, at most -n)."),
     ] = None,
-    base_url: BaseUrlOpt = None,
-    api_key: ApiKeyOpt = None,
-    max_turns: MaxTurnsOpt = None,
-    system_prompt_file: SystemPromptOpt = None,
-    max_tokens: MaxTokensOpt = 4096,
-    temperature: TemperatureOpt = None,
-    reasoning_effort: EffortOpt = None,
-    no_reasoning: NoReasoningOpt = False,
-    openrouter_routing: RoutingOpt = None,
-    prices: PricesOpt = None,
-    watch: WatchOpt = False,
-    debug: DebugOpt = False,
 ) -> None:
     """Run every task under TASKS_DIR, k attempts each, n at a time."""
-    if watch and n_attempts > 1:
+    if options.watch and options.n_attempts > 1:
         fail(WATCH_WITH_ATTEMPTS)
-    parsed = _agent_and_model(locals(), debug)
     settings = _settings(
-        debug, n_concurrent=n_concurrent, n_attempts=n_attempts, agent=agent, provider=provider,
-        output_dir=output, quiet=quiet, pattern=pattern, resume=resume,
-        retry_errors=retry_errors, force=force, agent_settings=parsed.agent_settings,
-        models=parsed.models, workers=workers, watch=_view_mode(watch, False),
+        options, n_concurrent=n_concurrent, quiet=quiet, pattern=pattern, resume=resume,
+        retry_errors=retry_errors, force=force, workers=workers,
+        watch=_view_mode(options.watch, False),
     )  # fmt: skip
-    _execute([tasks_dir], settings, fail_under, debug)
+    _execute([tasks_dir], settings, fail_under, options.debug)
 
 
+@trial_options(
+    "task", "model", "agent", "provider", "output", "n_attempts", "base_url", "api_key",
+    "max_turns", "system_prompt_file", "max_tokens", "temperature", "reasoning_effort",
+    "no_reasoning", "openrouter_routing", "prices", "watch", "interactive", "debug",
+)  # fmt: skip
 def run_command(
+    options: TrialOptions,
     task: Annotated[Path, typer.Argument(help="A task folder (with task.toml).")],
-    model: ModelOpt = None,
-    agent: AgentOpt = None,
-    provider: ProviderOpt = "docker",
-    output: OutputOpt = Path("output"),
-    n_attempts: AttemptsOpt = 1,
-    base_url: BaseUrlOpt = None,
-    api_key: ApiKeyOpt = None,
-    max_turns: MaxTurnsOpt = None,
-    system_prompt_file: SystemPromptOpt = None,
-    max_tokens: MaxTokensOpt = 4096,
-    temperature: TemperatureOpt = None,
-    reasoning_effort: EffortOpt = None,
-    no_reasoning: NoReasoningOpt = False,
-    openrouter_routing: RoutingOpt = None,
-    prices: PricesOpt = None,
-    watch: WatchOpt = False,
     interactive: InteractiveOpt = False,
-    debug: DebugOpt = False,
 ) -> None:
     """Run one task and show its result."""
     if not (task / "task.toml").is_file():
         fail(f"{task}/task.toml not found: not a task folder")
-    if (watch or interactive) and n_attempts > 1:
+    if (options.watch or interactive) and options.n_attempts > 1:
         fail(WATCH_WITH_ATTEMPTS)
-    parsed = _agent_and_model(locals(), debug)
     settings = _settings(
-        debug, n_concurrent=1, n_attempts=n_attempts, agent=agent, provider=provider,
-        output_dir=output, run_prefix="run", agent_settings=parsed.agent_settings,
-        models=parsed.models, watch=_view_mode(watch, interactive),
-    )  # fmt: skip
-    batch = _execute([task], settings, None, debug)
+        options, n_concurrent=1, run_prefix="run", watch=_view_mode(options.watch, interactive)
+    )
+    batch = _execute([task], settings, None, options.debug)
     if batch.output_dir is not None:
         for result in batch.results:
             folder = batch.output_dir / result.folder

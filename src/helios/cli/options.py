@@ -1,11 +1,15 @@
-"""Option types shared by the commands, and their translation into one
-`ModelOptions` plus the agent's settings."""
+"""Option types shared by the commands, the options `helios batch` and `helios run`
+both take (`TrialOptions`, put in each command's signature by `trial_options`), and
+their translation into one `ModelOptions` plus the agent's settings."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import functools
+import inspect
+from collections.abc import Callable
+from dataclasses import dataclass, fields
 from pathlib import Path
-from typing import Annotated, Any, get_args
+from typing import Annotated, Any, get_args, get_type_hints
 
 import typer
 
@@ -164,3 +168,71 @@ def model_options(
         model=model, base_url=base_url, api_key=api_key, generation=generation, prices=prices
     )
     return AgentAndModel(models=models, agent_settings=settings)
+
+
+@dataclass(frozen=True)
+class TrialOptions:
+    """The options `helios batch` and `helios run` share, defined once: each field's
+    annotation is its typer option and its default the option's default."""
+
+    model: ModelOpt = None
+    agent: AgentOpt = None
+    provider: ProviderOpt = "docker"
+    output: OutputOpt = Path("output")
+    n_attempts: AttemptsOpt = 1
+    base_url: BaseUrlOpt = None
+    api_key: ApiKeyOpt = None
+    max_turns: MaxTurnsOpt = None
+    system_prompt_file: SystemPromptOpt = None
+    max_tokens: MaxTokensOpt = 4096
+    temperature: TemperatureOpt = None
+    reasoning_effort: EffortOpt = None
+    no_reasoning: NoReasoningOpt = False
+    openrouter_routing: RoutingOpt = None
+    prices: PricesOpt = None
+    watch: WatchOpt = False
+    debug: DebugOpt = False
+
+    def agent_and_model(self) -> AgentAndModel:
+        return model_options(**{name: getattr(self, name) for name in MODEL_OPTION_NAMES})
+
+
+Command = Callable[..., None]
+
+
+def trial_options(*help_order: str) -> Callable[[Command], Command]:
+    """A command that takes `TrialOptions`: its signature, as typer reads it, is the
+    command's own parameters (all but `options`) plus one per `TrialOptions` field, in
+    `help_order` (every name once: the order of `--help`); it is called with the shared
+    ones gathered into `options`."""
+    hints = get_type_hints(TrialOptions, include_extras=True)
+    shared = {
+        field.name: inspect.Parameter(
+            field.name, inspect.Parameter.KEYWORD_ONLY, annotation=hints[field.name],
+            default=field.default,
+        )
+        for field in fields(TrialOptions)
+    }  # fmt: skip
+
+    def decorate(command: Command) -> Command:
+        own = {
+            name: parameter.replace(kind=inspect.Parameter.KEYWORD_ONLY)
+            for name, parameter in inspect.signature(command, eval_str=True).parameters.items()
+            if name != "options"
+        }
+        every = own | shared
+        if len(every) != len(own) + len(shared) or sorted(help_order) != sorted(every):
+            raise TypeError(f"{command.__name__}: help_order must name {sorted(every)} once each")
+
+        @functools.wraps(command)
+        def with_options(**values: Any) -> None:
+            options = TrialOptions(**{name: values.pop(name) for name in shared})
+            command(options=options, **values)
+
+        parameters = [every[name] for name in help_order]
+        # typer reads the signature (and, for plain annotations, the type hints)
+        with_options.__signature__ = inspect.Signature(parameters)  # type: ignore[attr-defined]
+        with_options.__annotations__ = {p.name: p.annotation for p in parameters}
+        return with_options
+
+    return decorate
