@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import subprocess
 import uuid
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
@@ -149,3 +150,12 @@ async def until(check: Callable[[], Awaitable[bool]], what: str, within: float =
     while not await check():
         assert loop.time() < deadline, f"not within {within:g}s: {what}"
         await asyncio.sleep(0.02)
+
+
+async def container_commands(container: str) -> list[str]:
+    """The command lines of a container's processes, seen from the host (`docker
+    top`): nothing runs inside, so a test watches a command without one of its own
+    (and a container not running yet has none)."""
+    command = ["docker", "top", container, "-eo", "pid,args"]
+    top = await asyncio.to_thread(subprocess.run, command, capture_output=True, text=True)
+    return [line.split(None, 1)[-1] for line in top.stdout.splitlines()[1:]]

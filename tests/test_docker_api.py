@@ -23,6 +23,7 @@ from helios.errors import EnvironmentExecError, EnvironmentUnavailable
 from helios.tasks.task import load_task
 
 from .conftest import TaskMaker
+from .sandbox_helpers import container_commands, until
 
 
 @pytest.fixture(autouse=True)
@@ -145,8 +146,13 @@ def test_a_command_is_not_held_back_by_a_hundred_long_ones(make_task: TaskMaker)
     async def go() -> str:
         async with _running(env):
             long = [asyncio.create_task(env.exec("sleep 600")) for _ in range(101)]
+
+            async def all_running() -> bool:
+                assert env.container is not None
+                return (await container_commands(env.container)).count("sleep 600") == 101
+
             try:
-                await asyncio.sleep(1)
+                await until(all_running, "the 101 long commands run at once", within=90)
                 quick = await asyncio.wait_for(env.exec("echo through"), timeout=90)
                 return quick.stdout
             finally:

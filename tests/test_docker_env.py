@@ -13,6 +13,7 @@ from helios.tasks.task import load_task
 
 from .conftest import TaskMaker
 from .env_contract import check_contract
+from .sandbox_helpers import container_commands, until
 
 pytestmark = pytest.mark.usefixtures("need_docker")
 
@@ -107,11 +108,13 @@ def test_stop_removes_container_when_cancelled(make_task: TaskMaker) -> None:
 
     async def go() -> None:
         task = asyncio.create_task(trial())
-        for _ in range(100):
-            await asyncio.sleep(0.1)
-            if env.container:
-                break
-        await asyncio.sleep(0.5)
+
+        async def in_its_command() -> bool:
+            return env.container is not None and "sleep 60" in await container_commands(
+                env.container
+            )
+
+        await until(in_its_command, "the trial's `sleep 60` runs in its container", within=120)
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
             await task

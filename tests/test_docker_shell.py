@@ -24,12 +24,16 @@ from helios.errors import EnvironmentExecError
 from helios.tasks.task import load_task
 
 from .conftest import TaskMaker
+from .sandbox_helpers import container_commands, until
+from .waiting import wait_until
 
 pytestmark = pytest.mark.usefixtures("need_docker")
 
 #: the container's processes, by the counting shell alone (a glob, no fork):
 #: /proc lists exactly the container's pid namespace
 COUNT = "set -- /proc/[0-9]*; echo $#"
+#: the pids limit of the container a forker fills
+PIDS = 64
 
 
 def _env(task_dir: Path) -> DockerEnvironment:
@@ -53,14 +57,15 @@ async def _others(env: DockerEnvironment) -> int:
     return int(counted.stdout.strip()) - 2  # pid 1 and the counting sh
 
 
-async def _settle(env: DockerEnvironment) -> int:
-    """The other processes once the killed ones are reaped (within a few seconds)."""
-    for _ in range(50):
-        left = await _others(env)
-        if left == 0:
-            break
-        await asyncio.sleep(0.1)
-    return left
+async def _none_other(env: DockerEnvironment) -> bool:
+    return await _others(env) == 0
+
+
+async def _runs(env: DockerEnvironment, *commands: str) -> bool:
+    """Whether each of `commands` (a command line) runs in the container now, seen
+    from the host: the init's shell stays free for the command under test."""
+    assert env.container is not None
+    return set(commands) <= set(await container_commands(env.container))
 
 
 def _listed(trial_id: str) -> list[str]:
@@ -95,7 +100,7 @@ def test_the_agent_can_neither_signal_trace_nor_replace_the_init(make_task: Task
 def test_processes_live_between_commands_until_stop_processes_kills_all(
     make_task: TaskMaker,
 ) -> None:
-    env = _env(make_task("bg", toml_extra="pids = 64\n"))
+    env = _env(make_task("bg", toml_extra=f"pids = {PIDS}\n"))
 
     async def go() -> None:
         async with _running(env):
@@ -104,11 +109,17 @@ def test_processes_live_between_commands_until_stop_processes_kills_all(
                 "echo started"
             )
             assert started.stdout == "started\n"
-            await asyncio.sleep(0.5)
+            await until(lambda: _runs(env, "sleep 300", "sleep 301", "sleep 302"),
+                        "the command's three sleeps run after it")  # fmt: skip
             assert await _others(env) >= 3  # as with `docker exec`, they outlive it
             # a forker racing the kill, held to the container's pids limit
             await env.exec("(while :; do sleep 1000 & done) >/dev/null 2>&1 &")
-            await asyncio.sleep(1)
+
+            async def at_the_limit() -> bool:  # a fork or two in flight aside
+                assert env.container is not None
+                return len(await container_commands(env.container)) >= PIDS - 2
+
+            await until(at_the_limit, f"the forker filled the container's {PIDS} pids")
             began = time.monotonic()
             await env.stop_processes()
             assert time.monotonic() - began < 10
@@ -173,7 +184,7 @@ def test_a_cancelled_command_runs_on_until_the_processes_are_stopped(
     async def go() -> None:
         async with _running(env):
             long = asyncio.ensure_future(env.exec("sleep 300; echo late > /app/late"))
-            await asyncio.sleep(0.5)
+            await until(lambda: _runs(env, "sleep 300"), "the command's `sleep 300` runs")
             long.cancel()
             with pytest.raises(asyncio.CancelledError):
                 await long
@@ -200,7 +211,7 @@ def test_timeouts_and_output_caps_hold(make_task: TaskMaker) -> None:
             assert time.monotonic() - began < 10
             # the timed-out command's session is gone (its killed orphans may show as
             # zombies until the init reaps them, which it does as each command ends)
-            assert await _settle(env) == 0
+            await until(lambda: _none_other(env), "the timed-out command's processes reaped")
             flood = await env.exec("head -c 30000000 /dev/zero; echo done >&2")
             assert flood.exit_code == 0 and flood.stderr == "done\n"
             assert len(flood.stdout) < 30_000_000
@@ -216,14 +227,12 @@ def test_a_container_removed_under_a_command_is_an_environment_error(
     async def go() -> None:
         async with _running(env):
             assert env.container is not None
-            removal = asyncio.get_running_loop().run_in_executor(
-                None, lambda: time.sleep(1) or subprocess.run(
-                    ["docker", "rm", "-f", env.container or ""], capture_output=True
-                ),
-            )  # fmt: skip
+            command = asyncio.ensure_future(env.exec("sleep 60"))
+            await until(lambda: _runs(env, "sleep 60"), "the command's `sleep 60` runs")
+            await asyncio.to_thread(subprocess.run, ["docker", "rm", "-f", env.container],
+                                    capture_output=True)  # fmt: skip
             with pytest.raises(EnvironmentExecError, match="stopped"):
-                await env.exec("sleep 60")
-            await removal
+                await command
             with pytest.raises(EnvironmentExecError, match="stopped"):
                 await env.exec("true")
 
@@ -261,11 +270,9 @@ def test_kill_9_of_helios_ends_and_removes_its_containers(make_task: TaskMaker) 
     finally:
         os.kill(holder.pid, signal.SIGKILL)
         holder.wait()
-    # `--rm`: the daemon removes it as soon as its init exits on the stream's end
-    deadline = time.monotonic() + 20  # slack for a loaded daemon
-    while _listed(trial) and time.monotonic() < deadline:
-        time.sleep(0.2)
-    assert _listed(trial) == [], "the container outlived the process that started it"
+    # `--rm`: the daemon removes it as soon as its init exits on the stream's end (the
+    # wait's 20 s are slack for a loaded daemon)
+    wait_until(lambda: _listed(trial) == [], "the container ended with the Helios that started it")
 
 
 def test_an_engine_that_cannot_run_the_server_falls_back_to_the_engine_api(

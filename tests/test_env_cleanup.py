@@ -24,6 +24,7 @@ from helios.environments.spec import SandboxSpec
 from helios.errors import EnvironmentExecError, EnvironmentStartError
 
 from .conftest import TaskMaker, helios_cmd
+from .sandbox_helpers import until
 
 DEAD = Owner(current_owner().host, 2**22 + 12345, 1)
 SPEC = SandboxSpec(image="debian:bookworm-slim")
@@ -109,10 +110,11 @@ def test_local_cleanup_spares_live_owners_and_kills_orphans() -> None:
         holder = dead._holder
         assert holder is not None
         running = asyncio.create_task(dead.exec("sleep 60"))
-        for _ in range(500):
-            if holder in sandbox_processes().values():
-                break
-            await asyncio.sleep(0.02)
+
+        async def its_bwrap_runs() -> bool:
+            return holder in sandbox_processes().values()
+
+        await until(its_bwrap_runs, "the dead owner's command runs in its bwrap")
         # its owner dies (kill -9): the folder says so
         owner = json.loads((holder / OWNER_FILE).read_text())
         (holder / OWNER_FILE).write_text(json.dumps({**owner, "owner": DEAD.label()}))

@@ -19,7 +19,7 @@ from helios.environments.local import LocalEnvironment
 from helios.environments.spec import SandboxSpec
 from helios.errors import EnvironmentExecError
 
-from .sandbox_helpers import Body, in_sandbox
+from .sandbox_helpers import Body, in_sandbox, until
 
 pytestmark = pytest.mark.usefixtures("need_bwrap", "server")
 
@@ -50,6 +50,30 @@ def _only_shell(env: LocalEnvironment) -> int:
     assert len(shells) == 1
     assert shells[0].proc is not None
     return shells[0].proc.pid
+
+
+async def _runs(env: LocalEnvironment, *argv: str) -> bool:
+    """Whether a process of `env`'s sandbox runs `argv` now, seen from the host: a
+    process with that command line below one of the sandbox's bwraps."""
+    inits = {pid for pid, holder in sandbox_processes().items() if holder == env._holder}
+    wanted = "\0".join(argv).encode() + b"\0"
+    for name in os.listdir("/proc"):
+        try:
+            if not name.isdigit() or Path(f"/proc/{name}/cmdline").read_bytes() != wanted:
+                continue
+            pid = int(name)
+            while pid > 1 and pid not in inits:
+                stat = Path(f"/proc/{pid}/stat").read_text()
+                pid = int(stat[stat.rfind(")") + 2 :].split()[1])  # its parent
+        except OSError:
+            continue  # it ended meanwhile
+        if pid in inits:
+            return True
+    return False
+
+
+async def _no_process_left(env: LocalEnvironment) -> bool:
+    return not [p for p, h in sandbox_processes().items() if h == env._holder]
 
 
 def test_many_commands_share_one_shell_with_framing_and_exit_codes() -> None:
@@ -143,12 +167,26 @@ def test_a_shell_killed_mid_command_reports_and_is_replaced() -> None:
     async def body(env: LocalEnvironment) -> None:
         await env.exec("true")
         pid = _only_shell(env)
+        (shell,) = env._pool.shells.values()
+        read_frame = shell._frame
+        printed = asyncio.Event()
 
-        async def kill_soon() -> None:
-            await asyncio.sleep(0.3)
+        async def frame() -> tuple[bytes, bytes]:
+            kind, data = await read_frame()
+            if kind == b"O":
+                printed.set()  # the command's output reached Helios: it is mid-command
+            return kind, data
+
+        shell._frame = frame  # type: ignore[method-assign]
+
+        async def kill_once_it_printed() -> None:
+            async def has_printed() -> bool:
+                return printed.is_set()
+
+            await until(has_printed, "the command's first output reached Helios")
             os.killpg(pid, signal.SIGKILL)
 
-        killer = asyncio.create_task(kill_soon())
+        killer = asyncio.create_task(kill_once_it_printed())
         result = await env.exec("echo partial; sleep 20", timeout=30)
         await killer
         assert result.exit_code == 137 and "died" in result.stderr
@@ -163,13 +201,11 @@ def test_cancel_mid_command_leaves_no_process() -> None:
     async def body(env: LocalEnvironment) -> None:
         for _ in range(5):
             task = asyncio.create_task(env.exec("sleep 30"))
-            await asyncio.sleep(0.2)
+            await until(lambda: _runs(env, "sleep", "30"), "the command's `sleep 30` runs")
             task.cancel()
             with pytest.raises(asyncio.CancelledError):
                 await task
-        holder = env._holder
-        await asyncio.sleep(0.2)
-        assert [p for p, h in sandbox_processes().items() if h == holder] == []
+        await until(lambda: _no_process_left(env), "the cancelled commands' bwraps have ended")
         assert (await env.exec("echo ok")).stdout == "ok\n"
 
     _in_sandbox(body)
@@ -302,7 +338,7 @@ def test_a_clean_sandbox_is_stopped_without_searching_the_host(
         await env.exec("sleep 100 & echo started")
         assert (await env.exec("sleep 30", timeout=0.5)).timed_out  # the server's own kill
         task = asyncio.create_task(env.exec("sleep 30"))
-        await asyncio.sleep(0.2)
+        await until(lambda: _runs(env, "sleep", "30"), "the command's `sleep 30` runs")
         task.cancel()  # the shell is killed through its known server
         with pytest.raises(asyncio.CancelledError):
             await task

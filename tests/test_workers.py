@@ -19,9 +19,11 @@ import pytest
 from helios import ParallelRunner
 from helios.engine.batch import BatchOptions, BatchService
 from helios.engine.store import RunStore
+from helios.events import Event, TrialStarted
 from helios.testing.mock_llm import MockLLMServer
 
 from .conftest import TaskMaker, helios_cmd
+from .sandbox_helpers import until
 from .test_tool_agent import FAST_RETRIES, KEY, SCRIPT
 from .thin_door import PromptDoor, PromptUnit
 
@@ -153,10 +155,21 @@ def test_a_killed_worker_s_units_are_recorded_as_errors(tmp_path: Path) -> None:
     service = _prompt_service(tmp_path, workers=2, n=4)
     service.door = PromptDoor(delay=0.4)
     assert service.store is not None
+    started: set[str] = set()  # the trials the workers said they started
+
+    def seen(event: Event) -> None:
+        if isinstance(event, TrialStarted):
+            started.add(event.trial_id)
+
+    service.emit = seen
 
     async def go() -> None:
         task = asyncio.create_task(service.run(service.plan(units)))
-        await asyncio.sleep(0.2)
+
+        async def both_busy() -> bool:  # n=4 over two workers: two units in each
+            return len(started) >= 4
+
+        await until(both_busy, "the two workers started four units")
         children = _children(os.getpid())
         assert len(children) == 2
         os.kill(children[0], signal.SIGKILL)

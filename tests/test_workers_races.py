@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import socket
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +21,9 @@ from helios.engine.episode import EpisodeContext
 from helios.engine.scheduler import Slot
 from helios.engine.store import RunStore
 from helios.engine.workers import _Feeder, _Worker
+from helios.events import Event, TrialStarted
 
+from .sandbox_helpers import until
 from .thin_door import PromptDoor, PromptUnit
 
 
@@ -43,19 +46,52 @@ def _runner(service: BatchService[Any, Any], units: list[PromptUnit],
     return Runner(service, units, ctx, reader, writer, 2)
 
 
+@dataclass
+class _HeldDoor(PromptDoor):
+    """A PromptDoor whose units say they have started, then wait for `release`
+    before they run."""
+
+    started: asyncio.Event = field(default_factory=asyncio.Event)
+    release: asyncio.Event = field(default_factory=asyncio.Event)
+
+    async def run_unit(self, unit: PromptUnit, ctx: EpisodeContext, slot: Slot) -> dict[str, Any]:
+        self.started.set()
+        await self.release.wait()
+        return await super().run_unit(unit, ctx, slot)
+
+
+class _EndQueue(asyncio.Queue[int | None]):
+    """A runner's queue of units that tells when the parent's "end" came out of it."""
+
+    ended = False
+
+    async def get(self) -> int | None:
+        index = await super().get()
+        self.ended = self.ended or index is None
+        return index
+
+
 def test_a_worker_whose_parent_went_away_stops_quietly(tmp_path: Path) -> None:
     """The parent stops reading while a unit is finishing (it was interrupted): the
     worker's send of the result fails. It must cancel its run (its trials stop their
     sandboxes) and not end in an ExceptionGroup, which the worker prints as a bug."""
     units = [PromptUnit("slow good", 0)]
-    service = _service(tmp_path, PromptDoor(delay=0.2))
+    door = _HeldDoor()
+    service = _service(tmp_path, door)
 
     async def go() -> None:
         far, reader, writer = await _connected()
         far.sendall(frame(("unit", 0)) + frame(("end",)))
-        running = asyncio.create_task(_runner(service, units, reader, writer).run())
-        await asyncio.sleep(0.1)  # the unit has started, and the worker read the "end"
+        runner = _runner(service, units, reader, writer)
+        runner.queue = queue = _EndQueue()
+        running = asyncio.create_task(runner.run())
+
+        async def started_and_ended() -> bool:
+            return door.started.is_set() and queue.ended
+
+        await until(started_and_ended, 'the unit started and the worker read the "end"')
         far.shutdown(socket.SHUT_RD)  # the parent stops reading before the result is sent
+        door.release.set()  # the unit finishes: its result's send fails
         with pytest.raises(asyncio.CancelledError):
             await running
         far.close()
@@ -71,13 +107,19 @@ def test_a_worker_whose_parent_was_killed_stops_its_trials_at_once(tmp_path: Pat
     """The socket closes without an "end": nobody would record the trials, so the
     worker stops them now rather than after their 30 s."""
     units = [PromptUnit("slow good", 0)]
-    service = _service(tmp_path, PromptDoor(delay=30))
+    door = _HeldDoor(delay=30)
+    door.release.set()
+    service = _service(tmp_path, door)
 
     async def go() -> float:
         far, reader, writer = await _connected()
         far.sendall(frame(("unit", 0)))
         running = asyncio.create_task(_runner(service, units, reader, writer).run())
-        await asyncio.sleep(0.2)
+
+        async def unit_started() -> bool:
+            return door.started.is_set()
+
+        await until(unit_started, "the worker started the unit")
         started = time.monotonic()
         far.close()
         with pytest.raises(asyncio.CancelledError):
@@ -138,10 +180,21 @@ def test_an_interrupt_records_late_results_and_no_interrupted_unit(tmp_path: Pat
     ]
     service = _service(tmp_path, _FinishesOnCancel(delay=5))
     assert service.store is not None
+    started: set[str] = set()  # the trials the workers said they started
+
+    def seen(event: Event) -> None:
+        if isinstance(event, TrialStarted):
+            started.add(event.trial_id)
+
+    service.emit = seen
 
     async def go() -> None:
         running = asyncio.create_task(service.run(service.plan(units)))
-        await asyncio.sleep(1.0)  # the workers have started their units
+
+        async def all_slots_busy() -> bool:  # n_concurrent=4, the late unit among them
+            return units[0].trial_id in started and len(started) >= 4
+
+        await until(all_slots_busy, "the workers started four units, the late one among them")
         running.cancel()
         with pytest.raises(asyncio.CancelledError):
             await running

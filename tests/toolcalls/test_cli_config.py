@@ -13,6 +13,8 @@ from typer.testing import CliRunner
 
 from helios.cli.app import app
 
+from ..waiting import wait_until
+
 REPO = Path(__file__).resolve().parents[2]
 AGENTS = '''
 from helios import toolcalls
@@ -195,6 +197,7 @@ def test_ctrl_c_exits_130_quickly(tmp_path: Path) -> None:
         "from helios import toolcalls\n"
         "class Slow:\n"
         "    async def run(self, audio):\n"
+        "        open('run-started', 'w').close()\n"
         "        await asyncio.sleep(60)\n"
         "class Synth:\n"
         "    async def synthesize(self, text):\n"
@@ -208,7 +211,17 @@ def test_ctrl_c_exits_130_quickly(tmp_path: Path) -> None:
         [sys.executable, "-m", "helios", "toolcalls", "--config", "c.yaml"],
         cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
-    time.sleep(3.0)
+
+    def run_started() -> bool:
+        assert process.poll() is None, process.communicate()
+        return (tmp_path / "run-started").exists()
+
+    try:
+        wait_until(run_started, "the agent's run started", within=60)
+    except AssertionError:
+        process.kill()
+        process.communicate()
+        raise
     started = time.monotonic()
     process.send_signal(signal.SIGINT)
     out, err = process.communicate(timeout=60)
