@@ -15,6 +15,8 @@ DEFAULT_CALLS: Calls = [{"name": "book_flight", "arguments": {"from_city": "NYC"
 
 
 class CallingServer(Protocol):
+    """The server as a protocol's routes see it (`voice_server.VoiceServer`)."""
+
     def record(self, request: web.Request, body: Any, audio: bytes = b"") -> Received: ...
 
     def calls_for(self, received: Received) -> Calls: ...
