@@ -4,16 +4,13 @@ and the number of the first new batch file; and how its records are read."""
 from __future__ import annotations
 
 import random
-import uuid
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from helios import __version__
 from helios.datagen.folder import STORE_DIR, RunLock, batch_files, cut_torn_tail
 from helios.datagen.settings import GenerateSettings
-from helios.engine.store import RUN_FILE, RunStore, write_json_atomic
+from helios.engine.store import RUN_FILE, RunStore, run_metadata, write_json_atomic
 from helios.errors import ConfigError
 
 
@@ -37,18 +34,14 @@ class RunSession:
 
 
 def _metadata(settings: GenerateSettings, seed: int) -> dict[str, Any]:
-    return {
-        # uuid4, as for batches: the sandboxes' labels and names are per run
-        "run_id": uuid.uuid4().hex,
-        "created_at": datetime.now(UTC).isoformat(),
-        "helios_version": __version__,
-        "kind": "generate",
-        "run_name": settings.run_name,
-        "dataset_file": str(settings.dataset_file),
-        "model": settings.model,
-        "distribution": settings.distribution,
-        "seed": seed,
-    }
+    return run_metadata(
+        "generate",
+        run_name=settings.run_name,
+        dataset_file=str(settings.dataset_file),
+        model=settings.model,
+        distribution=settings.distribution,
+        seed=seed,
+    )
 
 
 def open_run(settings: GenerateSettings) -> RunSession:

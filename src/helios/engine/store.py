@@ -17,15 +17,19 @@ import contextlib
 import fcntl
 import json
 import os
+import platform
 import shutil
+import uuid
 from collections.abc import Mapping
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import IO, Any
 
 from helios.engine.jsonl import BadLine, RecordHead, RecordStream
 from helios.errors import ConfigError, InputError
 from helios.safe_json import JsonValueError, dumps, parse_json
+from helios.settings import current as helios_settings
+from helios.version import __version__
 
 RESULTS_FILE = "results.jsonl"
 RUN_FILE = "run.json"
@@ -49,6 +53,27 @@ def write_json_atomic(path: Path, data: Any) -> None:
         with contextlib.suppress(OSError):
             tmp.unlink()
         raise
+
+
+def run_metadata(kind: str, **fields: Any) -> dict[str, Any]:
+    """The head of every door's `run.json`: one id scheme (a uuid4: sandbox labels
+    and names are per run), when, which Helios, what kind of run, the door's own
+    fields, then the `HELIOS_*` settings that are set (`helios.settings`: a URL
+    without its password) and the facts of the host it ran on."""
+    return {
+        "run_id": uuid.uuid4().hex,
+        "created_at": datetime.now(UTC).isoformat(),
+        "helios_version": __version__,
+        "kind": kind,
+        **fields,
+        "helios_settings": helios_settings().recorded(),
+        "host": {
+            "python": platform.python_version(),
+            "platform": platform.platform(terse=True),
+            "machine": platform.machine(),
+            "cpus": os.cpu_count() or 1,
+        },
+    }
 
 
 def new_run_dir(output_dir: Path, prefix: str) -> Path:

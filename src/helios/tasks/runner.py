@@ -10,9 +10,7 @@ from __future__ import annotations
 import inspect
 import json
 import time
-import uuid
 from collections.abc import Awaitable, Callable, Sequence
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -22,11 +20,18 @@ from rich.markup import escape
 from helios.agents.registry import agent_class, choose_agent, create_agent
 from helios.display.progress import BatchProgress, default_console, header_panel
 from helios.engine.batch import BatchOptions, BatchService
-from helios.engine.store import KEEP_LEFTOVERS, RunStore, new_run_dir, write_json_atomic
+from helios.engine.store import (
+    KEEP_LEFTOVERS,
+    RunStore,
+    new_run_dir,
+    run_metadata,
+    write_json_atomic,
+)
 from helios.engine.workers import default_workers
 from helios.environments.registry import provider_class
 from helios.errors import InputError
 from helios.models.services import DEFAULT_MODEL, ModelServices
+from helios.settings import current as helios_settings
 from helios.tasks.door import TaskDoor
 from helios.tasks.plan import (
     LoadedTasks,
@@ -48,7 +53,6 @@ from helios.tasks.summary import (
 )
 from helios.tasks.task import Task
 from helios.tasks.trial import TrialSpec
-from helios.version import __version__
 
 OnComplete = Callable[[str, Any], Awaitable[None] | None]
 SUMMARY_FILE = "batch_summary.json"
@@ -189,6 +193,8 @@ class ParallelRunner:
         }  # fmt: skip
         if self.uses_model:
             identity["generation"] = s.models.generation.identity()
+        # the HELIOS_* variables that change results (a docker network, prices)
+        identity["result_settings"] = helios_settings().identity()
         return json.loads(json.dumps(identity, default=str))  # type: ignore[no-any-return]
 
     def _open_store(self) -> RunStore:
@@ -201,14 +207,9 @@ class ParallelRunner:
                 store.close()
                 raise
             return store
-        metadata = {
-            "run_id": uuid.uuid4().hex,
-            "created_at": datetime.now(UTC).isoformat(),
-            "helios_version": __version__,
-            "kind": s.run_prefix,
-            **self._identity(),
-            "task_paths": [str(p) for p in _as_list(self.task_paths)],
-        }
+        metadata = run_metadata(
+            s.run_prefix, **self._identity(), task_paths=[str(p) for p in _as_list(self.task_paths)]
+        )
         return RunStore.create(new_run_dir(s.output_dir, s.run_prefix), metadata)
 
     # -- running -------------------------------------------------------------

@@ -13,16 +13,14 @@ import os
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, overload
 
 from rich.console import Console
 
-from helios import __version__
 from helios.display.progress import BatchProgress, default_console
 from helios.engine.batch import BatchOptions, BatchService
-from helios.engine.store import RunStore, new_run_dir, write_json_atomic
+from helios.engine.store import RunStore, new_run_dir, run_metadata, write_json_atomic
 from helios.errors import ConfigError
 from helios.failures import ErrorInfo
 from helios.models.retry import RetryPolicy
@@ -270,14 +268,7 @@ async def run_cases(
 
 
 def _open_store(output_dir: str | Path, units: RunPlan, limit: int) -> RunStore:
-    metadata = {
-        "run_id": f"{int(time.time() * 1000):x}",
-        "created_at": datetime.now(UTC).isoformat(),
-        "helios_version": __version__,
-        "kind": "toolcalls",
-        "runs": len(units),
-        "max_concurrency": limit,
-    }
+    metadata = run_metadata("toolcalls", runs=len(units), max_concurrency=limit)
     return RunStore.create(new_run_dir(Path(output_dir), "toolcalls"), metadata)
 
 
