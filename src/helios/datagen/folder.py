@@ -19,18 +19,13 @@ that existed when the invocation started.
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
 import os
 import re
 import threading
 from pathlib import Path
 from typing import IO
 
-from helios.errors import ConfigError
-
 STORE_DIR = ".helios"
-LOCK_FILE = "generate.lock"
 TRAJECTORIES = "trajectories.jsonl"
 CHECKPOINT = "checkpoint.json"
 STATISTICS = "statistics.json"
@@ -73,40 +68,6 @@ def cut_torn_tail(path: Path) -> bool:
                 handle.truncate(start + cut + 1 if cut != -1 else 0)
                 return True
             start = max(start - 1024 * 1024, 0)
-
-
-class RunLock:
-    """One `helios generate` per run folder: a second one gets one clear line."""
-
-    def __init__(self, store_dir: Path) -> None:
-        self.path = store_dir / LOCK_FILE
-        self._handle: IO[str] | None = None
-
-    def acquire(self) -> None:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        handle = self.path.open("a+")
-        try:
-            fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            handle.seek(0)
-            holder = handle.read().strip() or "another process"
-            handle.close()
-            raise ConfigError(
-                f"{self.path.parent.parent} is being written by pid {holder}; wait for it "
-                "or choose another --run_name", field="--run_name",
-            ) from None  # fmt: skip
-        handle.seek(0)
-        handle.truncate()
-        handle.write(str(os.getpid()))
-        handle.flush()
-        self._handle = handle
-
-    def release(self) -> None:
-        if self._handle is not None:
-            with contextlib.suppress(OSError):
-                fcntl.flock(self._handle.fileno(), fcntl.LOCK_UN)
-            self._handle.close()
-            self._handle = None
 
 
 class RowWriter:

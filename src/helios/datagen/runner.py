@@ -40,14 +40,20 @@ from helios.datagen.outputs import (
     write_tombstones_and_failures,
 )
 from helios.datagen.routing import open_services
-from helios.datagen.session import RunSession, open_run, review_records, save_seconds
+from helios.datagen.session import (
+    RunSession,
+    check_run_name,
+    open_session,
+    review_records,
+    run_config,
+)
 from helios.datagen.settings import HERMES_DEFAULT_MODEL, GenerateSettings
 from helios.datagen.statistics import statistics_document, totals
 from helios.datagen.units import PromptUnit, assign_batches, build_units
 from helios.display.progress import default_console, header_panel
-from helios.engine.batch import BatchOptions, BatchService
+from helios.engine.batch import BatchService
+from helios.engine.run import Run
 from helios.engine.store import write_json_atomic
-from helios.environments.registry import provider_class
 from helios.models.services import ModelServices
 from helios.secrets import public_url
 from helios.text import visible
@@ -174,19 +180,15 @@ class BatchRunner:
     async def arun(self, resume: bool = False) -> GenerateResult:
         s = self.settings
         s.resume = s.resume or resume
-        services = self.services = open_services(s)
-        try:
-            await provider_class(s.provider).preflight()
-            session = open_run(s)
-            try:
-                await self._run(session, services)
-            finally:
-                session.close()
-        finally:
-            await services.close()
+        async with Run(open_services=lambda: open_services(s)) as run:
+            assert run.services is not None
+            self.services = run.services
+            check_run_name(s)
+            await run.open(run_config(s))
+            await self._run(run, open_session(run, s), run.services)
         return self.result
 
-    async def _run(self, session: RunSession, services: ModelServices) -> None:
+    async def _run(self, run: Run, session: RunSession, services: ModelServices) -> None:
         s = self.settings
         self.writer = RowWriter(session.run_dir)
         self.door = GenerateDoor(s, self.writer, all_hermes_tool_names())
@@ -204,28 +206,20 @@ class BatchRunner:
         self._checkpoint_at, self._checkpointing = 0.0, False
         self._print_header(len(units), len(pending), session)
         progress = GenerateProgress(self.console, quiet=not s.verbose, services=services)
-        service: BatchService[PromptUnit, PromptResult] = BatchService(
-            door=self.door, store=session.store,
-            options=BatchOptions(n_concurrent=s.in_flight, retry_errors=True, provider=s.provider,
-                                 max_starts=s.in_flight if s.provider == "local" else 4),
-            emit=progress.handle, services=services, on_recorded=self._recorded,
-        )  # fmt: skip
-        started = time.monotonic()
+        service: BatchService[PromptUnit, PromptResult] = run.service(
+            self.door, emit=progress.handle, on_recorded=self._recorded
+        )
         try:
             # The reviewed records: a verdict that does not hold is pending again.
             plan = service.plan(pending, session.records)
-            if s.show_progress:
-                with progress:
-                    await service.run(plan)
-            else:
-                await service.run(plan)
+            await run.execute(service, plan, progress if s.show_progress else None)
         except asyncio.CancelledError:
             self.result.interrupted = True
             raise
         finally:
             self.writer.close()
             self.result.aborted = service.aborted
-            self._finish(session, units, time.monotonic() - started)
+            self._finish(run, session, units)
 
     def _adopt(self, session: RunSession, units: list[PromptUnit]) -> None:
         adopted = adopt_rows(session.run_dir, units)
@@ -278,7 +272,7 @@ class BatchRunner:
         return public_url(url) if url else ""
 
     # -- finishing ----------------------------------------------------------------------
-    def _finish(self, session: RunSession, units: list[PromptUnit], seconds: float) -> None:
+    def _finish(self, engine_run: Run, session: RunSession, units: list[PromptUnit]) -> None:
         s = self.settings
         records = review_records(session.run_dir, session.store.load_records())
         finals = final_records(records.values())
@@ -288,8 +282,8 @@ class BatchRunner:
         )
         write_checkpoint(session.run_dir, checkpoint_document(s.run_name, records.values(), units))
         run = totals(finals.values(), n_failures)
-        total_seconds = session.prior_seconds + seconds
-        save_seconds(session, total_seconds)
+        total_seconds = engine_run.save_seconds()
+        seconds = total_seconds - engine_run.prior_seconds
         statistics = statistics_document(
             run_name=s.run_name, distribution=s.distribution, total_prompts=len(units),
             batch_size=s.batch_size, model=s.model, duration=seconds,

@@ -1,5 +1,7 @@
-"""Opening a run folder for one invocation: the lock, the engine's store, the seed
-and the number of the first new batch file; and how its records are read."""
+"""A generate folder's run for one invocation: its `RunConfig` (the engine's `Run`
+opens and locks it), then what the invocation continues from (the seed, the
+reviewed records, the number of the first new batch file); and how records are
+read."""
 
 from __future__ import annotations
 
@@ -8,9 +10,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from helios.datagen.folder import STORE_DIR, RunLock, batch_files, cut_torn_tail
+from helios.datagen.folder import STORE_DIR, batch_files, cut_torn_tail
 from helios.datagen.settings import GenerateSettings
-from helios.engine.store import RUN_FILE, RunStore, run_metadata, write_json_atomic
+from helios.engine.run import ConcurrencyConfig, OutputsConfig, Run, RunConfig, SandboxConfig
+from helios.engine.store import RUN_FILE, RunStore
 from helios.errors import ConfigError
 
 
@@ -18,61 +21,49 @@ from helios.errors import ConfigError
 class RunSession:
     run_dir: Path
     store: RunStore
-    lock: RunLock
     seed: int
     first_batch: int
     records: dict[str, dict[str, Any]]
-    #: earlier invocations' time, for the total duration
-    prior_seconds: float
     resumed: bool
     #: batch files without a store (a run Hermes started): their rows get records
     adopt: bool = False
 
-    def close(self) -> None:
-        self.store.close()
-        self.lock.release()
 
-
-def _metadata(settings: GenerateSettings, seed: int) -> dict[str, Any]:
-    return run_metadata(
-        "generate",
-        run_name=settings.run_name,
-        dataset_file=str(settings.dataset_file),
-        model=settings.model,
-        distribution=settings.distribution,
-        seed=seed,
-    )
-
-
-def open_run(settings: GenerateSettings) -> RunSession:
-    """Lock the run folder and open (or create) its store; ConfigError if it is taken."""
+def check_run_name(settings: GenerateSettings) -> None:
+    """A folder that holds a run is continued only with --resume (ConfigError)."""
     run_dir = settings.run_dir
-    store_dir = run_dir / STORE_DIR
-    existing = (store_dir / RUN_FILE).is_file() or bool(batch_files(run_dir))
+    existing = (run_dir / STORE_DIR / RUN_FILE).is_file() or bool(batch_files(run_dir))
     if existing and not settings.resume:
         raise ConfigError(
             f"{run_dir} already holds a run: add --resume to continue it, or choose another "
             "--run_name", field="--run_name",
         )  # fmt: skip
-    store_dir.mkdir(parents=True, exist_ok=True)
-    lock = RunLock(store_dir)
-    lock.acquire()
-    try:
-        return _open_locked(settings, run_dir, store_dir, lock)
-    except BaseException:
-        lock.release()
-        raise
 
 
-def _open_locked(
-    settings: GenerateSettings, run_dir: Path, store_dir: Path, lock: RunLock
-) -> RunSession:
-    resumed = (store_dir / RUN_FILE).is_file()
-    adopt = not resumed and bool(batch_files(run_dir))
-    if not resumed:
-        seed = settings.seed if settings.seed is not None else random.randrange(2**31)
-        write_json_atomic(store_dir / RUN_FILE, _metadata(settings, seed))
-    store = RunStore.open_existing(store_dir)
+def run_config(settings: GenerateSettings) -> RunConfig:
+    """The engine's run for a generate folder: `<run_name>/.helios/`, resumed by name."""
+    s = settings
+    seed = s.seed if s.seed is not None else random.randrange(2**31)  # recorded if new
+    return RunConfig(
+        kind="generate",
+        concurrency=ConcurrencyConfig(
+            in_flight=s.in_flight, retry_errors=True,
+            sandbox_starts=s.in_flight if s.provider == "local" else 4,
+        ),
+        sandbox=SandboxConfig(provider=s.provider),
+        outputs=OutputsConfig(fixed=s.run_dir / STORE_DIR),
+        recorded={
+            "run_name": s.run_name, "dataset_file": str(s.dataset_file), "model": s.model,
+            "distribution": s.distribution, "seed": seed,
+        },
+    )  # fmt: skip
+
+
+def open_session(run: Run, settings: GenerateSettings) -> RunSession:
+    """What this invocation continues from, read under the run's lock: the seed, the
+    records (reviewed) and the number of the first new batch file."""
+    run_dir, store = settings.run_dir, run.store
+    adopt = not run.resumed and bool(batch_files(run_dir))
     metadata = store.metadata()
     seed = settings.seed if settings.seed is not None else int(metadata.get("seed", 0))
     numbers = set(batch_files(run_dir))
@@ -81,8 +72,7 @@ def _open_locked(
     records = review_records(run_dir, store.load_records())
     numbers |= {int(r.get("batch_num", -1)) for r in records.values()}
     first = max(numbers, default=-1) + 1
-    prior = float(metadata.get("seconds", 0.0)) if resumed else 0.0
-    return RunSession(run_dir, store, lock, seed, first, records, prior, resumed, adopt)
+    return RunSession(run_dir, store, seed, first, records, run.resumed, adopt)
 
 
 def review_records(run_dir: Path, records: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
@@ -119,11 +109,3 @@ def review_records(run_dir: Path, records: dict[str, dict[str, Any]]) -> dict[st
 
 #: what a reviewed record loses with its verdict
 _VERDICT_KEYS = frozenset({"status", "reason", "file", "offset", "length", "error"})
-
-
-def save_seconds(session: RunSession, seconds: float) -> None:
-    """Keep the run's total time in run.json, for statistics after a resume."""
-    path = session.store.run_dir / RUN_FILE
-    metadata = session.store.metadata()
-    metadata["seconds"] = round(seconds, 3)
-    write_json_atomic(path, metadata)

@@ -20,7 +20,7 @@ import os
 import platform
 import shutil
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import IO, Any
@@ -104,6 +104,8 @@ class RunStore:
         self.quarantined: list[BadLine] = []
         #: leftovers deleted to keep _incomplete/ bounded
         self.pruned: list[Path] = []
+        #: this invocation wrote run.json (`open_or_create`)
+        self.created = False
 
     @property
     def results_path(self) -> Path:
@@ -116,6 +118,28 @@ class RunStore:
         store = cls(run_dir)
         store._acquire()
         write_json_atomic(run_dir / RUN_FILE, metadata)
+        return store
+
+    @classmethod
+    def open_or_create(
+        cls, run_dir: Path, metadata: Callable[[], dict[str, Any]], *, create: bool
+    ) -> RunStore:
+        """The run in `run_dir`, locked before anything in it is read: resumed when
+        its run.json exists, else (with `create`) started there with `metadata()`.
+        `store.created` says which."""
+        if create:
+            run_dir.mkdir(parents=True, exist_ok=True)
+        elif not (run_dir / RUN_FILE).is_file():
+            raise FileNotFoundError(f"{run_dir} is not a Helios run folder (no {RUN_FILE})")
+        store = cls(run_dir)
+        store._acquire()
+        try:
+            if not (run_dir / RUN_FILE).is_file():
+                write_json_atomic(run_dir / RUN_FILE, metadata())
+                store.created = True
+        except BaseException:
+            store.close()
+            raise
         return store
 
     @classmethod

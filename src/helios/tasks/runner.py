@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import inspect
 import json
-import time
 from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -19,19 +18,13 @@ from rich.markup import escape
 
 from helios.agents.registry import agent_class, choose_agent, create_agent
 from helios.display.progress import BatchProgress, default_console, header_panel
-from helios.engine.batch import BatchOptions, BatchService
-from helios.engine.store import (
-    KEEP_LEFTOVERS,
-    RunStore,
-    new_run_dir,
-    run_metadata,
-    write_json_atomic,
-)
+from helios.engine.batch import BatchService
+from helios.engine.run import ConcurrencyConfig, OutputsConfig, Run, RunConfig, SandboxConfig
+from helios.engine.store import KEEP_LEFTOVERS, RunStore, write_json_atomic
 from helios.engine.workers import default_workers
 from helios.environments.registry import provider_class
 from helios.errors import InputError
 from helios.models.services import DEFAULT_MODEL, ModelServices
-from helios.settings import current as helios_settings
 from helios.tasks.door import TaskDoor
 from helios.tasks.plan import (
     LoadedTasks,
@@ -193,46 +186,38 @@ class ParallelRunner:
         }  # fmt: skip
         if self.uses_model:
             identity["generation"] = s.models.generation.identity()
-        # the HELIOS_* variables that change results (a docker network, prices)
-        identity["result_settings"] = helios_settings().identity()
         return json.loads(json.dumps(identity, default=str))  # type: ignore[no-any-return]
 
-    def _open_store(self) -> RunStore:
+    def _config(self) -> RunConfig:
         s = self.settings
-        if s.resume is not None:
-            store = RunStore.open_existing(s.resume)
-            try:
-                store.check_settings(self._identity(), force=s.force)
-            except BaseException:
-                store.close()
-                raise
-            return store
-        metadata = run_metadata(
-            s.run_prefix, **self._identity(), task_paths=[str(p) for p in _as_list(self.task_paths)]
+        return RunConfig(
+            kind=s.run_prefix,
+            concurrency=ConcurrencyConfig(
+                in_flight=s.n_concurrent,
+                processes=s.workers or default_workers(s.n_concurrent),
+                sandbox_starts=s.starts_at_once,
+                retry_errors=s.retry_errors,
+            ),
+            sandbox=SandboxConfig(provider=s.provider),
+            outputs=OutputsConfig(
+                parent=s.output_dir, prefix=s.run_prefix, resume=s.resume, force=s.force
+            ),
+            identity=self._identity(),
+            recorded={"task_paths": [str(p) for p in _as_list(self.task_paths)]},
         )
-        return RunStore.create(new_run_dir(s.output_dir, s.run_prefix), metadata)
 
     # -- running -------------------------------------------------------------
     async def run(self) -> BatchResult:
-        # A missing key stops us before any work.
-        self.services = self.settings.models.open() if self.uses_model else None
-        try:
-            return await self._run()
-        finally:
-            if self.services is not None:
-                await self.services.close()
+        opener = self.settings.models.open if self.uses_model else None
+        async with Run(open_services=opener) as run:  # a missing key stops us first
+            self.services = run.services
+            specs = self._plan()
+            await run.open(self._config())
+            return await self._run_in(run, specs)
 
-    async def _run(self) -> BatchResult:
-        specs = self._plan()
-        await self.provider_class.preflight()
-        store = self._open_store()
-        try:
-            return await self._run_in(store, specs)
-        finally:
-            store.close()
-
-    async def _run_in(self, store: RunStore, specs: list[TrialSpec]) -> BatchResult:
+    async def _run_in(self, run: Run, specs: list[TrialSpec]) -> BatchResult:
         s = self.settings
+        store = run.store
         self.run_dir = store.run_dir
         # Heads only (id, status, folder): a resume starts without parsing whole records.
         index = store.load_index()
@@ -240,19 +225,8 @@ class ParallelRunner:
         folders = {str(h.folder): tid for tid, h in index.items() if h.folder is not None}
         specs = dedupe_folders(specs, folders)
         progress = BatchProgress(self.console, total=0, quiet=s.quiet or not s.show_progress)
-        service: BatchService[TrialSpec, TrialResult] = BatchService(
-            door=TaskDoor(store.run_dir),
-            store=store,
-            options=BatchOptions(
-                n_concurrent=s.n_concurrent,
-                max_starts=s.starts_at_once,
-                retry_errors=s.retry_errors,
-                provider=s.provider,
-                workers=s.workers or default_workers(s.n_concurrent),
-            ),
-            emit=progress.handle,
-            services=self.services,
-            on_recorded=self._notify,
+        service: BatchService[TrialSpec, TrialResult] = run.service(
+            TaskDoor(store.run_dir), emit=progress.handle, on_recorded=self._notify
         )
         plan = service.plan(specs, index)
         if store.pruned and s.show_progress:
@@ -260,20 +234,16 @@ class ParallelRunner:
                 f"removed {len(store.pruned)} old leftover folder(s) from _incomplete/ "
                 f"(the last {KEEP_LEFTOVERS} of each trial are kept)", highlight=False,
             )  # fmt: skip
-        prior = _prior_duration(store.run_dir)
-        started = time.monotonic()
+        # a batch of an earlier Helios kept its time only in its summary
+        run.prior_seconds = run.prior_seconds or _prior_duration(store.run_dir)
         self._print_header(len(specs), len(plan.pending), store.run_dir)
         if self.services is not None:
             progress.extra_source = self.services.live_line
         try:
-            if s.show_progress:
-                with progress:
-                    await service.run(plan)
-            else:
-                await service.run(plan)
+            await run.execute(service, plan, progress if s.show_progress else None)
         finally:
             self.aborted = service.aborted
-            duration = prior + time.monotonic() - started
+            duration = _saved_seconds(run)
             finished = [TrialResult.model_validate(r) for r in plan.finished]
             batch = self._finish(
                 finished + service.recorded, len(specs), duration, store, service.interrupted
@@ -366,6 +336,15 @@ class AgentRunner:
 
 def _as_list(paths: Sequence[str | Path] | str | Path) -> list[str | Path]:
     return [paths] if isinstance(paths, str | Path) else list(paths)
+
+
+def _saved_seconds(run: Run) -> float:
+    """The run's time so far, kept in run.json when it can be (the records are what
+    matter: a full disk must not hide the summary)."""
+    try:
+        return run.save_seconds()
+    except OSError:
+        return run.seconds
 
 
 def _prior_duration(run_dir: Path) -> float:

@@ -1,0 +1,233 @@
+"""A run: what every door's invocation shares, owned by the engine.
+
+A door used to hand-write this layer (issue 20): the run folder, its id, its lock,
+`run.json`, the model services, the provider's preflight, the time across resumes
+and the live display around `BatchService.run`. `Run` holds all of it, driven by
+one `RunConfig`; a door supplies its units, its `Door` and what it writes at the
+end (`batch_summary.json`, Hermes's files, the tool-call report).
+
+    async with Run(open_services=settings.models.open) as run:  # a missing key: here
+        units = plan_the_units()
+        await run.open(RunConfig(kind="batch", outputs=OutputsConfig(parent=Path("output"))))
+        service = run.service(TaskDoor(run.run_dir), emit=progress.handle)
+        plan = service.plan(units, run.store.load_index())
+        await run.execute(service, plan, progress)
+        run.save_seconds()
+    # run.seconds: this invocation's and every earlier one's, kept in run.json
+
+The folder is one of two shapes: a new `<parent>/<prefix>_YYYYMMDD_HHMMSS/` per
+invocation (tasks, toolcalls; `resume=` names an old one), or one fixed folder a
+run is resumed in by name (generate's `<run_name>/.helios/`). Either way one lock
+(the store's) is taken before anything in it is read, and a resume is refused when
+a setting that changes results differs (`RunConfig.identity`, and the `HELIOS_*`
+variables that change results) unless `force`.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
+from pathlib import Path
+from types import TracebackType
+from typing import Any, TypeVar
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from helios.engine.batch import BatchOptions, BatchPlan, BatchService, OnRecorded
+from helios.engine.door import Door, Unit
+from helios.engine.store import RUN_FILE, RunStore, new_run_dir, run_metadata, write_json_atomic
+from helios.environments.registry import provider_class
+from helios.events import EventSink
+from helios.models.services import ModelServices
+from helios.settings import current as helios_settings
+
+U = TypeVar("U", bound=Unit)
+R = TypeVar("R")
+
+#: the key of run.json that keeps the time of every invocation so far
+SECONDS_KEY = "seconds"
+
+
+class ConcurrencyConfig(BaseModel):
+    """One name for each knob: units in flight, processes, sandbox starts at once."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    in_flight: int = Field(default=2, ge=1)
+    #: processes that run units (1: this one)
+    processes: int = Field(default=1, ge=1)
+    #: sandboxes starting at once
+    sandbox_starts: int = Field(default=4, ge=1)
+    #: with a resume, run errored units again too
+    retry_errors: bool = False
+
+
+class SandboxConfig(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    provider: str = "docker"
+
+
+class OutputsConfig(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid", arbitrary_types_allowed=True)
+
+    #: where a new run's folder is made (`<parent>/<prefix>_YYYYMMDD_HHMMSS`)
+    parent: Path | None = None
+    prefix: str = "batch"
+    #: an existing run folder to finish (its run.json must exist)
+    resume: Path | None = None
+    #: a fixed folder: created on the first invocation, resumed on the next ones
+    fixed: Path | None = None
+    #: resume even when a setting that changes results differs
+    force: bool = False
+
+
+class RunConfig(BaseModel):
+    """Everything a run is started with, recorded in its `run.json`."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    kind: str
+    concurrency: ConcurrencyConfig = ConcurrencyConfig()
+    sandbox: SandboxConfig = SandboxConfig()
+    outputs: OutputsConfig = OutputsConfig()
+    #: the door's settings that change results: recorded, and checked on a resume
+    identity: dict[str, Any] = Field(default_factory=dict)
+    #: more of the door's fields for run.json (recorded, never checked)
+    recorded: dict[str, Any] = Field(default_factory=dict)
+
+    def full_identity(self) -> dict[str, Any]:
+        # the HELIOS_* variables that change results (a docker network, prices)
+        return {**self.identity, "result_settings": helios_settings().identity()}
+
+
+class Run:
+    """One invocation of a run. `async with` opens the model services (a missing key
+    stops the run before any work); the door plans; `open(config)` checks the
+    sandbox provider and opens the folder; then `service` and `execute`."""
+
+    def __init__(
+        self,
+        *,
+        open_services: Callable[[], ModelServices] | None = None,
+        preflight: bool = True,
+    ) -> None:
+        self._open_services = open_services
+        self._preflight = preflight
+        self.services: ModelServices | None = None
+        self._config: RunConfig | None = None
+        self._store: RunStore | None = None
+        #: True when this invocation continues an earlier one
+        self.resumed = False
+        #: the time of the earlier invocations (from run.json)
+        self.prior_seconds = 0.0
+        self._started = time.monotonic()
+
+    # -- opening and closing ---------------------------------------------------------
+    async def __aenter__(self) -> Run:
+        self.services = self._open_services() if self._open_services is not None else None
+        return self
+
+    async def open(self, config: RunConfig) -> RunStore:
+        """Check the provider, then open (or create) the run's folder, locked."""
+        self._config = config
+        if self._preflight:
+            await provider_class(config.sandbox.provider).preflight()
+        self._store = self._open_store(config)
+        self.prior_seconds = float(self._store.metadata().get(SECONDS_KEY, 0.0) or 0.0)
+        self._started = time.monotonic()
+        return self._store
+
+    async def __aexit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        try:
+            if self._store is not None:
+                self._store.close()
+        finally:
+            if self.services is not None:
+                await self.services.close()
+
+    def _open_store(self, config: RunConfig) -> RunStore:
+        outputs = config.outputs
+        identity = config.full_identity()
+
+        def metadata() -> dict[str, Any]:
+            return run_metadata(config.kind, **identity, **config.recorded)
+
+        folder = outputs.resume or outputs.fixed
+        if folder is not None:
+            store = RunStore.open_or_create(folder, metadata, create=outputs.fixed is not None)
+            self.resumed = not store.created
+            if self.resumed:
+                try:
+                    store.check_settings(identity, force=outputs.force)
+                except BaseException:
+                    store.close()
+                    raise
+            return store
+        if outputs.parent is None:
+            raise ValueError("OutputsConfig needs parent, resume or fixed")
+        return RunStore.create(new_run_dir(outputs.parent, outputs.prefix), metadata())
+
+    # -- what a door uses ------------------------------------------------------------
+    @property
+    def config(self) -> RunConfig:
+        if self._config is None:
+            raise RuntimeError("the run is not open (call `await run.open(config)`)")
+        return self._config
+
+    @property
+    def store(self) -> RunStore:
+        if self._store is None:
+            raise RuntimeError("the run is not open (call `await run.open(config)`)")
+        return self._store
+
+    @property
+    def run_dir(self) -> Path:
+        return self.store.run_dir
+
+    def service(
+        self, door: Door[U, R], *, emit: EventSink | None = None,
+        on_recorded: OnRecorded | None = None,
+    ) -> BatchService[U, R]:  # fmt: skip
+        c = self.config.concurrency
+        return BatchService(
+            door=door,
+            store=self.store,
+            options=BatchOptions(
+                n_concurrent=c.in_flight,
+                max_starts=c.sandbox_starts,
+                retry_errors=c.retry_errors,
+                provider=self.config.sandbox.provider,
+                workers=c.processes,
+            ),
+            emit=emit,
+            services=self.services,
+            on_recorded=on_recorded,
+        )
+
+    async def execute(
+        self,
+        service: BatchService[U, R],
+        plan: BatchPlan[U],
+        display: AbstractContextManager[Any] | None = None,
+    ) -> None:
+        """Run the plan, inside the live display if there is one."""
+        with display if display is not None else nullcontext():
+            await service.run(plan)
+
+    @property
+    def seconds(self) -> float:
+        """This invocation's time so far plus every earlier one's."""
+        return self.prior_seconds + time.monotonic() - self._started
+
+    def save_seconds(self) -> float:
+        """Keep the total time in run.json (a resume adds to it); returns it."""
+        total = self.seconds
+        metadata = self.store.metadata()
+        metadata[SECONDS_KEY] = round(total, 3)
+        write_json_atomic(self.run_dir / RUN_FILE, metadata)
+        return total
+
