@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from helios.engine.batch import BatchOptions, BatchPlan, BatchService, Counts
+    from helios.engine.calls import EndpointCalls
     from helios.engine.door import Door, Unit, Verdict
     from helios.engine.episode import (
         AgentRun,
@@ -28,8 +29,23 @@ if TYPE_CHECKING:
         run_episode,
         unit_dir,
     )
+    from helios.engine.run import (
+        ConcurrencyConfig,
+        OutputsConfig,
+        Run,
+        RunConfig,
+        SandboxConfig,
+    )
     from helios.engine.scheduler import Scheduler
-    from helios.engine.store import KEEP_LEFTOVERS, RunInUse, RunStore, new_run_dir
+    from helios.engine.shared import SharedValues
+    from helios.engine.store import (
+        KEEP_LEFTOVERS,
+        RunInUse,
+        RunStore,
+        new_run_dir,
+        run_metadata,
+        write_json_atomic,
+    )
     from helios.engine.workers import default_workers
     from helios.events import (
         BatchPlanned,
@@ -48,13 +64,21 @@ if TYPE_CHECKING:
 
 _FROM = {
     "helios.engine.batch": ("BatchOptions", "BatchPlan", "BatchService", "Counts"),
+    "helios.engine.calls": ("EndpointCalls",),
     "helios.engine.door": ("Door", "Unit", "Verdict"),
     "helios.engine.episode": (
         "AgentRun", "Episode", "EpisodeBody", "EpisodeContext", "EpisodeSession", "EpisodeSpec",
         "PhaseTimings", "Score", "Scorer", "now_iso", "run_episode", "unit_dir",
     ),
+    "helios.engine.run": (
+        "ConcurrencyConfig", "OutputsConfig", "Run", "RunConfig", "SandboxConfig",
+    ),
     "helios.engine.scheduler": ("Scheduler",),
-    "helios.engine.store": ("KEEP_LEFTOVERS", "RunInUse", "RunStore", "new_run_dir"),
+    "helios.engine.shared": ("SharedValues",),
+    "helios.engine.store": (
+        "KEEP_LEFTOVERS", "RunInUse", "RunStore", "new_run_dir", "run_metadata",
+        "write_json_atomic",
+    ),
     "helios.engine.workers": ("default_workers",),
     "helios.events": (
         "BatchPlanned", "BatchStopping", "DesktopReady", "Event", "EventSink", "PhaseChanged",
@@ -72,9 +96,11 @@ __all__ = [
     "BatchPlanned",
     "BatchService",
     "BatchStopping",
+    "ConcurrencyConfig",
     "Counts",
     "DesktopReady",
     "Door",
+    "EndpointCalls",
     "Episode",
     "EpisodeBody",
     "EpisodeContext",
@@ -82,14 +108,19 @@ __all__ = [
     "EpisodeSpec",
     "Event",
     "EventSink",
+    "OutputsConfig",
     "PhaseChanged",
     "PhaseTimings",
     "Retrying",
+    "Run",
+    "RunConfig",
     "RunInUse",
     "RunStore",
+    "SandboxConfig",
     "Scheduler",
     "Score",
     "Scorer",
+    "SharedValues",
     "Slot",
     "TrialFinished",
     "TrialStarted",
@@ -102,7 +133,9 @@ __all__ = [
     "new_run_dir",
     "now_iso",
     "run_episode",
+    "run_metadata",
     "unit_dir",
+    "write_json_atomic",
 ]
 
 
