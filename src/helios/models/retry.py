@@ -1,5 +1,6 @@
-"""Helios's own retries: exponential backoff with jitter, Retry-After honoured,
-capped in attempts and in total time. Waiting never holds a scheduler slot."""
+"""Retries of a model call: exponential backoff with jitter, Retry-After honoured,
+capped in attempts and in total time, through tenacity. Waiting never holds a
+scheduler slot (tenacity's sleep is `backoff_sleep`)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,9 @@ import random
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import NoReturn, TypeVar
+
+from tenacity import AsyncRetrying, RetryCallState, stop_after_attempt, stop_before_delay
 
 from helios.models.errors import ConnectionFailed, ModelError, RateLimitError, RetriesExhausted
 from helios.models.limiter import AdaptiveLimiter
@@ -45,31 +48,59 @@ async def call_with_retries(
     slot: Slot | None = None,
     on_retry: OnRetry | None = None,
 ) -> tuple[T, int]:
-    """Run `call` under the limiter; return (result, retries used)."""
-    started = time.monotonic()
-    attempt = 0
-    while True:
-        attempt += 1
+    """Run `call` under the limiter; return (result, retries used).
+
+    The loop is tenacity's: what is retried (a retryable `ModelError`; an endpoint
+    that cannot be reached only `connection_attempts` times), the wait
+    (`RetryPolicy.delay`), the stop (attempts, or a wait that would pass the total
+    time) and the sleep, which releases the scheduler slot (`backoff_sleep`)."""
+
+    async def attempt() -> T:
         async with limiter.slot():
             try:
                 result = await call()
-            except ModelError as error:
-                if isinstance(error, RateLimitError):
-                    limiter.on_rate_limit()
-                if not error.retryable:
-                    raise
-                last = error
-            else:
-                limiter.on_success()
-                return result, attempt - 1
-        if isinstance(last, ConnectionFailed) and attempt >= policy.connection_attempts:
-            raise last
-        delay = policy.delay(last, attempt)
-        elapsed = time.monotonic() - started
-        if attempt >= policy.max_attempts or elapsed + delay > policy.max_total_seconds:
-            raise RetriesExhausted(
-                f"gave up after {attempt} attempts in {elapsed:.0f}s: {last.kind}: {last}"
-            ) from last
-        if on_retry is not None:
-            on_retry(last, delay, attempt)
-        await backoff_sleep(slot, delay)
+            except RateLimitError:
+                limiter.on_rate_limit()
+                raise
+            limiter.on_success()
+            return result
+
+    def retryable(state: RetryCallState) -> bool:
+        error = _error(state)
+        if not isinstance(error, ModelError) or not error.retryable:
+            return False
+        unreachable = isinstance(error, ConnectionFailed)
+        return not (unreachable and state.attempt_number >= policy.connection_attempts)
+
+    def gave_up(state: RetryCallState) -> NoReturn:
+        last = _error(state)
+        assert isinstance(last, ModelError)
+        raise RetriesExhausted(
+            f"gave up after {state.attempt_number} attempts in "
+            f"{time.monotonic() - started:.0f}s: {last.kind}: {last}"
+        ) from last
+
+    def before_sleep(state: RetryCallState) -> None:
+        error = _error(state)
+        if on_retry is not None and isinstance(error, ModelError):
+            on_retry(error, state.upcoming_sleep, state.attempt_number)
+
+    started = time.monotonic()
+    retrying = AsyncRetrying(
+        sleep=lambda seconds: backoff_sleep(slot, seconds),
+        stop=stop_after_attempt(policy.max_attempts) | stop_before_delay(policy.max_total_seconds),
+        wait=lambda state: policy.delay(_error(state), state.attempt_number),  # type: ignore[arg-type]
+        retry=retryable,
+        before_sleep=before_sleep,
+        retry_error_callback=gave_up,
+    )
+    async for trial in retrying:
+        with trial:
+            result = await attempt()
+        if not trial.retry_state.outcome or not trial.retry_state.outcome.failed:
+            return result, trial.retry_state.attempt_number - 1
+    raise AssertionError("unreachable: tenacity returns or raises")  # pragma: no cover
+
+
+def _error(state: RetryCallState) -> BaseException | None:
+    return state.outcome.exception() if state.outcome is not None else None
