@@ -12,8 +12,7 @@ import pytest
 from aiohttp import web
 
 from helios import toolcalls as russo
-from helios.engine.episode import EpisodeContext
-from helios.engine.scheduler import Slot
+from helios.engine import EndpointCalls, EpisodeContext, Slot
 from helios.models.errors import BadRequestError
 from helios.models.retry import RetryPolicy
 from helios.toolcalls import transport
@@ -55,11 +54,12 @@ def test_a_prompts_audio_is_dropped_after_its_last_run() -> None:
 
     @russo.agent
     async def agent(audio: russo.Audio) -> russo.AgentResponse:
-        seen.append(len(door._audio))
+        seen.append(len(door.audio))
         return russo.AgentResponse()
 
+    calls = EndpointCalls(policy=FAST, limit=1, timeout=5)
     door = ToolCallDoor(synthesizer=Synth(), agent=agent, evaluator=ExactEvaluator(),
-                        text_mode=False, policy=FAST, limit=1, timeout=5)  # fmt: skip
+                        text_mode=False, agent_calls=calls, synthesizer_calls=calls)  # fmt: skip
     units = plan_units([Case("a", runs=1), Case("b", runs=3)])
     door.plan(units)
     ctx = EpisodeContext(run_id="r", run_dir=None, start_gate=asyncio.Semaphore(1))
@@ -71,7 +71,7 @@ def test_a_prompts_audio_is_dropped_after_its_last_run() -> None:
     asyncio.run(go())
     assert [u.label for u in units] == ["a #0", "b #0", "b #1", "b #2"]
     assert seen == [1, 1, 1, 1]  # a's audio went when a#0 ended; b's stays for its runs
-    assert door._audio == {}
+    assert len(door.audio) == 0
 
 
 def test_an_agent_returning_garbage_fails_its_run_only() -> None:

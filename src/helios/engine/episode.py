@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from pydantic import BaseModel
 
-from helios.agents.base import AgentContext, AgentOutcome
+from helios.agents.base import Agent, AgentContext, AgentOutcome
 from helios.agents.registry import create_agent
 from helios.engine.events import EventSink, PhaseChanged, Retrying
 from helios.engine.scheduler import Slot, backoff_sleep
@@ -96,7 +96,9 @@ class EpisodeSpec:
     folder: str | None
     sandbox: SandboxSpec
     provider: str
-    agent: str
+    #: the agent's registered name, made with `agent_settings`; or the agent itself,
+    #: when a door adapts an agent of its own kind (the tool-call door's agent under test)
+    agent: str | Agent
     agent_settings: Mapping[str, Any]
     instruction: str
     agent_timeout: float
@@ -259,7 +261,8 @@ class EpisodeSession:
         argument defaults to the spec's."""
         spec = self.spec
         timeout = spec.agent_timeout if timeout is None else timeout
-        agent = create_agent(spec.agent, **spec.agent_settings)
+        agent = (spec.agent if isinstance(spec.agent, Agent)
+                 else create_agent(spec.agent, **spec.agent_settings))  # fmt: skip
         agent_ctx = AgentContext(
             logs_dir=logs_dir or (self.dir / "agent" if self.dir is not None else None),
             timeout=timeout,

@@ -8,6 +8,7 @@ conversation costs O(new messages) of conversion per turn, not O(all).
 from __future__ import annotations
 
 import hashlib
+import json
 import time
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
@@ -22,12 +23,33 @@ DEFAULT_KEEP_IMAGES = 3
 
 @dataclass(slots=True)
 class ToolCall:
-    id: str
+    """A tool call: what a model asked for, and what a tool-call test expects
+    (`helios.toolcalls.ToolCall` and `tool_call` make this type).
+
+    Two calls are equal when they call the same tool with the same arguments: the id
+    and the raw text are how the call travelled, not what it is. Equal calls hash
+    alike, whatever the order of keys in nested arguments.
+    """
+
+    #: the provider's id for the call ("" when there is none: an expected call)
+    id: str = field(compare=False)
     name: str
     #: parsed arguments; None when the model sent invalid JSON
     arguments: dict[str, Any] | None
     #: the raw argument text as sent, kept for error messages and replay
-    raw_arguments: str = ""
+    raw_arguments: str = field(default="", compare=False)
+
+    def __hash__(self) -> int:
+        return hash((self.name, _canonical_json(self.arguments)))
+
+    def __str__(self) -> str:
+        args = ", ".join(f"{key}={value!r}" for key, value in (self.arguments or {}).items())
+        return f"{self.name}({args})"
+
+
+def _canonical_json(value: Any) -> str:
+    """One text per value: key order does not matter."""
+    return json.dumps(value, sort_keys=True, default=str, separators=(",", ":"))
 
 
 @dataclass(frozen=True, slots=True)

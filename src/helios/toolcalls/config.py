@@ -32,7 +32,7 @@ from helios.errors import InputError
 from helios.safe_yaml import load_yaml
 from helios.toolcalls.helpers import CallableAgent
 from helios.toolcalls.runner import MAX_RUNS, Case, too_many_runs
-from helios.toolcalls.types import ToolCall
+from helios.toolcalls.types import new_call
 
 SYNTHESIZERS = {
     "espeak": "helios.toolcalls.synthesizers.espeak:EspeakSynthesizer",
@@ -149,7 +149,7 @@ class ToolcallsConfig(Strict):
         cases: list[Case] = []
         for test in self.tests:
             runs = runs_override or test.runs or self.runs
-            expect = tuple(ToolCall(name=e.name, arguments=e.arguments) for e in test.expect)
+            expect = tuple(new_call(e.name, e.arguments) for e in test.expect)
             cases.extend(Case(text, expect, runs, test.id) for text in test.texts())
         return cases
 

@@ -1,36 +1,43 @@
 """The tool-call door: one run (prompt, run index) is a unit of work on the engine.
 
-A unit's run: the prompt's audio (synthesized once per prompt and shared by its
-runs), the agent, the evaluator. It never raises: an exception anywhere becomes
-a failed run that carries its error. Transient failures (timeouts, 429, 5xx,
-dropped connections) are retried with Helios's backoff, which frees the slot.
+A unit's run: the prompt's audio (made by the prompt's first run and shared with its
+others, `SharedValues`), then an engine episode (`run_episode`) with the null sandbox,
+the agent under test behind its adapter and the evaluator as the scorer
+(`toolcalls/episode.py`). It never raises: a failure anywhere becomes a failed run
+that carries its error. The synthesizer's and the agent's calls go through the
+engine's `EndpointCalls`: transient failures (timeouts, 429, 5xx, dropped
+connections) are retried with Helios's backoff, which frees the slot.
 """
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 import json
+import math
 import time
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any
 
-from helios.engine.batch import Verdict
-from helios.engine.episode import EpisodeContext
-from helios.engine.events import EventSink, PhaseChanged, Retrying
-from helios.engine.scheduler import Slot
+from helios.engine import (
+    EndpointCalls,
+    EpisodeContext,
+    EpisodeSpec,
+    PhaseChanged,
+    Retrying,
+    SharedValues,
+    Slot,
+    Verdict,
+    run_episode,
+)
+from helios.environments import NULL_SPEC
 from helios.failures import ErrorInfo
+from helios.models.base import ToolCall
 from helios.models.errors import ModelError
-from helios.models.limiter import AdaptiveLimiter
-from helios.models.retry import RetryPolicy, call_with_retries
-from helios.toolcalls.context import current_slot
-from helios.toolcalls.helpers import coerce_response
+from helios.models.retry import RetryPolicy
+from helios.toolcalls.episode import EvaluatorScorer, ToolCallAgent
 from helios.toolcalls.protocols import Evaluator, Synthesizer
-from helios.toolcalls.transport import classify
-from helios.toolcalls.types import AgentResponse, Audio, EvalResult, SingleRunResult, ToolCall
-
-T = TypeVar("T")
+from helios.toolcalls.types import Audio, EvalResult, SingleRunResult
 
 #: transient errors are retried this often by default (a hung agent must not take an hour)
 DEFAULT_RETRY_POLICY = RetryPolicy(max_attempts=4, max_total_seconds=300.0, base_delay=1.0)
@@ -54,10 +61,11 @@ def unit_id(test_id: str | None, case_index: int, prompt: str, run_index: int) -
     return hashlib.sha256(payload.encode("utf-8")).hexdigest()[:16]
 
 
-def failed_result(unit: RunUnit, error: ErrorInfo, duration: float = 0.0) -> SingleRunResult:
+def failed_result(unit: RunUnit, error: ErrorInfo, duration: float = 0.0,
+                  retries: int = 0) -> SingleRunResult:  # fmt: skip
     evaluation = EvalResult(passed=False, expected=list(unit.expect), error=error)
     return SingleRunResult(prompt=unit.prompt, run_index=unit.run_index, eval_result=evaluation,
-                           test_id=unit.test_id, duration=duration)  # fmt: skip
+                           test_id=unit.test_id, duration=duration, retries=retries)  # fmt: skip
 
 
 class ToolCallDoor:
@@ -70,23 +78,18 @@ class ToolCallDoor:
         agent: Any,
         evaluator: Evaluator,
         text_mode: bool,
-        policy: RetryPolicy,
-        limit: int,
-        timeout: float | None,
-        emit: EventSink | None = None,
+        agent_calls: EndpointCalls | None,
+        synthesizer_calls: EndpointCalls | None,
     ) -> None:
+        """`agent_calls` None: the agent's own model services retry its calls."""
         self.synthesizer = synthesizer
         self.agent = agent
         self.evaluator = evaluator
         self.text_mode = text_mode
-        self.policy = policy
-        self.timeout = timeout
-        self.emit = emit
-        # Two endpoints, two limiters: each starts at the batch's bound and only
-        # shrinks when its own endpoint answers 429.
-        self.agent_limiter = AdaptiveLimiter(initial=limit, maximum=limit)
-        self.synth_limiter = AdaptiveLimiter(initial=limit, maximum=limit)
-        self._audio: dict[str, asyncio.Future[Audio]] = {}
+        self.agent_calls = agent_calls
+        self.synthesizer_calls = synthesizer_calls
+        #: each prompt's audio, made by its first run
+        self.audio: SharedValues[str, Audio] = SharedValues()
         #: runs still to finish per prompt: a prompt's audio is dropped after its last run
         self._remaining: dict[str, int] = {}
 
@@ -99,119 +102,68 @@ class ToolCallDoor:
         left = self._remaining.get(prompt, 1) - 1
         self._remaining[prompt] = left
         if left <= 0:
-            self._audio.pop(prompt, None)
+            self.audio.forget(prompt)
 
     # -- one run -----------------------------------------------------------------
     async def run_unit(self, unit: RunUnit, ctx: EpisodeContext, slot: Slot) -> SingleRunResult:
         started = time.monotonic()
-        token = current_slot.set(slot)
         retries = [0]
-        phase = "synthesis"
         try:
-            if self.text_mode:
-                phase = "agent"
-                self._phase(unit, phase)
-                response = await self._call_agent(unit, slot, retries, None)
-            else:
-                audio = await self._audio_for(unit, slot, retries)
-                phase = "agent"
-                self._phase(unit, phase)
-                response = await self._call_agent(unit, slot, retries, audio)
-            phase = "evaluator"
-            evaluation = self._evaluate(unit, response)
-        except Exception as exc:
-            result = failed_result(unit, ErrorInfo.from_exception(exc, phase),
-                                   time.monotonic() - started)  # fmt: skip
-            result.retries = retries[0]
-            return result
+            audio = None
+            if not self.text_mode:
+                try:
+                    audio = await self._audio_for(unit, ctx, slot, retries)
+                except Exception as exc:
+                    return failed_result(unit, ErrorInfo.from_exception(exc, "synthesis"),
+                                         time.monotonic() - started, retries[0])  # fmt: skip
+            scorer = EvaluatorScorer(self.evaluator, unit.expect)
+            agent = ToolCallAgent(self.agent, audio=audio, calls=self.agent_calls)
+            spec = EpisodeSpec(
+                trial_id=unit.trial_id, label=unit.label, folder=None, sandbox=NULL_SPEC,
+                provider="null", agent=agent, agent_settings={}, instruction=unit.prompt,
+                # no bound on the phase: each attempt has its timeout, the retries their cap
+                agent_timeout=math.inf, scorer=scorer,
+            )  # fmt: skip
+            episode = await run_episode(spec, ctx, slot)
         finally:
-            current_slot.reset(token)
             self._done_with(unit.prompt)
+        duration = time.monotonic() - started
+        retries[0] += episode.usage.retries
+        error = episode.error or episode.agent_error
+        if error is not None or scorer.result is None:
+            missing = ErrorInfo(type="NoScore", message="the run was not scored", phase="evaluator")
+            return failed_result(unit, error or missing, duration, retries[0])
         return SingleRunResult(
             prompt=unit.prompt,
             run_index=unit.run_index,
-            eval_result=evaluation,
+            eval_result=scorer.result,
             test_id=unit.test_id,
-            duration=time.monotonic() - started,
+            duration=duration,
             retries=retries[0],
         )
 
-    def _phase(self, unit: RunUnit, phase: str) -> None:
-        if self.emit is not None:
-            self.emit(PhaseChanged(unit.trial_id, phase))
-
-    async def _audio_for(self, unit: RunUnit, slot: Slot, retries: list[int]) -> Audio:
+    async def _audio_for(
+        self, unit: RunUnit, ctx: EpisodeContext, slot: Slot, retries: list[int]
+    ) -> Audio:
         """The prompt's audio: the first run synthesizes it, the others wait for it."""
-        future = self._audio.get(unit.prompt)
-        if future is None:
-            self._phase(unit, "synthesis")
-            future = asyncio.ensure_future(self._synthesize(unit, slot, retries))
-            self._audio[unit.prompt] = future
-        # shield: one run being cancelled must not cancel the others' audio
-        return await asyncio.shield(future)
+        synthesizer, calls = self.synthesizer, self.synthesizer_calls
+        assert synthesizer is not None and calls is not None
 
-    async def _synthesize(self, unit: RunUnit, slot: Slot, retries: list[int]) -> Audio:
-        assert self.synthesizer is not None
-        synthesizer = self.synthesizer
-        audio = await self._with_retries(
-            lambda: synthesizer.synthesize(unit.prompt), unit, slot, retries,
-            "synthesis", self.synth_limiter,
-        )  # fmt: skip
-        if not isinstance(audio, Audio):
-            raise TypeError(f"the synthesizer returned {type(audio).__name__}, not Audio")
-        return audio
-
-    async def _call_agent(
-        self, unit: RunUnit, slot: Slot, retries: list[int], audio: Audio | None
-    ) -> AgentResponse:
-        agent = self.agent
-        call: Callable[[], Awaitable[Any]] = (
-            (lambda: agent.run_text(unit.prompt)) if audio is None else (lambda: agent.run(audio))
-        )
-        raw = await self._with_retries(call, unit, slot, retries, "agent", self.agent_limiter)
-        return coerce_response(raw)
-
-    def _evaluate(self, unit: RunUnit, response: AgentResponse) -> EvalResult:
-        result = self.evaluator.evaluate(list(unit.expect), list(response.tool_calls))
-        if isinstance(result, EvalResult):
-            return result
-        dump = getattr(result, "model_dump", None)
-        if callable(dump):  # another library's EvalResult of the same shape
-            return EvalResult.model_validate(dump())
-        raise TypeError(f"the evaluator returned {type(result).__name__}, not EvalResult")
-
-    async def _with_retries(
-        self,
-        call: Callable[[], Awaitable[T]],
-        unit: RunUnit,
-        slot: Slot,
-        retries: list[int],
-        phase: str,
-        limiter: AdaptiveLimiter,
-    ) -> T:
-        timeout = self.timeout
-
-        async def attempt() -> T:
-            try:
-                async with asyncio.timeout(timeout):
-                    return await call()
-            except ModelError:
-                raise
-            except Exception as exc:
-                mapped = classify(exc)
-                if mapped is None:
-                    raise
-                raise mapped from exc
-
-        def on_retry(error: ModelError, delay: float, attempt_no: int) -> None:
+        def retrying(error: ModelError, delay: float, attempt: int) -> None:
             retries[0] += 1
-            if self.emit is not None:
-                self.emit(Retrying(unit.trial_id, phase, delay, f"{error.kind}: {error}"))
+            if ctx.emit is not None:
+                ctx.emit(Retrying(unit.trial_id, "synthesis", delay, f"{error.kind}: {error}"))
 
-        value, _ = await call_with_retries(
-            attempt, limiter=limiter, policy=self.policy, slot=slot, on_retry=on_retry
-        )
-        return value
+        async def synthesize() -> Audio:
+            if ctx.emit is not None:
+                ctx.emit(PhaseChanged(unit.trial_id, "synthesis"))
+            audio, _ = await calls.call(lambda: synthesizer.synthesize(unit.prompt), slot=slot,
+                                        on_retry=retrying)  # fmt: skip
+            if not isinstance(audio, Audio):
+                raise TypeError(f"the synthesizer returned {type(audio).__name__}, not Audio")
+            return audio
+
+        return await self.audio.get(unit.prompt, synthesize)
 
     # -- what the batch service records ----------------------------------------
     #: runs keep no files: the batch service need not hop to a thread per run

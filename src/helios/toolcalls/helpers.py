@@ -6,14 +6,15 @@ import functools
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from helios.toolcalls.types import AgentResponse, Audio, BatchResult, EvalResult, ToolCall
+from helios.models.base import ToolCall
+from helios.toolcalls.types import AgentResponse, Audio, BatchResult, EvalResult, as_call
 
 AgentFunction = Callable[[Audio], Awaitable[AgentResponse]]
 
 
 def tool_call(name: str, **arguments: Any) -> ToolCall:
-    """`tool_call("book_flight", from_city="NYC")`: an expected call."""
-    return ToolCall(name=name, arguments=arguments)
+    """`tool_call("book_flight", from_city="NYC")`: an expected call (a models ToolCall)."""
+    return ToolCall("", name, arguments)
 
 
 class CallableAgent:
@@ -52,10 +53,8 @@ def coerce_response(value: Any) -> AgentResponse:
 
 def coerce_call(value: Any) -> ToolCall:
     """A ToolCall from a ToolCall or a {"name": ..., "arguments": {...}} dict."""
-    if isinstance(value, ToolCall):
-        return value
-    if isinstance(value, dict):
-        return ToolCall.model_validate(value)
+    if isinstance(value, ToolCall | dict):
+        return as_call(value)
     raise TypeError(f"a tool call must be a ToolCall or a dict, not {type(value).__name__}")
 
 

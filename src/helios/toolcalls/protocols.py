@@ -7,7 +7,8 @@ from __future__ import annotations
 
 from typing import Any, Protocol, runtime_checkable
 
-from helios.toolcalls.types import AgentResponse, Audio, EvalResult, ToolCall
+from helios.models.base import ToolCall
+from helios.toolcalls.types import AgentResponse, Audio, EvalResult
 
 
 @runtime_checkable

@@ -12,10 +12,12 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from helios.engine.store import write_json_atomic
+from pydantic_core import to_jsonable_python
+
+from helios.engine import write_json_atomic
 from helios.secrets import redact_value
 from helios.text import visible
-from helios.toolcalls.types import BatchResult, EvalResult, SingleRunResult
+from helios.toolcalls.types import BatchResult, EvalResult, SingleRunResult, call_document
 
 Result = EvalResult | BatchResult
 Entry = tuple[str, Result]
@@ -42,8 +44,8 @@ def _run_document(run: SingleRunResult) -> dict[str, Any]:
         "match_rate": evaluation.match_rate,
         "duration": round(run.duration, 4),
         "retries": run.retries,
-        "expected": [c.model_dump(mode="json") for c in evaluation.expected],
-        "actual": [c.model_dump(mode="json") for c in evaluation.actual],
+        "expected": [to_jsonable_python(call_document(c)) for c in evaluation.expected],
+        "actual": [to_jsonable_python(call_document(c)) for c in evaluation.actual],
         "matches": [m.model_dump(mode="json") for m in evaluation.matches],
         "error": evaluation.error.model_dump(mode="json") if evaluation.error else None,
     }

@@ -19,11 +19,20 @@ from typing import Any, overload
 from rich.console import Console
 
 from helios.display.progress import BatchProgress, default_console
-from helios.engine.batch import BatchOptions, BatchService
-from helios.engine.store import RunStore, new_run_dir, run_metadata, write_json_atomic
+from helios.engine import (
+    BatchOptions,
+    BatchService,
+    EndpointCalls,
+    RunStore,
+    new_run_dir,
+    run_metadata,
+    write_json_atomic,
+)
 from helios.errors import ConfigError
 from helios.failures import ErrorInfo
+from helios.models.base import ToolCall
 from helios.models.retry import RetryPolicy
+from helios.models.services import ModelServices
 from helios.toolcalls.cache import AudioCache, CachedSynthesizer
 from helios.toolcalls.door import (
     DEFAULT_RETRY_POLICY,
@@ -35,12 +44,13 @@ from helios.toolcalls.door import (
 from helios.toolcalls.evaluators.exact import ExactEvaluator
 from helios.toolcalls.helpers import coerce_call
 from helios.toolcalls.protocols import Evaluator, Synthesizer
-from helios.toolcalls.transport import aclose_quietly
-from helios.toolcalls.types import BatchResult, EvalResult, SingleRunResult, ToolCall
+from helios.toolcalls.transport import aclose_quietly, classify
+from helios.toolcalls.types import BatchResult, EvalResult, SingleRunResult
 
 #: the bound when max_concurrency is None ("all at once"): sockets and memory stay sane
 DEFAULT_MAX_CONCURRENCY = 256
 #: seconds one synthesizer or agent call may take before it counts as a (transient) timeout
+#: (a ModelAgent's requests: its `generation.timeout`, 120 s unless it says otherwise)
 DEFAULT_TIMEOUT = 120.0
 SUMMARY_FILE = "toolcalls_summary.json"
 #: runs (prompts × runs) one batch may have: each run's result is kept in memory
@@ -226,13 +236,21 @@ async def run_cases(
     limit = max(1, min(max_concurrency or DEFAULT_MAX_CONCURRENCY, len(units) or 1))
     console = console or default_console()
     progress = BatchProgress(console, total=0, quiet=True)
-    live_line = getattr(getattr(agent, "services", None), "live_line", None)
-    if callable(live_line):  # text mode: tokens, cost and the model's limit on the line
-        progress.extra_source = live_line
+    # An agent on Helios's model services (ModelAgent): they are the engine's for this
+    # batch, and their limiter and retries the only ones its calls go through.
+    services = getattr(agent, "services", None)
+    services = services if isinstance(services, ModelServices) else None
+    if services is not None:  # tokens, cost and the model's limit on the line
+        progress.extra_source = services.live_line
+    policy = retry_policy or DEFAULT_RETRY_POLICY
+
+    def endpoint() -> EndpointCalls:
+        return EndpointCalls(policy=policy, limit=limit, timeout=timeout, classify=classify)
+
     door = ToolCallDoor(
         synthesizer=synth, agent=agent, evaluator=evaluator or ExactEvaluator(),
-        text_mode=text_mode, policy=retry_policy or DEFAULT_RETRY_POLICY, limit=limit,
-        timeout=timeout, emit=progress.handle,
+        text_mode=text_mode, agent_calls=None if services is not None else endpoint(),
+        synthesizer_calls=None if text_mode else endpoint(),
     )  # fmt: skip
     door.plan(units)
     store = _open_store(output_dir, units, limit) if output_dir is not None else None
@@ -243,7 +261,7 @@ async def run_cases(
 
     service: BatchService[RunUnit, SingleRunResult] = BatchService(
         door=door, store=store, options=BatchOptions(n_concurrent=limit), emit=progress.handle,
-        on_recorded=keep,
+        services=services, on_recorded=keep,
     )  # fmt: skip
     started = time.monotonic()
     try:

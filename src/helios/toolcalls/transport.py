@@ -1,14 +1,17 @@
 """What the HTTP and WebSocket adapters share: one aiohttp session per event loop,
-and the mapping of failures to Helios's typed errors, so the engine retries the
-transient ones (timeouts, 429, 5xx, dropped connections) with its backoff."""
+bounded reads, and how their transport's failures become Helios's typed errors.
+
+The typing is the model layer's (`helios.models.sdk_errors`): an HTTP status maps as
+it does for a model client (so a 400 that says the context is too long is a
+`ContextWindowError`), a peer that cannot be reached is a `ConnectionFailed`. The
+engine's endpoint calls (`helios.engine.EndpointCalls`) apply `classify` to what an
+agent or synthesizer raises and retry the transient errors with its backoff."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import errno
 import json
-import socket
 from collections.abc import Mapping
 from typing import Any
 
@@ -19,10 +22,9 @@ from helios.models.errors import (
     BadRequestError,
     ConnectionFailed,
     ModelError,
-    RateLimitError,
     TransientError,
 )
-from helios.models.sdk_errors import retry_after_seconds
+from helios.models.sdk_errors import map_sdk_error, status_error, unreachable_reason
 from helios.secrets import redact
 
 #: bytes of an error body kept in a message
@@ -32,38 +34,31 @@ _BODY_LIMIT = 300
 MAX_ANSWER_BYTES = 64 * 1024 * 1024
 
 
-def status_error(
-    status: int, body: str, headers: Mapping[str, str] | None, peer: str
-) -> ModelError:
-    """The typed error for an HTTP status that is not a success."""
+def http_error(status: int, body: str, headers: Mapping[str, str] | None, peer: str) -> ModelError:
+    """The typed error for an HTTP status that is not a success (the model layer's
+    mapping), its message naming the peer and the start of its body."""
     text = redact(" ".join(body.split()))[:_BODY_LIMIT]
-    message = f"{peer} answered {status}: {text}" if text else f"{peer} answered {status}"
-    if status == 429:
-        return RateLimitError(message, retry_after=retry_after_seconds(headers))
-    if status in (401, 403):
-        return AuthError(message, status=status)
-    if status in (408, 409) or status >= 500:
-        return TransientError(message, status=status)
-    return BadRequestError(message, status=status)
+    return status_error(status, f"{peer}: {text}" if text else peer, headers)
 
 
 def classify(exc: BaseException) -> ModelError | None:
-    """A typed error for a transport failure, or None when it is not one.
+    """A typed error for a failure of an agent's or synthesizer's transport, or None
+    when it is not one (a bug, a bad answer: the run fails with it as it is).
 
-    Recognised: our own typed errors, aiohttp's connection and payload errors,
-    timeouts, OS connection errors, the openai SDK's errors, and httpx's
-    transport errors (by name, so httpx need not be imported).
-    """
+    Recognised: aiohttp's status, connection and payload errors, timeouts, OS
+    connection errors, the openai SDK's errors and httpx's transport errors (by
+    module name: neither package is imported for it)."""
     if isinstance(exc, ModelError):
         return exc
     if isinstance(exc, aiohttp.WSServerHandshakeError):
-        return status_error(exc.status, exc.message, exc.headers, "websocket handshake")
+        return http_error(exc.status, exc.message, exc.headers, "websocket handshake")
     if isinstance(exc, aiohttp.ClientResponseError):
-        return status_error(exc.status, exc.message, exc.headers, "server")
-    unreachable = _unreachable(exc)
-    if unreachable is not None:
+        return http_error(exc.status, exc.message, exc.headers, "server")
+    if isinstance(exc, aiohttp.ClientConnectorError):
         # Nothing listens there: retried only briefly, and a few in a row stop the batch.
-        return ConnectionFailed(unreachable)
+        reason = unreachable_reason(exc)
+        if reason is not None:
+            return ConnectionFailed(f"cannot connect to {exc.host}:{exc.port}: {reason}")
     if isinstance(exc, aiohttp.ClientConnectionError | aiohttp.ClientPayloadError):
         return TransientError(f"connection failed: {type(exc).__name__}: {exc}")
     if isinstance(exc, TimeoutError):
@@ -71,30 +66,14 @@ def classify(exc: BaseException) -> ModelError | None:
     if isinstance(exc, ConnectionError):
         return TransientError(f"connection failed: {type(exc).__name__}: {exc}")
     module = type(exc).__module__
-    if module.startswith("openai"):
+    if module.startswith("openai") and isinstance(exc, Exception):
         import openai
 
-        from helios.models.sdk_errors import map_sdk_error
-
-        return map_sdk_error(exc, openai)  # type: ignore[arg-type]
+        return map_sdk_error(exc, openai)
     names = {cls.__name__ for cls in type(exc).__mro__}
     if module.startswith("httpx") and "TransportError" in names:
         return TransientError(f"connection failed: {type(exc).__name__}: {exc}")
     return None
-
-
-def _unreachable(exc: BaseException) -> str | None:
-    """'cannot connect to HOST:PORT: why' when the peer could not be reached at all."""
-    if not isinstance(exc, aiohttp.ClientConnectorError):
-        return None
-    cause = exc.os_error
-    if isinstance(exc, aiohttp.ClientConnectorDNSError) or isinstance(cause, socket.gaierror):
-        why = "host name not found"
-    elif getattr(cause, "errno", None) == errno.ECONNREFUSED:
-        why = "connection refused"
-    else:
-        return None
-    return f"cannot connect to {exc.host}:{exc.port}: {why}"
 
 
 class SessionHolder:
@@ -138,7 +117,7 @@ async def read_json_response(response: aiohttp.ClientResponse, peer: str) -> Any
     body = await read_bounded(response, peer)
     text = body.decode("utf-8", errors="replace")
     if response.status >= 400:
-        raise status_error(response.status, text, response.headers, peer)
+        raise http_error(response.status, text, response.headers, peer)
     try:
         return json.loads(text)
     except ValueError:

@@ -2,21 +2,26 @@
 
 The names and fields are russo's, so `from helios import toolcalls as russo`
 keeps user code working. Differences, all fixes:
-- `ToolCall` hashes nested dict and list arguments (russo's hash raised);
+- a tool call is the model layer's `helios.models.ToolCall` (one type for the
+  calls a model makes and the calls a test expects); `ToolCall(name, arguments)`
+  and `tool_call(name, **arguments)` make one, and it hashes nested dict and list
+  arguments (russo's hash raised);
 - a run that raised keeps its error (`SingleRunResult.error`), shown in `summary()`.
 """
 
 from __future__ import annotations
 
 import io
-import json
 import wave
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, GetCoreSchemaHandler
+from pydantic_core import core_schema
 
 from helios.failures import ErrorInfo
+from helios.models.base import ToolCall as Call
 
 AudioFormat = Literal["wav", "mp3", "pcm", "ogg", "flac", "opus", "aac"]
 
@@ -88,28 +93,104 @@ class Audio(Positional):
     __str__ = __repr__
 
 
-def canonical_json(value: Any) -> str:
-    """One text per value: key order and tuple/list do not matter."""
-    return json.dumps(value, sort_keys=True, default=str, separators=(",", ":"))
+class _ToolCallFields(BaseModel):
+    """What a tool call given as a mapping must hold (russo's ToolCall fields)."""
 
-
-class ToolCall(Positional):
-    """A provider-neutral tool call: a name and its arguments."""
+    model_config = ConfigDict(title="ToolCall")
 
     name: str
     arguments: dict[str, Any] = Field(default_factory=dict)
 
-    def __eq__(self, other: object) -> bool:
-        if not isinstance(other, ToolCall):
-            return NotImplemented
-        return self.name == other.name and self.arguments == other.arguments
 
-    def __hash__(self) -> int:
-        return hash((self.name, canonical_json(self.arguments)))
+def new_call(
+    name: str,
+    arguments: Mapping[str, Any] | None = None,
+    *,
+    id: str = "",
+    raw_arguments: str = "",
+) -> Call:
+    """A tool call from russo's fields, checked as russo's ToolCall checked them
+    (a ValidationError for a name that is not text or arguments that are not a mapping)."""
+    given = {} if arguments is None else arguments
+    fields = _ToolCallFields.model_validate({"name": name, "arguments": given})
+    return Call(id, fields.name, fields.arguments, raw_arguments)
 
-    def __str__(self) -> str:
-        args = ", ".join(f"{key}={value!r}" for key, value in self.arguments.items())
-        return f"{self.name}({args})"
+
+def as_call(value: Any) -> Call:
+    """The one conversion to a tool call as russo promises it: a `helios.models.ToolCall`
+    whose arguments are a dict (arguments a model sent as unreadable JSON are kept, as
+    text, under `_raw`, so the diff shows them); from a ToolCall or a mapping with
+    `name` and `arguments` (a ValidationError if it has no such fields)."""
+    if isinstance(value, Call):
+        if value.arguments is None:
+            return Call(value.id, value.name, {"_raw": value.raw_arguments}, value.raw_arguments)
+        return value
+    fields = _ToolCallFields.model_validate(value)
+    return Call("", fields.name, fields.arguments)
+
+
+def call_document(call: Call) -> dict[str, Any]:
+    """A tool call in results and reports: its name and arguments (as russo's were)."""
+    return {"name": call.name, "arguments": call.arguments}
+
+
+class _CallSchema:
+    """How the result models below validate and serialize a `helios.models.ToolCall`."""
+
+    @classmethod
+    def __get_pydantic_core_schema__(
+        cls, source: Any, handler: GetCoreSchemaHandler
+    ) -> core_schema.CoreSchema:
+        fields = handler.generate_schema(_ToolCallFields)
+
+        def validate(value: Any, inner: core_schema.ValidatorFunctionWrapHandler) -> Call:
+            if isinstance(value, Call):
+                return as_call(value)
+            parsed = inner(value)
+            return Call("", parsed.name, parsed.arguments)
+
+        serialize = core_schema.plain_serializer_function_ser_schema(call_document)
+        return core_schema.no_info_wrap_validator_function(validate, fields,
+                                                           serialization=serialize)  # fmt: skip
+
+
+#: a tool call as a field of the result models
+ToolCallField = Annotated[Call, _CallSchema]
+
+
+if TYPE_CHECKING:
+    # russo's class name, kept for its users: to a type checker, what it is
+    ToolCall = new_call
+else:
+
+    class _RussoToolCall(type):
+        """`helios.toolcalls.ToolCall(name, arguments)` makes a `helios.models.ToolCall`
+        (there is one tool-call type), and `isinstance(x, ToolCall)` asks for one."""
+
+        def __call__(cls, name, arguments=None, *, id="", raw_arguments=""):
+            return new_call(name, arguments, id=id, raw_arguments=raw_arguments)
+
+        def __instancecheck__(cls, instance):
+            return isinstance(instance, Call)
+
+        def __subclasscheck__(cls, subclass):
+            return issubclass(subclass, Call)
+
+    class ToolCall(metaclass=_RussoToolCall):
+        """russo's `ToolCall(name, arguments)`: makes a `helios.models.ToolCall`.
+
+        The name and arguments are russo's (by keyword or by position); the id and the
+        raw argument text are the model layer's, empty for an expected call. Calls are
+        equal when their names and arguments are; they hash alike and print as
+        `name(key=value, ...)`."""
+
+        @classmethod
+        def __get_pydantic_core_schema__(cls, source, handler):
+            return _CallSchema.__get_pydantic_core_schema__(Call, handler)
+
+        @classmethod
+        def model_validate(cls, value):
+            return as_call(value)
 
 
 class AgentResponse(Positional):
@@ -117,15 +198,15 @@ class AgentResponse(Positional):
 
     model_config = ConfigDict(arbitrary_types_allowed=True)
 
-    tool_calls: list[ToolCall] = Field(default_factory=list)
+    tool_calls: list[ToolCallField] = Field(default_factory=list)
     raw: Any | None = None
 
 
 class ToolCallMatch(Positional):
     """One expected call and the actual call it matched, or the closest one."""
 
-    expected: ToolCall
-    actual: ToolCall | None = None
+    expected: ToolCallField
+    actual: ToolCallField | None = None
     matched: bool = False
     details: str = ""
 
@@ -134,8 +215,8 @@ class EvalResult(Positional):
     """How one run's actual calls compared with the expected ones."""
 
     passed: bool
-    expected: list[ToolCall] = Field(default_factory=list)
-    actual: list[ToolCall] = Field(default_factory=list)
+    expected: list[ToolCallField] = Field(default_factory=list)
+    actual: list[ToolCallField] = Field(default_factory=list)
     matches: list[ToolCallMatch] = Field(default_factory=list)
     #: the run failed before it could be evaluated (synthesis, agent, evaluator)
     error: ErrorInfo | None = None

@@ -1,6 +1,10 @@
 """ModelAgent: text mode. The prompt goes as text to any Helios model
 (`provider/name`), through Helios's own clients, retries and limiter, so the
-same tests measure how reliably a text LLM makes the right tool calls."""
+same tests measure how reliably a text LLM makes the right tool calls.
+
+Its model services are the batch's (`run_cases` hands them to the engine): their
+adaptive limiter, retry policy (`retry_policy=`) and request timeout
+(`generation.timeout`) are the only ones its calls go through."""
 
 from __future__ import annotations
 
@@ -8,11 +12,16 @@ from pathlib import Path
 from typing import Any
 
 from helios.models.base import GenerationConfig, Message
+from helios.models.errors import ModelError
 from helios.models.retry import RetryPolicy
 from helios.models.services import ModelOptions, ModelServices
 from helios.toolcalls.adapters.tools import to_specs
-from helios.toolcalls.context import current_slot
-from helios.toolcalls.types import AgentResponse, Audio, ToolCall
+from helios.toolcalls.context import current_context
+from helios.toolcalls.types import AgentResponse, Audio
+
+#: seconds one model request may take before it counts as a (transient) timeout, unless
+#: `generation` says otherwise (the tool-call runs' default, not the model layer's 600)
+REQUEST_TIMEOUT = 120.0
 
 
 class ModelAgent:
@@ -45,7 +54,7 @@ class ModelAgent:
             model=model,
             base_url=base_url,
             api_key=api_key,
-            generation=generation or GenerationConfig(max_tokens=1024),
+            generation=generation or GenerationConfig(max_tokens=1024, timeout=REQUEST_TIMEOUT),
             prices=prices,
             retry_policy=retry_policy,
         ).open()
@@ -61,17 +70,24 @@ class ModelAgent:
         if self.system_prompt:
             messages.append(Message(role="system", content=self.system_prompt))
         messages.append(Message(role="user", content=prompt))
-        response = await self.services.generate(messages, self.tool_wire, slot=current_slot.get())
-        calls = [
-            ToolCall(name=call.name, arguments=_arguments(call.arguments, call.raw_arguments))
-            for call in response.tool_calls
-        ]
+        ctx = current_context.get()
+
+        def retrying(error: ModelError, delay: float, attempt: int) -> None:
+            if ctx is not None:
+                ctx.retrying("agent", delay, f"{error.kind}: {error}")
+
+        response = await self.services.generate(
+            messages, self.tool_wire, slot=ctx.slot if ctx is not None else None,
+            usage=ctx.usage if ctx is not None else None, on_retry=retrying,
+        )  # fmt: skip
         raw = {
             "content": response.message.content,
             "finish_reason": response.finish_reason,
             "usage": response.usage.model_dump(),
         }
-        return AgentResponse(tool_calls=calls, raw=raw)
+        # The model's own calls: arguments it sent as unreadable JSON stay visible in
+        # the diff, under `_raw` (AgentResponse converts them, see `types.as_call`).
+        return AgentResponse(tool_calls=response.tool_calls, raw=raw)
 
     async def run(self, audio: Audio) -> AgentResponse:
         """Text models cannot hear: use the transcript the synthesizer kept."""
@@ -81,8 +97,3 @@ class ModelAgent:
 
     async def aclose(self) -> None:
         await self.services.close()
-
-
-def _arguments(parsed: dict[str, Any] | None, raw: str) -> dict[str, Any]:
-    """Invalid JSON from the model stays visible in the diff instead of becoming {}."""
-    return parsed if parsed is not None else {"_raw": raw}

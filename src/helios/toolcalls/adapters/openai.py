@@ -10,7 +10,7 @@ from helios.toolcalls.adapters.tools import chat_tools
 from helios.toolcalls.audio import to_wav
 from helios.toolcalls.parsers.openai import OpenAIResponseParser
 from helios.toolcalls.synthesizers.openai import OPENAI_BASE_URL, openai_key
-from helios.toolcalls.transport import SessionHolder, classify, read_json_response
+from helios.toolcalls.transport import SessionHolder, read_json_response
 from helios.toolcalls.types import AgentResponse, Audio
 
 
@@ -73,13 +73,8 @@ class OpenAIAgent:
     async def run(self, audio: Audio) -> AgentResponse:
         body = self.request(audio)
         if self._http is None:
-            try:
-                raw: Any = await self.client.chat.completions.create(**body)
-            except Exception as exc:
-                mapped = classify(exc)
-                if mapped is None:
-                    raise
-                raise mapped from exc
+            # The SDK's errors are typed by the engine's endpoint calls (transport.classify).
+            raw: Any = await self.client.chat.completions.create(**body)
         else:
             url = f"{self.base_url}/chat/completions"
             async with self._http.get().post(url, json=body) as response:

@@ -17,6 +17,7 @@ from urllib.parse import quote
 
 import aiohttp
 
+from helios.models.base import ToolCall
 from helios.models.errors import (
     AuthError,
     BadRequestError,
@@ -34,7 +35,7 @@ from helios.toolcalls.transport import (
     decode_ws_message,
     ws_closed_error,
 )
-from helios.toolcalls.types import AgentResponse, Audio, ToolCall
+from helios.toolcalls.types import AgentResponse, Audio, new_call
 
 #: bytes of PCM per append event (the API caps an event at 15 MiB)
 CHUNK = 96_000
@@ -148,7 +149,7 @@ class OpenAIRealtimeAgent:
                     names[str(item.get("call_id"))] = str(item.get("name", ""))
             elif kind == "response.function_call_arguments.done":
                 name = event.get("name") or names.get(str(event.get("call_id")), "")
-                calls.append(ToolCall(name=name, arguments=arguments_dict(event.get("arguments"))))
+                calls.append(new_call(name, arguments_dict(event.get("arguments"))))
             elif kind == "response.done":
                 return self._finish(event, calls, events)
         raise ws_closed_error(aiohttp.WSMessage(aiohttp.WSMsgType.CLOSE, ws.close_code, None),
@@ -164,8 +165,8 @@ class OpenAIRealtimeAgent:
             # Some servers only report calls in the final response's output items.
             for item in response.get("output") or []:
                 if isinstance(item, dict) and item.get("type") == "function_call":
-                    calls.append(ToolCall(name=str(item.get("name", "")),
-                                          arguments=arguments_dict(item.get("arguments"))))
+                    calls.append(new_call(str(item.get("name", "")),
+                                          arguments_dict(item.get("arguments"))))
         return AgentResponse(tool_calls=calls, raw=events)
 
     async def aclose(self) -> None:

@@ -12,7 +12,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from helios.toolcalls.types import EXTRA_CALL, EvalResult, ToolCall, ToolCallMatch
+from helios.models.base import ToolCall
+from helios.toolcalls.types import EXTRA_CALL, EvalResult, ToolCallMatch, as_call, new_call
 
 
 class ExactEvaluator:
@@ -43,7 +44,7 @@ class ExactEvaluator:
             passed = False
             matches.extend(
                 ToolCallMatch(
-                    expected=ToolCall(name=EXTRA_CALL),
+                    expected=new_call(EXTRA_CALL),
                     actual=call,
                     matched=False,
                     details=f"unexpected extra tool call: {call}",
@@ -75,43 +76,47 @@ class ExactEvaluator:
     def is_match(self, expected: ToolCall, actual: ToolCall) -> bool:
         if expected.name != actual.name:
             return False
+        want, got = _arguments(expected), _arguments(actual)
         if self.ignore_extra_args:
-            return all(
-                key in actual.arguments and actual.arguments[key] == value
-                for key, value in expected.arguments.items()
-            )
-        return expected.arguments == actual.arguments
+            return all(key in got and got[key] == value for key, value in want.items())
+        return want == got
 
     def distance(self, expected: ToolCall, actual: ToolCall) -> int:
+        want, got = _arguments(expected), _arguments(actual)
         score = 0 if expected.name == actual.name else 10
-        for key, value in expected.arguments.items():
-            if key not in actual.arguments:
+        for key, value in want.items():
+            if key not in got:
                 score += 2
-            elif actual.arguments[key] != value:
+            elif got[key] != value:
                 score += 1
         if not self.ignore_extra_args:
-            score += sum(1 for key in actual.arguments if key not in expected.arguments)
+            score += sum(1 for key in got if key not in want)
         return score
 
     def diff(self, expected: ToolCall, actual: ToolCall) -> str:
         """A readable diff: `name: expected 'a', got 'b'; arg 'x': expected 1, got 2`."""
+        want, got = _arguments(expected), _arguments(actual)
         parts: list[str] = []
         if expected.name != actual.name:
             parts.append(f"name: expected {expected.name!r}, got {actual.name!r}")
-        for key, value in expected.arguments.items():
-            if key not in actual.arguments:
+        for key, value in want.items():
+            if key not in got:
                 parts.append(f"arg {key!r}: missing (expected {_short(value)})")
-            elif actual.arguments[key] != value:
-                parts.append(
-                    f"arg {key!r}: expected {_short(value)}, got {_short(actual.arguments[key])}"
-                )
+            elif got[key] != value:
+                parts.append(f"arg {key!r}: expected {_short(value)}, got {_short(got[key])}")
         if not self.ignore_extra_args:
             parts.extend(
                 f"arg {key!r}: not expected (got {_short(value)})"
-                for key, value in actual.arguments.items()
-                if key not in expected.arguments
+                for key, value in got.items()
+                if key not in want
             )
         return "; ".join(parts) if parts else "no difference"
+
+
+def _arguments(call: ToolCall) -> dict[str, Any]:
+    """A call's arguments as the evaluator compares them (`types.as_call`: arguments a
+    model sent as unreadable JSON are their text under `_raw`)."""
+    return as_call(call).arguments or {}
 
 
 def _short(value: Any, limit: int = 80) -> str:

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from helios.models.base import ToolCall
 from helios.toolcalls.parsers.common import arguments_dict, field
-from helios.toolcalls.types import AgentResponse, ToolCall
+from helios.toolcalls.types import AgentResponse, new_call
 
 
 class GeminiResponseParser:
@@ -33,7 +34,7 @@ class GeminiResponseParser:
 
 
 def _call(function: Any) -> ToolCall:
-    return ToolCall(
+    return new_call(
         name=str(field(function, "name", default="")),
         arguments=arguments_dict(field(function, "args", "arguments", default=None)),
     )

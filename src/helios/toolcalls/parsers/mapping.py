@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from helios.models.base import ToolCall
 from helios.toolcalls.parsers.common import arguments_dict
-from helios.toolcalls.types import AgentResponse, ToolCall
+from helios.toolcalls.types import AgentResponse, new_call
 
 _MISSING = object()
 
@@ -79,7 +80,7 @@ class JsonResponseParser:
                 continue
             arguments = extract_path(item, self.arguments_key)
             calls.append(
-                ToolCall(name=name, arguments=arguments_dict(None if arguments is _MISSING
+                new_call(name=name, arguments=arguments_dict(None if arguments is _MISSING
                                                              else arguments))
             )  # fmt: skip
         return calls

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from helios.models.base import ToolCall
 from helios.toolcalls.parsers.common import arguments_dict, field
-from helios.toolcalls.types import AgentResponse, ToolCall
+from helios.toolcalls.types import AgentResponse, new_call
 
 
 class OpenAIResponseParser:
@@ -28,7 +29,7 @@ class OpenAIResponseParser:
 
     @staticmethod
     def _call(function: Any) -> ToolCall:
-        return ToolCall(
+        return new_call(
             name=str(field(function, "name")),
             arguments=arguments_dict(field(function, "arguments", default=None)),
         )

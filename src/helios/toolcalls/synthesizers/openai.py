@@ -9,7 +9,7 @@ from helios.errors import ConfigError
 from helios.models.errors import TransientError
 from helios.secrets import register_secret
 from helios.toolcalls.audio import AudioFormatError, pcm16_to_wav, wav_to_pcm16
-from helios.toolcalls.transport import SessionHolder, read_bounded, status_error
+from helios.toolcalls.transport import SessionHolder, http_error, read_bounded
 from helios.toolcalls.types import Audio
 
 OPENAI_BASE_URL = "https://api.openai.com/v1"
@@ -79,7 +79,7 @@ class OpenAISynthesizer:
         async with self._http.get().post(url, json=body) as response:
             data = await read_bounded(response, url)
             if response.status >= 400:
-                raise status_error(
+                raise http_error(
                     response.status, data.decode("utf-8", "replace"), response.headers, url
                 )
         return self._audio(data, text)
