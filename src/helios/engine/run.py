@@ -66,7 +66,8 @@ class ConcurrencyConfig(BaseModel):
 class SandboxConfig(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    provider: str = "docker"
+    #: None: the units start no sandbox of a provider's (no preflight, no cleanup)
+    provider: str | None = "docker"
 
 
 class OutputsConfig(BaseModel):
@@ -79,6 +80,7 @@ class OutputsConfig(BaseModel):
     resume: Path | None = None
     #: a fixed folder: created on the first invocation, resumed on the next ones
     fixed: Path | None = None
+    # (none of the three: the run keeps its records in memory, with no folder)
     #: resume even when a setting that changes results differs
     force: bool = False
 
@@ -129,13 +131,14 @@ class Run:
         self.services = self._open_services() if self._open_services is not None else None
         return self
 
-    async def open(self, config: RunConfig) -> RunStore:
+    async def open(self, config: RunConfig) -> RunStore | None:
         """Check the provider, then open (or create) the run's folder, locked."""
         self._config = config
-        if self._preflight:
+        if self._preflight and config.sandbox.provider is not None:
             await provider_class(config.sandbox.provider).preflight()
         self._store = self._open_store(config)
-        self.prior_seconds = float(self._store.metadata().get(SECONDS_KEY, 0.0) or 0.0)
+        if self._store is not None:
+            self.prior_seconds = float(self._store.metadata().get(SECONDS_KEY, 0.0) or 0.0)
         self._started = time.monotonic()
         return self._store
 
@@ -149,7 +152,7 @@ class Run:
             if self.services is not None:
                 await self.services.close()
 
-    def _open_store(self, config: RunConfig) -> RunStore:
+    def _open_store(self, config: RunConfig) -> RunStore | None:
         outputs = config.outputs
         identity = config.full_identity()
 
@@ -168,7 +171,7 @@ class Run:
                     raise
             return store
         if outputs.parent is None:
-            raise ValueError("OutputsConfig needs parent, resume or fixed")
+            return None  # in memory
         return RunStore.create(new_run_dir(outputs.parent, outputs.prefix), metadata())
 
     # -- what a door uses ------------------------------------------------------------
@@ -181,8 +184,14 @@ class Run:
     @property
     def store(self) -> RunStore:
         if self._store is None:
-            raise RuntimeError("the run is not open (call `await run.open(config)`)")
+            raise RuntimeError(
+                "the run has no folder (not open yet, or its records are kept in memory)"
+            )
         return self._store
+
+    @property
+    def in_memory(self) -> bool:
+        return self._store is None
 
     @property
     def run_dir(self) -> Path:
@@ -190,12 +199,14 @@ class Run:
 
     def service(
         self, door: Door[U, R], *, emit: EventSink | None = None,
-        on_recorded: OnRecorded | None = None,
+        on_recorded: OnRecorded | None = None, services: ModelServices | None = None,
     ) -> BatchService[U, R]:  # fmt: skip
+        """The batch service of this run; `services`: model services the door's
+        agent brought (not the run's to close), else the run's own."""
         c = self.config.concurrency
         return BatchService(
             door=door,
-            store=self.store,
+            store=self._store,
             options=BatchOptions(
                 n_concurrent=c.in_flight,
                 max_starts=c.sandbox_starts,
@@ -204,7 +215,7 @@ class Run:
                 workers=c.processes,
             ),
             emit=emit,
-            services=self.services,
+            services=services or self.services,
             on_recorded=on_recorded,
         )
 
@@ -226,6 +237,8 @@ class Run:
     def save_seconds(self) -> float:
         """Keep the total time in run.json (a resume adds to it); returns it."""
         total = self.seconds
+        if self._store is None:
+            return total
         metadata = self.store.metadata()
         metadata[SECONDS_KEY] = round(total, 3)
         write_json_atomic(self.run_dir / RUN_FILE, metadata)

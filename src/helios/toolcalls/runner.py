@@ -10,7 +10,6 @@ run order, whatever happened to it.
 from __future__ import annotations
 
 import os
-import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,12 +19,13 @@ from rich.console import Console
 
 from helios.display.progress import BatchProgress, default_console
 from helios.engine import (
-    BatchOptions,
     BatchService,
+    ConcurrencyConfig,
     EndpointCalls,
-    RunStore,
-    new_run_dir,
-    run_metadata,
+    OutputsConfig,
+    Run,
+    RunConfig,
+    SandboxConfig,
     write_json_atomic,
 )
 from helios.errors import ConfigError
@@ -253,41 +253,39 @@ async def run_cases(
         synthesizer_calls=None if text_mode else endpoint(),
     )  # fmt: skip
     door.plan(units)
-    store = _open_store(output_dir, units, limit) if output_dir is not None else None
     by_id: dict[str, SingleRunResult] = {}
 
     def keep(unit: RunUnit, result: SingleRunResult) -> None:
         by_id[unit.trial_id] = result
 
-    service: BatchService[RunUnit, SingleRunResult] = BatchService(
-        door=door, store=store, options=BatchOptions(n_concurrent=limit), emit=progress.handle,
-        services=services, on_recorded=keep,
+    config = RunConfig(
+        kind="toolcalls",
+        concurrency=ConcurrencyConfig(in_flight=limit),
+        sandbox=SandboxConfig(provider=None),  # each run's episode has the null sandbox
+        outputs=OutputsConfig(parent=Path(output_dir), prefix="toolcalls")
+        if output_dir is not None else OutputsConfig(),
+        recorded={"runs": len(units), "max_concurrency": limit},
     )  # fmt: skip
-    started = time.monotonic()
-    try:
-        plan = service.plan(units)
-        if _show(show_progress, console):
-            with progress:
-                await service.run(plan)
-        else:
-            await service.run(plan)
-    finally:
-        for component in {id(c): c for c in (agent, synthesizer, synth)}.values():
-            if type(component).__module__.startswith("helios."):
-                await aclose_quietly(component)
-                await aclose_quietly(getattr(component, "inner", None))
-    batch = _collect(units, by_id, service.aborted)
-    if store is not None:
-        from helios.toolcalls.report import batch_document
+    async with Run() as run:
+        await run.open(config)
+        service: BatchService[RunUnit, SingleRunResult] = run.service(
+            door, emit=progress.handle, on_recorded=keep, services=services
+        )
+        try:
+            plan = service.plan(units)
+            await run.execute(service, plan, progress if _show(show_progress, console) else None)
+        finally:
+            for component in {id(c): c for c in (agent, synthesizer, synth)}.values():
+                if type(component).__module__.startswith("helios."):
+                    await aclose_quietly(component)
+                    await aclose_quietly(getattr(component, "inner", None))
+        batch = _collect(units, by_id, service.aborted)
+        if not run.in_memory:
+            from helios.toolcalls.report import batch_document
 
-        document = batch_document(batch, duration=time.monotonic() - started)
-        write_json_atomic(store.run_dir / SUMMARY_FILE, document)
+            document = batch_document(batch, duration=run.save_seconds())
+            write_json_atomic(run.run_dir / SUMMARY_FILE, document)
     return batch
-
-
-def _open_store(output_dir: str | Path, units: RunPlan, limit: int) -> RunStore:
-    metadata = run_metadata("toolcalls", runs=len(units), max_concurrency=limit)
-    return RunStore.create(new_run_dir(Path(output_dir), "toolcalls"), metadata)
 
 
 def _collect(units: RunPlan, by_id: dict[str, SingleRunResult],
