@@ -13,11 +13,11 @@ from typing import Any
 
 import pytest
 
-from helios.environments._shell_native import native_server
-from helios.environments._shell_program import ENV_SWITCH, server_program
 from helios.environments.base import Environment
 from helios.environments.docker import DockerEnvironment
 from helios.environments.local import LocalEnvironment
+from helios.environments.local.program import ENV_SWITCH, server_program
+from helios.environments.shell.native import native_server
 from helios.environments.spec import SandboxSpec
 
 Body = Callable[[LocalEnvironment], Awaitable[None]]

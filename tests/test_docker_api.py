@@ -1,4 +1,4 @@
-"""The Docker provider's calls through the Engine API (`_docker_api`): one client per
+"""The Docker provider's calls through the Engine API (`docker.api`): one client per
 event loop, closed with its last container; the daemon's refusals, silence and
 absence as environment errors; output and downloads bounded."""
 
@@ -15,10 +15,10 @@ import aiodocker
 import aiohttp
 import pytest
 
+import helios.environments.docker.api as _docker_api
 from helios._proc import OUTPUT_CAP
-from helios.environments import _docker_api
-from helios.environments._safe_copy import Bounds, UnsafeDownload
 from helios.environments.docker import DockerEnvironment
+from helios.environments.shell.safe_copy import Bounds, UnsafeDownload
 from helios.errors import EnvironmentExecError, EnvironmentUnavailable
 from helios.tasks.task import load_task
 

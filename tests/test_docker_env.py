@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from helios.environments import docker as docker_mod
+import helios.environments.docker.environment as docker_mod
 from helios.environments.docker import DockerEnvironment
 from helios.tasks.task import load_task
 

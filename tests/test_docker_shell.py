@@ -1,5 +1,5 @@
 """The docker provider with Helios's shell server as the container's init
-(`_docker_shell`): what a hostile agent inside can and cannot do to it, `docker
+(`docker.shell`): what a hostile agent inside can and cannot do to it, `docker
 exec`'s semantics kept (users, background processes, timeouts), and the
 container's end with its stream (kill -9 of Helios included)."""
 
@@ -18,7 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from helios.environments import _docker_api, _docker_shell
+import helios.environments.docker.api as _docker_api
+import helios.environments.docker.shell as _docker_shell
 from helios.environments.docker import DockerEnvironment
 from helios.errors import EnvironmentExecError
 from helios.tasks.task import load_task

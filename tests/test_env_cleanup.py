@@ -14,12 +14,12 @@ from pathlib import Path
 import pytest
 
 from helios import ParallelRunner
-from helios.environments._docker_cleanup import Container
-from helios.environments._local_cleanup import sandbox_processes
-from helios.environments._local_root import OWNER_FILE, mounts_under, read_owner, sandbox_base
-from helios.environments._owner import Owner, current_owner
 from helios.environments.docker import DockerEnvironment
+from helios.environments.docker.cleanup import Container
 from helios.environments.local import LocalEnvironment
+from helios.environments.local.cleanup import sandbox_processes
+from helios.environments.local.root import OWNER_FILE, mounts_under, read_owner, sandbox_base
+from helios.environments.shell.owner import Owner, current_owner
 from helios.environments.spec import SandboxSpec
 from helios.errors import EnvironmentExecError, EnvironmentStartError
 

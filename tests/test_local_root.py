@@ -18,8 +18,10 @@ from pathlib import Path
 
 import pytest
 
-from helios.environments import _local_cleanup, _local_root, _tar
-from helios.environments._local_root import create_root, mounts_under, unmount_own
+import helios.environments.local.cleanup as _local_cleanup
+import helios.environments.local.root as _local_root
+import helios.environments.shell.tar as _tar
+from helios.environments.local.root import create_root, mounts_under, unmount_own
 from helios.errors import EnvironmentStartError
 
 
@@ -183,7 +185,7 @@ def test_without_libc_the_tmpfs_is_mounted_by_command(
 def test_a_folder_left_mounted_by_a_killed_process_is_cleaned_up(sandbox_dir: Path) -> None:
     # The child makes a sandbox folder (tmpfs mounted, laid out) and dies by SIGKILL.
     code = (
-        "import os, signal; from helios.environments._local_root import create_root; "
+        "import os, signal; from helios.environments.local.root import create_root; "
         "create_root('run-k', 't', 64, '/app', None); os.kill(os.getpid(), signal.SIGKILL)"
     )
     done = subprocess.run([sys.executable, "-c", code], check=False, timeout=60)

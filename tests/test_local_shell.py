@@ -12,10 +12,10 @@ from pathlib import Path
 import pytest
 
 from helios._proc import OUTPUT_CAP
-from helios.environments._local_cleanup import sandbox_processes
-from helios.environments._shell_native import native_server
-from helios.environments._shell_program import ENV_SWITCH, server_program
 from helios.environments.local import LocalEnvironment
+from helios.environments.local.cleanup import sandbox_processes
+from helios.environments.local.program import ENV_SWITCH, server_program
+from helios.environments.shell.native import native_server
 from helios.environments.spec import SandboxSpec
 from helios.errors import EnvironmentExecError
 
@@ -321,8 +321,8 @@ def test_one_shot_fallback_keeps_working() -> None:
 def test_a_clean_sandbox_is_stopped_without_searching_the_host(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    import helios.environments._local_cleanup as cleanup
-    import helios.environments.local as local
+    import helios.environments.local.cleanup as cleanup
+    import helios.environments.local.environment as local
 
     scans: list[object] = []
     real = cleanup.kill_processes

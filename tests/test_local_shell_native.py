@@ -1,4 +1,4 @@
-"""The compiled shell server (`_shell_server.c`): what the sandbox runs, who can
+"""The compiled shell server (`shell/server.c`): what the sandbox runs, who can
 change it, how it is built and cached, and what a broken request does to it.
 The behaviour both servers share is tested in test_local_shell.py, once per server."""
 
@@ -18,10 +18,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from helios.environments import _shell_native
-from helios.environments._shell_native import SERVER_MOUNT, native_server, static_server
-from helios.environments._shell_program import ENV_SWITCH, server_program
+import helios.environments.shell.native as _shell_native
 from helios.environments.local import LocalEnvironment
+from helios.environments.local.program import ENV_SWITCH, server_program
+from helios.environments.shell.native import SERVER_MOUNT, native_server, static_server
 from helios.environments.spec import SandboxSpec
 
 from .sandbox_helpers import Body, in_sandbox
@@ -169,7 +169,7 @@ def test_without_a_compiler_the_python_server_is_used(
 ) -> None:
     _fresh_build(monkeypatch, tmp_path)
     monkeypatch.setenv("PATH", str(tmp_path / "empty"))
-    with caplog.at_level(logging.WARNING, logger="helios.environments._shell_native"):
+    with caplog.at_level(logging.WARNING, logger="helios.environments.shell.native"):
         assert native_server() is None
     assert "no C compiler: install gcc" in caplog.text  # the user is told, once
     monkeypatch.setenv(ENV_SWITCH, "1")
@@ -193,7 +193,7 @@ def test_a_compiler_that_fails_leaves_the_python_server(
     broken.write_text("#!/bin/sh\necho 'cc: internal error' >&2\nexit 1\n")
     broken.chmod(0o755)
     monkeypatch.setenv("PATH", str(bin_dir))
-    with caplog.at_level(logging.WARNING, logger="helios.environments._shell_native"):
+    with caplog.at_level(logging.WARNING, logger="helios.environments.shell.native"):
         assert native_server() is None
     assert "the C compiler failed" in caplog.text
     assert not list((tmp_path / "cache" / "helios").glob("*shell-server*"))
@@ -264,7 +264,7 @@ def test_two_processes_building_at_once_both_get_the_whole_server(tmp_path: Path
     half-written file, and no partial file is left in the cache."""
     code = (
         "import hashlib, sys\n"
-        "from helios.environments._shell_native import native_server\n"
+        "from helios.environments.shell.native import native_server\n"
         "data = native_server()\n"
         "print(hashlib.sha256(data).hexdigest() if data else 'none')\n"
     )
@@ -281,7 +281,7 @@ def test_two_processes_building_at_once_both_get_the_whole_server(tmp_path: Path
 def test_the_static_build_is_cached_apart_and_its_absence_is_said(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
-    from helios.environments import _shell_native
+    import helios.environments.shell.native as _shell_native
 
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
     static_server.cache_clear()

@@ -17,8 +17,8 @@ from typing import TypeVar
 
 import pytest
 
-from helios.environments._local_cleanup import remove_holder, sandbox_processes
-from helios.environments._local_root import SANDBOX_PREFIX, mounts_under, read_owner
+from helios.environments.local.cleanup import remove_holder, sandbox_processes
+from helios.environments.local.root import SANDBOX_PREFIX, mounts_under, read_owner
 from helios.testing.mock_llm import MockLLMServer
 from tests.conftest import TaskMaker, helios_cmd
 from tests.datagen.conftest import SCRIPT, cli_env, hermes_args, read_jsonl, write_dataset

@@ -21,8 +21,8 @@ from pathlib import Path
 
 import pytest
 
-from helios.environments._local_cleanup import sandbox_processes
 from helios.environments.local import LocalEnvironment
+from helios.environments.local.cleanup import sandbox_processes
 from helios.environments.spec import SandboxSpec
 
 from .conftest import TaskMaker, helios_cmd

@@ -16,11 +16,11 @@ from collections.abc import Iterator
 
 import pytest
 
-from helios.environments import _docker_services
-from helios.environments._shell_program import server_program
+import helios.environments.docker.services as _docker_services
 from helios.environments.base import Environment
 from helios.environments.docker import DockerEnvironment
 from helios.environments.local import LocalEnvironment
+from helios.environments.local.program import server_program
 from helios.environments.null import NullEnvironment
 from helios.environments.view import as_user
 from helios.errors import EnvironmentExecError, UnsupportedFeature
@@ -409,6 +409,6 @@ def test_an_exchange_folder_left_by_a_killed_helios_is_cleaned_up(provider: str)
 
 
 def _docker_services_run(env: DockerEnvironment) -> str:
-    from helios.environments.docker import _name_part
+    from helios.environments.docker.environment import _name_part
 
     return _name_part(env.run_id, 36)

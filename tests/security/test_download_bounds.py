@@ -19,10 +19,10 @@ from pathlib import Path
 
 import pytest
 
-from helios.environments import _safe_copy
-from helios.environments._local_root import remove_if_unmounted
-from helios.environments._safe_copy import Bounds, UnsafeDownload, copy_out, extract_tar
+import helios.environments.shell.safe_copy as _safe_copy
 from helios.environments.docker import DockerEnvironment
+from helios.environments.local.root import remove_if_unmounted
+from helios.environments.shell.safe_copy import Bounds, UnsafeDownload, copy_out, extract_tar
 from helios.environments.spec import SandboxSpec
 
 MIB = 1 << 20

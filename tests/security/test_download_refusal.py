@@ -19,11 +19,14 @@ from pathlib import Path
 
 import pytest
 
-from helios.environments import _docker_api, _shell_transfer, docker, local
-from helios.environments._safe_copy import Bounds, UnsafeDownload
+import helios.environments.docker.api as _docker_api
+import helios.environments.docker.environment as docker
+import helios.environments.local.environment as local
+import helios.environments.shell.transfer as _shell_transfer
 from helios.environments.base import ROOT, Environment
 from helios.environments.docker import DockerEnvironment
 from helios.environments.local import LocalEnvironment
+from helios.environments.shell.safe_copy import Bounds, UnsafeDownload
 from helios.environments.spec import SandboxSpec
 
 BOUND = 8 << 20

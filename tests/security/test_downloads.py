@@ -18,11 +18,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import helios.environments.docker.api as _docker_api
+import helios.environments.shell.transfer as _shell_transfer
 from helios import ParallelRunner
-from helios.environments import _docker_api, _shell_transfer
-from helios.environments._bwrap import TRANSFER_MOUNT
-from helios.environments._safe_copy import Bounds, UnsafeDownload, copy_out, extract_tar
 from helios.environments.local import LocalEnvironment
+from helios.environments.local.bwrap import TRANSFER_MOUNT
+from helios.environments.shell.safe_copy import Bounds, UnsafeDownload, copy_out, extract_tar
 from helios.environments.spec import SandboxSpec
 
 from ..conftest import TaskMaker

@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 
-from helios.environments._local_cleanup import sandbox_processes
-from helios.environments._local_root import read_owner, sandbox_base
+from helios.environments.local.cleanup import sandbox_processes
+from helios.environments.local.root import read_owner, sandbox_base
 
 from ..conftest import _need
 from .hostile import HOST_REWARD, KEY_CANARY, Context, catalogue

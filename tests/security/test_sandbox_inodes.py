@@ -13,7 +13,7 @@ from __future__ import annotations
 import pytest
 
 from helios.environments.local import LocalEnvironment
-from helios.environments.local_limits import runs_as_root
+from helios.environments.local.limits import runs_as_root
 from helios.environments.spec import SandboxSpec
 
 from ..sandbox_helpers import in_sandbox

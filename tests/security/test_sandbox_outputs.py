@@ -24,8 +24,8 @@ from typing import Any
 
 import pytest
 
-from helios.environments import _safe_copy
-from helios.environments._shell_program import ENV_SWITCH, server_program
+import helios.environments.shell.safe_copy as _safe_copy
+from helios.environments.local.program import ENV_SWITCH, server_program
 from helios.tasks.runner import ParallelRunner
 
 from ..conftest import _need

@@ -20,12 +20,12 @@ from pathlib import Path
 
 import pytest
 
-from helios.environments import _docker_services
-from helios.environments._bwrap import tool
-from helios.environments._shell_native import native_server
-from helios.environments._shell_program import server_argv
+import helios.environments.docker.services as _docker_services
 from helios.environments.base import Environment
 from helios.environments.local import LocalEnvironment
+from helios.environments.local.bwrap import tool
+from helios.environments.local.program import server_argv
+from helios.environments.shell.native import native_server
 from helios.errors import EnvironmentExecError
 
 from ..desktop_helpers import need_desktop

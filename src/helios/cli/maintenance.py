@@ -29,7 +29,8 @@ def cleanup_command(
 
     Without --run it skips every batch whose process is still alive (--force
     takes them too)."""
-    from helios.environments.docker import DockerEnvironment, remove_images
+    from helios.environments.docker import DockerEnvironment
+    from helios.environments.docker.cleanup import remove_images
     from helios.environments.local import LocalEnvironment
 
     async def go() -> tuple[list[str], list[str], list[str]]:

@@ -72,7 +72,7 @@ class ImageCheck:
         return await asyncio.shield(task)
 
     async def _probe(self, image: str) -> str | None:
-        from helios.environments.docker import docker
+        from helios.environments.docker.cli import docker
 
         code, _, _ = await docker("image", "inspect", image)
         if code == 0:

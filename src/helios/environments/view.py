@@ -20,8 +20,8 @@ import secrets
 from pathlib import Path, PurePosixPath
 from typing import ClassVar
 
-from helios.environments._payload import place_payload
 from helios.environments.base import ROOT, Capabilities, Environment, ExecResult, User
+from helios.environments.shell.payload import place_payload
 from helios.errors import EnvironmentExecError
 
 #: folders Helios itself fills for a phase: written as root, then given to its user

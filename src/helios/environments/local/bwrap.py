@@ -30,7 +30,7 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
-from helios.environments.local_limits import MIB, SHM_MB, LocalLimits, runs_as_root
+from helios.environments.local.limits import MIB, SHM_MB, LocalLimits, runs_as_root
 
 #: host directories shared read-only with every sandbox
 SYSTEM_DIRS = ("usr", "bin", "sbin", "lib", "lib32", "lib64", "libx32", "etc")
@@ -80,7 +80,7 @@ class BwrapCall:
     #: exec's processes can be found from the host even once orphaned
     marker: str = ""
     #: the uid and gid the command runs as inside (None: root when Helios is
-    #: root, else the invoking user); see `_local_users`
+    #: root, else the invoking user); see `local.users`
     uid: int | None = None
     gid: int | None = None
     #: share the host's network (a task's `network_mode = "public"`)

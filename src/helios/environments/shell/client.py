@@ -1,14 +1,15 @@
-"""A persistent shell per local sandbox: one long-lived process inside bwrap that
-runs the sandbox's commands, instead of one bwrap (namespaces, mounts, prlimit)
-per command.
+"""The host side of the shell server's wire protocol: one long-lived server process
+per sandbox runs the sandbox's commands, instead of one process (a bwrap, or a
+daemon exec) per command. Both providers use it: local (`local.pool`, the server
+inside bwrap) and docker (`docker.shell`, the static server as the container's init).
 
-The server (`_shell_server.py`) runs in the sandbox under the same bwrap
-command line a one-shot exec gets (read-only system folders, empty environment
-plus the sandbox's own, rlimits, no network unless allowed, its own pid
-namespace, die-with-parent), so every property of a one-shot exec holds; what
-it adds is that the sandbox's init survives between commands. After each
-command the server kills every other process of its pid namespace, so no
-process outlives its command, exactly as when the namespace itself ended.
+Local: the server (`shell/server.c`, or its twin `shell/server.py`) runs in the
+sandbox under the same bwrap command line a one-shot exec gets (read-only system
+folders, empty environment plus the sandbox's own, rlimits, no network unless
+allowed, its own pid namespace, die-with-parent), so every property of a one-shot
+exec holds; what it adds is that the sandbox's init survives between commands.
+After each command the server kills every other process of its pid namespace, so
+no process outlives its command, exactly as when the namespace itself ended.
 
 The host side here frames one request per command over the server's stdin and
 reads typed frames back (see the server's docstring). Anything unexpected (a
@@ -30,15 +31,15 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from helios._proc import CappedOutput, decode, run_to_end, spawn, within
-from helios.environments._local_cleanup import kill_marked
-from helios.environments._shell_procs import (
+from helios.environments.base import ExecResult
+from helios.environments.local.cleanup import kill_marked
+from helios.environments.shell.procs import (
     ServerState,
     children,
     identity,
     server_pidfd,
     server_state,
 )
-from helios.environments.base import ExecResult
 from helios.errors import EnvironmentExecError
 
 #: a frame larger than this is a broken (or forged) stream, not output
@@ -166,7 +167,7 @@ class SandboxShell:
 
     def head(self, operation: bytes, user: str = "") -> tuple[bytes, ...]:
         """The fields before a request's own: the operation (container mode: and
-        the user, `_docker_shell`)."""
+        the user, `docker.shell`)."""
         return (operation,)
 
     async def start_service(self, name: str, script: str, env: dict[str, str], *,
@@ -382,7 +383,7 @@ def _request(
     script: str, env: dict[str, str], timeout: float | None, data: bytes,
     head: tuple[bytes, ...] = (),
 ) -> bytes:  # fmt: skip
-    """One command for the server: length-prefixed fields (see `_shell_server`)."""
+    """One command for the server: length-prefixed fields (see `shell.server`)."""
     fields = [*head, b"" if timeout is None else repr(float(timeout)).encode(), script.encode(),
               data, str(len(env)).encode()]  # fmt: skip
     for name, value in env.items():

@@ -1,15 +1,19 @@
 """The persistent shell's server: runs *inside* a local sandbox, one per sandbox
 (and user and network), and runs the commands the host sends it one at a time.
-Where the host has a C compiler, `_shell_server.c` (the same wire format and
+Where the host has a C compiler, `shell/server.c` (the same wire format and
 behaviour) runs instead; this one is the fallback.
+
+Who needs it: a local user on a host without a C compiler (or with
+HELIOS_LOCAL_SHELL=python). tests/test_local_shell.py runs every protocol case
+against this server and the compiled one.
 
 It is started by bwrap as `python3 -I -S -c <this file's text>` with the host's
 system Python (read-only in the sandbox), so nothing the agent can write is on
 its import path. It imports only the standard library and must stay runnable
 by any Python 3.9+ (`os.pidfd_open`).
 
-Wire format: `_shell_server.c`'s header has it whole (operations `run`, `service`,
-`status`, `stop`; frames `R`, `O`, `E`, `X`); `_shell.py` is the host side.
+Wire format: `shell/server.c`'s header has it whole (operations `run`, `service`,
+`status`, `stop`; frames `R`, `O`, `E`, `X`); `shell/client.py` is the host side.
 
 It imports builtin modules only (`posix`, `select`, `sys`, `time`), and `_ctypes`
 for one prctl: no `os`, `signal`, `subprocess`, `json` or `selectors`, whose own
@@ -85,7 +89,7 @@ class Service:
 
 class Services:
     """Helios's long-lived processes here, and the kill that spares them, by the
-    rules in `_shell_server.c`'s header."""
+    rules in `shell/server.c`'s header."""
 
     def __init__(self) -> None:
         self.known: list[Service] = []

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from helios.environments._docker_cli import (
+from helios.environments.docker.cli import (
     LABEL_INSTANCE,
     LABEL_MANAGED,
     LABEL_OWNER,
     LABEL_RUN,
     docker,
 )
-from helios.environments._owner import Owner
+from helios.environments.shell.owner import Owner
 from helios.errors import EnvironmentUnavailable
 
 _FORMAT = (

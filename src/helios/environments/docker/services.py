@@ -2,11 +2,11 @@
 processes that spares them.
 
 On the shell path the container's init, Helios's shell server, starts each
-service (its "service" operation) and its "stop" spares them (`_shell_server.c`).
+service (its "service" operation) and its "stop" spares them (`shell/server.c`).
 On the Engine API path an exec starts each (`start_by_exec`: in a session of its
 own, its pid and start time read before that exec ends), and the stop is an
 exec'd script (`SPARING_KILL`) with the same rules; the container's init there
-(`_docker_api.INIT_LOOP`) reaps what it kills. Where that exec cannot start (the
+(`docker.api.INIT_LOOP`) reaps what it kills. Where that exec cannot start (the
 pids limit full), the container is killed and started again, the services with it.
 
 A host folder is bound at EXCHANGE_MOUNT (`exchange_dir`) when the daemon shares
@@ -29,14 +29,14 @@ from typing import ClassVar
 
 import aiodocker
 
-import helios.environments._docker_shell as _docker_shell
+import helios.environments.docker.shell as _docker_shell
 from helios._proc import decode
-from helios.environments._docker_api import exec_command, restart_alone
-from helios.environments._docker_cli import LABEL_INSTANCE, LABEL_MANAGED, docker
-from helios.environments._docker_shell import ContainerShell
-from helios.environments._shell import SERVICE_LOGS, ServiceId, ShellUnavailable
-from helios.environments._shell_transfer import ShellTransfers
 from helios.environments.base import ROOT, User, check_service_name
+from helios.environments.docker.api import exec_command, restart_alone
+from helios.environments.docker.cli import LABEL_INSTANCE, LABEL_MANAGED, docker
+from helios.environments.docker.shell import ContainerShell
+from helios.environments.shell.client import SERVICE_LOGS, ServiceId, ShellUnavailable
+from helios.environments.shell.transfer import ShellTransfers
 from helios.errors import EnvironmentExecError
 
 log = logging.getLogger(__name__)
@@ -78,7 +78,7 @@ class ContainerServices(ShellTransfers):
 
     async def stop_processes(self) -> None:
         """Kill every process of the container but its init and the services: the
-        shell server does it from pid 1 (`_docker_shell`); without it, an exec'd kill
+        shell server does it from pid 1 (`docker.shell`); without it, an exec'd kill
         (`kill_sparing`: 90 ms against the restart's 500). That exec
         needs a process of its own: with the pids limit full (a fork bomb), the
         container's pid 1 is killed instead, which kills every process in its pid
@@ -239,7 +239,7 @@ async def kill_all(client: aiodocker.Docker, container: str,
                        env={}, timeout=30)  # fmt: skip
 
 
-#: The shell server's kill that spares services (`_shell_server.c`), as a script of
+#: The shell server's kill that spares services (`shell/server.c`), as a script of
 #: the image's own `sh` run as root by an exec: its arguments are the services'
 #: `pid:start`. Builtins only (`read`, `kill`, `test -ef`): no process of its own
 #: but itself, which it spares with pid 1. A pass reads /proc, marks the services

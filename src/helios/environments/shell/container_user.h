@@ -1,5 +1,5 @@
 /*
- * Container mode of the shell server (`_shell_server.c` includes this after its
+ * Container mode of the shell server (`shell/server.c` includes this after its
  * Command type): who a command or a service runs as, and its environment.
  *
  * Users are looked up as the docker daemon does for `docker exec -u SPEC`

@@ -16,12 +16,12 @@ import dataclasses
 import logging
 
 from helios._proc import run_to_end
-from helios.environments._bwrap import BwrapCall
-from helios.environments._shell import SandboxShell, ShellUnavailable, Sink
-from helios.environments._shell_native import SERVER_MOUNT, place_server
-from helios.environments._shell_program import ServerProgram, server_argv, server_program
 from helios.environments.base import ExecResult
-from helios.environments.local_limits import runs_as_root
+from helios.environments.local.bwrap import BwrapCall
+from helios.environments.local.limits import runs_as_root
+from helios.environments.local.program import ServerProgram, server_argv, server_program
+from helios.environments.shell.client import SandboxShell, ShellUnavailable, Sink
+from helios.environments.shell.native import SERVER_MOUNT, place_server
 
 log = logging.getLogger(__name__)
 #: how long the server of a shell with services may take to stop everything else

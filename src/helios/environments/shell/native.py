@@ -1,6 +1,6 @@
-"""The compiled shell server (`_shell_server.c`): built once per machine with the
+"""The compiled shell server (`shell/server.c`): built once per machine with the
 host's C compiler and kept in Helios's cache; without a compiler, the sandboxes
-use the Python server (`_shell_server.py`), which speaks the same wire format.
+use the Python server (`shell/server.py`), which speaks the same wire format.
 
 Why compile: a sandbox's server starts once per trial, and a Python interpreter
 costs ~13 ms of CPU to start against well under 1 ms for this program.
@@ -10,6 +10,11 @@ What a sandbox runs is never a file it can write: each sandbox's holder folder
 bwrap binds read-only at `SERVER_MOUNT`. The cached build is used only when it is
 this user's own and nobody else may write it or its folder; otherwise Helios
 builds again in a private temporary folder.
+
+Who needs this path: every local user with a C compiler (the default), and every
+docker user of the shell stream (the static build). The protocol cases run against
+it and its Python twin alike (tests/test_local_shell.py, parametrized "compiled" and
+"python"); tests/test_local_shell_native.py tests the build and its cache.
 """
 
 from __future__ import annotations
@@ -32,9 +37,9 @@ SERVER_MOUNT = "/.helios-shell"
 #: the copy in a sandbox's holder folder
 HOLDER_NAME = "shell"
 BUILD_TIMEOUT = 120.0
-_SOURCE = Path(__file__).with_name("_shell_server.c")
+_SOURCE = Path(__file__).with_name("server.c")
 #: every file the build reads (the server includes its container mode)
-SOURCES = (_SOURCE, Path(__file__).with_name("_container_user.h"))
+SOURCES = (_SOURCE, Path(__file__).with_name("container_user.h"))
 PREFIX = "shell-server-"
 STATIC_PREFIX = "shell-static-"
 

@@ -1,5 +1,5 @@
 """Tar helper for moving files into sandboxes (run in a thread); what comes out goes
-through `_safe_copy.extract_tar`.
+through `shell.safe_copy.extract_tar`.
 
 A batch uploads the same folders (a task's tests) once per trial, so small
 archives are kept, keyed by the folder's metadata: every entry's inode, size,

@@ -1,5 +1,10 @@
 """The `docker` CLI as asyncio subprocesses (a trial's rare calls: run, build, inspect,
-cleanup), and the once-per-process image builds."""
+cleanup), and the once-per-process image builds.
+
+Who needs this path: every docker user. `docker run` pulls a missing image and
+reports an engine without `--storage-opt`; builds, inspects and `helios cleanup`
+happen once per trial or less, so a process each costs little. Tested through
+tests/test_docker_env.py and tests/test_env_cleanup.py."""
 
 from __future__ import annotations
 

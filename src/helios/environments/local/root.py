@@ -19,7 +19,7 @@ import tempfile
 from pathlib import Path, PurePosixPath
 
 from helios._proc import decode, last_line, run_process
-from helios.environments._bwrap import (
+from helios.environments.local.bwrap import (
     EXCHANGE_FOLDER,
     EXCHANGE_MOUNT,
     SANDBOX_GID,
@@ -28,8 +28,8 @@ from helios.environments._bwrap import (
     mount_points,
     tool,
 )
-from helios.environments._owner import Owner, current_owner
-from helios.environments.local_limits import inodes, runs_as_root
+from helios.environments.local.limits import inodes, runs_as_root
+from helios.environments.shell.owner import Owner, current_owner
 from helios.errors import EnvironmentStartError
 from helios.settings import current as helios_settings
 

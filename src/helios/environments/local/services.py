@@ -1,9 +1,9 @@
 """Services in a local sandbox (`Environment.start_service`): each lives in the
 persistent shell of its user (and network), started by that shell's server (its
 "service" operation), whose kills, after each command and at `stop_processes`,
-spare it (`_shell_server.c`). The one-shot bwrap path has none. Its exchange
+spare it (`shell/server.c`). The one-shot bwrap path has none. Its exchange
 folder (`exchange_dir`) is a folder of the root hidden under /dev and bound at
-`EXCHANGE_MOUNT` (`_bwrap`).
+`EXCHANGE_MOUNT` (`local.bwrap`).
 """
 
 from __future__ import annotations
@@ -11,13 +11,13 @@ from __future__ import annotations
 from pathlib import Path
 from typing import ClassVar
 
-from helios.environments._bwrap import EXCHANGE_FOLDER, EXCHANGE_MOUNT, BwrapCall, sandbox_env
-from helios.environments._local_users import LocalUsers, SandboxUser
-from helios.environments._shell import SERVICE_LOGS, SandboxShell, ShellUnavailable
-from helios.environments._shell_pool import ShellPool
-from helios.environments._shell_program import server_program
-from helios.environments._shell_transfer import ShellTransfers
 from helios.environments.base import User, check_service_name
+from helios.environments.local.bwrap import EXCHANGE_FOLDER, EXCHANGE_MOUNT, BwrapCall, sandbox_env
+from helios.environments.local.pool import ShellPool
+from helios.environments.local.program import server_program
+from helios.environments.local.users import LocalUsers, SandboxUser
+from helios.environments.shell.client import SERVICE_LOGS, SandboxShell, ShellUnavailable
+from helios.environments.shell.transfer import ShellTransfers
 from helios.errors import EnvironmentExecError, UnsupportedFeature
 
 
@@ -64,7 +64,7 @@ class LocalServices(ShellTransfers):
     ) -> None:
         """The service lives in the persistent shell of its user (and network): the
         server starts it, and its kills, after each command and at
-        `stop_processes`, spare it (see `_shell_server.c`)."""
+        `stop_processes`, spare it (see `shell/server.c`)."""
         check_service_name(name)
         if self.root is None or self._users is None:
             raise EnvironmentExecError("sandbox is not running")

@@ -26,10 +26,12 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import BinaryIO
 
-import helios.environments._tar as _tar
-from helios.environments._bwrap import tool
-from helios.environments._payload import place_payload
-from helios.environments._safe_copy import (
+import helios.environments.shell.tar as _tar
+from helios.environments.base import Environment, ExecResult
+from helios.environments.local.bwrap import tool
+from helios.environments.shell.client import Sink
+from helios.environments.shell.payload import place_payload
+from helios.environments.shell.safe_copy import (
     MAX_LISTED,
     Bounds,
     DownloadMissing,
@@ -37,8 +39,6 @@ from helios.environments._safe_copy import (
     UnsafeDownload,
     extract_tar,
 )
-from helios.environments._shell import Sink
-from helios.environments.base import Environment, ExecResult
 from helios.errors import EnvironmentExecError
 
 #: uploads up to this size go through the shell (they are held in memory once)

@@ -9,6 +9,13 @@ last one stops (an aiohttp session must not outlive its loop).
 `docker run` (which pulls a missing image and reports an engine without
 `--storage-opt`), builds, inspects and `helios cleanup` stay on the CLI: they
 happen once per trial or less.
+
+Who needs this path: a daemon on another host (DOCKER_HOST=tcp://..., where the
+shell server cannot be bound in from this host's disk), a host that cannot build
+the static shell server (no C compiler or no static libc), and HELIOS_DOCKER_SHELL=0.
+On the shell path (`docker.shell`) it still removes the container and serves the
+rare calls the stream does not carry. Tested by tests/test_docker_api.py and the
+"docker-api" provider of tests/sandbox_helpers.py.
 """
 
 from __future__ import annotations
@@ -27,11 +34,11 @@ from typing import TypeVar
 import aiodocker
 import aiohttp
 
-import helios.environments._safe_copy as _safe_copy
+import helios.environments.shell.safe_copy as _safe_copy
 from helios._proc import OUTPUT_CAP, CappedOutput, ProcResult, decode
-from helios.environments._docker_cli import CONTROL_TIMEOUT
-from helios.environments._shell_transfer import MISSING, refuse, size_check
 from helios.environments.base import ExecResult
+from helios.environments.docker.cli import CONTROL_TIMEOUT
+from helios.environments.shell.transfer import MISSING, refuse, size_check
 from helios.errors import EnvironmentExecError
 
 T = TypeVar("T")
@@ -41,7 +48,7 @@ NO_USER = b"unable to find user"
 #: own. Its `wait` reaps every child, so the orphans a kill leaves behind go (a
 #: bare `sleep` as pid 1 kept them as zombies, each holding a pid of the limit).
 #: The `sleep` is the init's only child in the init's process group: an exec's
-#: processes have sessions of their own and can never join it (`_docker_services`).
+#: processes have sessions of their own and can never join it (`docker.services`).
 INIT_LOOP = "while :; do sleep infinity & wait $!; done"
 
 #: where the daemon listens when DOCKER_HOST does not say (as the docker CLI looks)

@@ -1,5 +1,5 @@
-"""Which server a local sandbox's persistent shell runs (`_shell`): the compiled one
-(`_shell_native`), else the Python twin with the system interpreter the sandbox
+"""Which server a local sandbox's persistent shell runs (`shell.client`): the compiled one
+(`shell.native`), else the Python twin with the system interpreter the sandbox
 sees (its /usr is the host's, read-only), or none: every command is then a
 one-shot bwrap (and the sandbox has no services)."""
 
@@ -9,8 +9,8 @@ from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
-from helios.environments._bwrap import tool
-from helios.environments._shell_native import native_server
+from helios.environments.local.bwrap import tool
+from helios.environments.shell.native import native_server
 from helios.settings import current as helios_settings
 
 ENV_SWITCH = "HELIOS_LOCAL_SHELL"
@@ -20,7 +20,7 @@ ENV_SWITCH = "HELIOS_LOCAL_SHELL"
 def server_source() -> str:
     """The server's code without its docstring and comments: it is the sandbox
     init's command line, which commands inside can read."""
-    text = (Path(__file__).with_name("_shell_server.py")).read_text("utf-8")
+    text = (Path(__file__).parent.parent / "shell" / "server.py").read_text("utf-8")
     code = text[text.index("from __future__") :]
     lines = [ln for ln in code.splitlines() if ln.strip() and not ln.lstrip().startswith("#")]
     return "\n".join(lines) + "\n"
@@ -28,7 +28,7 @@ def server_source() -> str:
 
 @dataclass(frozen=True)
 class ServerProgram:
-    """What a sandbox's shell runs: the compiled server (`_shell_native`), else the
+    """What a sandbox's shell runs: the compiled server (`shell.native`), else the
     Python one with the system interpreter the sandbox sees (its /usr is the host's,
     read-only)."""
 

@@ -10,9 +10,9 @@ sandbox's root:
 - files: the tmpfs's inode count (`inodes`). A tmpfs inode is unswappable kernel
   memory (about 1 KiB with its dentry) that no size limit counts: without the
   bound, millions of empty files in a 64 MB sandbox took gigabytes of the host's
-  slab. /dev/shm is a folder of the same tmpfs (`_bwrap`), under the same bounds.
+  slab. /dev/shm is a folder of the same tmpfs (`local.bwrap`), under the same bounds.
 
-Run `python -m helios.environments.local_limits` to see what this machine uses.
+Run `python -m helios.environments.local.limits` to see what this machine uses.
 """
 
 from __future__ import annotations

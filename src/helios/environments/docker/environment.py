@@ -1,13 +1,13 @@
 """Docker provider: one container per trial, images built once per environment hash.
 
-The container's init is Helios's shell server (`_docker_shell`): a trial's
+The container's init is Helios's shell server (`docker.shell`): a trial's
 commands, copies and process stop go over one `docker run -i` stream. Without
 it (no static build, a remote daemon), the many calls go to the Engine API
-(`_docker_api`) and the rare ones (run, build, inspect, cleanup) to the `docker`
+(`docker.api`) and the rare ones (run, build, inspect, cleanup) to the `docker`
 CLI. Containers carry labels so `helios cleanup` can find leftovers; `stop`
 removes the container whatever happened before.
 
-Its services and the stop of its processes that spares them: `_docker_services`.
+Its services and the stop of its processes that spares them: `docker.services`.
 """
 
 from __future__ import annotations
@@ -27,13 +27,14 @@ from typing import ClassVar
 
 import aiodocker
 
-import helios.environments._docker_api as _docker_api
-import helios.environments._docker_services as _docker_services
-import helios.environments._docker_shell as _docker_shell
-import helios.environments._tar as _tar
+import helios.environments.docker.api as _docker_api
+import helios.environments.docker.services as _docker_services
+import helios.environments.docker.shell as _docker_shell
+import helios.environments.shell.tar as _tar
 from helios._proc import last_line, run_to_end
-from helios.environments._docker_cleanup import cleanup_containers, remove_images
-from helios.environments._docker_cli import (
+from helios.environments.base import ROOT, ExecResult, User
+from helios.environments.docker.cleanup import cleanup_containers, remove_images
+from helios.environments.docker.cli import (
     CONTROL_TIMEOUT,
     IMAGE_REPO,
     LABEL_INSTANCE,
@@ -45,12 +46,11 @@ from helios.environments._docker_cli import (
     docker,
     docker_binary,
 )
-from helios.environments._docker_services import EXCHANGE_MOUNT, ContainerServices
-from helios.environments._docker_shell import ContainerShell
-from helios.environments._owner import current_owner
-from helios.environments._safe_copy import Bounds
-from helios.environments._shell import ShellUnavailable, Sink
-from helios.environments.base import ROOT, ExecResult, User
+from helios.environments.docker.services import EXCHANGE_MOUNT, ContainerServices
+from helios.environments.docker.shell import ContainerShell
+from helios.environments.shell.client import ShellUnavailable, Sink
+from helios.environments.shell.owner import current_owner
+from helios.environments.shell.safe_copy import Bounds
 from helios.environments.spec import SandboxSpec
 from helios.errors import EnvironmentExecError, EnvironmentStartError, EnvironmentUnavailable
 from helios.settings import current as helios_settings
@@ -141,8 +141,8 @@ class DockerEnvironment(ContainerServices):
     def _run_args(self, with_storage: bool, server: Path | None = None,
                   user: str = "") -> list[str]:  # fmt: skip
         """`docker run`'s arguments: detached with a shell that reaps as its init
-        (`_docker_api.INIT_LOOP`), or, given the shell server, attached with the
-        server as its init (`_docker_shell`)."""
+        (`docker.api.INIT_LOOP`), or, given the shell server, attached with the
+        server as its init (`docker.shell`)."""
         spec = self.spec
         cpus = min(spec.cpus, float(os.cpu_count() or 1))
         # With the network allowed, use the engine's default unless told otherwise.

@@ -1,6 +1,6 @@
 /*
  * The persistent shell's server, compiled: the same wire format and behaviour as
- * `_shell_server.py` (read its docstring first), for hosts with a C compiler.
+ * `shell/server.py` (read its docstring first), for hosts with a C compiler.
  * A Python interpreter costs ~13 ms of CPU to start, once per sandbox; this
  * costs well under one, and its per-command loop is cheaper too.
  *
@@ -40,7 +40,7 @@
  * fork) and, before an answer, none left to reap; it is bounded in time. With no
  * service alive, it is the plain `kill(-1)` from pid 1.
  *
- * Container mode (`_docker_shell.py`): helios-shell --container DEFAULT_USER
+ * Container mode (`docker/shell.py`): helios-shell --container DEFAULT_USER
  *   The init of a docker container, started as root; the container's cgroup sets
  *   its limits. Each request has one more field after the operation: the user to
  *   run as (docker's USER syntax; empty: DEFAULT_USER). Processes a command leaves
@@ -475,7 +475,7 @@ static int open_log(const char *path, const char **why) {
     return fd;
 }
 
-#include "_container_user.h"
+#include "container_user.h"
 
 /* `sh -c script` with `actions` (which it destroys), with exactly `envp`, in its
  * own session, with default signal dispositions (a one-shot exec's): the spawn

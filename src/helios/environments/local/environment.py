@@ -3,7 +3,7 @@
 Each trial gets a fresh root directory bound at `/`; the host's system
 directories are mounted read-only over it, so the sandbox has the host's tools
 but cannot see the host's home, the repository or any other trial. Commands
-run in a persistent shell (`_shell`): one `bwrap` per sandbox (and user and
+run in a persistent shell (`shell.client`): one `bwrap` per sandbox (and user and
 network) with no network, its own pid namespace and die-with-parent, whose
 server runs one command at a time and kills every other process of its
 namespace when a command ends, so no process outlives the command that started
@@ -11,8 +11,15 @@ it, but Helios's own *services* (`start_service`: a desktop's X server), which
 the server started and its kills spare. Without a shell server here (compiled,
 or the system Python), or when the shell is busy, a command is its own one-shot
 `bwrap`, with the same guarantees (and no services: `supports_services` False).
-Files persist between commands through the trial's root. See `_bwrap` for what
-the sandbox sees and who it runs as, and `local_limits` for its resource limits.
+Files persist between commands through the trial's root. See `local.bwrap` for what
+the sandbox sees and who it runs as, and `local.limits` for its resource limits.
+
+Its paths and who needs each: the compiled shell server (`shell.native`: a host with
+a C compiler, the default); its Python twin (`shell/server.py`: a host without a
+compiler, or HELIOS_LOCAL_SHELL=python); the one-shot bwrap (a host with neither a
+compiler nor a system python3, HELIOS_LOCAL_SHELL=0, and, on every host, a command
+sent while its shell is busy: two commands at once). Tests: tests/test_local_shell.py
+(both servers, and `test_one_shot_fallback_keeps_working`), tests/test_local_env.py.
 
 The Dockerfile is not run: the build context's files (a task's `environment/`) are copied into the
 working directory. Tasks whose Dockerfile installs software need docker.
@@ -32,29 +39,29 @@ from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 from typing import ClassVar
 
-import helios.environments._local_root as _local_root
-import helios.environments._shell_transfer as _shell_transfer
+import helios.environments.local.root as _local_root
+import helios.environments.shell.transfer as _shell_transfer
 from helios._proc import decode, last_line, run_process, run_to_end
-from helios.environments._bwrap import (
+from helios.environments.base import ExecResult, User
+from helios.environments.local.bwrap import (
     TRANSFER_MOUNT,
     BwrapCall,
     sandbox_env,
     tool,
 )
-from helios.environments._local_cleanup import (
+from helios.environments.local.cleanup import (
     cleanup_sandboxes,
     kill_marked,
     kill_processes,
     remove_holder,
 )
-from helios.environments._local_services import LocalServices
-from helios.environments._local_users import LocalUsers, SandboxUser
-from helios.environments._payload import place_payload
-from helios.environments._safe_copy import Bounds, DownloadMissing, copy_out
-from helios.environments._shell import SandboxShell, Sink
-from helios.environments._shell_pool import ShellPool
-from helios.environments.base import ExecResult, User
-from helios.environments.local_limits import LocalLimits, runs_as_root
+from helios.environments.local.limits import LocalLimits, runs_as_root
+from helios.environments.local.pool import ShellPool
+from helios.environments.local.services import LocalServices
+from helios.environments.local.users import LocalUsers, SandboxUser
+from helios.environments.shell.client import SandboxShell, Sink
+from helios.environments.shell.payload import place_payload
+from helios.environments.shell.safe_copy import Bounds, DownloadMissing, copy_out
 from helios.environments.spec import SandboxSpec
 from helios.errors import EnvironmentExecError, EnvironmentUnavailable
 
@@ -66,7 +73,7 @@ INSTALL_HINT = (
 
 class LocalEnvironment(LocalServices):
     name: ClassVar[str] = "local"
-    #: as far as one user namespace allows: see `_local_users`
+    #: as far as one user namespace allows: see `local.users`
     supports_users: ClassVar[bool] = True
     #: every exec is its own bwrap, so each can have its own network
     dynamic_network: ClassVar[bool] = True
@@ -77,7 +84,7 @@ class LocalEnvironment(LocalServices):
         self._holder: Path | None = None
         self._users: LocalUsers | None = None
         self.limits = LocalLimits.from_spec(spec)
-        #: persistent shells: one bwrap for many commands (see `_shell_pool`)
+        #: persistent shells: one bwrap for many commands (see `local.pool`)
         self._pool = ShellPool()
         #: a sandbox init may have escaped our bookkeeping (a cancel, a timeout, a
         #: shell that died): look through the host's processes before trusting it
@@ -317,7 +324,7 @@ class LocalEnvironment(LocalServices):
 
     async def give_to(self, path: str, user: User) -> None:
         # One host user owns the whole trial root and appears as whoever runs an
-        # exec (see `_local_users`): the files are already the user's.
+        # exec (see `local.users`): the files are already the user's.
         return None
 
     async def stop_processes(self) -> None:

@@ -6,7 +6,7 @@ Why: a trial used to ask the daemon for about nine things (run, a setup exec,
 kill + start + top before the verifier, two execs and two copies for it, and a
 remove), and each costs the daemon, containerd and runc tens of ms of CPU
 (benchmarks/README.md). Here a trial is one `docker run --rm -i`, whatever it
-runs: the server (`_shell_server.c` in container mode, linked statically so it
+runs: the server (`shell/server.c` in container mode, linked statically so it
 runs on any image) is bound read-only at `SERVER_MOUNT` and started as root, and
 runs each command as the asked user (the image's USER by default), looked up in
 the container's own files as `docker exec -u` does.
@@ -19,13 +19,17 @@ Isolation holds as before:
   and answers only once /proc lists none (the kill + start it replaces did the
   same by ending the pid namespace); with services (`start_service`: the
   server's "service" operation) it spares them and what they spare, in passes
-  over /proc until one finds nothing else (`_shell_server.c`);
+  over /proc until one finds nothing else (`shell/server.c`);
 - the stream ends with Helios: its end closes the server's stdin, the server
   exits, and `--rm` removes the container (kill -9 of Helios included).
 
 Without a static build (no compiler or static libc), for a daemon on another
 host (the bind needs the server on the daemon's disk), or with
 HELIOS_DOCKER_SHELL=0, the provider uses the Engine API for each call instead.
+
+Who needs this path: every docker user whose daemon runs on this host and who can
+build the static server (the default). Tested by tests/test_docker_shell.py and the
+"docker-shell" provider of tests/sandbox_helpers.py.
 """
 
 from __future__ import annotations
@@ -40,10 +44,10 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 from helios._proc import CappedOutput, within
-from helios.environments._docker_cli import CONTROL_TIMEOUT
-from helios.environments._shell import Dropped, SandboxShell, Sink, ended
-from helios.environments._shell_native import static_server
 from helios.environments.base import ExecResult, User
+from helios.environments.docker.cli import CONTROL_TIMEOUT
+from helios.environments.shell.client import Dropped, SandboxShell, Sink, ended
+from helios.environments.shell.native import static_server
 from helios.errors import EnvironmentExecError
 from helios.settings import current as helios_settings
 

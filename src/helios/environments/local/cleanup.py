@@ -14,7 +14,7 @@ import os
 import signal
 from pathlib import Path
 
-from helios.environments._local_root import (
+from helios.environments.local.root import (
     SANDBOX_PREFIX,
     read_owner,
     remove_if_unmounted,
