@@ -31,6 +31,7 @@ from .thin_door import PromptDoor, PromptUnit
 VOLATILE = {
     "started_at", "finished_at", "duration", "duration_seconds", "timings", "model_seconds",
     "created_at", "run_id", "timestamp", "task_paths", "output_dir",
+    "seconds",  # run.json's time across resumes
 }  # fmt: skip
 
 
