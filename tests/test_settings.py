@@ -129,3 +129,12 @@ def test_a_setting_set_in_process_is_seen_at_once(monkeypatch: pytest.MonkeyPatc
     assert settings_module.current().docker_cli == "docker"
     with pytest.raises(KeyError, match="HELIOS_NOPE is not a Helios setting"):
         settings_module.current().get("HELIOS_NOPE")
+
+
+@pytest.mark.parametrize(
+    ("raw", "mode"),
+    [(None, "auto"), ("1", "auto"), ("0", "off"), ("python", "python"), ("x", "auto")],
+)
+def test_the_local_shell_switch(raw: str | None, mode: str) -> None:
+    env = {} if raw is None else {"HELIOS_LOCAL_SHELL": raw}
+    assert HeliosSettings.read(env).local_shell == mode

@@ -18,7 +18,6 @@ import math
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Literal
 
 from helios.secrets import public_url
 
@@ -93,11 +92,10 @@ class HeliosSettings:
         return self.get("HELIOS_DOCKER_SHELL") != "0"
 
     @property
-    def local_shell(self) -> Literal["off", "python", "auto"] | str:
-        """off (HELIOS_LOCAL_SHELL=0), python, auto (unset or 1), or another value
-        as given (the caller says what it accepts)."""
+    def local_shell(self) -> str:
+        """off (HELIOS_LOCAL_SHELL=0), python, or auto (unset, 1, or anything else)."""
         value = self.get("HELIOS_LOCAL_SHELL") or "1"
-        return {"0": "off", "1": "auto", "python": "python"}.get(value, value)
+        return {"0": "off", "python": "python"}.get(value, "auto")
 
     @property
     def sandbox_dir(self) -> str | None:

@@ -41,10 +41,10 @@ def server_program() -> ServerProgram | None:
     """None: every command is a one-shot bwrap. HELIOS_LOCAL_SHELL=0 turns the shell
     off; HELIOS_LOCAL_SHELL=python keeps the Python server even with a compiler.
     The first call may compile (a fraction of a second, once per machine)."""
-    switch = helios_settings().get(ENV_SWITCH) or "1"
-    if switch == "0":
+    mode = helios_settings().local_shell
+    if mode == "off":
         return None
-    binary = None if switch == "python" else native_server()
+    binary = None if mode == "python" else native_server()
     if binary is not None:
         return ServerProgram(binary=binary)
     python = tool("python3")
