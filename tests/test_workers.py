@@ -5,12 +5,15 @@ from timings and ids; interrupts, resume and a dead worker lose nothing."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import signal
 import subprocess
+import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +22,7 @@ import pytest
 from helios import ParallelRunner
 from helios.engine.batch import BatchOptions, BatchService
 from helios.engine.store import RunStore
+from helios.errors import ConfigError
 from helios.events import Event, TrialStarted
 from helios.testing.mock_llm import MockLLMServer
 
@@ -223,7 +227,7 @@ def test_workers_of_a_killed_batch_stop_their_sandboxes_at_once(
     workers = _children(proc.pid)
     assert len(workers) == 2
     # The second worker, frozen, must not hold the first one's link to the parent
-    # open (it was forked after it): the first one sees the death by itself.
+    # open (it was started after it): the first one sees the death by itself.
     os.kill(workers[1], signal.SIGSTOP)
     proc.kill()
     proc.wait()
@@ -277,3 +281,215 @@ def test_workers_of_a_killed_docker_batch_remove_their_containers_at_once(
     while time.monotonic() < deadline and _containers_of(workers):
         time.sleep(0.2)
     assert _containers_of(workers) == []
+
+
+# -- how workers start (issue 20): fresh interpreters, no fork of a running loop -------
+
+SRC = Path(__file__).resolve().parent.parent / "src" / "helios"
+
+
+def test_no_private_asyncio_api_and_no_fork_in_src() -> None:
+    """Workers once were forked from inside the running loop and reset it with
+    `asyncio.events._set_running_loop(None)`; nothing in Helios may do either again."""
+    found = []
+    for path in sorted(SRC.rglob("*.py")):
+        text = path.read_text("utf-8")
+        for needle in ("asyncio.events._", "_set_running_loop", "os.fork("):
+            if needle in text:
+                found.append(f"{path.relative_to(SRC)}: {needle}")
+    assert found == []
+
+
+def _open_files(pid: int | str) -> dict[int, str]:
+    """What a process has open, by descriptor (sockets and pipes by their inode)."""
+    found = {}
+    for fd in Path(f"/proc/{pid}/fd").iterdir():
+        with contextlib.suppress(OSError):
+            found[int(fd.name)] = os.readlink(fd)
+    return found
+
+
+def test_workers_are_fresh_interpreters_holding_nothing_of_the_parent(tmp_path: Path) -> None:
+    """A worker is `python -c` holding, besides its standard streams, nothing the
+    parent has open: not the run's lock or results, not the parent's ends of the
+    workers' sockets (a fork would have had them all), only its own end of its link."""
+    units = [PromptUnit(f"slow {i} good", i) for i in range(8)]
+    service = _prompt_service(tmp_path, workers=2, n=4)
+    service.door = PromptDoor(delay=0.4)
+    assert service.store is not None
+    started: set[str] = set()
+
+    def on_event(event: Event) -> None:
+        if isinstance(event, TrialStarted):
+            started.add(event.trial_id)
+
+    service.emit = on_event
+    seen: dict[int, tuple[list[bytes], dict[int, str]]] = {}
+    parent: dict[int, str] = {}
+
+    async def go() -> None:
+        task = asyncio.create_task(service.run(service.plan(units)))
+
+        async def both_busy() -> bool:
+            return len(started) >= 4
+
+        await until(both_busy, "the two workers started four units")
+        parent.update(_open_files("self"))
+        for pid in _children(os.getpid()):
+            argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+            seen[pid] = (argv[:2], _open_files(pid))
+        await task
+
+    try:
+        asyncio.run(go())
+    finally:
+        service.store.close()
+    assert len(seen) == 2
+    ours = {target for target in parent.values() if not target.startswith("anon_inode:")}
+    for argv, files in seen.values():
+        assert argv == [sys.executable.encode(), b"-c"]
+        shared = {fd: target for fd, target in files.items() if fd > 2 and target in ours}
+        assert shared == {}
+        assert not [t for t in files.values() if t.startswith(str(service.store.run_dir))]
+
+
+@dataclass
+class _ScriptDoor(PromptDoor):
+    """A door as a script would define it: its class lives in `__main__`."""
+
+
+_ScriptDoor.__module__ = "__main__"
+
+
+def test_a_door_of_the_script_being_run_is_refused_before_any_worker_starts(
+    tmp_path: Path,
+) -> None:
+    service = _prompt_service(tmp_path, workers=2)
+    service.door = _ScriptDoor()
+    assert service.store is not None
+    try:
+        with pytest.raises(ConfigError, match="_ScriptDoor is defined in __main__"):
+            asyncio.run(service.run(service.plan([PromptUnit(f"p{i}", i) for i in range(4)])))
+    finally:
+        service.store.close()
+    assert _children(os.getpid()) == []
+
+
+@pytest.mark.usefixtures("need_bwrap")
+@pytest.mark.parametrize("after", [0.0, 0.1, 0.3])
+def test_ctrl_c_while_the_workers_start_exits_promptly_and_quietly(
+    make_task: TaskMaker, tmp_path: Path, after: float
+) -> None:
+    """A Ctrl-C at the terminal reaches the whole process group, workers still
+    importing included (`after` seconds into their start, which takes about half a
+    second): the batch exits 130 within seconds, with no traceback."""
+    for i in range(4):
+        make_task(f"t{i}", solve="sleep 30\n")
+    out = tmp_path / "out"
+    proc = subprocess.Popen(
+        helios_cmd("batch", str(tmp_path / "tasks"), "--provider", "local", "--agent", "oracle",
+                   "-n", "4", "--workers", "2", "-q", "-o", str(out)),
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True,
+    )  # fmt: skip
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and len(_children(proc.pid)) < 2:
+        time.sleep(0.005)
+    workers = _children(proc.pid)
+    assert len(workers) == 2
+    time.sleep(after)
+    started = time.monotonic()
+    os.killpg(proc.pid, signal.SIGINT)
+    _, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == 130, stderr[-500:]
+    assert time.monotonic() - started < 15
+    assert b"Traceback" not in stderr, stderr.decode()[-2000:]
+    assert not any(map(_alive, workers))
+
+
+#: registered in the parent only: a worker must redact it all the same
+WORKER_SECRET = "sk-parent-only-secret-4242"
+
+
+class _EchoingDoor(PromptDoor):
+    """Each result carries a line that names the parent's secret, redacted where the
+    unit ran (as a provider's error echoing a key is, in `ErrorInfo`)."""
+
+    async def run_unit(self, unit: PromptUnit, ctx: Any, slot: Any) -> dict[str, Any]:
+        from helios.secrets import redact
+
+        result = await super().run_unit(unit, ctx, slot)
+        return {**result, "echo": redact(f"key {WORKER_SECRET}"), "pid": os.getpid()}
+
+
+def test_workers_redact_the_secrets_registered_in_the_parent(tmp_path: Path) -> None:
+    from helios.secrets import register_secret
+
+    register_secret(WORKER_SECRET)
+    service = _prompt_service(tmp_path, workers=2, n=2)
+    service.door = _EchoingDoor()
+    assert service.store is not None
+    try:
+        asyncio.run(service.run(service.plan([PromptUnit(f"p{i} good", i) for i in range(4)])))
+        records = service.store.load_records()
+    finally:
+        service.store.close()
+    assert len(records) == 4
+    assert {r["echo"] for r in records.values()} == {"key [REDACTED]"}
+    assert os.getpid() not in {r["pid"] for r in records.values()}  # they ran in workers
+
+
+class _CountingDoor(PromptDoor):
+    """Each result names the tools a toolset registered in the parent gives, as seen
+    where the unit ran."""
+
+    async def run_unit(self, unit: PromptUnit, ctx: Any, slot: Any) -> dict[str, Any]:
+        from helios.agents.toolsets.registry import get_toolset
+
+        result = await super().run_unit(unit, ctx, slot)
+        tools = get_toolset("parent-only").tool_names()
+        return {**result, "tools": tools, "pid": os.getpid()}
+
+
+def _parent_only_toolset(*factories: Any) -> Any:
+    from helios.agents.toolsets.base import Toolset
+
+    return Toolset("parent-only", "registered by code in the parent", factories)
+
+
+def test_workers_have_the_toolsets_registered_in_the_parent(tmp_path: Path) -> None:
+    """`register_toolset` in the caller's process reaches every worker (the benchmarks'
+    trivial workload registers its no-op tool so)."""
+    from helios.agents.tools import SubmitTool
+    from helios.agents.toolsets.registry import _registered, register_toolset
+
+    register_toolset(_parent_only_toolset(SubmitTool))
+    service = _prompt_service(tmp_path, workers=2, n=2)
+    service.door = _CountingDoor()
+    assert service.store is not None
+    try:
+        asyncio.run(service.run(service.plan([PromptUnit(f"p{i} good", i) for i in range(4)])))
+        records = service.store.load_records()
+    finally:
+        service.store.close()
+        _registered.pop("parent-only", None)
+    assert len(records) == 4
+    assert [r["tools"] for r in records.values()] == [["submit"]] * 4
+    assert os.getpid() not in {r["pid"] for r in records.values()}
+
+
+def test_a_registered_toolset_a_worker_cannot_get_is_refused_before_any_worker_starts(
+    tmp_path: Path,
+) -> None:
+    from helios.agents.tools import SubmitTool
+    from helios.agents.toolsets.registry import _registered, register_toolset
+
+    register_toolset(_parent_only_toolset(lambda: SubmitTool()))
+    service = _prompt_service(tmp_path, workers=2)
+    assert service.store is not None
+    try:
+        with pytest.raises(ConfigError, match="registered toolset 'parent-only' cannot be sent"):
+            asyncio.run(service.run(service.plan([PromptUnit(f"p{i}", i) for i in range(4)])))
+    finally:
+        service.store.close()
+        _registered.pop("parent-only", None)
+    assert _children(os.getpid()) == []

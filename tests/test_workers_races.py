@@ -40,10 +40,10 @@ async def _connected() -> tuple[socket.socket, asyncio.StreamReader, asyncio.Str
     return far, reader, writer
 
 
-def _runner(service: BatchService[Any, Any], units: list[PromptUnit],
+def _runner(service: BatchService[Any, Any],
             reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> Runner:  # fmt: skip
     ctx = EpisodeContext(run_id="races", run_dir=None, start_gate=asyncio.Semaphore(2))
-    return Runner(service, units, ctx, reader, writer, 2)
+    return Runner(service.door, ctx, reader, writer, 2)
 
 
 @dataclass
@@ -81,8 +81,8 @@ def test_a_worker_whose_parent_went_away_stops_quietly(tmp_path: Path) -> None:
 
     async def go() -> None:
         far, reader, writer = await _connected()
-        far.sendall(frame(("unit", 0)) + frame(("end",)))
-        runner = _runner(service, units, reader, writer)
+        far.sendall(frame(("unit", 0, units[0])) + frame(("end",)))
+        runner = _runner(service, reader, writer)
         runner.queue = queue = _EndQueue()
         running = asyncio.create_task(runner.run())
 
@@ -113,8 +113,8 @@ def test_a_worker_whose_parent_was_killed_stops_its_trials_at_once(tmp_path: Pat
 
     async def go() -> float:
         far, reader, writer = await _connected()
-        far.sendall(frame(("unit", 0)))
-        running = asyncio.create_task(_runner(service, units, reader, writer).run())
+        far.sendall(frame(("unit", 0, units[0])))
+        running = asyncio.create_task(_runner(service, reader, writer).run())
 
         async def unit_started() -> bool:
             return door.started.is_set()
@@ -157,7 +157,7 @@ def test_a_unit_sent_to_a_worker_that_just_died_goes_to_another(tmp_path: Path) 
     finally:
         assert service.store is not None
         service.store.close()
-    assert got == [("unit", 0), ("unit", 1), ("end",)]
+    assert got == [("unit", 0, units[0]), ("unit", 1, units[1]), ("end",)]
 
 
 class _FinishesOnCancel(PromptDoor):

@@ -78,8 +78,14 @@ class BatchStopping:
 
 
 Event = (
-    BatchPlanned | TrialStarted | PhaseChanged | Retrying | TurnStarted | TrialFinished
-    | DesktopReady | BatchStopping
+    BatchPlanned
+    | TrialStarted
+    | PhaseChanged
+    | Retrying
+    | TurnStarted
+    | TrialFinished
+    | DesktopReady
+    | BatchStopping
 )
 EventSink = Callable[[Event], None]
 

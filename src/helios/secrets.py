@@ -32,6 +32,12 @@ def register_secret(value: str | None) -> None:
         _ORDERED = tuple(sorted(_SECRETS, key=len, reverse=True))
 
 
+def registered() -> tuple[str, ...]:
+    """Every secret registered in this process (a worker process of `--workers` is
+    handed them: it redacts what it writes as this one does)."""
+    return _ORDERED
+
+
 def public_url(url: str) -> str:
     """`url` without its userinfo: what may be shown or stored of an endpoint."""
     return _USERINFO.sub(lambda m: m.group("scheme") or "", url, count=1)

@@ -15,10 +15,7 @@ import re
 #: C0 controls but tab and newline, DEL, C1 controls (0x9b is an 8-bit CSI), the
 #: bidi marks, embeddings, overrides and isolates, and the line and paragraph
 #: separators (they break lines where the reader sees none)
-_DANGEROUS = (
-    "\x00-\x08\x0b-\x1f\x7f-\x9f"
-    "\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069"
-)
+_DANGEROUS = "\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069"
 _ANY = re.compile(f"[{_DANGEROUS}]")
 _ONE_LINE = re.compile(f"[{_DANGEROUS}\n]")
 

@@ -34,9 +34,7 @@ class OracleAgent(Agent):
             f"--- stdout\n{result.stdout}\n--- stderr\n{result.stderr}"
         )
         if ctx.logs_dir is not None:
-            await asyncio.to_thread(
-                (ctx.logs_dir / "oracle.txt").write_text, redact(log), "utf-8"
-            )
+            await asyncio.to_thread((ctx.logs_dir / "oracle.txt").write_text, redact(log), "utf-8")
         outcome = AgentOutcome(n_turns=1)
         if not result.ok:
             message = "timed out" if result.timed_out else f"exited {result.exit_code}"

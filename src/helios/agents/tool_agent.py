@@ -133,8 +133,10 @@ class ToolAgent(Agent):
                 if message.content.strip():
                     return None  # a plain answer ends the run like submit
                 self._count_invalid(run, valid=False)
-                nudge = EMPTY_REPLY_NUDGE if "submit" in run.tools.tools else (
-                    EMPTY_REPLY_NUDGE_NO_SUBMIT
+                nudge = (
+                    EMPTY_REPLY_NUDGE
+                    if "submit" in run.tools.tools
+                    else (EMPTY_REPLY_NUDGE_NO_SUBMIT)
                 )
                 run.messages.append(Message("user", nudge))
             elif await self._run_calls(run, message.tool_calls):

@@ -133,8 +133,9 @@ def batch_command(
     ] = None,
     workers: Annotated[
         int | None,
-        typer.Option("--workers", min=1,
-                     help="Processes that run trials (default: the cores, at most -n)."),
+        typer.Option(
+            "--workers", min=1, help="Processes that run trials (default: the cores, at most -n)."
+        ),
     ] = None,
 ) -> None:
     """Run every task under TASKS_DIR, k attempts each, n at a time."""

@@ -31,10 +31,14 @@ def _opt(*names: str, help: str) -> Any:
     return typer.Option(*names, help=help)
 
 
-DatasetOpt = Annotated[Path | None, _opt("--dataset_file", "--dataset-file",
-                                         help="JSONL prompts, one {\"prompt\": ...} per line.")]
-BatchOpt = Annotated[int | None, _opt("--batch_size", "--batch-size",
-                                      help="Prompts per batch file and checkpoint entry.")]
+DatasetOpt = Annotated[
+    Path | None,
+    _opt("--dataset_file", "--dataset-file", help='JSONL prompts, one {"prompt": ...} per line.'),
+]
+BatchOpt = Annotated[
+    int | None,
+    _opt("--batch_size", "--batch-size", help="Prompts per batch file and checkpoint entry."),
+]
 RunOpt = Annotated[str | None, _opt("--run_name", "--run-name",
                                     help="Run folder name under --output_dir.")]  # fmt: skip
 
@@ -43,72 +47,157 @@ def generate_command(
     dataset_file: DatasetOpt = None,
     batch_size: BatchOpt = None,
     run_name: RunOpt = None,
-    distribution: Annotated[str, _opt("--distribution", help="Toolset distribution "
-                                      "(--list_distributions shows them).")] = "default",
-    model: Annotated[str, _opt("--model", help="Model name, sent verbatim to --base_url "
-                               "(with --routing helios: a Helios provider/model).")] = (
-        HERMES_DEFAULT_MODEL
-    ),
-    api_key: Annotated[str | None, _opt("--api_key", "--api-key", help="API key (default: "
-                                        "the endpoint's variable: OPENROUTER_API_KEY…).")] = None,
-    base_url: Annotated[str | None, _opt("--base_url", "--base-url", help="OpenAI-compatible "
-                                         "endpoint (default OpenRouter's).")] = None,
-    max_turns: Annotated[int, _opt("--max_turns", "--max-turns", help="Model turns per "
-                                   "prompt.")] = 10,
-    num_workers: Annotated[int, _opt("--num_workers", "--num-workers", help="Hermes's "
-                                     "workers; the default for --concurrency.")] = 4,
-    resume: Annotated[bool, _opt("--resume", help="Continue the run: finished prompts are "
-                                 "skipped, failed ones retried.")] = False,
-    verbose: Annotated[bool, _opt("--verbose", help="A line per prompt, tracebacks on "
-                                  "errors.")] = False,
-    list_distributions: Annotated[bool, _opt("--list_distributions", "--list-distributions",
-                                             help="Print the distributions and exit.")] = False,
-    ephemeral_system_prompt: Annotated[str | None, _opt(
-        "--ephemeral_system_prompt", "--ephemeral-system-prompt",
-        help="System prompt used while running, never written to the data.")] = None,
-    log_prefix_chars: Annotated[int, _opt("--log_prefix_chars", "--log-prefix-chars",
-                                          help="Characters of prompts in log lines.")] = 100,
-    providers_allowed: Annotated[str | None, _opt("--providers_allowed", "--providers-allowed",
-                                                  help="OpenRouter: only these providers "
-                                                  "(comma-separated).")] = None,
-    providers_ignored: Annotated[str | None, _opt("--providers_ignored", "--providers-ignored",
-                                                  help="OpenRouter: never these.")] = None,
-    providers_order: Annotated[str | None, _opt("--providers_order", "--providers-order",
-                                                help="OpenRouter: try in this order.")] = None,
-    provider_sort: Annotated[str | None, _opt("--provider_sort", "--provider-sort",
-                                              help="OpenRouter: price|throughput|latency.")] = None,
-    max_tokens: Annotated[int | None, _opt("--max_tokens", "--max-tokens", help="Output tokens "
-                                           "per model call (default: the model's).")] = None,
-    reasoning_effort: Annotated[str | None, _opt(
-        "--reasoning_effort", "--reasoning-effort",
-        help="xhigh|high|medium|low|minimal|none (OpenRouter default: medium).")] = None,
-    reasoning_disabled: Annotated[bool, _opt("--reasoning_disabled", "--reasoning-disabled",
-                                             help="Turn reasoning off.")] = False,
-    prefill_messages_file: Annotated[Path | None, _opt(
-        "--prefill_messages_file", "--prefill-messages-file",
-        help="JSON array of {role, content} sent before each prompt, never written.")] = None,
-    max_samples: Annotated[int | None, _opt("--max_samples", "--max-samples",
-                                            help="Only the first N prompts.")] = None,
-    output_dir: Annotated[Path, _opt("--output_dir", "--output-dir", help="Where run folders "
-                                     "go.")] = Path("data"),
-    provider: Annotated[str, _opt("--provider", help="Sandbox of the tools: local (bubblewrap) "
-                                  "or docker.")] = "local",
-    concurrency: Annotated[int | None, _opt("--concurrency", help="Prompts in flight (default "
-                                            "--num_workers).")] = None,
-    keep_no_reasoning: Annotated[bool, _opt("--keep_no_reasoning", "--keep-no-reasoning",
-                                            help="Keep rows without any reasoning.")] = False,
-    seed: Annotated[int | None, _opt("--seed", help="Seed of the toolset sampling (kept for "
-                                     "--resume).")] = None,
-    distributions_file: Annotated[Path | None, _opt(
-        "--distributions_file", "--distributions-file",
-        help="YAML or JSON with more distributions.")] = None,
-    routing: Annotated[str, _opt("--routing", help="hermes (model verbatim to --base_url) or "
-                                 "helios (provider/model, e.g. anthropic/...).")] = "hermes",
+    distribution: Annotated[
+        str, _opt("--distribution", help="Toolset distribution (--list_distributions shows them).")
+    ] = "default",
+    model: Annotated[
+        str,
+        _opt(
+            "--model",
+            help="Model name, sent verbatim to --base_url "
+            "(with --routing helios: a Helios provider/model).",
+        ),
+    ] = (HERMES_DEFAULT_MODEL),
+    api_key: Annotated[
+        str | None,
+        _opt(
+            "--api_key",
+            "--api-key",
+            help="API key (default: the endpoint's variable: OPENROUTER_API_KEY…).",
+        ),
+    ] = None,
+    base_url: Annotated[
+        str | None,
+        _opt("--base_url", "--base-url", help="OpenAI-compatible endpoint (default OpenRouter's)."),
+    ] = None,
+    max_turns: Annotated[
+        int, _opt("--max_turns", "--max-turns", help="Model turns per prompt.")
+    ] = 10,
+    num_workers: Annotated[
+        int,
+        _opt(
+            "--num_workers",
+            "--num-workers",
+            help="Hermes's workers; the default for --concurrency.",
+        ),
+    ] = 4,
+    resume: Annotated[
+        bool,
+        _opt(
+            "--resume", help="Continue the run: finished prompts are skipped, failed ones retried."
+        ),
+    ] = False,
+    verbose: Annotated[
+        bool, _opt("--verbose", help="A line per prompt, tracebacks on errors.")
+    ] = False,
+    list_distributions: Annotated[
+        bool,
+        _opt(
+            "--list_distributions", "--list-distributions", help="Print the distributions and exit."
+        ),
+    ] = False,
+    ephemeral_system_prompt: Annotated[
+        str | None,
+        _opt(
+            "--ephemeral_system_prompt",
+            "--ephemeral-system-prompt",
+            help="System prompt used while running, never written to the data.",
+        ),
+    ] = None,
+    log_prefix_chars: Annotated[
+        int,
+        _opt(
+            "--log_prefix_chars", "--log-prefix-chars", help="Characters of prompts in log lines."
+        ),
+    ] = 100,
+    providers_allowed: Annotated[
+        str | None,
+        _opt(
+            "--providers_allowed",
+            "--providers-allowed",
+            help="OpenRouter: only these providers (comma-separated).",
+        ),
+    ] = None,
+    providers_ignored: Annotated[
+        str | None,
+        _opt("--providers_ignored", "--providers-ignored", help="OpenRouter: never these."),
+    ] = None,
+    providers_order: Annotated[
+        str | None,
+        _opt("--providers_order", "--providers-order", help="OpenRouter: try in this order."),
+    ] = None,
+    provider_sort: Annotated[
+        str | None,
+        _opt("--provider_sort", "--provider-sort", help="OpenRouter: price|throughput|latency."),
+    ] = None,
+    max_tokens: Annotated[
+        int | None,
+        _opt(
+            "--max_tokens",
+            "--max-tokens",
+            help="Output tokens per model call (default: the model's).",
+        ),
+    ] = None,
+    reasoning_effort: Annotated[
+        str | None,
+        _opt(
+            "--reasoning_effort",
+            "--reasoning-effort",
+            help="xhigh|high|medium|low|minimal|none (OpenRouter default: medium).",
+        ),
+    ] = None,
+    reasoning_disabled: Annotated[
+        bool, _opt("--reasoning_disabled", "--reasoning-disabled", help="Turn reasoning off.")
+    ] = False,
+    prefill_messages_file: Annotated[
+        Path | None,
+        _opt(
+            "--prefill_messages_file",
+            "--prefill-messages-file",
+            help="JSON array of {role, content} sent before each prompt, never written.",
+        ),
+    ] = None,
+    max_samples: Annotated[
+        int | None, _opt("--max_samples", "--max-samples", help="Only the first N prompts.")
+    ] = None,
+    output_dir: Annotated[
+        Path, _opt("--output_dir", "--output-dir", help="Where run folders go.")
+    ] = Path("data"),
+    provider: Annotated[
+        str, _opt("--provider", help="Sandbox of the tools: local (bubblewrap) or docker.")
+    ] = "local",
+    concurrency: Annotated[
+        int | None, _opt("--concurrency", help="Prompts in flight (default --num_workers).")
+    ] = None,
+    keep_no_reasoning: Annotated[
+        bool,
+        _opt("--keep_no_reasoning", "--keep-no-reasoning", help="Keep rows without any reasoning."),
+    ] = False,
+    seed: Annotated[
+        int | None, _opt("--seed", help="Seed of the toolset sampling (kept for --resume).")
+    ] = None,
+    distributions_file: Annotated[
+        Path | None,
+        _opt(
+            "--distributions_file",
+            "--distributions-file",
+            help="YAML or JSON with more distributions.",
+        ),
+    ] = None,
+    routing: Annotated[
+        str,
+        _opt(
+            "--routing",
+            help="hermes (model verbatim to --base_url) or "
+            "helios (provider/model, e.g. anthropic/...).",
+        ),
+    ] = "hermes",
     image: Annotated[str, _opt("--image", help="Docker image of rows without one.")] = (
         "debian:bookworm-slim"
     ),
-    prompt_timeout: Annotated[float, _opt("--prompt_timeout", "--prompt-timeout",
-                                          help="Seconds one prompt may take.")] = 3600.0,
+    prompt_timeout: Annotated[
+        float, _opt("--prompt_timeout", "--prompt-timeout", help="Seconds one prompt may take.")
+    ] = 3600.0,
     prices: Annotated[Path | None, _opt("--prices", help="JSON of extra model prices.")] = None,
     quiet: Annotated[bool, _opt("--quiet", "-q", help="Only the live line.")] = False,
     debug: Annotated[bool, _opt("--debug", help="Show tracebacks.")] = False,
@@ -191,8 +280,10 @@ def _list(distributions_file: Path | None, debug: bool) -> None:
 def export_command(
     run: Annotated[Path, typer.Argument(help="A generate run folder, e.g. data/my_run.")],
     fmt: Annotated[str, _opt("--format", "-f", help="sharegpt | openai | parquet.")] = "sharegpt",
-    output: Annotated[Path | None, _opt("--output", "-o", help="Output file (default: "
-                                        "RUN/export/FORMAT.jsonl|parquet).")] = None,
+    output: Annotated[
+        Path | None,
+        _opt("--output", "-o", help="Output file (default: RUN/export/FORMAT.jsonl|parquet)."),
+    ] = None,
     debug: Annotated[bool, _opt("--debug", help="Show tracebacks.")] = False,
 ) -> None:
     """Export a generate run's trajectories for training."""

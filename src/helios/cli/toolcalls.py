@@ -98,4 +98,3 @@ def _print(batch: BatchResult, test_ids: list[str], quiet: bool) -> list[tuple[s
             typer.echo(visible(result.summary()))
     typer.echo(visible(terminal_summary(entries)))
     return entries
-

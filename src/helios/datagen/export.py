@@ -103,8 +103,9 @@ def to_openai(row: dict[str, Any]) -> dict[str, Any]:
         elif role == "tool":
             for response in _responses(value):
                 content = response.get("content")
-                text = content if isinstance(content, str) else json.dumps(content,
-                                                                           ensure_ascii=False)
+                text = (
+                    content if isinstance(content, str) else json.dumps(content, ensure_ascii=False)
+                )
                 messages.append(_message("tool", text, call_id=str(response.get("tool_call_id"))))
     return {"messages": messages, "tools": tools}
 

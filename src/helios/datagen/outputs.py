@@ -136,6 +136,7 @@ def write_tombstones_and_failures(
             tombstones.append({**base, "reason": record.get("reason") or dropped.get(key)})
         elif record.get("status") == "error" and key in prompts:
             failures.append({**base, "error": record.get("error")})
+
     def order(item: dict[str, Any]) -> tuple[int, int]:
         index = item.get("prompt_index")
         return (0, int(index)) if isinstance(index, int) else (1, 0)
@@ -155,8 +156,10 @@ def checkpoint_document(
         status = record.get("status")
         if status in TERMINAL:
             done_keys.add(str(record.get("prompt_key")))
-        entry = batches.setdefault(int(record.get("batch_num", 0)),
-                                   {"processed": 0, "skipped": 0, "discarded_no_reasoning": 0})
+        entry = batches.setdefault(
+            int(record.get("batch_num", 0)),
+            {"processed": 0, "skipped": 0, "discarded_no_reasoning": 0},
+        )
         entry["processed"] += 1  # fmt: skip
         if status == "discarded":
             entry["discarded_no_reasoning"] += 1

@@ -255,7 +255,8 @@ class BatchRunner:
         done = total - pending
         rows = {
             "Dataset": f"{s.dataset_file} ({total} prompts"
-            + (f", {len(self.dataset.bad)} bad lines" if self.dataset.bad else "") + ")",
+            + (f", {len(self.dataset.bad)} bad lines" if self.dataset.bad else "")
+            + ")",
             "Prompts": f"{pending} to run" + (f", {done} already done" if done else ""),
             "Batches": f"{s.batch_size} prompts each, from batch_{session.first_batch}",
             "Concurrency": f"{s.in_flight} prompts in flight",
@@ -293,7 +294,9 @@ class BatchRunner:
         )  # fmt: skip
         write_json_atomic(session.run_dir / STATISTICS, statistics)
         self.result.rows, self.result.discarded, self.result.failed = (
-            merge.rows, n_tombstones, n_failures
+            merge.rows,
+            n_tombstones,
+            n_failures,
         )
         self.result.statistics = statistics
         if s.show_progress and not s.quiet:

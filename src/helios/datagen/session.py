@@ -101,8 +101,11 @@ def review_records(run_dir: Path, records: dict[str, dict[str, Any]]) -> dict[st
             problem = ("RowMissing", f"its row is no longer in {record['file']}; run again")
         if problem is not None:
             kept = {k: v for k, v in record.items() if k not in _VERDICT_KEYS}
-            record = {**kept, "status": "error",
-                      "error": {"type": problem[0], "message": problem[1], "phase": "record"}}
+            record = {
+                **kept,
+                "status": "error",
+                "error": {"type": problem[0], "message": problem[1], "phase": "record"},
+            }
         reviewed[trial_id] = record
     return reviewed
 

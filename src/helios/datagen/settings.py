@@ -143,8 +143,9 @@ def load_prefill(path: Path) -> list[dict[str, str]]:
     try:
         data = json.loads(path.read_text("utf-8"))
     except FileNotFoundError:
-        raise InputError("file not found", file=str(path),
-                         field="--prefill_messages_file") from None
+        raise InputError(
+            "file not found", file=str(path), field="--prefill_messages_file"
+        ) from None
     except (OSError, ValueError) as exc:
         raise InputError(f"cannot read prefill messages: {exc}", file=str(path)) from None
     check_prefill(data, str(path))

@@ -53,8 +53,11 @@ def totals(finals: Iterable[dict[str, Any]], failed_now: int) -> RunTotals:
 def _rates(stats: dict[str, int]) -> dict[str, Any]:
     calls = stats["success"] + stats["failure"]
     share = (lambda n: round(n / calls * 100, 2)) if calls else (lambda n: 0.0)
-    return {**stats, "success_rate": share(stats["success"]),
-            "failure_rate": share(stats["failure"])}
+    return {
+        **stats,
+        "success_rate": share(stats["success"]),
+        "failure_rate": share(stats["failure"]),
+    }
 
 
 def statistics_document(

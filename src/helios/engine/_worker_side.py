@@ -1,5 +1,12 @@
 """A worker process of `--workers N`: the parent's units, run in its own event loop.
 
+A worker is a fresh interpreter, not a fork (see `workers.py` for why): the parent
+starts `python -c workers._BOOT FD PATH...`, which ignores SIGINT, takes the parent's
+import path and calls `main(FD)` with the worker's end of its socket pair. Nothing of
+the parent's event loop, threads or open files comes with it. Its first message is
+its `WorkerSetup` (the door, the batch's context, its copy of the model services, its
+share of `-n`); then units, one at a time, each with its index.
+
 It runs what the parent hands it, at most its share of `-n` at once, and sends each
 result back; the parent alone records. It stops its trials (and their sandboxes)
 on SIGTERM and SIGINT, and at once when its parent stops reading or is gone: no one
@@ -9,97 +16,115 @@ would record them. See `workers.py` for the parent's side.
 from __future__ import annotations
 
 import asyncio
+import os
 import signal
 import socket
-from collections.abc import Callable, Sequence
-from dataclasses import replace
-from typing import TYPE_CHECKING, Any, Protocol
+import sys
+import traceback
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any
 
+from helios.agents.toolsets.base import Toolset
+from helios.agents.toolsets.registry import register_toolset
 from helios.engine._wire import frame, receive, send
 from helios.engine.door import Door
 from helios.engine.episode import EpisodeContext
-from helios.events import Event, EventSink, TrialStarted
+from helios.events import Event, TrialStarted
 from helios.failures import ErrorInfo
+from helios.secrets import register_secret
 from helios.slots import Slot
 
 if TYPE_CHECKING:
     from helios.models.services import ModelServices
 
 
-class WorkerBatch(Protocol):
-    """What a worker uses of the parent's batch service (`batch.BatchService`): the
-    door that runs its units, the model services it copies, and whether anyone
-    listens to events."""
+@dataclass
+class WorkerSetup:
+    """What a worker is given once, pickled, before any unit."""
 
-    @property
-    def door(self) -> Door[Any, Any]: ...
-
-    @property
-    def services(self) -> ModelServices | None: ...
-
-    @property
-    def emit(self) -> EventSink | None: ...
-
-
-def worker_main(service: WorkerBatch, units: Sequence[Any], ctx: EpisodeContext,
-                 sock: socket.socket, slots: int, starts: int) -> None:  # fmt: skip
-    # Forked from inside the parent's running loop: forget it, and its signal pipe.
-    asyncio.events._set_running_loop(None)
-    signal.set_wakeup_fd(-1)
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(sig, signal.SIG_DFL)
-    asyncio.run(_work(service, units, ctx, sock, slots, starts))
+    #: runs the units (its class is imported here by name: never one of `__main__`)
+    door: Door[Any, Any]
+    #: the batch's context with this worker's own sandbox-start gate, and neither the
+    #: parent's event sink nor its model services
+    ctx: EpisodeContext
+    #: this worker's copy of the model services: its own limiter and totals, no client
+    services: ModelServices | None
+    #: whether the parent shows events (else none is sent)
+    events: bool
+    #: its share of `-n`
+    slots: int
+    #: the parent's registered secrets (its keys): redacted here as there
+    secrets: tuple[str, ...] = ()
+    #: the toolsets the parent registered by code (`register_toolset`): a fresh
+    #: interpreter has only the built-ins and the entry points
+    toolsets: tuple[Toolset, ...] = ()
 
 
-async def _work(service: WorkerBatch, units: Sequence[Any], parent_ctx: EpisodeContext,
-                sock: socket.socket, slots: int, starts: int) -> None:  # fmt: skip
-    reader, writer = await asyncio.open_connection(sock=sock)
+def main(fd: int) -> None:
+    """The worker process: run until the parent says "end" or goes, then exit.
+
+    Never returns. A bug exits 1 with its traceback on stderr (the parent records the
+    units in flight as crashed); an interrupt exits 1 quietly (the parent reports it)."""
+    os.set_inheritable(fd, False)  # its sandboxes' processes must not hold the link open
+    code = 0
+    try:
+        asyncio.run(_work(socket.socket(fileno=fd)))
+    except Exception:
+        traceback.print_exc()
+        code = 1
+    except BaseException:
+        code = 1
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        # Not an ordinary exit: a thread stuck in a blocking call must not keep it alive.
+        os._exit(code)
+
+
+async def _work(sock: socket.socket) -> None:
     main = asyncio.current_task()
     assert main is not None
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, main.cancel)
-    services = _own_services(service)
-    emit: Callable[[Event], None] | None = None
-    if service.emit is not None:
-        def emit(event: Event) -> None:
-            if not writer.is_closing():  # the parent is gone: nobody to show it to
-                writer.write(frame(("event", event)))
-
-    ctx = replace(parent_ctx, start_gate=asyncio.Semaphore(starts), emit=emit,
-                  services=services)  # fmt: skip
+    reader, writer = await asyncio.open_connection(sock=sock)
     try:
-        await Runner(service, units, ctx, reader, writer, slots).run()
+        message = await receive(reader)
+        if message is None:
+            return  # the parent went before it said what to run
+        setup: WorkerSetup = message[1]
+        for secret in setup.secrets:
+            register_secret(secret)
+        for toolset in setup.toolsets:
+            register_toolset(toolset)
+        emit: Callable[[Event], None] | None = None
+        if setup.events:
+
+            def emit(event: Event) -> None:
+                if not writer.is_closing():  # the parent is gone: nobody to show it to
+                    writer.write(frame(("event", event)))
+
+        ctx = replace(setup.ctx, emit=emit, services=setup.services)
+        try:
+            await Runner(setup.door, ctx, reader, writer, setup.slots).run()
+        finally:
+            if setup.services is not None:
+                await setup.services.close()
     finally:
-        if services is not None:
-            await services.close()
         writer.close()
-
-
-def _own_services(service: WorkerBatch) -> Any:
-    """A copy of the batch's model services with this worker's own client, limiter
-    and totals (the parent's were made in another process's loop)."""
-    services = service.services
-    if services is None:
-        return None
-    from helios.models.limiter import AdaptiveLimiter
-    from helios.usage import Usage
-
-    limiter = services.limiter
-    own = AdaptiveLimiter(initial=limiter.limit, minimum=limiter.minimum,
-                          maximum=limiter.maximum, decrease=limiter.decrease,
-                          cooldown=limiter.cooldown)  # fmt: skip
-    return replace(services, limiter=own, totals=Usage(), _model=None)
 
 
 class Runner:
     """The worker's scheduler: the parent's units, at most `slots` at once."""
 
-    def __init__(self, service: WorkerBatch, units: Sequence[Any], ctx: EpisodeContext,
+    def __init__(self, door: Door[Any, Any], ctx: EpisodeContext,
                  reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
                  slots: int) -> None:  # fmt: skip
-        self.service, self.units, self.ctx = service, units, ctx
+        self.door, self.ctx = door, ctx
         self.reader, self.writer = reader, writer
+        #: the units handed to this worker and not yet answered, by index
+        self.units: dict[int, Any] = {}
         self.semaphore = asyncio.Semaphore(slots)
         self.queue: asyncio.Queue[int | None] = asyncio.Queue()
         self.stopped = False
@@ -127,6 +152,7 @@ class Runner:
                     await slot.acquire()
                     if self.stopped:
                         slot.release()
+                        del self.units[index]
                         await self._reply(("unstarted", index))
                         continue
                     group.create_task(self._one(index, slot))
@@ -137,6 +163,7 @@ class Runner:
         ended = False
         while (message := await receive(self.reader)) is not None:
             if message[0] == "unit":
+                self.units[message[1]] = message[2]
                 await self.queue.put(message[1])
             elif message[0] == "stop":
                 self.stopped = True
@@ -148,16 +175,16 @@ class Runner:
         self._parent_gone()
 
     async def _one(self, index: int, slot: Slot) -> None:
-        service, unit = self.service, self.units[index]
+        door, unit = self.door, self.units.pop(index)
         try:
             try:
                 if self.ctx.emit is not None:
                     self.ctx.emit(TrialStarted(unit.trial_id, unit.label))
-                result = await service.door.run_unit(unit, self.ctx, slot)
+                result = await door.run_unit(unit, self.ctx, slot)
             except asyncio.CancelledError:
                 raise
             except Exception as exc:
-                result = service.door.crashed(unit, ErrorInfo.from_exception(exc, "internal"))
+                result = door.crashed(unit, ErrorInfo.from_exception(exc, "internal"))
         finally:
             slot.release()
         services = self.ctx.services

@@ -243,4 +243,3 @@ class Run:
         metadata[SECONDS_KEY] = round(total, 3)
         write_json_atomic(self.run_dir / RUN_FILE, metadata)
         return total
-

@@ -1,6 +1,6 @@
 """Worker processes: a batch's units run on every core, one writer keeps the store.
 
-`BatchService.run` with `workers > 1` forks that many workers once the plan is
+`BatchService.run` with `workers > 1` starts that many workers once the plan is
 made. Each runs its own event loop and its share of the `-n` budget (slots,
 tickets, sandbox starts, its own model client and limiter). The parent stays
 the only writer: it hands units out one at a time as a worker has room (so the
@@ -8,8 +8,37 @@ start order is still the input order), and every result comes back to it to be
 written and recorded exactly as with one process (`BatchService._record`):
 files first, then the completion mark, then events and callbacks.
 
-Messages are length-prefixed pickles over a socket pair per worker:
-- parent → worker: ("unit", index) | ("stop",) no more starts | ("end",) no more units;
+How a worker starts, and why. Each is a fresh interpreter, `sys.executable -c
+_BOOT` started by `subprocess.Popen`, never a fork of this process: the parent is
+inside a running event loop, and may have threads (the signal watch of
+`cli/interrupts.py`, `asyncio.to_thread`'s pool, aiohttp's resolver) and open
+sockets and files (the run's lock, model connections). A fork copies all of that,
+mid-flight, into a child that has only the forking thread, and a new loop there
+needs a private asyncio API. The new interpreter gets only its end of its socket
+pair (`pass_fds`: every other descriptor is close-on-exec), the standard streams,
+the environment, the working folder and the parent's import path (`sys.path`, on
+its command line). What it runs comes pickled over the socket: first its
+`WorkerSetup` (the door, the batch's context, a copy of the model services, the
+registered secrets, so it redacts as the parent does, and the toolsets registered
+by code, `register_toolset`), then each unit with the
+message that hands it out, so a unit is pickled once, and only when it is handed
+out (a lazy sequence stays lazy). A worker imports the door's and the units'
+classes by name: one defined in the script being run (`__main__`) is refused
+before any worker starts (`ConfigError`). What the caller set up in its own
+process by code alone, such as a logging handler, a worker does not have (entry
+points and registered toolsets it has); the Python API runs one process unless asked.
+
+Not `multiprocessing`'s spawn or forkserver: both run the caller's `__main__` again
+in every worker (a script without a main guard would start its batch again there)
+and add a resource-tracker process, and forkserver's workers are not this process's
+children. The price of a fresh interpreter is its imports, paid once per worker
+and by the workers in parallel: on 2 cores a worker starts its first unit about
+0.2 s after the batch starts (a fork: 0.01 s), and that unit loads its sandbox's
+and agent's modules (about 0.25 s more); its later units start as fast.
+
+Messages are length-prefixed pickles over a socket pair per worker (`_wire.py`):
+- parent → worker: ("setup", WorkerSetup) first; then ("unit", index, unit) |
+  ("stop",) no more starts | ("end",) no more units;
 - worker → parent: ("event", event) | ("result", index, result, totals) |
   ("unstarted", index) a unit it was sent but did not start after a stop.
 
@@ -19,27 +48,40 @@ died goes to another. On an interrupt the parent sends SIGTERM to every worker,
 whose trials stop their sandboxes as they would in one process, and keeps
 recording what still comes back until they close (bounded), before the
 provider's cleanup; the stopped units run again on resume. A worker whose parent
-stops reading stops too, quietly.
+stops reading, or is gone (the end of its socket: no other process holds the
+parent's end), stops too, quietly.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import io
 import os
+import pickle
 import signal
 import socket
+import subprocess
+import sys
 import time
-import traceback
+import types
 from collections.abc import Sequence
-from dataclasses import dataclass, field
-from typing import Any, Protocol
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any, Protocol
 
 from helios._proc import run_to_end, within
+from helios.agents.toolsets.registry import registered_toolsets
 from helios.engine._wire import receive, send
-from helios.engine._worker_side import WorkerBatch, worker_main
+from helios.engine._worker_side import WorkerSetup
+from helios.engine.door import Door
 from helios.engine.episode import EpisodeContext
+from helios.errors import ConfigError
+from helios.events import EventSink
 from helios.failures import ErrorInfo
+from helios.secrets import registered
+
+if TYPE_CHECKING:
+    from helios.models.services import ModelServices
 
 
 class _Budget(Protocol):
@@ -50,10 +92,19 @@ class _Budget(Protocol):
     def max_starts(self) -> int: ...
 
 
-class ShardedBatch(WorkerBatch, Protocol):
+class ShardedBatch(Protocol):
     """What the parent's side uses of the batch service it runs in workers
-    (`batch.BatchService`): its budget to split, whether it stopped, and its one
-    writer's recording and events."""
+    (`batch.BatchService`): the door and model services it sends them, its budget to
+    split, whether it stopped, and its one writer's recording and events."""
+
+    @property
+    def door(self) -> Door[Any, Any]: ...
+
+    @property
+    def services(self) -> ModelServices | None: ...
+
+    @property
+    def emit(self) -> EventSink | None: ...
 
     @property
     def options(self) -> _Budget: ...
@@ -64,6 +115,23 @@ class ShardedBatch(WorkerBatch, Protocol):
     def _emit(self, event: Any) -> None: ...
 
     async def _record(self, unit: Any, result: Any) -> None: ...
+
+
+#: what a worker's interpreter runs (argv: its socket's descriptor, then the parent's
+#: import path). A Ctrl-C reaches the whole process group, and a worker still starting
+#: must not die of it with a traceback: the parent stops it with SIGTERM. So SIGINT is
+#: blocked from its start (`_start`), then ignored (one pending meanwhile is dropped)
+#: until its loop handles it.
+_BOOT = """\
+import signal, sys
+signal.signal(signal.SIGINT, signal.SIG_IGN)
+signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+sys.path[:] = sys.argv[2:]
+from helios.engine._worker_side import main
+main(int(sys.argv[1]))
+"""
+
+_Processes = list[subprocess.Popen[bytes]]
 
 #: how long an interrupted parent waits for its workers to stop their sandboxes
 STOP_GRACE = 40.0
@@ -98,22 +166,29 @@ class _Worker:
 
 async def run_sharded(service: ShardedBatch, units: Sequence[Any],
                       ctx: EpisodeContext, workers: int) -> None:  # fmt: skip
-    """Run `units` over `workers` forked processes; record in this one."""
-    n = service.options.n_concurrent
+    """Run `units` over `workers` worker processes; record in this one."""
+    _check_importable("the batch's door", service.door)
+    if units:
+        _check_importable("its units", units[0])
+    for toolset in registered_toolsets():
+        _check_importable(f"the registered toolset {toolset.name!r}", toolset)
+    processes: _Processes = []
     pool: list[_Worker] = []
-    for i in range(workers):
-        pool.append(await _fork(service, units, ctx, i, workers, split(n, workers, i), pool))
     feeder = _Feeder(service, units, pool)
-    listeners = [asyncio.create_task(feeder.listen(worker)) for worker in pool]
-    feeding = asyncio.create_task(feeder.feed())
+    listeners: list[asyncio.Task[None]] = []
+    feeding: asyncio.Task[None] | None = None
     try:
+        await _start(service, ctx, workers, processes, pool)
+        listeners = [asyncio.create_task(feeder.listen(worker)) for worker in pool]
+        feeding = asyncio.create_task(feeder.feed())
         done, _ = await asyncio.wait([feeding, *listeners], return_when=asyncio.FIRST_EXCEPTION)
         for task in done:
             task.result()  # the first error, if any, ends the batch
     except BaseException:
-        feeding.cancel()
+        if feeding is not None:
+            feeding.cancel()
         feeder.stopping = True
-        await _terminate(pool)
+        _terminate(processes)
         # The workers stop their trials and close their sockets. A result already on
         # its way still comes back and is recorded (bounded by the grace).
         with contextlib.suppress(Exception):
@@ -124,7 +199,7 @@ async def run_sharded(service: ShardedBatch, units: Sequence[Any],
             task.cancel()
         for worker in pool:
             worker.writer.close()
-        await run_to_end(_reap(pool))
+        await run_to_end(_reap(processes))
 
 
 class _Feeder:
@@ -153,7 +228,7 @@ class _Feeder:
                 return False
             worker.in_flight.add(index)
             try:
-                await send(worker.writer, ("unit", index))
+                await send(worker.writer, ("unit", index, self.units[index]))
                 return True
             except ConnectionError:
                 worker.in_flight.discard(index)
@@ -217,54 +292,103 @@ class _Feeder:
         services.totals = total
 
 
-async def _fork(service: ShardedBatch, units: Sequence[Any], ctx: EpisodeContext,
-                index: int, count: int, slots: int, earlier: list[_Worker]) -> _Worker:  # fmt: skip
-    parent_sock, child_sock = socket.socketpair()
-    starts = split(service.options.max_starts, count, index)
-    pid = os.fork()
-    if pid == 0:  # the worker: never returns
-        parent_sock.close()
-        # The parent's ends of the earlier workers' sockets too: held open here, they
-        # would hide the parent's death from those workers (no end of file).
-        for sibling in earlier:
-            with contextlib.suppress(OSError):
-                os.close(sibling.writer.get_extra_info("socket").fileno())
-        code = 0
-        try:
-            worker_main(service, units, ctx, child_sock, slots, starts)
-        except Exception:
-            # A bug, not a stop: its units in flight are recorded as crashed by the
-            # parent; say why here.
-            traceback.print_exc()
-            code = 1
-        except BaseException:  # an interrupt: the parent reports it, quietly
-            code = 1
-        finally:
-            os._exit(code)
-    child_sock.close()
-    reader, writer = await asyncio.open_connection(sock=parent_sock)
-    return _Worker(index, pid, slots, reader, writer)
+async def _start(service: ShardedBatch, ctx: EpisodeContext, count: int,
+                 processes: _Processes, pool: list[_Worker]) -> None:  # fmt: skip
+    """Start `count` workers and send each its setup; each goes into `processes` as
+    soon as it runs (to be stopped and reaped whatever happens next) and into `pool`
+    once connected. They import in parallel: nothing here waits for one."""
+    n, max_starts = service.options.n_concurrent, service.options.max_starts
+    path = [entry for entry in sys.path if isinstance(entry, str)]
+    for index in range(count):
+        parent_end, child_end = socket.socketpair()
+        with child_end:
+            fd = child_end.fileno()
+            # The worker starts with SIGINT blocked: a signal mask is inherited through
+            # exec. Here it is blocked in this thread alone, for the start; one that
+            # comes meanwhile goes to another thread, or waits for the unblock.
+            mask = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+            try:
+                # Blocking, for milliseconds: unlike asyncio's, a start that a cancel
+                # cannot cut short, leaving a worker that nobody stops (CPython gh-103847).
+                process = subprocess.Popen(  # noqa: ASYNC220
+                    [sys.executable, "-c", _BOOT, str(fd), *path], pass_fds=(fd,)
+                )
+            except BaseException:
+                parent_end.close()
+                raise
+            finally:
+                signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+        processes.append(process)
+        reader, writer = await asyncio.open_connection(sock=parent_end)
+        slots = split(n, count, index)
+        pool.append(_Worker(index, process.pid, slots, reader, writer))
+        # Its own start gate: an asyncio primitive binds to a loop only once waited on.
+        gate = asyncio.Semaphore(split(max_starts, count, index))
+        setup = WorkerSetup(
+            door=service.door,
+            ctx=replace(ctx, start_gate=gate, emit=None, services=None),
+            services=_worker_services(service.services),
+            events=service.emit is not None,
+            slots=slots,
+            secrets=registered(),
+            toolsets=registered_toolsets(),
+        )
+        # A worker that died at once is found by its listener (end of file).
+        with contextlib.suppress(ConnectionError):
+            await send(writer, ("setup", setup))
 
 
-async def _terminate(pool: list[_Worker]) -> None:
-    for worker in pool:
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(worker.pid, signal.SIGTERM)
+def _worker_services(services: ModelServices | None) -> ModelServices | None:
+    """A worker's copy of the batch's model services: its own limiter (from the
+    parent's current limit) and totals, and no client (it makes its own, in its loop)."""
+    if services is None:
+        return None
+    from helios.models.limiter import AdaptiveLimiter
+    from helios.usage import Usage
+
+    limiter = services.limiter
+    own = AdaptiveLimiter(initial=limiter.limit, minimum=limiter.minimum,
+                          maximum=limiter.maximum, decrease=limiter.decrease,
+                          cooldown=limiter.cooldown)  # fmt: skip
+    return replace(services, limiter=own, totals=Usage(), _model=None, _wires={})
 
 
-async def _reap(pool: list[_Worker]) -> None:
-    await asyncio.to_thread(_wait_all, [worker.pid for worker in pool], STOP_GRACE)
+class _Importable(pickle.Pickler):
+    """Pickles as the wire does, but refuses a class or function of `__main__`: a
+    worker's `__main__` is its boot code, so it could not import them."""
+
+    def reducer_override(self, obj: Any) -> Any:
+        if isinstance(obj, type | types.FunctionType) and obj.__module__ == "__main__":
+            raise pickle.PicklingError(f"{obj.__qualname__} is defined in __main__")
+        return NotImplemented
 
 
-def _wait_all(pids: list[int], seconds: float) -> None:
+def _check_importable(what: str, value: Any) -> None:
+    """Refuse, before any worker starts, what a worker could not be sent."""
+    try:
+        _Importable(io.BytesIO(), protocol=pickle.HIGHEST_PROTOCOL).dump(value)
+    except Exception as exc:
+        raise ConfigError(
+            f"{what} cannot be sent to a worker process ({exc}): define its classes in a "
+            "module, not in the script being run, or use one worker (workers=1)"
+        ) from exc
+
+
+def _terminate(processes: _Processes) -> None:
+    for process in processes:
+        process.send_signal(signal.SIGTERM)  # a no-op once it has been reaped
+
+
+async def _reap(processes: _Processes) -> None:
+    await asyncio.to_thread(_wait_all, processes, STOP_GRACE)
+
+
+def _wait_all(processes: _Processes, seconds: float) -> None:
     """Reap the workers; one still there after `seconds` is killed."""
     deadline = time.monotonic() + seconds
-    for pid in pids:
-        with contextlib.suppress(ChildProcessError):
-            while os.waitpid(pid, os.WNOHANG)[0] == 0:
-                if time.monotonic() > deadline:
-                    with contextlib.suppress(ProcessLookupError):
-                        os.kill(pid, signal.SIGKILL)
-                    os.waitpid(pid, 0)
-                    break
-                time.sleep(0.01)
+    for process in processes:
+        try:
+            process.wait(max(0.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()

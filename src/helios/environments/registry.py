@@ -40,7 +40,5 @@ def provider_class(name: str) -> type[Environment]:
     return PROVIDERS.get(name)
 
 
-def create_environment(
-    name: str, spec: SandboxSpec, *, trial_id: str, run_id: str
-) -> Environment:
+def create_environment(name: str, spec: SandboxSpec, *, trial_id: str, run_id: str) -> Environment:
     return provider_class(name)(spec, trial_id=trial_id, run_id=run_id)

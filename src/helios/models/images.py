@@ -90,8 +90,8 @@ def _placeholder_png() -> bytes:
 
     header = struct.pack(">IIBBBBB", 1, 1, 8, 0, 0, 0, 0)
     pixels = zlib.compress(b"\x00\x80")
-    return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", pixels) + chunk(
-        b"IEND", b""
+    return (
+        b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", pixels) + chunk(b"IEND", b"")
     )
 
 

@@ -249,10 +249,7 @@ def _parse_config(toml_path: Path) -> TaskConfig:
 def _is_key(part: object) -> bool:
     """A location part that is a task.toml key (not a list index or a union's type name)."""
     return (
-        isinstance(part, str)
-        and part[:1].islower()
-        and "[" not in part
-        and part not in _TYPE_NAMES
+        isinstance(part, str) and part[:1].islower() and "[" not in part and part not in _TYPE_NAMES
     )
 
 

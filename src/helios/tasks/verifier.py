@@ -94,8 +94,10 @@ async def _run_tests(env: Environment, plan: VerifierPlan, out_dir: Path, separa
     # A new name each time, made only now: the agent cannot have prepared it.
     home = f"/tmp/helios-verifier-home-{secrets.token_hex(8)}"
     keep_tests = separate and await _image_has_tests(env, plan)
-    reset = "rm -rf /logs/verifier && mkdir -p /logs/verifier" if keep_tests else (
-        "rm -rf /logs/verifier /tests && mkdir -p /logs/verifier /tests"
+    reset = (
+        "rm -rf /logs/verifier && mkdir -p /logs/verifier"
+        if keep_tests
+        else ("rm -rf /logs/verifier /tests && mkdir -p /logs/verifier /tests")
     )
     # The tests go into the /tests just made (a step's files over the task's).
     uploads = [] if keep_tests else [(tests, "/tests") for tests in plan.tests_dirs]

@@ -393,8 +393,12 @@ def _parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--port", type=int, default=0, help="0 picks a free port")
     parser.add_argument("--script", type=Path, help="JSON script file (default: always 'Done.')")
     parser.add_argument("--latency-ms", type=float, default=0.0)
-    parser.add_argument("--jitter-ms", type=float, default=0.0,
-                        help="each reply's latency varies by up to this much, either way")
+    parser.add_argument(
+        "--jitter-ms",
+        type=float,
+        default=0.0,
+        help="each reply's latency varies by up to this much, either way",
+    )
     parser.add_argument("--rate-429", type=float, default=0.0)
     parser.add_argument("--retry-after", type=float, default=1.0)
     parser.add_argument("--rate-500", type=float, default=0.0)

@@ -150,8 +150,10 @@ class _History:
         if item_id.startswith("cu_mock_"):  # one of ours: it came with a reasoning item
             reasoning = "rs_mock_" + item_id.removeprefix("cu_mock_").split("_")[0]
             if reasoning not in self.reasoning:
-                raise InvalidRequest(f"Item '{item_id}' of type 'computer_call' was provided "
-                                     f"without its required 'reasoning' item: '{reasoning}'.")
+                raise InvalidRequest(
+                    f"Item '{item_id}' of type 'computer_call' was provided "
+                    f"without its required 'reasoning' item: '{reasoning}'."
+                )
         self.calls[call_id] = item
 
     def _output(self, item: dict[str, Any], i: int, kind: str) -> None:
@@ -188,8 +190,11 @@ def _text(content: object) -> str:
         return content
     if not isinstance(content, list):
         return ""
-    return "\n".join(str(p.get("text") or "") for p in content
-                     if isinstance(p, dict) and p.get("type") in ("input_text", "output_text"))
+    return "\n".join(
+        str(p.get("text") or "")
+        for p in content
+        if isinstance(p, dict) and p.get("type") in ("input_text", "output_text")
+    )
 
 
 def parse_request(
@@ -218,6 +223,7 @@ def parse_request(
 
 
 # ----- the reply -----------------------------------------------------------------------------
+
 
 def _message(text: str, t: int) -> dict[str, Any]:
     return {"type": "message", "id": f"msg_mock_{t}", "role": "assistant", "status": "completed",

@@ -27,7 +27,7 @@ class ScreenError(ValueError):
 
 
 def parse_color(value: object) -> Rgb:
-    """"#e53935", "e53935" or [229, 57, 53] as an RGB triple."""
+    """ "#e53935", "e53935" or [229, 57, 53] as an RGB triple."""
     if isinstance(value, str):
         text = value.strip().removeprefix("#")
         if len(text) == 6:
@@ -35,8 +35,10 @@ def parse_color(value: object) -> Rgb:
                 return int(text[0:2], 16), int(text[2:4], 16), int(text[4:6], 16)
             except ValueError:
                 pass
-    elif isinstance(value, list | tuple) and len(value) == 3 and all(
-        isinstance(v, int) and not isinstance(v, bool) and 0 <= v <= 255 for v in value
+    elif (
+        isinstance(value, list | tuple)
+        and len(value) == 3
+        and all(isinstance(v, int) and not isinstance(v, bool) and 0 <= v <= 255 for v in value)
     ):
         return value[0], value[1], value[2]
     raise ValueError(f"a colour is '#rrggbb' or [r, g, b], not {value!r}")

@@ -47,10 +47,14 @@ class WebTestServer(LoopbackServer):
     def __init__(self, *, hits: list[dict[str, str]] | None = None, tavily_key: str = "tvly-test",
                  slow_seconds: float = 30.0, **faults: Any) -> None:  # fmt: skip
         super().__init__(**faults)
-        self.hits = hits if hits is not None else [
-            {"title": "Helios", "url": "https://example.org/helios", "content": "A harness."},
-            {"title": "Hermes", "url": "https://example.org/hermes", "content": "An agent."},
-        ]
+        self.hits = (
+            hits
+            if hits is not None
+            else [
+                {"title": "Helios", "url": "https://example.org/helios", "content": "A harness."},
+                {"title": "Hermes", "url": "https://example.org/hermes", "content": "An agent."},
+            ]
+        )
         self.tavily_key = tavily_key
         self.slow_seconds = slow_seconds
         self.pages = default_pages()

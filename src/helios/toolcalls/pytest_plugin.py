@@ -42,21 +42,48 @@ DEFAULT_CACHE = ".helios_cache/audio"
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("toolcalls", "Helios tool-call tests")
-    group.addoption("--toolcalls-runs", type=int, default=None, metavar="N",
-                    help="run each tool-call test N times (a marker's runs= wins)")
-    group.addoption("--toolcalls-max-concurrency", type=int, default=None, metavar="N",
-                    help="at most N runs in flight per test (default: all, capped)")
-    group.addoption("--toolcalls-no-cache", action="store_true", default=False,
-                    help="always call the synthesizer (no audio cache)")
-    group.addoption("--toolcalls-clear-cache", action="store_true", default=False,
-                    help="empty the audio cache before the tests")
-    group.addoption("--toolcalls-cache-dir", default=DEFAULT_CACHE, metavar="DIR",
-                    help=f"the audio cache (default: {DEFAULT_CACHE})")
-    group.addoption("--toolcalls-report", default=None, metavar="PATH",
-                    help="write a report of the tool-call tests (.json or .html)")
+    group.addoption(
+        "--toolcalls-runs",
+        type=int,
+        default=None,
+        metavar="N",
+        help="run each tool-call test N times (a marker's runs= wins)",
+    )
+    group.addoption(
+        "--toolcalls-max-concurrency",
+        type=int,
+        default=None,
+        metavar="N",
+        help="at most N runs in flight per test (default: all, capped)",
+    )
+    group.addoption(
+        "--toolcalls-no-cache",
+        action="store_true",
+        default=False,
+        help="always call the synthesizer (no audio cache)",
+    )
+    group.addoption(
+        "--toolcalls-clear-cache",
+        action="store_true",
+        default=False,
+        help="empty the audio cache before the tests",
+    )
+    group.addoption(
+        "--toolcalls-cache-dir",
+        default=DEFAULT_CACHE,
+        metavar="DIR",
+        help=f"the audio cache (default: {DEFAULT_CACHE})",
+    )
+    group.addoption(
+        "--toolcalls-report",
+        default=None,
+        metavar="PATH",
+        help="write a report of the tool-call tests (.json or .html)",
+    )
     if ALIASES:
-        group.addoption("--russo-runs", type=int, default=None, metavar="N",
-                        help="alias of --toolcalls-runs")
+        group.addoption(
+            "--russo-runs", type=int, default=None, metavar="N", help="alias of --toolcalls-runs"
+        )
         group.addoption("--russo-max-concurrency", type=int, default=None, metavar="N",
                         help="alias of --toolcalls-max-concurrency")  # fmt: skip
 

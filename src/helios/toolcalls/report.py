@@ -143,7 +143,7 @@ def render_html(entries: Sequence[Entry]) -> str:
             f"<td><pre>{html.escape(str(redact_value(result.summary())))}</pre></td></tr>"
         )
     return (
-        "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>Tool-call tests</title>"
+        '<!DOCTYPE html>\n<html><head><meta charset="utf-8"><title>Tool-call tests</title>'
         f"<style>{_STYLE}</style></head><body><h1>Tool-call tests</h1>"
         f"<p>Total: {document['total']} | Passed: {document['passed']} | "
         f"Failed: {document['failed']}</p><table><thead><tr><th>Test</th><th>Status</th>"

@@ -49,9 +49,7 @@ _PREAMBLE_TAIL = (
     "Example:\n<tool_call>\n{'name': <function-name>,'arguments': <args-dict>}\n</tool_call>"
 )
 
-_INLINE_REASONING = re.compile(
-    r"<(think|REASONING_SCRATCHPAD)>(.*?)(?:</\1>|$)", re.DOTALL
-)
+_INLINE_REASONING = re.compile(r"<(think|REASONING_SCRATCHPAD)>(.*?)(?:</\1>|$)", re.DOTALL)
 
 
 def system_preamble(tools: Sequence[ToolSpec]) -> str:

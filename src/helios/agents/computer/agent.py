@@ -298,8 +298,10 @@ class ComputerAgent(Agent):
         try:
             async with asyncio.timeout_at(deadline):
                 # the screen as it is, at its own size (not the model's downscaled one)
-                image = await self._current(run) if run.shot_size is None else ImageRef.of(
-                    await run.screen.screenshot()
+                image = (
+                    await self._current(run)
+                    if run.shot_size is None
+                    else ImageRef.of(await run.screen.screenshot())
                 )
             target = logs / IMAGES_DIR / FINAL_SCREEN
             await asyncio.to_thread(write_bytes_atomic, target, image.data)

@@ -182,8 +182,9 @@ _HANDLERS: dict[str, Any] = {
     "search": lambda a, s: [Action("navigate", url=SEARCH_URL)],
     "navigate": _navigate,
     "key_combination": _key_combination,
-    "drag_and_drop": lambda a, s: [Action(
-        "drag", path=(_at(a, s), _at(a, s, "destination_x", "destination_y")))],
+    "drag_and_drop": lambda a, s: [
+        Action("drag", path=(_at(a, s), _at(a, s, "destination_x", "destination_y")))
+    ],
     "zoom": _zoom,
     "bash": _bash,
 }

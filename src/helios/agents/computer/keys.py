@@ -59,8 +59,10 @@ def canonical(name: str) -> str:
 
 def combination(keys: list[str] | tuple[str, ...]) -> tuple[str, ...]:
     """Keys pressed together, in xdotool names; ValueError for none, or a non-string."""
-    if not isinstance(keys, list | tuple) or not keys or not all(
-        isinstance(k, str) and k for k in keys
+    if (
+        not isinstance(keys, list | tuple)
+        or not keys
+        or not all(isinstance(k, str) and k for k in keys)
     ):
         raise ValueError(f"keys must be a non-empty list of key names, not {keys!r}")
     return tuple(canonical(k) for k in keys)

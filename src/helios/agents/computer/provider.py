@@ -41,9 +41,7 @@ class ComputerProvider(Protocol):
         mapped raises `ValueError` with a message for the model."""
         ...
 
-    def result(
-        self, call: ToolCall, outcome: ActionResult, screenshot: ImageRef | None
-    ) -> Message:
+    def result(self, call: ToolCall, outcome: ActionResult, screenshot: ImageRef | None) -> Message:
         """The message that answers `call` (role "tool"), with the screenshot after it."""
         ...
 

@@ -72,6 +72,12 @@ class ToolsetUnavailable(ConfigError):
     kind = "ToolsetUnavailable"
 
 
+def always_available() -> str | None:
+    """The default `Toolset.unavailable_reason` (a function, not a lambda, so that a
+    toolset pickles for worker processes)."""
+    return None
+
+
 @dataclass(frozen=True)
 class Toolset:
     name: str
@@ -79,7 +85,7 @@ class Toolset:
     #: factories, so a toolset can check its configuration when it is asked for
     tools: Sequence[Callable[[], Tool]]
     #: None when usable; else why not (one line, naming what to configure)
-    unavailable_reason: Callable[[], str | None] = lambda: None
+    unavailable_reason: Callable[[], str | None] = always_available
 
     def create(self) -> list[Tool]:
         reason = self.unavailable_reason()

@@ -18,6 +18,12 @@ def register_toolset(toolset: Toolset) -> None:
     _registered[toolset.name] = toolset
 
 
+def registered_toolsets() -> tuple[Toolset, ...]:
+    """The toolsets registered in this process by code (what a worker process, a
+    fresh interpreter, would not have: the parent hands them over)."""
+    return tuple(_registered.values())
+
+
 @functools.cache
 def _builtins() -> dict[str, Toolset]:
     # Built once: the toolsets are immutable (availability is checked at create()).

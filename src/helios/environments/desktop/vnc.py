@@ -37,6 +37,7 @@ SOCKET_NAME = "helios-vnc.sock"
 RFB_BANNER = b"RFB 00"
 _PEERCRED = struct.Struct("3i")
 
+
 class VncRefused(OSError):
     """The socket in the exchange folder is not the sandbox's x11vnc."""
 

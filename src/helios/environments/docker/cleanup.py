@@ -15,8 +15,8 @@ from helios.environments.shell.owner import Owner
 from helios.errors import EnvironmentUnavailable
 
 _FORMAT = (
-    "{{.ID}}\t{{.Label \"" + LABEL_RUN + "\"}}\t{{.Label \"" + LABEL_OWNER + "\"}}"
-    "\t{{.Label \"" + LABEL_INSTANCE + "\"}}"
+    '{{.ID}}\t{{.Label "' + LABEL_RUN + '"}}\t{{.Label "' + LABEL_OWNER + '"}}'
+    '\t{{.Label "' + LABEL_INSTANCE + '"}}'
 )
 
 

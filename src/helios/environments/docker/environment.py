@@ -267,9 +267,7 @@ class DockerEnvironment(ContainerServices):
             f'{{{{.Id}}}}\t{{{{index .Config.Labels "{LABEL_RUN}"}}}}'
             f'\t{{{{index .Config.Labels "{LABEL_INSTANCE}"}}}}'
         )
-        code, out, _ = await docker(
-            "container", "inspect", "--format", labels, self.container_name
-        )
+        code, out, _ = await docker("container", "inspect", "--format", labels, self.container_name)
         if code != 0:
             return  # no container of that name
         cid, run, instance = [*out.strip().split("\t"), "", ""][:3]

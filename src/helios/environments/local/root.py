@@ -191,8 +191,8 @@ def unmount_own(root: Path) -> bool:
         if os.stat(root).st_dev == parent:
             return True
         libc = _libc()
-        return libc is not None and _umount_call(libc, str(root)) and (
-            os.stat(root).st_dev == parent
+        return (
+            libc is not None and _umount_call(libc, str(root)) and (os.stat(root).st_dev == parent)
         )
     except OSError:
         return False

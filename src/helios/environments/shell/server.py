@@ -215,14 +215,21 @@ def spawn(script: bytes, env: dict[bytes, bytes], feed: bool) -> tuple[int, int,
     err_r, err_w = os.pipe()
     in_r, in_w = os.pipe() if feed else (-1, -1)
     actions = [
-        (os.POSIX_SPAWN_DUP2, in_r, 0) if feed else (os.POSIX_SPAWN_OPEN, 0, "/dev/null",
-                                                      os.O_RDONLY, 0),
+        (os.POSIX_SPAWN_DUP2, in_r, 0)
+        if feed
+        else (os.POSIX_SPAWN_OPEN, 0, "/dev/null", os.O_RDONLY, 0),
         (os.POSIX_SPAWN_DUP2, out_w, 1),
         (os.POSIX_SPAWN_DUP2, err_w, 2),
     ]
     try:
-        pid = os.posix_spawn(b"/bin/sh", [b"sh", b"-c", script], env,
-                             file_actions=actions, setsid=True, setsigdef=DEFAULT_SIGNALS)
+        pid = os.posix_spawn(
+            b"/bin/sh",
+            [b"sh", b"-c", script],
+            env,
+            file_actions=actions,
+            setsid=True,
+            setsigdef=DEFAULT_SIGNALS,
+        )
     finally:
         for fd in (out_w, err_w, in_r):
             if fd >= 0:
@@ -304,10 +311,19 @@ def start_service(script: bytes, env: dict[bytes, bytes], log: bytes) -> None:
             if info.st_mode & 0o170000 != 0o100000 or info.st_nlink != 1:
                 raise OSError(f"its log {log.decode(errors='replace')}: not a plain file")
             os.set_blocking(fd, True)
-            actions = [(os.POSIX_SPAWN_OPEN, 0, "/dev/null", os.O_RDONLY, 0),
-                       (os.POSIX_SPAWN_DUP2, fd, 1), (os.POSIX_SPAWN_DUP2, fd, 2)]
-            pid = os.posix_spawn(b"/bin/sh", [b"sh", b"-c", script], env,
-                                 file_actions=actions, setsid=True, setsigdef=DEFAULT_SIGNALS)
+            actions = [
+                (os.POSIX_SPAWN_OPEN, 0, "/dev/null", os.O_RDONLY, 0),
+                (os.POSIX_SPAWN_DUP2, fd, 1),
+                (os.POSIX_SPAWN_DUP2, fd, 2),
+            ]
+            pid = os.posix_spawn(
+                b"/bin/sh",
+                [b"sh", b"-c", script],
+                env,
+                file_actions=actions,
+                setsid=True,
+                setsigdef=DEFAULT_SIGNALS,
+            )
         finally:
             os.close(fd)
     except (OSError, ValueError) as exc:  # ValueError: a NUL in a path or the script

@@ -63,7 +63,7 @@ def upload_script(dst: str, is_dir: bool) -> str:
     one-shot path does: a folder's contents into `dst`, a file as `dst`."""
     copy = place_payload('"$t"', dst, is_dir=is_dir)
     return (
-        't=$(mktemp -d /tmp/.helios-upload-XXXXXXXX) || exit 1\n'
+        "t=$(mktemp -d /tmp/.helios-upload-XXXXXXXX) || exit 1\n"
         f'tar -x -f - --no-same-owner -C "$t" && {copy}\n'
         'code=$?; rm -rf -- "$t"; exit $code'
     )
@@ -101,7 +101,7 @@ def size_check(path: str, bounds: Bounds) -> str:
     regular files, its entries); it stops reading at the first excess. Without
     GNU find or awk it passes: the host's bounds still hold."""
     count = (
-        "'{n++; if ($1 == \"f\") s += $2; if (n > e || s > b) exit} "
+        '\'{n++; if ($1 == "f") s += $2; if (n > e || s > b) exit} '
         f"END {{exit (n > e ? {TOO_MANY} : (s > b ? {TOO_LARGE} : 0))}}'"
     )
     return (

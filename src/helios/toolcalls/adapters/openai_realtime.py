@@ -165,8 +165,9 @@ class OpenAIRealtimeAgent:
             # Some servers only report calls in the final response's output items.
             for item in response.get("output") or []:
                 if isinstance(item, dict) and item.get("type") == "function_call":
-                    calls.append(new_call(str(item.get("name", "")),
-                                          arguments_dict(item.get("arguments"))))
+                    calls.append(
+                        new_call(str(item.get("name", "")), arguments_dict(item.get("arguments")))
+                    )
         return AgentResponse(tool_calls=calls, raw=events)
 
     async def aclose(self) -> None:

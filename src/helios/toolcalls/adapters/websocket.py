@@ -81,8 +81,10 @@ class WebSocketAgent:
             else:
                 await ws.send_str(message)
             messages = await self._collect(ws)
-        raw = self.aggregate(messages) if self.aggregate else (
-            messages[0] if len(messages) == 1 else messages
+        raw = (
+            self.aggregate(messages)
+            if self.aggregate
+            else (messages[0] if len(messages) == 1 else messages)
         )
         return self.parser.parse(raw)
 

@@ -65,9 +65,7 @@ class GoogleSynthesizer:
             "contents": [{"role": "user", "parts": [{"text": text}]}],
             "generationConfig": {
                 "responseModalities": ["AUDIO"],
-                "speechConfig": {
-                    "voiceConfig": {"prebuiltVoiceConfig": {"voiceName": self.voice}}
-                },
+                "speechConfig": {"voiceConfig": {"prebuiltVoiceConfig": {"voiceName": self.voice}}},
             },
         }
         url = f"{self.base_url}/v1beta/models/{self.model}:generateContent"

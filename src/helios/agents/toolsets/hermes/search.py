@@ -25,8 +25,7 @@ class SearchFilesArgs(HermesArgs):
                          "(e.g., '*.py') for file search")  # fmt: skip
     target: Literal["content", "files"] = Field(
         "content",
-        description="'content' searches inside file contents, 'files' searches for files by "
-        "name",
+        description="'content' searches inside file contents, 'files' searches for files by name",
     )
     path: str = Field(".", description="Directory or file to search in (default: the working "
                       "directory)")  # fmt: skip

@@ -104,9 +104,7 @@ class TerminalTool(HermesTool[TerminalArgs]):
                 f"foreground with a timeout of at most {MAX_TIMEOUT}s"
             )
         log = f"/tmp/background-{next(_background_ids)}.log"
-        script = (
-            f"nohup sh -c {shlex.quote(command)} > {log} 2>&1 < /dev/null & echo $!"
-        )
+        script = f"nohup sh -c {shlex.quote(command)} > {log} 2>&1 < /dev/null & echo $!"
         result = await ctx.env.exec(script, cwd=cwd, env=ctx.exec_env or None, timeout=30)
         pid = result.stdout.strip().splitlines()[-1] if result.stdout.strip() else "?"
         if result.exit_code != 0:

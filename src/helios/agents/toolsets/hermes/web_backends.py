@@ -73,9 +73,12 @@ class SearxngBackend:
 
     async def search(self, query: str, limit: int, timeout: float) -> list[SearchHit]:
         params = {"q": query, "format": "json"}
-        async with aiohttp.ClientSession(
-            timeout=aiohttp.ClientTimeout(total=timeout), headers={"User-Agent": USER_AGENT}
-        ) as session, session.get(f"{self.url.rstrip('/')}/search", params=params) as response:
+        async with (
+            aiohttp.ClientSession(
+                timeout=aiohttp.ClientTimeout(total=timeout), headers={"User-Agent": USER_AGENT}
+            ) as session,
+            session.get(f"{self.url.rstrip('/')}/search", params=params) as response,
+        ):
             data = await _json(response, "SearXNG")
         return _hits(data.get("results") if isinstance(data, dict) else None, "content", limit)
 
@@ -88,9 +91,10 @@ class TavilyBackend:
 
     async def search(self, query: str, limit: int, timeout: float) -> list[SearchHit]:
         body = {"api_key": self.api_key, "query": query, "max_results": limit}
-        async with aiohttp.ClientSession(
-            timeout=aiohttp.ClientTimeout(total=timeout)
-        ) as session, session.post(f"{self.url.rstrip('/')}/search", json=body) as response:
+        async with (
+            aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=timeout)) as session,
+            session.post(f"{self.url.rstrip('/')}/search", json=body) as response,
+        ):
             data = await _json(response, "Tavily")
         return _hits(data.get("results") if isinstance(data, dict) else None, "content", limit)
 
