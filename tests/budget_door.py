@@ -80,9 +80,7 @@ async def run_prompts(prompts: list[str], budget: int, folder: Path) -> BudgetDo
         await run.open(RunConfig(kind="budget", sandbox=SandboxConfig(provider="null"),
                                  outputs=OutputsConfig(fixed=folder),
                                  identity={"budget": budget}))  # fmt: skip
-        service = run.service(door)
-        await run.execute(service, service.plan([Prompt(p) for p in prompts]))
-        run.save_seconds()
+        await run.drive(door, [Prompt(p) for p in prompts], finish=lambda outcome: None)
     return door
 
 

@@ -10,7 +10,15 @@ from pathlib import Path
 
 import pytest
 
-from helios.engine import OutputsConfig, Run, RunConfig, RunInUse, SandboxConfig
+from helios.engine import (
+    ConcurrencyConfig,
+    OutputsConfig,
+    Run,
+    RunConfig,
+    RunInUse,
+    RunOutcome,
+    SandboxConfig,
+)
 from helios.errors import ConfigError
 
 from .thin_door import PromptDoor, PromptUnit
@@ -29,11 +37,10 @@ def _config(folder: Path, **identity: object) -> RunConfig:
 async def _invoke(config: RunConfig, units: list[PromptUnit]) -> tuple[Run, list[str]]:
     async with Run() as run:
         await run.open(config)
-        service = run.service(PromptDoor())
-        plan = service.plan(units)
-        await run.execute(service, plan)
-        run.save_seconds()
-        return run, [u.trial_id for u in plan.pending]
+        pending = await run.drive(
+            PromptDoor(), units, finish=lambda o: [u.trial_id for u in o.plan.pending]
+        )
+        return run, pending
 
 
 def test_a_fixed_folder_is_created_then_resumed_and_its_time_adds_up(tmp_path: Path) -> None:
@@ -114,3 +121,34 @@ def test_a_new_folder_per_invocation_under_a_parent(tmp_path: Path) -> None:
     assert json.loads((first / "run.json").read_text())["kind"] == "demo"
     with pytest.raises(RuntimeError, match="not open"):
         _ = Run().store
+
+
+def test_finish_runs_when_the_run_is_interrupted_with_what_was_recorded(tmp_path: Path) -> None:
+    """A door's files (a summary) are written however the run ends: `finish` gets the
+    outcome of an interrupted run, and the time is kept."""
+    folder = tmp_path / "run"
+    outcomes: list[RunOutcome[PromptUnit, dict[str, object]]] = []
+    units = [PromptUnit(f"good {i}", i) for i in range(6)]
+
+    async def interrupted() -> None:
+        async with Run() as run:
+            await run.open(_config(folder).model_copy(
+                update={"concurrency": ConcurrencyConfig(in_flight=1)}
+            ))  # fmt: skip
+            task = asyncio.ensure_future(run.drive(
+                PromptDoor(delay=0.2), units, finish=outcomes.append,
+                on_recorded=lambda unit, result: task.cancel() if unit.line == 1 else None,
+            ))  # fmt: skip
+            with pytest.raises(asyncio.CancelledError):
+                await task
+
+    asyncio.run(interrupted())
+    [outcome] = outcomes
+    assert outcome.interrupted and outcome.aborted is None
+    assert [r["line"] for r in outcome.recorded] == [0, 1]
+    assert len(outcome.plan.pending) == 6 and outcome.prior_seconds == 0
+    assert round(outcome.seconds, 3) == json.loads((folder / "run.json").read_text())["seconds"]
+
+    # the resume runs the four that were not recorded
+    run, ran = asyncio.run(_invoke(_config(folder), units))
+    assert run.resumed and len(ran) == 4

@@ -51,8 +51,7 @@ from helios.datagen.settings import HERMES_DEFAULT_MODEL, GenerateSettings
 from helios.datagen.statistics import statistics_document, totals
 from helios.datagen.units import PromptUnit, assign_batches, build_units
 from helios.display.progress import default_console, header_panel
-from helios.engine.batch import BatchService
-from helios.engine.run import Run
+from helios.engine.run import Run, RunOutcome
 from helios.engine.store import write_json_atomic
 from helios.models.services import ModelServices
 from helios.secrets import public_url
@@ -206,20 +205,19 @@ class BatchRunner:
         self._checkpoint_at, self._checkpointing = 0.0, False
         self._print_header(len(units), len(pending), session)
         progress = GenerateProgress(self.console, quiet=not s.verbose, services=services)
-        service: BatchService[PromptUnit, PromptResult] = run.service(
-            self.door, emit=progress.handle, on_recorded=self._recorded
-        )
-        try:
-            # The reviewed records: a verdict that does not hold is pending again.
-            plan = service.plan(pending, session.records)
-            await run.execute(service, plan, progress if s.show_progress else None)
-        except asyncio.CancelledError:
-            self.result.interrupted = True
-            raise
-        finally:
+
+        def finish(outcome: RunOutcome[PromptUnit, PromptResult]) -> None:
             self.writer.close()
-            self.result.aborted = service.aborted
-            self._finish(run, session, units)
+            self.result.interrupted = outcome.interrupted
+            self.result.aborted = outcome.aborted
+            self._finish(outcome, session, units)
+
+        # The reviewed records: a verdict that does not hold is pending again.
+        await run.drive(
+            self.door, pending, done=session.records, emit=progress.handle,
+            on_recorded=self._recorded, display=progress if s.show_progress else None,
+            finish=finish,
+        )  # fmt: skip
 
     def _adopt(self, session: RunSession, units: list[PromptUnit]) -> None:
         adopted = adopt_rows(session.run_dir, units)
@@ -273,7 +271,8 @@ class BatchRunner:
         return public_url(url) if url else ""
 
     # -- finishing ----------------------------------------------------------------------
-    def _finish(self, engine_run: Run, session: RunSession, units: list[PromptUnit]) -> None:
+    def _finish(self, outcome: RunOutcome[PromptUnit, PromptResult], session: RunSession,
+                units: list[PromptUnit]) -> None:  # fmt: skip
         s = self.settings
         records = review_records(session.run_dir, session.store.load_records())
         finals = final_records(records.values())
@@ -283,12 +282,10 @@ class BatchRunner:
         )
         write_checkpoint(session.run_dir, checkpoint_document(s.run_name, records.values(), units))
         run = totals(finals.values(), n_failures)
-        total_seconds = engine_run.save_seconds()
-        seconds = total_seconds - engine_run.prior_seconds
         statistics = statistics_document(
             run_name=s.run_name, distribution=s.distribution, total_prompts=len(units),
-            batch_size=s.batch_size, model=s.model, duration=seconds,
-            total_duration=total_seconds, run=run, merge=merge, bad_lines=len(self.dataset.bad),
+            batch_size=s.batch_size, model=s.model, duration=outcome.invocation_seconds,
+            total_duration=outcome.seconds, run=run, merge=merge, bad_lines=len(self.dataset.bad),
             failed_prompts=n_failures, tombstones=n_tombstones,
             orphan_rows=_orphans(session.run_dir, records.values()),
         )  # fmt: skip

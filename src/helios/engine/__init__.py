@@ -35,6 +35,7 @@ if TYPE_CHECKING:
         OutputsConfig,
         Run,
         RunConfig,
+        RunOutcome,
         SandboxConfig,
     )
     from helios.engine.scheduler import Scheduler
@@ -72,7 +73,7 @@ _FROM = {
         "PhaseTimings", "Score", "Scorer", "now_iso", "run_episode", "unit_dir",
     ),
     "helios.engine.run": (
-        "ConcurrencyConfig", "OutputsConfig", "Run", "RunConfig", "SandboxConfig",
+        "ConcurrencyConfig", "OutputsConfig", "Run", "RunConfig", "RunOutcome", "SandboxConfig",
     ),
     "helios.engine.scheduler": ("Scheduler",),
     "helios.engine.shared": ("SharedValues",),
@@ -116,6 +117,7 @@ __all__ = [
     "Run",
     "RunConfig",
     "RunInUse",
+    "RunOutcome",
     "RunStore",
     "SandboxConfig",
     "Scheduler",

@@ -9,11 +9,12 @@ end (`batch_summary.json`, Hermes's files, the tool-call report).
     async with Run(open_services=settings.models.open) as run:  # a missing key: here
         units = plan_the_units()
         await run.open(RunConfig(kind="batch", outputs=OutputsConfig(parent=Path("output"))))
-        service = run.service(TaskDoor(run.run_dir), emit=progress.handle)
-        plan = service.plan(units, run.store.load_index())
-        await run.execute(service, plan, progress)
-        run.save_seconds()
-    # run.seconds: this invocation's and every earlier one's, kept in run.json
+        summary = await run.drive(
+            TaskDoor(run.run_dir), units, done=run.store.load_index(),
+            emit=progress.handle, display=progress, finish=write_the_summary,
+        )
+    # finish(outcome) runs however the run ends (an interrupt included): outcome has the
+    # plan, this invocation's results, and the time of every invocation (in run.json)
 
 The folder is one of two shapes: a new `<parent>/<prefix>_YYYYMMDD_HHMMSS/` per
 invocation (tasks, toolcalls; `resume=` names an old one), or one fixed folder a
@@ -25,12 +26,14 @@ variables that change results) unless `force`.
 
 from __future__ import annotations
 
+import asyncio
 import time
-from collections.abc import Callable
-from contextlib import AbstractContextManager, nullcontext
+from collections.abc import Callable, Mapping, Sequence
+from contextlib import AbstractContextManager, nullcontext, suppress
+from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
-from typing import Any, TypeVar
+from typing import Any, Generic, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -44,6 +47,7 @@ from helios.settings import current as helios_settings
 
 U = TypeVar("U", bound=Unit)
 R = TypeVar("R")
+T = TypeVar("T")
 
 #: the key of run.json that keeps the time of every invocation so far
 SECONDS_KEY = "seconds"
@@ -102,6 +106,27 @@ class RunConfig(BaseModel):
     def full_identity(self) -> dict[str, Any]:
         # the HELIOS_* variables that change results (a docker network, prices)
         return {**self.identity, "result_settings": helios_settings().identity()}
+
+
+@dataclass
+class RunOutcome(Generic[U, R]):
+    """What a door's `finish` is given when its run ends, however it ends."""
+
+    plan: BatchPlan[U]
+    #: the results recorded by this invocation, in the order they were recorded
+    recorded: list[R]
+    #: the time of this invocation and of every earlier one (kept in run.json)
+    seconds: float
+    #: the time of the earlier invocations
+    prior_seconds: float
+    #: stopped by an interrupt (Ctrl-C, SIGTERM)
+    interrupted: bool
+    #: why the batch stopped early (a fatal error), if it did
+    aborted: str | None
+
+    @property
+    def invocation_seconds(self) -> float:
+        return self.seconds - self.prior_seconds
 
 
 class Run:
@@ -229,17 +254,50 @@ class Run:
         with display if display is not None else nullcontext():
             await service.run(plan)
 
+    async def drive(
+        self, door: Door[U, R], units: Sequence[U], *, finish: Callable[[RunOutcome[U, R]], T],
+        done: Mapping[str, Any] | None = None, emit: EventSink | None = None,
+        on_recorded: OnRecorded | None = None, services: ModelServices | None = None,
+        display: AbstractContextManager[Any] | None = None,
+        on_plan: Callable[[BatchPlan[U]], None] | None = None,
+    ) -> T:  # fmt: skip
+        """Run a door's units: plan them against `done` (the records of earlier
+        invocations: the finished are not run again), show the plan (`on_plan`, e.g. a
+        header), run what is pending inside the live display, keep the time, then
+        `finish(outcome)` and return what it returns. `finish` runs however the run
+        ends, so an interrupted run still writes its door's files."""
+        service = self.service(door, emit=emit, on_recorded=on_recorded, services=services)
+        plan = service.plan(units, done)
+        if on_plan is not None:
+            on_plan(plan)
+        interrupted = False
+        try:
+            await self.execute(service, plan, display)
+        except (asyncio.CancelledError, KeyboardInterrupt):
+            interrupted = True
+            raise
+        finally:
+            outcome = RunOutcome(
+                plan=plan, recorded=service.recorded, seconds=self.save_seconds(),
+                prior_seconds=self.prior_seconds,
+                interrupted=service.interrupted or interrupted, aborted=service.aborted,
+            )  # fmt: skip
+            finished = finish(outcome)
+        return finished
+
     @property
     def seconds(self) -> float:
         """This invocation's time so far plus every earlier one's."""
         return self.prior_seconds + time.monotonic() - self._started
 
     def save_seconds(self) -> float:
-        """Keep the total time in run.json (a resume adds to it); returns it."""
+        """Keep the total time in run.json (a resume adds to it); returns it. A disk
+        that refuses it costs only the time: the records are what matter."""
         total = self.seconds
         if self._store is None:
             return total
         metadata = self.store.metadata()
         metadata[SECONDS_KEY] = round(total, 3)
-        write_json_atomic(self.run_dir / RUN_FILE, metadata)
+        with suppress(OSError):
+            write_json_atomic(self.run_dir / RUN_FILE, metadata)
         return total

@@ -18,8 +18,14 @@ from rich.markup import escape
 
 from helios.agents.registry import agent_class, choose_agent, create_agent
 from helios.display.progress import BatchProgress, default_console, header_panel
-from helios.engine.batch import BatchService
-from helios.engine.run import ConcurrencyConfig, OutputsConfig, Run, RunConfig, SandboxConfig
+from helios.engine.run import (
+    ConcurrencyConfig,
+    OutputsConfig,
+    Run,
+    RunConfig,
+    RunOutcome,
+    SandboxConfig,
+)
 from helios.engine.store import KEEP_LEFTOVERS, RunStore, write_json_atomic
 from helios.engine.workers import default_workers
 from helios.environments.registry import provider_class
@@ -225,30 +231,22 @@ class ParallelRunner:
         folders = {str(h.folder): tid for tid, h in index.items() if h.folder is not None}
         specs = dedupe_folders(specs, folders)
         progress = BatchProgress(self.console, total=0, quiet=s.quiet or not s.show_progress)
-        service: BatchService[TrialSpec, TrialResult] = run.service(
-            TaskDoor(store.run_dir), emit=progress.handle, on_recorded=self._notify
-        )
-        plan = service.plan(specs, index)
-        if store.pruned and s.show_progress:
-            self.console.print(
-                f"removed {len(store.pruned)} old leftover folder(s) from _incomplete/ "
-                f"(the last {KEEP_LEFTOVERS} of each trial are kept)", highlight=False,
-            )  # fmt: skip
         # a batch of an earlier Helios kept its time only in its summary
         run.prior_seconds = run.prior_seconds or _prior_duration(store.run_dir)
-        self._print_header(len(specs), len(plan.pending), store.run_dir)
         if self.services is not None:
             progress.extra_source = self.services.live_line
-        try:
-            await run.execute(service, plan, progress if s.show_progress else None)
-        finally:
-            self.aborted = service.aborted
-            duration = _saved_seconds(run)
-            finished = [TrialResult.model_validate(r) for r in plan.finished]
-            batch = self._finish(
-                finished + service.recorded, len(specs), duration, store, service.interrupted
-            )
-        return batch
+
+        def finish(outcome: RunOutcome[TrialSpec, TrialResult]) -> BatchResult:
+            self.aborted = outcome.aborted
+            finished = [TrialResult.model_validate(r) for r in outcome.plan.finished]
+            return self._finish(finished + outcome.recorded, len(specs), outcome, store)
+
+        return await run.drive(
+            TaskDoor(store.run_dir), specs, done=index, emit=progress.handle,
+            on_recorded=self._notify, display=progress if s.show_progress else None,
+            on_plan=lambda plan: self._print_header(len(specs), len(plan.pending), store),
+            finish=finish,
+        )  # fmt: skip
 
     def _report_store_repairs(self, store: RunStore) -> None:
         for bad in store.quarantined:
@@ -269,15 +267,14 @@ class ParallelRunner:
         self,
         trials: list[TrialResult],
         planned: int,
-        duration: float,
+        outcome: RunOutcome[TrialSpec, TrialResult],
         store: RunStore,
-        interrupted: bool,
     ) -> BatchResult:
         services = self.services
         batch = build_batch_result(
             trials,
             n_attempts=self.settings.n_attempts,
-            duration=duration,
+            duration=outcome.seconds,
             invalid=self.invalid,
             unsupported=self.unsupported,
             unknown_keys=self.unknown_keys,
@@ -285,7 +282,7 @@ class ParallelRunner:
             model=self.model,
             agent=self.agent,
             planned=planned,
-            interrupted=interrupted,
+            interrupted=outcome.interrupted,
             aborted=self.aborted,
             priced=services is None or services.prices.lookup(services.spec.model) is not None,
         )
@@ -304,10 +301,15 @@ class ParallelRunner:
                 self.console.print(panel)
         return batch
 
-    def _print_header(self, n_trials: int, n_pending: int, run_dir: Path) -> None:
+    def _print_header(self, n_trials: int, n_pending: int, store: RunStore) -> None:
         s = self.settings
         if not s.show_progress:
             return
+        if store.pruned:  # the plan moved the pending trials' leftovers aside
+            self.console.print(
+                f"removed {len(store.pruned)} old leftover folder(s) from _incomplete/ "
+                f"(the last {KEEP_LEFTOVERS} of each trial are kept)", highlight=False,
+            )  # fmt: skip
         rows = {
             "Tasks": f"{n_trials // s.n_attempts} found"
             + (f", {len(self.invalid)} invalid" if self.invalid else "")
@@ -318,7 +320,7 @@ class ParallelRunner:
             "Concurrency": str(s.n_concurrent),
             "Agent": self.agent + (f" · {self.model}" if self.model else ""),
             "Environment": s.provider,
-            "Output": str(run_dir),
+            "Output": str(store.run_dir),
         }
         self.console.print(header_panel("Helios batch", rows))
 
@@ -336,15 +338,6 @@ class AgentRunner:
 
 def _as_list(paths: Sequence[str | Path] | str | Path) -> list[str | Path]:
     return [paths] if isinstance(paths, str | Path) else list(paths)
-
-
-def _saved_seconds(run: Run) -> float:
-    """The run's time so far, kept in run.json when it can be (the records are what
-    matter: a full disk must not hide the summary)."""
-    try:
-        return run.save_seconds()
-    except OSError:
-        return run.seconds
 
 
 def _prior_duration(run_dir: Path) -> float:

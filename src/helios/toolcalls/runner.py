@@ -19,12 +19,12 @@ from rich.console import Console
 
 from helios.display.progress import BatchProgress, default_console
 from helios.engine import (
-    BatchService,
     ConcurrencyConfig,
     EndpointCalls,
     OutputsConfig,
     Run,
     RunConfig,
+    RunOutcome,
     SandboxConfig,
     write_json_atomic,
 )
@@ -266,26 +266,29 @@ async def run_cases(
         if output_dir is not None else OutputsConfig(),
         recorded={"runs": len(units), "max_concurrency": limit},
     )  # fmt: skip
-    async with Run() as run:
-        await run.open(config)
-        service: BatchService[RunUnit, SingleRunResult] = run.service(
-            door, emit=progress.handle, on_recorded=keep, services=services
-        )
+    show = progress if _show(show_progress, console) else None
+
+    def finish(outcome: RunOutcome[RunUnit, SingleRunResult]) -> BatchResult:
+        batch = _collect(units, by_id, outcome.aborted)
+        if not engine_run.in_memory:
+            from helios.toolcalls.report import batch_document
+
+            document = batch_document(batch, duration=outcome.seconds)
+            write_json_atomic(engine_run.run_dir / SUMMARY_FILE, document)
+        return batch
+
+    async with Run() as engine_run:
+        await engine_run.open(config)
         try:
-            plan = service.plan(units)
-            await run.execute(service, plan, progress if _show(show_progress, console) else None)
+            return await engine_run.drive(
+                door, units, emit=progress.handle, on_recorded=keep, services=services,
+                display=show, finish=finish,
+            )  # fmt: skip
         finally:
             for component in {id(c): c for c in (agent, synthesizer, synth)}.values():
                 if type(component).__module__.startswith("helios."):
                     await aclose_quietly(component)
                     await aclose_quietly(getattr(component, "inner", None))
-        batch = _collect(units, by_id, service.aborted)
-        if not run.in_memory:
-            from helios.toolcalls.report import batch_document
-
-            document = batch_document(batch, duration=run.save_seconds())
-            write_json_atomic(run.run_dir / SUMMARY_FILE, document)
-    return batch
 
 
 def _collect(units: RunPlan, by_id: dict[str, SingleRunResult],
