@@ -4,13 +4,19 @@ what a run records of them (URLs without their userinfo)."""
 from __future__ import annotations
 
 import ast
+import asyncio
+import json
+import os
 import re
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from helios import settings as settings_module
 from helios.settings import VARIABLES, HeliosSettings
+
+from .thin_door import PromptDoor, PromptUnit
 
 SRC = Path(__file__).resolve().parent.parent / "src" / "helios"
 README = Path(__file__).resolve().parent.parent / "README.md"
@@ -138,3 +144,49 @@ def test_a_setting_set_in_process_is_seen_at_once(monkeypatch: pytest.MonkeyPatc
 def test_the_local_shell_switch(raw: str | None, mode: str) -> None:
     env = {} if raw is None else {"HELIOS_LOCAL_SHELL": raw}
     assert HeliosSettings.read(env).local_shell == mode
+
+
+class _SettingsDoor(PromptDoor):
+    """Each result says which sandbox folder the settings give where the unit ran."""
+
+    async def run_unit(self, unit: PromptUnit, ctx: Any, slot: Any) -> dict[str, Any]:
+        from helios.settings import current
+
+        result = await super().run_unit(unit, ctx, slot)
+        return {**result, "dir": current().sandbox_dir, "pid": os.getpid()}
+
+
+@pytest.mark.parametrize("processes", [1, 2])
+def test_a_run_reads_its_settings_once_even_in_its_workers(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, processes: int
+) -> None:
+    """Changing a HELIOS_* variable in-process after the run started changes nothing
+    it does (its worker processes, started later with the new environment, included):
+    it runs with what its run.json records."""
+    from helios.engine import ConcurrencyConfig, OutputsConfig, Run, RunConfig, SandboxConfig
+    from helios.settings import current
+
+    first, later = str(tmp_path / "first"), str(tmp_path / "later")
+    monkeypatch.setenv("HELIOS_SANDBOX_DIR", first)
+    records: list[dict[str, Any]] = []
+
+    async def go() -> None:
+        async with Run() as run:
+            monkeypatch.setenv("HELIOS_SANDBOX_DIR", later)
+            await run.open(RunConfig(
+                kind="prompts", sandbox=SandboxConfig(provider="null"),
+                concurrency=ConcurrencyConfig(in_flight=2, processes=processes),
+                outputs=OutputsConfig(fixed=tmp_path / "run"),
+            ))  # fmt: skip
+            assert current().sandbox_dir == first
+            await run.drive(
+                _SettingsDoor(), [PromptUnit(f"good {i}", i) for i in range(4)],
+                finish=lambda outcome: records.extend(outcome.recorded),
+            )  # fmt: skip
+
+    asyncio.run(go())
+    assert [r["dir"] for r in records] == [first] * 4
+    assert (os.getpid() in {r["pid"] for r in records}) == (processes == 1)
+    recorded = json.loads((tmp_path / "run" / "run.json").read_text())["helios_settings"]
+    assert recorded["HELIOS_SANDBOX_DIR"] == first
+    assert current().sandbox_dir == later  # outside a run: the environment as it is

@@ -7,16 +7,22 @@ part of the run's identity: `--resume` with another value is refused, as a
 different `-m` is. The others (which shell server runs a command, where sandbox
 folders go) change how, not what.
 
-Values are read at the moment they are asked for (`current()`), not cached at
-import: a test or an embedding program that sets one in-process sees it at once.
-A run takes one snapshot (`current().recorded()`) for its `run.json`.
+A run reads them once, when it opens (`engine.run.Run.open`: `snapshot()`), records
+that snapshot in its `run.json` and checks it on `--resume`, and every module that
+asks (`current()`) while the run goes on gets that same snapshot, in worker processes
+too (they are handed it): a variable changed in-process mid-run cannot make the run
+do other than what it recorded. Outside a run, `current()` reads the environment
+as it is at that moment (not cached at import: a test or an embedding program that
+sets one in-process sees it at once).
 """
 
 from __future__ import annotations
 
 import math
 import os
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 
 from helios.secrets import public_url
@@ -135,6 +141,22 @@ class HeliosSettings:
         return {n: v for n, v in recorded.items() if BY_NAME[n].changes_results}
 
 
+#: the snapshot of the run going on in this context (its tasks inherit it)
+_ACTIVE: ContextVar[HeliosSettings | None] = ContextVar("helios_settings", default=None)
+
+
 def current() -> HeliosSettings:
-    """The settings as the process's environment has them now."""
-    return HeliosSettings.read()
+    """The run's snapshot inside a run; else the environment as it is now."""
+    active = _ACTIVE.get()
+    return active if active is not None else HeliosSettings.read()
+
+
+@contextmanager
+def active(settings: HeliosSettings) -> Iterator[HeliosSettings]:
+    """Make `settings` what `current()` gives in this context (and the tasks started
+    in it) until the block ends."""
+    token = _ACTIVE.set(settings)
+    try:
+        yield settings
+    finally:
+        _ACTIVE.reset(token)

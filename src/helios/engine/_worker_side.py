@@ -33,6 +33,7 @@ from helios.engine.episode import EpisodeContext
 from helios.events import Event, TrialStarted
 from helios.failures import ErrorInfo
 from helios.secrets import register_secret
+from helios.settings import HeliosSettings, active
 from helios.slots import Slot
 
 if TYPE_CHECKING:
@@ -59,6 +60,8 @@ class WorkerSetup:
     #: the toolsets the parent registered by code (`register_toolset`): a fresh
     #: interpreter has only the built-ins and the entry points
     toolsets: tuple[Toolset, ...] = ()
+    #: the run's HELIOS_* snapshot: the worker reads the same as the parent recorded
+    settings: HeliosSettings | None = None
 
 
 def main(fd: int) -> None:
@@ -107,7 +110,8 @@ async def _work(sock: socket.socket) -> None:
 
         ctx = replace(setup.ctx, emit=emit, services=setup.services)
         try:
-            await Runner(setup.door, ctx, reader, writer, setup.slots).run()
+            with active(setup.settings or HeliosSettings.read()):
+                await Runner(setup.door, ctx, reader, writer, setup.slots).run()
         finally:
             if setup.services is not None:
                 await setup.services.close()

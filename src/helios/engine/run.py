@@ -43,6 +43,7 @@ from helios.engine.store import RUN_FILE, RunStore, new_run_dir, run_metadata, w
 from helios.environments.registry import provider_class
 from helios.events import EventSink
 from helios.models.services import ModelServices
+from helios.settings import HeliosSettings, active
 from helios.settings import current as helios_settings
 
 U = TypeVar("U", bound=Unit)
@@ -150,10 +151,19 @@ class Run:
         #: the time of the earlier invocations (from run.json)
         self.prior_seconds = 0.0
         self._started = time.monotonic()
+        #: the HELIOS_* variables, read once as the run starts (`helios.settings`)
+        self.settings = HeliosSettings.read()
+        self._settings_scope = active(self.settings)
 
     # -- opening and closing ---------------------------------------------------------
     async def __aenter__(self) -> Run:
-        self.services = self._open_services() if self._open_services is not None else None
+        # What every module reads for the rest of the run, and what run.json records.
+        self._settings_scope.__enter__()
+        try:
+            self.services = self._open_services() if self._open_services is not None else None
+        except BaseException:
+            self._settings_scope.__exit__(None, None, None)
+            raise
         return self
 
     async def open(self, config: RunConfig) -> RunStore | None:
@@ -174,8 +184,11 @@ class Run:
             if self._store is not None:
                 self._store.close()
         finally:
-            if self.services is not None:
-                await self.services.close()
+            try:
+                if self.services is not None:
+                    await self.services.close()
+            finally:
+                self._settings_scope.__exit__(None, None, None)
 
     def _open_store(self, config: RunConfig) -> RunStore | None:
         outputs = config.outputs

@@ -79,6 +79,7 @@ from helios.errors import ConfigError
 from helios.events import EventSink
 from helios.failures import ErrorInfo
 from helios.secrets import registered
+from helios.settings import current as helios_settings
 
 if TYPE_CHECKING:
     from helios.models.services import ModelServices
@@ -332,6 +333,7 @@ async def _start(service: ShardedBatch, ctx: EpisodeContext, count: int,
             slots=slots,
             secrets=registered(),
             toolsets=registered_toolsets(),
+            settings=helios_settings(),
         )
         # A worker that died at once is found by its listener (end of file).
         with contextlib.suppress(ConnectionError):
