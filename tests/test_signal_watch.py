@@ -11,7 +11,7 @@ import textwrap
 import time
 from pathlib import Path
 
-from helios.cli.interrupts import RESPONSE_GRACE
+from helios.engine.interrupts import RESPONSE_GRACE
 
 AGENT = '''
 import pathlib, time

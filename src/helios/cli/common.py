@@ -10,8 +10,8 @@ from typing import Any, NoReturn, TypeVar
 import typer
 from rich.markup import escape
 
-from helios.cli.interrupts import SignalWatch
 from helios.display.console import SafeConsole
+from helios.engine.interrupts import SignalWatch
 from helios.errors import ConfigError, EnvironmentUnavailable, HeliosError, InputError
 from helios.secrets import redact
 from helios.text import visible
@@ -34,7 +34,7 @@ class Interrupted(Exception):
 def run_coroutine(coro: Coroutine[Any, Any, T]) -> T:
     """asyncio.run where Ctrl-C and SIGTERM cancel the work, let it clean up, then raise
     Interrupted. A second signal, a loop that does not respond, or a cleanup longer than
-    the grace exits at once (`helios.cli.interrupts`)."""
+    the grace exits at once (`helios.engine.interrupts`)."""
 
     async def main() -> T:
         task = asyncio.current_task()

@@ -11,7 +11,7 @@ files first, then the completion mark, then events and callbacks.
 How a worker starts, and why. Each is a fresh interpreter, `sys.executable -c
 _BOOT` started by `subprocess.Popen`, never a fork of this process: the parent is
 inside a running event loop, and may have threads (the signal watch of
-`cli/interrupts.py`, `asyncio.to_thread`'s pool, aiohttp's resolver) and open
+`engine/interrupts.py`, `asyncio.to_thread`'s pool, aiohttp's resolver) and open
 sockets and files (the run's lock, model connections). A fork copies all of that,
 mid-flight, into a child that has only the forking thread, and a new loop there
 needs a private asyncio API. The new interpreter gets only its end of its socket
