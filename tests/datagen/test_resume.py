@@ -178,7 +178,9 @@ def test_kill_9_at_random_instants_then_resume_is_exactly_once(
 
 
 def test_two_processes_on_one_run_folder(tmp_path: Path, mock_server: MockLLMServer) -> None:
-    mock_server.set_faults(latency_ms=300)
+    # Slow answers keep the first one running while the second starts (a 300 ms latency
+    # let the first finish before the second's interpreter had started, at times).
+    mock_server.set_faults(latency_ms=4000)
     dataset = write_dataset(tmp_path / "p.jsonl", [f"Task {i}: go." for i in range(4)])
     args = hermes_args(mock_server, dataset, "two")
     first = subprocess.Popen([sys.executable, "-m", "helios", "generate", *args], cwd=tmp_path,
@@ -190,9 +192,11 @@ def test_two_processes_on_one_run_folder(tmp_path: Path, mock_server: MockLLMSer
             assert time.monotonic() < deadline
             time.sleep(0.05)
         second = run_generate(tmp_path, *args, "--resume")
+        assert first.poll() is None  # the two overlapped
         assert second.returncode == 2
         assert "being written by pid" in second.stderr or "in use" in second.stderr
     finally:
+        mock_server.set_faults(latency_ms=0)
         assert first.wait(timeout=120) == 0
     assert _indices(tmp_path / "data/two", "trajectories.jsonl") == [0, 1, 2, 3]
 
