@@ -141,6 +141,10 @@ class ModelOptions:
     prices: Path | None = None
     retry_policy: RetryPolicy | None = None
 
+    def __post_init__(self) -> None:
+        if self.prices is not None:  # a str path works like a Path
+            self.prices = Path(self.prices)
+
     def open(self, default_model: str = DEFAULT_MODEL) -> ModelServices:
         return open_model_services(
             self.model or default_model,
