@@ -291,7 +291,7 @@ def test_prices_longest_prefix_and_user_file(tmp_path: Path) -> None:
     usage = Usage(input_tokens=1_000_000, output_tokens=1_000_000)
     assert table.cost("anthropic/claude-sonnet-4-5", usage) == pytest.approx(18.0)
     assert table.cost("gpt-4o-mini-2024", usage) == pytest.approx(0.75)
-    assert table.cost("unknown-model", usage) == 0.0
+    assert table.cost("unknown-model", usage) is None  # unknown, not free
     extra = tmp_path / "prices.json"
     extra.write_text('{"scripted": {"input": 1.0, "output": 2.0}}')
     table.extend_from_file(extra)

@@ -114,12 +114,37 @@ def test_openai_parser_reads_dicts_and_sdk_objects() -> None:
         {"id": "2", "type": "function", "function": {"name": "g", "arguments": "{oops"}},
     ]}}]}  # fmt: skip
     calls = russo.OpenAIResponseParser().parse(raw).tool_calls
-    assert calls == [russo.tool_call("f", a=1), russo.ToolCall("g", {"_raw": "{oops"})]
+    # unreadable arguments are {} as russo's parsers make them; the text stays on the call
+    assert calls == [russo.tool_call("f", a=1), russo.ToolCall("g", {})]
+    assert calls[1].raw_arguments == "{oops"
     function = SimpleNamespace(name="f", arguments='{"a": 1}')
     sdk = SimpleNamespace(choices=[SimpleNamespace(message=SimpleNamespace(
         tool_calls=[SimpleNamespace(function=function)], function_call=None))])  # fmt: skip
     assert russo.OpenAIResponseParser().parse(sdk).tool_calls == [russo.tool_call("f", a=1)]
     assert russo.OpenAIResponseParser().parse({"choices": []}).tool_calls == []
+
+
+@pytest.mark.parametrize(
+    ("parser", "raw"),
+    [
+        (russo.JsonResponseParser(), {"tool_calls": [{"name": "fn", "arguments": "not-json"}]}),
+        (russo.OpenAIResponseParser(), {"choices": [{"message": {"tool_calls": [
+            {"function": {"name": "fn", "arguments": "not-json"}}]}}]}),
+        (russo.GeminiResponseParser(), {"candidates": [{"content": {"parts": [
+            {"functionCall": {"name": "fn", "args": "not-json"}}]}}]}),
+    ],
+    ids=["json", "openai", "gemini"],
+)  # fmt: skip
+def test_invalid_json_string_defaults_to_empty(parser: Any, raw: Any) -> None:
+    """russo's own test, on each parser: unreadable arguments are {} (issue 21, point 6);
+    Helios keeps their text in the call's `raw_arguments`, a field russo's call lacks."""
+    (call,) = parser.parse(raw).tool_calls
+    assert call.name == "fn" and call.arguments == {}
+    assert call.raw_arguments == "not-json"
+    # a JSON value that is not an object is no arguments either, as in russo
+    (listed,) = russo.JsonResponseParser().parse(
+        {"tool_calls": [{"name": "fn", "arguments": "[1, 2]"}]}).tool_calls  # fmt: skip
+    assert listed.arguments == {}
 
 
 def test_gemini_parser_reads_rest_sdk_and_live_shapes() -> None:

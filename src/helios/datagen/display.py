@@ -48,7 +48,7 @@ class GenerateProgress(BatchProgress):
             return ""
         t = services.totals
         elapsed = max(time.monotonic() - self.t0, 1e-9)
-        return f"{t.output_tokens / elapsed:,.0f} tok/s · ${t.cost_usd:.4f} · {t.retries} retries"
+        return f"{t.output_tokens / elapsed:,.0f} tok/s · {t.cost_text()} · {t.retries} retries"
 
     def finished(self, key: str, label: str, passed: bool, detail: str) -> None:
         if passed:
@@ -93,8 +93,9 @@ def final_table(run: RunTotals, *, merged: int, failures: int, tombstones: int) 
                     f"({coverage:.1%})")  # fmt: skip
     summary.add_row("Discarded", f"{tombstones} ({run.discarded} without reasoning)")
     summary.add_row("Failed", f"{failures}" + (" (retried by --resume)" if failures else ""))
-    summary.add_row("Tokens", f"{run.tokens_in:,} in / {run.tokens_out:,} out · "
-                    f"${run.cost_usd:.4f}")  # fmt: skip
+    cost = run.cost_text if run.cost_usd is not None else (
+        f"cost unknown: {run.cost_unknown_reason} (add it with --prices FILE)")  # fmt: skip
+    summary.add_row("Tokens", f"{run.tokens_in:,} in / {run.tokens_out:,} out · {cost}")
     table = Table.grid()
     table.add_row(tools)
     table.add_row(Panel(summary, title="Run", expand=False, border_style="cyan"))

@@ -182,6 +182,8 @@ class GenerateDoor:
             "tokens_out": result.usage.output_tokens, "cost_usd": result.usage.cost_usd,
             "duration": round(result.duration, 3), "finished_at": time.time(),
         }  # fmt: skip
+        if result.usage.cost_usd is None:
+            record["cost_unknown_reason"] = result.usage.cost_unknown_reason
         if result.location is not None:
             record["file"], record["offset"], record["length"] = result.location
         if result.reason is not None:

@@ -81,6 +81,6 @@ def open_services(s: GenerateSettings) -> ModelServices:
         )
     register_secret(key)
     spec = ModelSpec(provider, s.model, "openai", url, key)
-    return ModelServices(
-        spec=spec, config=generation_config(s, provider), prices=PriceTable.load(s.prices)
-    )
+    prices = PriceTable.load(s.prices)
+    prices.warn_unmatched([spec.qualified])
+    return ModelServices(spec=spec, config=generation_config(s, provider), prices=prices)

@@ -64,6 +64,15 @@ class GenerateSettings:
     quiet: bool = False
     show_progress: bool = True
 
+    def __post_init__(self) -> None:
+        # a str path (as a Hermes user writes `output_dir="data"`) works like a Path
+        self.dataset_file = Path(self.dataset_file)
+        self.output_dir = Path(self.output_dir)
+        if self.distributions_file is not None:
+            self.distributions_file = Path(self.distributions_file)
+        if self.prices is not None:
+            self.prices = Path(self.prices)
+
     @property
     def in_flight(self) -> int:
         return self.concurrency or self.num_workers

@@ -23,8 +23,14 @@ class RunTotals:
     failed: int
     tokens_in: int
     tokens_out: int
-    cost_usd: float
+    #: None: unknown (a prompt's model had no price), `cost_unknown_reason` says why
+    cost_usd: float | None
     batches: int
+    cost_unknown_reason: str | None = None
+
+    @property
+    def cost_text(self) -> str:
+        return "cost unknown" if self.cost_usd is None else f"${self.cost_usd:.4f}"
 
 
 def totals(finals: Iterable[dict[str, Any]], failed_now: int) -> RunTotals:
@@ -35,7 +41,7 @@ def totals(finals: Iterable[dict[str, Any]], failed_now: int) -> RunTotals:
         status = record.get("status")
         result.tokens_in += int(record.get("tokens_in", 0))
         result.tokens_out += int(record.get("tokens_out", 0))
-        result.cost_usd += float(record.get("cost_usd", 0.0))
+        _add_cost(result, record)
         if status not in TERMINAL:
             continue
         result.rows += status == "ok"
@@ -48,6 +54,18 @@ def totals(finals: Iterable[dict[str, Any]], failed_now: int) -> RunTotals:
                 total[field] += int(entry.get(field, 0))
     result.batches = len(batches)
     return result
+
+
+def _add_cost(result: RunTotals, record: dict[str, Any]) -> None:
+    """A record's cost into the total: an unknown one (null) makes the total unknown."""
+    cost = record.get("cost_usd", 0.0)
+    if cost is None or result.cost_usd is None:
+        result.cost_usd = None
+        result.cost_unknown_reason = result.cost_unknown_reason or str(
+            record.get("cost_unknown_reason") or "unknown"
+        )
+    else:
+        result.cost_usd += float(cost)
 
 
 def _rates(stats: dict[str, int]) -> dict[str, Any]:
@@ -106,6 +124,7 @@ def statistics_document(
         "usage": {
             "input_tokens": run.tokens_in,
             "output_tokens": run.tokens_out,
-            "cost_usd": round(run.cost_usd, 6),
+            "cost_usd": None if run.cost_usd is None else round(run.cost_usd, 6),
+            **({"cost_unknown_reason": run.cost_unknown_reason} if run.cost_usd is None else {}),
         },
     }

@@ -1,15 +1,19 @@
 """Cost from token counts: a built-in price table that users can extend.
 
-Prices are USD per million tokens, matched by the longest model-name prefix.
+Prices are USD per million tokens, matched by model-name prefix (`PriceTable.match`).
 They are a best-effort default and go stale; pass `--prices FILE` (or set
 HELIOS_PRICES) with entries like
 `{"my-model": {"input": 1.0, "output": 4.0, "cache_read": 0.1, "cache_write": 1.25}}`
-to add or override models.
+to add or override models; a key is a bare name (`my-model`) or `provider/model`
+(`openai-compatible/my-model`). A key that matches no model of the run is named in a
+warning. A model with no price has an unknown cost (None, with the reason), never 0.
 """
 
 from __future__ import annotations
 
+import logging
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, fields
 from pathlib import Path
 
@@ -17,6 +21,8 @@ from helios.errors import ConfigError
 from helios.safe_json import JsonValueError, parse_json
 from helios.settings import current as helios_settings
 from helios.usage import Usage
+
+log = logging.getLogger(__name__)
 
 #: USD per million tokens a price may be: with token counts bounded too
 #: (`reply_values.MAX_TOKENS`), every cost, and every sum of costs, stays finite
@@ -68,15 +74,53 @@ DEFAULT_PRICES: dict[str, Price] = {
 class PriceTable:
     def __init__(self, prices: dict[str, Price] | None = None) -> None:
         self.prices = dict(DEFAULT_PRICES if prices is None else prices)
+        #: each key a price file gave → that file (to name it in a warning)
+        self.sources: dict[str, Path] = {}
+
+    def match(self, model: str) -> str | None:
+        """The key of `model`'s price, or None. `model` is `provider/model` (or a bare
+        name). A bare key (`claude-sonnet-4`) is a prefix of the model's last part; a key
+        with slashes (`openai-compatible/scripted`, `anthropic/claude-sonnet-4`) is
+        matched against as many trailing parts of the model, its last part a prefix too.
+        The key with the most parts wins, then the longest."""
+        parts = model.split("/")
+        best: str | None = None
+        rank = (0, 0)
+        for key in self.prices:
+            if _matches(key, parts) and (key.count("/") + 1, len(key)) > rank:
+                best, rank = key, (key.count("/") + 1, len(key))
+        return best
 
     def lookup(self, model: str) -> Price | None:
-        name = model.split("/")[-1]
-        best = max((p for p in self.prices if name.startswith(p)), key=len, default=None)
-        return self.prices[best] if best else None
+        key = self.match(model)
+        return self.prices[key] if key is not None else None
 
-    def cost(self, model: str, usage: Usage) -> float:
+    def cost(self, model: str, usage: Usage) -> float | None:
+        """USD for `usage` on `model`; None when no price is known for it."""
         price = self.lookup(model)
-        return price.cost(usage) if price else 0.0
+        return price.cost(usage) if price else None
+
+    def price_usage(self, model: str, usage: Usage) -> None:
+        """Set `usage`'s cost: known, or None with the reason."""
+        cost = self.cost(model, usage)
+        if cost is None:
+            usage.mark_cost_unknown(unknown_reason(model))
+        else:
+            usage.cost_usd, usage.cost_unknown_reason = cost, None
+
+    def unmatched(self, models: Sequence[str]) -> list[tuple[Path, str]]:
+        """(file, key) of every key a price file gave that matches none of `models`."""
+        split = [model.split("/") for model in models]
+        return [(path, key) for key, path in self.sources.items()
+                if not any(_matches(key, parts) for parts in split)]  # fmt: skip
+
+    def warn_unmatched(self, models: Sequence[str]) -> None:
+        """One warning line per price-file key that no model of the run uses (a key
+        spelled otherwise than the model would silently leave its cost unknown)."""
+        shown = ", ".join(models)
+        for path, key in self.unmatched(models):
+            log.warning("warning: %s: price key %r matches no model of this run (%s); "
+                        "keys are `model` or `provider/model`", path, key, shown)  # fmt: skip
 
     def extend_from_file(self, path: Path) -> None:
         try:  # NaN passes here, to be refused below with its model's name
@@ -86,12 +130,16 @@ class PriceTable:
         if not isinstance(data, dict):
             raise ConfigError("expected an object of model → prices", file=str(path))
         for model, entry in data.items():
+            if not isinstance(entry, dict):
+                raise ConfigError("expected an object like {\"input\": 1.0, \"output\": 4.0}",
+                                  file=str(path), field=str(model))  # fmt: skip
             try:
                 price = Price(**entry)
             except TypeError as exc:
                 raise ConfigError(str(exc), file=str(path), field=str(model)) from None
             _check_price(price, path, str(model))
             self.prices[str(model)] = price
+            self.sources[str(model)] = path
 
     @classmethod
     def load(cls, path: Path | None = None) -> PriceTable:
@@ -101,6 +149,15 @@ class PriceTable:
             if source is not None:
                 table.extend_from_file(source)
         return table
+
+
+def unknown_reason(model: str) -> str:
+    return f"no price for {model}"
+
+
+def _matches(key: str, parts: list[str]) -> bool:
+    depth = key.count("/") + 1
+    return depth <= len(parts) and "/".join(parts[-depth:]).startswith(key)
 
 
 def _check_price(price: Price, path: Path, model: str) -> None:

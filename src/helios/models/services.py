@@ -102,7 +102,7 @@ class ModelServices:
         )
         call_usage = response.usage
         call_usage.model_seconds = time.monotonic() - started
-        call_usage.cost_usd = self.prices.cost(self.spec.model, call_usage)
+        self.prices.price_usage(self.spec.qualified, call_usage)
         self.totals.add(call_usage)  # retries are counted live by count_retry
         if usage is not None:
             usage.add(call_usage)
@@ -115,7 +115,7 @@ class ModelServices:
         return (
             f"limit {self.limiter.current} · {t.retries} retries · "
             f"{t.input_tokens + t.cache_read_tokens:,} in/{t.output_tokens:,} out tok · "
-            f"{t.output_tokens / elapsed:.0f} tok/s · ${t.cost_usd:.4f}"
+            f"{t.output_tokens / elapsed:.0f} tok/s · {t.cost_text()}"
         )
 
     async def close(self) -> None:
@@ -141,6 +141,10 @@ class ModelOptions:
     prices: Path | None = None
     retry_policy: RetryPolicy | None = None
 
+    def __post_init__(self) -> None:
+        if self.prices is not None:  # a str path works like a Path
+            self.prices = Path(self.prices)
+
     def open(self, default_model: str = DEFAULT_MODEL) -> ModelServices:
         return open_model_services(
             self.model or default_model,
@@ -165,9 +169,11 @@ def open_model_services(
     from helios.models.routing import resolve_model
 
     spec = resolve_model(model, base_url=base_url, api_key=api_key)
+    prices = PriceTable.load(prices_path)
+    prices.warn_unmatched([spec.qualified])
     return ModelServices(
         spec=spec,
         config=generation or GenerationConfig(),
-        prices=PriceTable.load(prices_path),
+        prices=prices,
         policy=policy or RetryPolicy(),
     )

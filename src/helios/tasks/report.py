@@ -43,7 +43,10 @@ def results_panel(batch: BatchResult) -> Panel:
             f"{usage.input_tokens:,} in · {usage.output_tokens:,} out"
             f" · {usage.output_tokens_per_second:.1f} tok/s",
         )
-        cost = f"${usage.cost_usd:.4f}" if batch.priced else "unknown: no price (add --prices)"
+        why = usage.cost_unknown_reason or "no price"
+        cost = (
+            usage.cost_text() if usage.cost_known else f"unknown: {why} (add it with --prices FILE)"
+        )
         table.add_row("Cost", cost)
         table.add_row("Model calls", f"{usage.calls:,} ({usage.retries:,} retries)")
     if batch.output_dir is not None:

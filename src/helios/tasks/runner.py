@@ -270,7 +270,6 @@ class ParallelRunner:
         outcome: RunOutcome[TrialSpec, TrialResult],
         store: RunStore,
     ) -> BatchResult:
-        services = self.services
         batch = build_batch_result(
             trials,
             n_attempts=self.settings.n_attempts,
@@ -284,7 +283,6 @@ class ParallelRunner:
             planned=planned,
             interrupted=outcome.interrupted,
             aborted=self.aborted,
-            priced=services is None or services.prices.lookup(services.spec.model) is not None,
         )
         try:
             write_json_atomic(store.run_dir / SUMMARY_FILE, summary_document(batch))

@@ -62,6 +62,4 @@ class TaskBatchSettings:
         unknown = sorted(set(kwargs) - own_keys)
         if unknown:
             raise TypeError(f"unexpected keyword argument(s): {', '.join(unknown)}")
-        if models.get("prices") is not None:
-            models["prices"] = Path(models["prices"])
         return cls(**kwargs, models=ModelOptions(**models))

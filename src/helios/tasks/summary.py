@@ -95,8 +95,12 @@ class BatchResult:
     not_run: int = 0
     #: why the batch stopped starting trials early (e.g. a rejected key)
     aborted: str | None = None
-    #: False when the model has no entry in the price table (cost shows as unknown)
-    priced: bool = True
+
+    @property
+    def priced(self) -> bool:
+        """False when the cost is unknown (no price for the model): `usage.cost_usd`
+        is None and `usage.cost_unknown_reason` says why."""
+        return self.usage.cost_usd is not None
 
     @property
     def tasks(self) -> list[TaskResult]:
@@ -139,7 +143,6 @@ def build_batch_result(
     planned: int,
     interrupted: bool = False,
     aborted: str | None = None,
-    priced: bool = True,
     unsupported: list[UnsupportedTask] | None = None,
     unknown_keys: dict[str, int] | None = None,
 ) -> BatchResult:
@@ -166,7 +169,6 @@ def build_batch_result(
         interrupted=interrupted,
         not_run=max(0, planned - len(ordered)),
         aborted=aborted,
-        priced=priced,
     )
 
 

@@ -38,6 +38,7 @@ from helios.models.retry import RetryPolicy
 from helios.toolcalls.episode import EvaluatorScorer, ToolCallAgent
 from helios.toolcalls.protocols import Evaluator, Synthesizer
 from helios.toolcalls.types import Audio, EvalResult, SingleRunResult
+from helios.usage import Usage
 
 #: transient errors are retried this often by default (a hung agent must not take an hour)
 DEFAULT_RETRY_POLICY = RetryPolicy(max_attempts=4, max_total_seconds=300.0, base_delay=1.0)
@@ -62,10 +63,11 @@ def unit_id(test_id: str | None, case_index: int, prompt: str, run_index: int) -
 
 
 def failed_result(unit: RunUnit, error: ErrorInfo, duration: float = 0.0,
-                  retries: int = 0) -> SingleRunResult:  # fmt: skip
+                  retries: int = 0, usage: Usage | None = None) -> SingleRunResult:  # fmt: skip
     evaluation = EvalResult(passed=False, expected=list(unit.expect), error=error)
     return SingleRunResult(prompt=unit.prompt, run_index=unit.run_index, eval_result=evaluation,
-                           test_id=unit.test_id, duration=duration, retries=retries)  # fmt: skip
+                           test_id=unit.test_id, duration=duration, retries=retries,
+                           usage=usage)  # fmt: skip
 
 
 class ToolCallDoor:
@@ -129,10 +131,12 @@ class ToolCallDoor:
             self._done_with(unit.prompt)
         duration = time.monotonic() - started
         retries[0] += episode.usage.retries
+        # the agent's model calls are counted when they go through Helios's services
+        usage = episode.usage if self.agent_calls is None else None
         error = episode.error or episode.agent_error
         if error is not None or scorer.result is None:
             missing = ErrorInfo(type="NoScore", message="the run was not scored", phase="evaluator")
-            return failed_result(unit, error or missing, duration, retries[0])
+            return failed_result(unit, error or missing, duration, retries[0], usage)
         return SingleRunResult(
             prompt=unit.prompt,
             run_index=unit.run_index,
@@ -140,6 +144,7 @@ class ToolCallDoor:
             test_id=unit.test_id,
             duration=duration,
             retries=retries[0],
+            usage=usage,
         )
 
     async def _audio_for(

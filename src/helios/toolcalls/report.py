@@ -62,6 +62,9 @@ def batch_document(batch: BatchResult, duration: float | None = None) -> dict[st
         "match_rate": batch.match_rate,
         "runs": [_run_document(run) for run in batch.runs],
     }
+    usage = batch.usage
+    if usage is not None:  # the model's tokens and cost (null when unknown, with why)
+        document["usage"] = usage.model_dump() | {"total_tokens": usage.total_tokens}
     if duration is not None:
         document["duration_seconds"] = round(duration, 3)
     return redact_value(document)  # type: ignore[no-any-return]

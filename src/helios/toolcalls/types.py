@@ -22,6 +22,7 @@ from pydantic_core import core_schema
 
 from helios.failures import ErrorInfo
 from helios.models.base import ToolCall as Call
+from helios.usage import Usage
 
 AudioFormat = Literal["wav", "mp3", "pcm", "ogg", "flac", "opus", "aac"]
 
@@ -264,6 +265,9 @@ class SingleRunResult(Positional):
     duration: float = 0.0
     #: retries of transient errors (429, 5xx, timeouts) this run waited out
     retries: int = 0
+    #: the model's tokens and cost in this run, when the agent's calls go through
+    #: Helios's model services (ModelAgent); None when Helios cannot see them
+    usage: Usage | None = None
 
     @property
     def passed(self) -> bool:
@@ -310,6 +314,13 @@ class BatchResult(Positional):
         if not self.runs:
             return 1.0
         return sum(run.eval_result.match_rate for run in self.runs) / self.total
+
+    @property
+    def usage(self) -> Usage | None:
+        """Tokens and cost over the runs that counted them (None: none did). The cost
+        is None when unknown (no price for the model), with `cost_unknown_reason`."""
+        counted = [run.usage for run in self.runs if run.usage is not None]
+        return Usage.sum(counted) if counted else None
 
     @property
     def errors(self) -> list[SingleRunResult]:

@@ -69,14 +69,18 @@ class StepMetrics:
 
     `prompt_tokens` includes `cached_tokens` (the RFC counts cache hits as a subset
     of the prompt). ATIF has no reasoning-token field; the RFC names `metrics.extra`
-    as the place for it, so that is where `reasoning_tokens` goes.
+    as the place for it, so that is where `reasoning_tokens` goes. An unknown cost (no
+    price for the model) is `cost_usd: null` (the schema allows it), with the reason in
+    `extra.cost_unknown_reason`.
     """
 
     prompt_tokens: int = 0
     completion_tokens: int = 0
     cached_tokens: int = 0
-    cost_usd: float = 0.0
+    cost_usd: float | None = 0.0
     reasoning_tokens: int = 0
+    #: why `cost_usd` is None
+    cost_unknown_reason: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -85,8 +89,13 @@ class StepMetrics:
             "cached_tokens": self.cached_tokens,
             "cost_usd": self.cost_usd,
         }
+        extra: dict[str, Any] = {}
         if self.reasoning_tokens:
-            out["extra"] = {"reasoning_tokens": self.reasoning_tokens}
+            extra["reasoning_tokens"] = self.reasoning_tokens
+        if self.cost_usd is None:
+            extra["cost_unknown_reason"] = self.cost_unknown_reason or "unknown"
+        if extra:
+            out["extra"] = extra
         return out
 
 
@@ -137,7 +146,8 @@ class TrajectoryRecorder:
         self._completion_tokens = 0
         self._cached_tokens = 0
         self._reasoning_tokens = 0
-        self._cost_usd = 0.0
+        self._cost_usd: float | None = 0.0
+        self._cost_unknown_reason: str | None = None
         #: whether any message or observation is a list of content parts (v1.6)
         self._multimodal = False
 
@@ -194,7 +204,13 @@ class TrajectoryRecorder:
             self._completion_tokens += metrics.completion_tokens
             self._cached_tokens += metrics.cached_tokens
             self._reasoning_tokens += metrics.reasoning_tokens
-            self._cost_usd += metrics.cost_usd
+            if self._cost_usd is None or metrics.cost_usd is None:
+                self._cost_usd = None  # a total with an unknown part is unknown
+                self._cost_unknown_reason = (
+                    self._cost_unknown_reason or metrics.cost_unknown_reason or "unknown"
+                )
+            else:
+                self._cost_usd += metrics.cost_usd
         return int(step["step_id"])
 
     def add_observation(self, step_id: int, source_call_id: str, content: Content) -> None:
@@ -218,8 +234,13 @@ class TrajectoryRecorder:
             "total_cost_usd": self._cost_usd,
             "total_steps": len(self._steps),
         }
+        extra: dict[str, Any] = {}
         if self._reasoning_tokens:
-            out["extra"] = {"total_reasoning_tokens": self._reasoning_tokens}
+            extra["total_reasoning_tokens"] = self._reasoning_tokens
+        if self._cost_usd is None:
+            extra["cost_unknown_reason"] = self._cost_unknown_reason
+        if extra:
+            out["extra"] = extra
         return out
 
     def to_dict(self) -> dict[str, Any]:

@@ -112,4 +112,5 @@ def _metrics(message: Message) -> StepMetrics | None:
         cached_tokens=usage.cache_read_tokens,
         cost_usd=usage.cost_usd,
         reasoning_tokens=usage.reasoning_tokens,
+        cost_unknown_reason=usage.cost_unknown_reason,
     )

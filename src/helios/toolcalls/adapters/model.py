@@ -45,7 +45,7 @@ class ModelAgent:
         api_key: str | None = None,
         generation: GenerationConfig | None = None,
         retry_policy: RetryPolicy | None = None,
-        prices: Path | None = None,
+        prices: str | Path | None = None,
     ) -> None:
         self.model = model
         self.specs = to_specs(tools)
@@ -55,7 +55,7 @@ class ModelAgent:
             base_url=base_url,
             api_key=api_key,
             generation=generation or GenerationConfig(max_tokens=1024, timeout=REQUEST_TIMEOUT),
-            prices=prices,
+            prices=None if prices is None else Path(prices),
             retry_policy=retry_policy,
         ).open()
         api = self.services.spec.api

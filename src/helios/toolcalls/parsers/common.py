@@ -5,6 +5,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from helios.models.base import ToolCall
+from helios.toolcalls.types import new_call
+
 
 def field(obj: Any, *keys: str, default: Any = None) -> Any:
     """The first of `keys` found on `obj`, as a dict key or an attribute."""
@@ -18,11 +21,10 @@ def field(obj: Any, *keys: str, default: Any = None) -> Any:
 
 
 def arguments_dict(raw: Any) -> dict[str, Any]:
-    """Arguments as a dict: JSON text is parsed; anything unusable is kept under `_raw`.
-
-    A call whose arguments cannot be read still counts as a call (with the text
-    kept for the diff), rather than silently becoming a call with no arguments.
-    """
+    """Arguments as a dict, as russo's parsers make them: JSON text is parsed, and
+    anything unusable (text that is not a JSON object, a value that is not a mapping)
+    is `{}` (russo's `test_invalid_json_string_defaults_to_empty`). The text itself is
+    kept by `parsed_call` in the call's `raw_arguments`."""
     if raw is None or raw == "":
         return {}
     if isinstance(raw, dict):
@@ -31,8 +33,16 @@ def arguments_dict(raw: Any) -> dict[str, Any]:
         try:
             parsed = json.loads(raw)
         except ValueError:
-            return {"_raw": raw}
-        return parsed if isinstance(parsed, dict) else {"_raw": parsed}
+            return {}
+        return parsed if isinstance(parsed, dict) else {}
     if hasattr(raw, "items"):
         return dict(raw.items())
-    return {"_raw": raw}
+    return {}
+
+
+def parsed_call(name: str, raw: Any) -> ToolCall:
+    """A call as russo's parsers make it (`arguments_dict`), with the arguments' text,
+    when they came as text, in `raw_arguments`: unreadable arguments are `{}` to russo's
+    API and still readable for a report (`call.raw_arguments`)."""
+    text = raw if isinstance(raw, str) else ""
+    return new_call(name=name, arguments=arguments_dict(raw), raw_arguments=text)

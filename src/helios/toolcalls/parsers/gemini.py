@@ -6,8 +6,8 @@ from __future__ import annotations
 from typing import Any
 
 from helios.models.base import ToolCall
-from helios.toolcalls.parsers.common import arguments_dict, field
-from helios.toolcalls.types import AgentResponse, new_call
+from helios.toolcalls.parsers.common import field, parsed_call
+from helios.toolcalls.types import AgentResponse
 
 
 class GeminiResponseParser:
@@ -34,7 +34,5 @@ class GeminiResponseParser:
 
 
 def _call(function: Any) -> ToolCall:
-    return new_call(
-        name=str(field(function, "name", default="")),
-        arguments=arguments_dict(field(function, "args", "arguments", default=None)),
-    )
+    name = str(field(function, "name", default=""))
+    return parsed_call(name, field(function, "args", "arguments", default=None))

@@ -5,8 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from helios.models.base import ToolCall
-from helios.toolcalls.parsers.common import arguments_dict
-from helios.toolcalls.types import AgentResponse, new_call
+from helios.toolcalls.parsers.common import parsed_call
+from helios.toolcalls.types import AgentResponse
 
 _MISSING = object()
 
@@ -79,8 +79,5 @@ class JsonResponseParser:
             if not isinstance(name, str) or not name:
                 continue
             arguments = extract_path(item, self.arguments_key)
-            calls.append(
-                new_call(name=name, arguments=arguments_dict(None if arguments is _MISSING
-                                                             else arguments))
-            )  # fmt: skip
+            calls.append(parsed_call(name, None if arguments is _MISSING else arguments))
         return calls

@@ -5,8 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from helios.models.base import ToolCall
-from helios.toolcalls.parsers.common import arguments_dict, field
-from helios.toolcalls.types import AgentResponse, new_call
+from helios.toolcalls.parsers.common import field, parsed_call
+from helios.toolcalls.types import AgentResponse
 
 
 class OpenAIResponseParser:
@@ -29,7 +29,4 @@ class OpenAIResponseParser:
 
     @staticmethod
     def _call(function: Any) -> ToolCall:
-        return new_call(
-            name=str(field(function, "name")),
-            arguments=arguments_dict(field(function, "arguments", default=None)),
-        )
+        return parsed_call(str(field(function, "name")), field(function, "arguments", default=None))
