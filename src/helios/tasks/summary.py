@@ -25,6 +25,8 @@ class TaskResult:
     folder: str = ""
     #: a multi-step task's steps: name, status and reward of each
     steps: list[dict[str, Any]] | None = None
+    #: why it did not pass, in one line (`TrialResult.reason`); None when it passed
+    reason: str | None = None
 
     @property
     def task_name(self) -> str:
@@ -46,6 +48,7 @@ class TaskResult:
             steps=None
             if result.steps is None
             else [{"name": s.name, "status": s.status, "reward": s.reward} for s in result.steps],
+            reason=None if result.passed else (result.reason or None),
         )
 
 
@@ -97,6 +100,9 @@ class BatchResult:
     aborted: str | None = None
     #: False when the model has no entry in the price table (cost shows as unknown)
     priced: bool = True
+    #: usage of the model calls made by trials an interrupt stopped: counted live, but in
+    #: no record (so not in `usage`); None when nothing was stopped
+    stopped_usage: Usage | None = None
 
     @property
     def tasks(self) -> list[TaskResult]:
@@ -142,6 +148,7 @@ def build_batch_result(
     priced: bool = True,
     unsupported: list[UnsupportedTask] | None = None,
     unknown_keys: dict[str, int] | None = None,
+    stopped_usage: Usage | None = None,
 ) -> BatchResult:
     ordered = sorted(trials, key=lambda r: (r.folder, r.attempt))
     passes = group_passes((r.task_path, r.passed) for r in ordered)
@@ -167,6 +174,7 @@ def build_batch_result(
         not_run=max(0, planned - len(ordered)),
         aborted=aborted,
         priced=priced,
+        stopped_usage=stopped_usage,
     )
 
 
@@ -202,6 +210,7 @@ def summary_document(batch: BatchResult) -> dict[str, Any]:
                 "attempt": t.attempt,
                 "trial_id": t.trial_id,
                 "folder": t.folder,
+                "reason": t.reason,
                 **({"steps": t.steps} if t.steps is not None else {}),
             }
             for t in batch.results
