@@ -77,7 +77,19 @@ class GenerateProgress(BatchProgress):
                 f"{self.errors} failed · {self.money_line()}")  # fmt: skip
 
 
-def final_table(run: RunTotals, *, merged: int, failures: int, tombstones: int) -> RenderableType:
+def final_table(
+    run: RunTotals,
+    *,
+    merged: int,
+    failures: int,
+    tombstones: int,
+    seconds: float = 0.0,
+    interrupted: bool = False,
+) -> RenderableType:
+    """The run's final table. Its tokens are those of the recorded prompts (all runs
+    of the folder) per second of the run's wall time (`seconds`), as the live line
+    counts them; after an interrupt it says the live line also counted the prompts
+    the interrupt stopped."""
     tools = Table(title="Tool usage", title_justify="left", expand=False)
     for column in ("tool", "calls", "success", "failure", "success rate"):
         tools.add_column(column, justify="left" if column == "tool" else "right")
@@ -97,8 +109,12 @@ def final_table(run: RunTotals, *, merged: int, failures: int, tombstones: int) 
                     f"({coverage:.1%})")  # fmt: skip
     summary.add_row("Discarded", f"{tombstones} ({run.discarded} without reasoning)")
     summary.add_row("Failed", f"{failures}" + (" (retried by --resume)" if failures else ""))
-    summary.add_row("Tokens", f"{run.tokens_in:,} in / {run.tokens_out:,} out · "
+    wall = f" · {run.tokens_out / seconds:,.0f} out tok/s" if seconds > 0 else ""
+    summary.add_row("Tokens", f"{run.tokens_in:,} in / {run.tokens_out:,} out{wall} · "
                     f"${run.cost_usd:.4f}")  # fmt: skip
+    if interrupted:
+        summary.add_row("", "of the recorded prompts: the live line also counted the "
+                        "prompts the interrupt stopped, which no record holds")  # fmt: skip
     table = Table.grid()
     table.add_row(tools)
     table.add_row(Panel(summary, title="Run", expand=False, border_style="cyan"))
