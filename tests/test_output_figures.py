@@ -82,7 +82,7 @@ def test_after_an_interrupt_the_panel_says_which_tokens_it_counts() -> None:
     stopped = Usage(input_tokens=300, output_tokens=700, calls=3)
     shown = _text(final_panels(_batch(interrupted=True, stopped_usage=stopped)))
     assert "2,000 out · 200 out tok/s (of the recorded trials)" in shown
-    assert "Stopped trials  300 in · 700 out tokens, in trials the interrupt stopped" in shown
+    assert "Stopped trials  300 in · 700 out tokens, counted live but not recorded" in shown
 
 
 def test_the_stopped_trials_usage_is_the_live_count_less_the_recorded() -> None:

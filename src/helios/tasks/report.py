@@ -65,8 +65,8 @@ def results_panel(batch: BatchResult) -> Panel:
     if stopped is not None and (stopped.calls or stopped.output_tokens):
         table.add_row(
             "Stopped trials",
-            f"{_tokens_in(stopped)} in · {stopped.output_tokens:,} out tokens, in trials "
-            "the interrupt stopped (not recorded; the live line counted them)",
+            f"{_tokens_in(stopped)} in · {stopped.output_tokens:,} out tokens, counted live"
+            " but not recorded",
         )
     if batch.output_dir is not None:
         table.add_row("Output", str(batch.output_dir))
