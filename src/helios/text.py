@@ -30,3 +30,16 @@ def visible(text: str, *, one_line: bool = False) -> str:
     newlines stay (`one_line=True` shows newlines too). Idempotent: the result
     holds no control character, and backslashes are left as they are."""
     return (_ONE_LINE if one_line else _ANY).sub(_shown, text)
+
+
+#: escape sequences as a program writes them to colour its output: CSI (`ESC [ … final`)
+#: and OSC (`ESC ] … BEL` or `ESC ] … ESC \\`)
+_SEQUENCES = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?")
+
+
+def one_line(text: str, limit: int = 160) -> str:
+    """`text` as one short line for a terminal: colour and cursor sequences removed,
+    whatever control character is left shown (`visible`), runs of white space
+    collapsed, at most `limit` characters (cut with "…")."""
+    shown = visible(" ".join(_SEQUENCES.sub("", text).split()), one_line=True)
+    return shown if len(shown) <= limit else shown[: max(limit - 1, 0)] + "…"

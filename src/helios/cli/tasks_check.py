@@ -105,21 +105,45 @@ def _rewards(batch: BatchResult) -> dict[str, float]:
 
 def _report(oracle: BatchResult, nop: BatchResult) -> list[str]:
     oracle_rewards, nop_rewards = _rewards(oracle), _rewards(nop)
-    errors = {r.name: r.error for r in oracle.results if r.error}
+    reasons = {r.name: r.reason for r in oracle.results if r.reason}
     table = Table(title="Task check")
     for column in ("task", "oracle", "nop", "verdict"):
         table.add_column(column)
     broken: list[str] = []
+    outputs: list[tuple[str, str, Path]] = []
     for name in sorted(oracle_rewards):
         o, n = oracle_rewards[name], nop_rewards.get(name, 0.0)
         problems = []
         if o < 1.0:
-            problems.append("oracle below 1.0" + (f" ({errors[name]})" if name in errors else ""))
+            problems.append("oracle below 1.0" + (f" ({reasons[name]})" if name in reasons else ""))
         if n >= 1.0:
             problems.append("nop passes: the test accepts the initial state")
         if problems:
             broken.append(name)
         verdict = plain("healthy", "green") if not problems else plain("; ".join(problems), "red")
         table.add_row(plain(name), f"{o:g}", f"{n:g}", verdict)
+        for agent, batch, flagged in (("oracle", oracle, o < 1.0), ("nop", nop, n >= 1.0)):
+            where = verifier_output(batch, name) if flagged else None
+            if where is not None:
+                outputs.append((name, agent, where))
     console.print(table)
+    for name, agent, where in outputs:
+        console.print(
+            f"{shown(name)}: the verifier's output with {agent}: {shown(str(where))}",
+            highlight=False, soft_wrap=True,
+        )  # fmt: skip
     return broken
+
+
+def verifier_output(batch: BatchResult, name: str) -> Path | None:
+    """The file with what `name`'s verifier printed in `batch` (its last step's, for a
+    multi-step task); else the trial's folder; None when the batch kept no folder."""
+    result = next((r for r in batch.results if r.name == name), None)
+    if result is None or batch.output_dir is None or not result.folder:
+        return None
+    folder = batch.output_dir / result.folder
+    steps = sorted(folder.glob("steps/*/verifier/test-stdout.txt"), key=lambda p: p.stat().st_mtime)
+    for candidate in [folder / "verifier" / "test-stdout.txt", *reversed(steps)]:
+        if candidate.is_file():
+            return candidate
+    return folder

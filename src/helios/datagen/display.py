@@ -5,10 +5,10 @@ reasoning coverage and discards. Fed by the engine's events like `helios batch`.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 
 from rich.console import Console, RenderableType
 from rich.panel import Panel
-from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from rich.table import Table
 from rich.text import Text
 
@@ -22,33 +22,37 @@ from helios.text import visible
 class GenerateProgress(BatchProgress):
     """BatchProgress with the line counted in rows, discards and failures."""
 
-    def __init__(self, console: Console, *, quiet: bool, services: ModelServices | None) -> None:
-        super().__init__(console, total=0, quiet=quiet)
+    unit = " prompts"
+
+    def __init__(
+        self,
+        console: Console,
+        *,
+        quiet: bool,
+        services: ModelServices | None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.rows = self.discarded = self.errors = 0
+        super().__init__(console, total=0, quiet=quiet, clock=clock)
         self.services = services
-        self.t0 = time.monotonic()
-        self._progress = Progress(
-            TextColumn("{task.completed}/{task.total} prompts"),
-            TextColumn("[green]rows {task.fields[rows]}[/] · [yellow]discarded "
-                       "{task.fields[discarded]}[/] · [red]failed {task.fields[errors]}[/]"),
-            BarColumn(bar_width=24),
-            TimeElapsedColumn(),
-            TextColumn("ETA"),
-            TimeRemainingColumn(),
-            TextColumn("{task.fields[extra]}"),
-            console=console,
-        )  # fmt: skip
-        self._task = self._progress.add_task("prompts", total=0, rows=0, discarded=0, errors=0,
-                                             extra="")  # fmt: skip
+        self.t0 = clock()
+        self.clock = clock
         self.extra_source = self.money_line
 
+    def counts_markup(self) -> str:
+        return (f"[green]rows {self.rows}[/] · [yellow]discarded {self.discarded}[/] · "
+                f"[red]failed {self.errors}[/]")  # fmt: skip
+
     def money_line(self) -> str:
+        """The model figures: output tokens per second of wall time since the start
+        (as `helios batch`'s live line), cost and retries."""
         services = self.services
         if services is None:
             return ""
         t = services.totals
-        elapsed = max(time.monotonic() - self.t0, 1e-9)
-        return f"{t.output_tokens / elapsed:,.0f} tok/s · {t.cost_text()} · {t.retries} retries"
+        elapsed = max(self.clock() - self.t0, 1e-9)
+        return (f"{t.output_tokens / elapsed:,.0f} out tok/s · {t.cost_text()} · "
+                f"{t.retries} retries")  # fmt: skip
 
     def finished(self, key: str, label: str, passed: bool, detail: str) -> None:
         if passed:
@@ -59,8 +63,8 @@ class GenerateProgress(BatchProgress):
             self.errors += 1
         self.passed, self.failed = self.rows, self.discarded + self.errors
         self._running.pop(key, None)
-        self._progress.update(self._task, advance=1, rows=self.rows,
-                              discarded=self.discarded, errors=self.errors)  # fmt: skip
+        self.eta.completed()
+        self._progress.update(self._task, advance=1)
         if self.quiet or passed:
             return
         mark = "[yellow]–[/]" if detail.startswith("discarded") else "[red]✗[/]"
@@ -73,7 +77,19 @@ class GenerateProgress(BatchProgress):
                 f"{self.errors} failed · {self.money_line()}")  # fmt: skip
 
 
-def final_table(run: RunTotals, *, merged: int, failures: int, tombstones: int) -> RenderableType:
+def final_table(
+    run: RunTotals,
+    *,
+    merged: int,
+    failures: int,
+    tombstones: int,
+    seconds: float = 0.0,
+    interrupted: bool = False,
+) -> RenderableType:
+    """The run's final table. Its tokens are those of the recorded prompts (all runs
+    of the folder) per second of the run's wall time (`seconds`), as the live line
+    counts them; after an interrupt it says the live line also counted the prompts
+    the interrupt stopped."""
     tools = Table(title="Tool usage", title_justify="left", expand=False)
     for column in ("tool", "calls", "success", "failure", "success rate"):
         tools.add_column(column, justify="left" if column == "tool" else "right")
@@ -95,7 +111,11 @@ def final_table(run: RunTotals, *, merged: int, failures: int, tombstones: int) 
     summary.add_row("Failed", f"{failures}" + (" (retried by --resume)" if failures else ""))
     cost = run.cost_text if run.cost_usd is not None else (
         f"cost unknown: {run.cost_unknown_reason} (add it with --prices FILE)")  # fmt: skip
-    summary.add_row("Tokens", f"{run.tokens_in:,} in / {run.tokens_out:,} out · {cost}")
+    wall = f" · {run.tokens_out / seconds:,.0f} out tok/s" if seconds > 0 else ""
+    summary.add_row("Tokens", f"{run.tokens_in:,} in / {run.tokens_out:,} out{wall} · {cost}")
+    if interrupted:
+        summary.add_row("", "of the recorded prompts: the live line also counted the "
+                        "prompts the interrupt stopped, which no record holds")  # fmt: skip
     table = Table.grid()
     table.add_row(tools)
     table.add_row(Panel(summary, title="Run", expand=False, border_style="cyan"))

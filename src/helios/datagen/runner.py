@@ -298,7 +298,8 @@ class BatchRunner:
         self.result.statistics = statistics
         if s.show_progress and not s.quiet:
             self.console.print(final_table(run, merged=merge.rows, failures=n_failures,
-                                           tombstones=n_tombstones))  # fmt: skip
+                                           tombstones=n_tombstones, seconds=outcome.seconds,
+                                           interrupted=outcome.interrupted))  # fmt: skip
 
 
 def _orphans(run_dir: Path, records: Any) -> int:

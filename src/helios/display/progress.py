@@ -14,22 +14,17 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from types import TracebackType
 
-from rich.console import Console, Group, RenderableType
+from rich.cells import cell_len
+from rich.console import Console, ConsoleOptions, RenderableType, RenderResult
 from rich.live import Live
 from rich.panel import Panel
-from rich.progress import (
-    BarColumn,
-    Progress,
-    TaskID,
-    TextColumn,
-    TimeElapsedColumn,
-    TimeRemainingColumn,
-)
+from rich.progress import BarColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 from rich.table import Table
 from rich.text import Text
 
 from helios.display import watch
 from helios.display.console import SafeConsole, markup_safe
+from helios.display.eta import EtaEstimator, clock_text
 from helios.engine.events import (
     BatchPlanned,
     DesktopReady,
@@ -67,13 +62,33 @@ def header_panel(title: str, rows: dict[str, str]) -> Panel:
     table.add_column(style="bold cyan")
     table.add_column()
     for key, value in rows.items():
-        table.add_row(key, Text(visible(value, one_line=True)))
+        table.add_row(key, Text(visible(value, one_line=True), overflow="fold"))
     return Panel(table, title=title, expand=False, border_style="cyan")
 
 
+#: the bar's width: as wide as the line allows within these
+MIN_BAR, MAX_BAR = 10, 30
+
+
 class BatchProgress:
+    """The live display of a run: the units running, and one aggregate line.
+
+    The aggregate line keeps, in this order of priority, n/N, the counts, the bar,
+    the elapsed time and the ETA; the bar narrows to fit the terminal, and the
+    model figures (`extra_source`) follow on the same line when they fit, else on
+    a line of their own. Subclasses count in their own units (`counts_markup`)."""
+
+    #: after n/N, e.g. " prompts"
+    unit = ""
+
     def __init__(
-        self, console: Console, *, total: int, quiet: bool = False, max_rows: int = 12
+        self,
+        console: Console,
+        *,
+        total: int,
+        quiet: bool = False,
+        max_rows: int = 12,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.console = console
         self.quiet = quiet
@@ -81,24 +96,28 @@ class BatchProgress:
         self.passed = 0
         self.failed = 0
         self._running: dict[str, _Running] = {}
+        self.eta = EtaEstimator(clock=clock)
+        self._bar = BarColumn(bar_width=MAX_BAR)
         self._progress = Progress(
-            TextColumn("{task.completed}/{task.total}"),
-            TextColumn(
-                "[green]Passed: {task.fields[passed]}[/] | [red]Failed: {task.fields[failed]}[/]"
-            ),
-            BarColumn(bar_width=30),
+            TextColumn("{task.completed}/{task.total}" + self.unit),
+            TextColumn("{task.fields[counts]}"),
+            self._bar,
             TimeElapsedColumn(),
-            TextColumn("ETA"),
-            TimeRemainingColumn(),
-            TextColumn("{task.fields[extra]}"),
+            TextColumn("ETA {task.fields[eta]}"),
+            TextColumn("{task.fields[extra]}", markup=False),
             console=console,
+            get_time=clock,
         )
         self._task: TaskID = self._progress.add_task(
-            "trials", total=total, passed=0, failed=0, extra=""
+            "units", total=total, counts=self.counts_markup(), eta=clock_text(None), extra=""
         )
         self._live: Live | None = None
         #: called at each refresh for the text after the bar (tokens, cost, limits)
         self.extra_source: Callable[[], str] | None = None
+
+    def counts_markup(self) -> str:
+        """The counts after n/N, as console markup."""
+        return f"[green]Passed: {self.passed}[/] | [red]Failed: {self.failed}[/]"
 
     # -- lifecycle -----------------------------------------------------------
     def __enter__(self) -> BatchProgress:
@@ -129,20 +148,42 @@ class BatchProgress:
         extra = f" · {self.extra_source()}" if self.extra_source is not None else ""
         return visible(f"{done}/{total:g} Passed: {self.passed} | Failed: {self.failed}{extra}")
 
-    def __rich__(self) -> RenderableType:
-        if self.extra_source is not None:
-            self._progress.update(self._task, extra=self.extra_source())
-        parts: list[RenderableType] = []
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
         if not self.quiet and self._running:
-            parts.append(self._running_table())
-        parts.append(self._progress.get_renderable())
-        return Group(*parts)
+            yield self._running_table()
+        yield from self._aggregate(options.max_width)
+
+    def _aggregate(self, width: int) -> list[RenderableType]:
+        """The aggregate line at `width` columns, and the model figures' line if they
+        do not fit on it."""
+        task = self._progress.tasks[0]
+        remaining = int((task.total or 0) - task.completed)
+        eta = f"{clock_text(self.eta.seconds_left(remaining))}"
+        extra = visible(self.extra_source(), one_line=True) if self.extra_source else ""
+        counts = self.counts_markup()
+        elapsed = clock_text(task.elapsed or 0.0)
+        # the columns but the bar and the figures, and the spaces between the columns
+        fixed = sum(
+            cell_len(text)
+            for text in (f"{task.completed}/{task.total}{self.unit}",
+                         Text.from_markup(counts).plain, elapsed, f"ETA {eta}")
+        ) + 4  # fmt: skip
+        self._bar.bar_width = max(MIN_BAR, min(MAX_BAR, width - fixed - 1))
+        used = fixed + 1 + self._bar.bar_width
+        inline = bool(extra) and used + 1 + cell_len(extra) <= width
+        self._progress.update(self._task, counts=counts, eta=eta, extra=extra if inline else "")
+        parts: list[RenderableType] = [self._progress.get_renderable()]
+        if extra and not inline:
+            parts.append(Text(extra, style="dim", no_wrap=True, overflow="ellipsis"))
+        return parts
 
     # -- events --------------------------------------------------------------
     def handle(self, event: Event) -> None:
         """The engine's event sink."""
         if isinstance(event, BatchPlanned):
             self._progress.update(self._task, total=event.pending)
+            if self.passed + self.failed == 0:
+                self.eta.restart()  # the work starts now: planning is not part of the rate
         elif isinstance(event, TrialStarted):
             self.started(event.trial_id, event.label)
         elif isinstance(event, PhaseChanged):
@@ -191,7 +232,8 @@ class BatchProgress:
             self.passed += 1
         else:
             self.failed += 1
-        self._progress.update(self._task, advance=1, passed=self.passed, failed=self.failed)
+        self.eta.completed()
+        self._progress.update(self._task, advance=1)
         if self.quiet:
             return
         mark = "[green]✓[/]" if passed else "[red]✗[/]"

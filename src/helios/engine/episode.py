@@ -66,6 +66,9 @@ class Score:
     rewards: dict[str, float] = field(default_factory=dict)
     #: the scorer could not score (e.g. no reward file): reward 0, still a result
     error: ErrorInfo | None = None
+    #: one line on why it scored so (a verifier's last meaningful output line), shown
+    #: on the unit's line; already safe for a terminal
+    note: str = ""
 
 
 class Scorer(Protocol):

@@ -110,12 +110,14 @@ class ModelServices:
         return response
 
     def live_line(self) -> str:
+        """The model figures of a live display; "out tok/s" is output tokens per
+        second of wall time since the services opened (the final panels' figure)."""
         t = self.totals
         elapsed = max(time.monotonic() - self.started, 1e-9)
         return (
             f"limit {self.limiter.current} · {t.retries} retries · "
             f"{t.input_tokens + t.cache_read_tokens:,} in/{t.output_tokens:,} out tok · "
-            f"{t.output_tokens / elapsed:.0f} tok/s · {t.cost_text()}"
+            f"{t.output_tokens / elapsed:,.0f} out tok/s · {t.cost_text()}"
         )
 
     async def close(self) -> None:

@@ -205,12 +205,13 @@ class TaskBody:
         episode.outcome = AgentOutcome(n_turns=sum(r.outcome.n_turns for r in self.runs))
         episode.agent_error = next((r.agent_note for r in self.runs if r.agent_note), None)
         combined = combine([r.rewards for r in self.runs if r.score is not None], self.strategy)
+        scored = [r.score for r in self.runs if r.score is not None]
+        note = scored[-1].note if scored else ""
         if combined is None:
-            scored = [r.score for r in self.runs if r.score is not None]
             error = scored[-1].error if scored else None
-            episode.score = Score(error=error)
+            episode.score = Score(error=error, note=note)
         else:
-            episode.score = Score(reward=primary_reward(combined), rewards=combined)
+            episode.score = Score(reward=primary_reward(combined), rewards=combined, note=note)
 
 
 async def _setup(env: Environment, plan: StepPlan) -> None:

@@ -47,8 +47,9 @@ class TaskDoor:
 
     def verdict(self, result: TrialResult) -> Verdict:
         detail = f"reward={result.reward:g} ({result.duration:.1f}s)"
-        if result.error:
-            detail += f" {result.error.type}: {result.error.message}"
+        reason = "" if result.passed else result.reason
+        if reason:
+            detail += f" · {reason}"
         error = result.error
         return Verdict(
             passed=result.passed,

@@ -4,8 +4,11 @@ from __future__ import annotations
 
 from rich.panel import Panel
 from rich.table import Table
+from rich.text import Text
 
+from helios.display.console import plain
 from helios.tasks.summary import BatchResult
+from helios.usage import Usage
 
 
 def _fmt_duration(seconds: float) -> str:
@@ -16,10 +19,16 @@ def _fmt_duration(seconds: float) -> str:
     return f"{hours:d}:{minutes:02d}:{secs:02d}" if hours else f"{minutes:02d}:{secs:02d}"
 
 
+def _tokens_in(usage: Usage) -> str:
+    """Prompt tokens as the live line counts them: cache reads included."""
+    cached = usage.cache_read_tokens
+    return f"{usage.input_tokens + cached:,}" + (f" ({cached:,} cached)" if cached else "")
+
+
 def results_panel(batch: BatchResult) -> Panel:
     table = Table.grid(padding=(0, 2))
     table.add_column(style="bold")
-    table.add_column()
+    table.add_column(overflow="fold")  # a long output path wraps, never cut
     total = batch.total_tasks
     rate = f" ({batch.passed / total:.1%})" if total else ""
     table.add_row("Trials", str(total))
@@ -38,17 +47,30 @@ def results_panel(batch: BatchResult) -> Panel:
     table.add_row("Duration", _fmt_duration(batch.duration))
     usage = batch.usage
     if usage.calls:
+        # the live line's figure: output tokens per second of the run's wall time
+        wall = usage.output_tokens / batch.duration if batch.duration > 0 else 0.0
         table.add_row(
             "Tokens",
-            f"{usage.input_tokens:,} in · {usage.output_tokens:,} out"
-            f" · {usage.output_tokens_per_second:.1f} tok/s",
+            f"{_tokens_in(usage)} in · {usage.output_tokens:,} out · {wall:,.0f} out tok/s"
+            + (" (of the recorded trials)" if batch.interrupted else ""),
         )
         why = usage.cost_unknown_reason or "no price"
         cost = (
             usage.cost_text() if usage.cost_known else f"unknown: {why} (add it with --prices FILE)"
         )
         table.add_row("Cost", cost)
-        table.add_row("Model calls", f"{usage.calls:,} ({usage.retries:,} retries)")
+        table.add_row(
+            "Model calls",
+            f"{usage.calls:,} ({usage.retries:,} retries) · "
+            f"{usage.output_tokens_per_second:,.0f} out tok/s per call",
+        )
+    stopped = batch.stopped_usage
+    if stopped is not None and (stopped.calls or stopped.output_tokens):
+        table.add_row(
+            "Stopped trials",
+            f"{_tokens_in(stopped)} in · {stopped.output_tokens:,} out tokens, counted live"
+            " but not recorded",
+        )
     if batch.output_dir is not None:
         table.add_row("Output", str(batch.output_dir))
     title = "Batch Results" + (" (interrupted)" if batch.interrupted else "")
@@ -71,8 +93,36 @@ def pass_at_k_panel(batch: BatchResult) -> Panel:
     return Panel("\n".join(lines), title="pass@k", expand=False, border_style="cyan")
 
 
+#: failed trials listed in the final panel; batch_summary.json has them all
+MAX_FAILED_SHOWN = 10
+
+
+def failed_panel(batch: BatchResult, limit: int = MAX_FAILED_SHOWN) -> Panel | None:
+    """The trials that did not pass, each with why (the verifier's line or the
+    error), the first `limit` of them; None when every trial passed."""
+    failed = [r for r in batch.results if not r.passed]
+    if not failed:
+        return None
+    table = Table.grid(padding=(0, 1))
+    table.add_column(no_wrap=True)
+    table.add_column(overflow="fold")
+    for result in failed[:limit]:
+        attempt = f" #{result.attempt}" if batch.n_attempts > 1 else ""
+        mark = "[red]✗[/]" if result.status != "error" else "[red]![/]"
+        table.add_row(
+            Text.from_markup(mark) + plain(f" {result.name}{attempt}"),
+            plain(result.reason or f"reward={result.reward:g}", "dim"),
+        )
+    if len(failed) > limit:
+        table.add_row("", Text(f"… and {len(failed) - limit} more (batch_summary.json lists all)"))
+    return Panel(table, title="Failed trials", expand=False, border_style="red")
+
+
 def final_panels(batch: BatchResult) -> list[Panel]:
     panels = [results_panel(batch)]
     if batch.n_attempts > 1:
         panels.append(pass_at_k_panel(batch))
+    failed = failed_panel(batch)
+    if failed is not None:
+        panels.append(failed)
     return panels

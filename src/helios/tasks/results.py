@@ -8,6 +8,7 @@ from pydantic import BaseModel, Field
 
 from helios.engine.episode import PhaseTimings
 from helios.failures import ErrorInfo
+from helios.text import one_line
 from helios.usage import Usage
 
 TrialStatus = Literal["passed", "failed", "error"]
@@ -62,6 +63,20 @@ class TrialResult(BaseModel):
     steps: list[StepResult] | None = None
     #: how the steps' rewards became `reward` ("mean" or "final"), for multi-step tasks
     reward_strategy: str | None = None
+    #: the last meaningful line of the verifier's output (the last step's), e.g.
+    #: "FAIL: /app/hello.txt does not exist"; control characters shown, secrets
+    #: redacted, at most 160 characters. None when no verifier ran
+    verifier_note: str | None = None
+
+    @property
+    def reason(self) -> str:
+        """Why the trial did not pass, in one line: the error of a trial that errored;
+        else what the verifier said, or its error (empty when neither says anything)."""
+        error = self.error
+        shown_error = f"{error.type}: {error.message}" if error is not None else ""
+        if self.status == "error":
+            return one_line(shown_error, 240)
+        return self.verifier_note or one_line(shown_error, 240)
 
     @property
     def passed(self) -> bool:

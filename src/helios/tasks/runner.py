@@ -52,6 +52,7 @@ from helios.tasks.summary import (
 )
 from helios.tasks.task import Task
 from helios.tasks.trial import TrialSpec
+from helios.usage import Usage
 
 OnComplete = Callable[[str, Any], Awaitable[None] | None]
 SUMMARY_FILE = "batch_summary.json"
@@ -283,6 +284,9 @@ class ParallelRunner:
             planned=planned,
             interrupted=outcome.interrupted,
             aborted=self.aborted,
+            stopped_usage=_stopped_usage(self.services, outcome.recorded)
+            if outcome.interrupted
+            else None,
         )
         try:
             write_json_atomic(store.run_dir / SUMMARY_FILE, summary_document(batch))
@@ -294,14 +298,14 @@ class ParallelRunner:
                 f"[yellow]warning[/] cannot write {escape(str(store.run_dir / SUMMARY_FILE))}: "
                 f"{escape(str(exc.strerror))}", highlight=False, soft_wrap=True,
             )  # fmt: skip
-        if self.settings.show_progress:
+        if self.settings.show_progress and not self.settings.quiet:
             for panel in final_panels(batch):
                 self.console.print(panel)
         return batch
 
     def _print_header(self, n_trials: int, n_pending: int, store: RunStore) -> None:
         s = self.settings
-        if not s.show_progress:
+        if not s.show_progress or s.quiet:  # quiet: the aggregate line only
             return
         if store.pruned:  # the plan moved the pending trials' leftovers aside
             self.console.print(
@@ -336,6 +340,20 @@ class AgentRunner:
 
 def _as_list(paths: Sequence[str | Path] | str | Path) -> list[str | Path]:
     return [paths] if isinstance(paths, str | Path) else list(paths)
+
+
+def _stopped_usage(services: ModelServices | None, recorded: list[TrialResult]) -> Usage | None:
+    """The tokens and calls this invocation's live line counted that no recorded trial
+    holds: those of the trials the interrupt stopped."""
+    if services is None:
+        return None
+    live, kept = services.totals, Usage.sum([r.usage for r in recorded])
+    return Usage(
+        input_tokens=max(0, live.input_tokens - kept.input_tokens),
+        cache_read_tokens=max(0, live.cache_read_tokens - kept.cache_read_tokens),
+        output_tokens=max(0, live.output_tokens - kept.output_tokens),
+        calls=max(0, live.calls - kept.calls),
+    )
 
 
 def _prior_duration(run_dir: Path) -> float:

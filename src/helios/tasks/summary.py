@@ -25,6 +25,8 @@ class TaskResult:
     folder: str = ""
     #: a multi-step task's steps: name, status and reward of each
     steps: list[dict[str, Any]] | None = None
+    #: why it did not pass, in one line (`TrialResult.reason`); None when it passed
+    reason: str | None = None
 
     @property
     def task_name(self) -> str:
@@ -46,6 +48,7 @@ class TaskResult:
             steps=None
             if result.steps is None
             else [{"name": s.name, "status": s.status, "reward": s.reward} for s in result.steps],
+            reason=None if result.passed else (result.reason or None),
         )
 
 
@@ -95,6 +98,9 @@ class BatchResult:
     not_run: int = 0
     #: why the batch stopped starting trials early (e.g. a rejected key)
     aborted: str | None = None
+    #: usage of the model calls made by trials an interrupt stopped: counted live, but in
+    #: no record (so not in `usage`); None when nothing was stopped
+    stopped_usage: Usage | None = None
 
     @property
     def priced(self) -> bool:
@@ -145,6 +151,7 @@ def build_batch_result(
     aborted: str | None = None,
     unsupported: list[UnsupportedTask] | None = None,
     unknown_keys: dict[str, int] | None = None,
+    stopped_usage: Usage | None = None,
 ) -> BatchResult:
     ordered = sorted(trials, key=lambda r: (r.folder, r.attempt))
     passes = group_passes((r.task_path, r.passed) for r in ordered)
@@ -169,6 +176,7 @@ def build_batch_result(
         interrupted=interrupted,
         not_run=max(0, planned - len(ordered)),
         aborted=aborted,
+        stopped_usage=stopped_usage,
     )
 
 
@@ -204,6 +212,7 @@ def summary_document(batch: BatchResult) -> dict[str, Any]:
                 "attempt": t.attempt,
                 "trial_id": t.trial_id,
                 "folder": t.folder,
+                "reason": t.reason,
                 **({"steps": t.steps} if t.steps is not None else {}),
             }
             for t in batch.results

@@ -197,4 +197,5 @@ def trial_result(spec: TrialSpec, episode: Episode, body: TaskBody | None = None
         finished_at=episode.finished_at,
         steps=step_results(body) if body is not None else None,
         reward_strategy=spec.task.config.reward_strategy if spec.task.config.steps else None,
+        verifier_note=episode.score.note or None,
     )

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import math
+import re
 import secrets
 from dataclasses import dataclass
 from pathlib import Path
@@ -36,6 +37,7 @@ from helios.safe_json import JsonValueError, parse_json
 from helios.secrets import redact
 from helios.tasks.phases import VerifierPlan, plan_steps
 from helios.tasks.task import Task
+from helios.text import one_line
 
 #: `exec`: the tests replace the shell that found bash (one process fewer per trial)
 RUN_TEST = (
@@ -44,6 +46,10 @@ RUN_TEST = (
 )
 #: a reward file is a number or a small object of numbers
 MAX_REWARD_FILE_BYTES = 1024 * 1024
+#: the longest verifier line kept as a trial's `verifier_note`
+NOTE_LIMIT = 160
+#: the end of the output that is searched for it
+NOTE_SEARCH_BYTES = 64 * 1024
 
 
 #: kept for callers of the earlier name: a verifier's outcome is a `Score`
@@ -77,7 +83,7 @@ async def run_tests(
     await asyncio.to_thread(out_dir.mkdir, parents=True, exist_ok=True)
     outcome = Score()
     try:
-        await _run_tests(env, plan, out_dir, separate)
+        outcome.note = await _run_tests(env, plan, out_dir, separate)
         await _download_logs(env, out_dir)
         outcome.rewards = await asyncio.to_thread(read_rewards, out_dir)
         outcome.reward = primary_reward(outcome.rewards)
@@ -90,7 +96,8 @@ async def run_tests(
     return outcome
 
 
-async def _run_tests(env: Environment, plan: VerifierPlan, out_dir: Path, separate: bool) -> None:
+async def _run_tests(env: Environment, plan: VerifierPlan, out_dir: Path, separate: bool) -> str:
+    """Run test.sh; the last meaningful line of what it printed (`verifier_note`)."""
     # A new name each time, made only now: the agent cannot have prepared it.
     home = f"/tmp/helios-verifier-home-{secrets.token_hex(8)}"
     keep_tests = separate and await _image_has_tests(env, plan)
@@ -119,6 +126,7 @@ async def _run_tests(env: Environment, plan: VerifierPlan, out_dir: Path, separa
     await asyncio.to_thread(_write_output, out_dir, result.stdout, result.stderr)
     if result.timed_out:
         raise VerifierTimeout("verifier", plan.timeout)
+    return verifier_note(result.stdout, result.stderr)
 
 
 async def _download_logs(env: Environment, out_dir: Path) -> None:
@@ -152,6 +160,33 @@ async def _give(env: Environment, user: User, paths: list[str]) -> None:
 def _write_output(out_dir: Path, stdout: str, stderr: str) -> None:
     (out_dir / "test-stdout.txt").write_text(redact(stdout), "utf-8")
     (out_dir / "test-stderr.txt").write_text(redact(stderr), "utf-8")
+
+
+#: a line that says what failed: it starts with a verdict (pytest's `FAILED …`,
+#: `ERROR …`, `E   assert …`, a ✗), or names a failure
+_VERDICT = re.compile(r"^(FAIL|ERROR|E\s|✗|×|AssertionError)", re.IGNORECASE)
+_FAILURE = re.compile(
+    r"\b(fail(ed|s|ure)?|errors?|assert\w*|expected|missing|not found|does not|differs?)\b",
+    re.IGNORECASE,
+)
+#: lines that say nothing on their own: the reward echoed, rules, shell traces
+_NOISE = re.compile(r"^(reward\s*[:=]|[-=_*#~+.\s]*$|\+\s|[-=]{3,}.*[-=]{3,}$)", re.IGNORECASE)
+
+
+def verifier_note(stdout: str, stderr: str = "") -> str:
+    """The last meaningful line of a verifier's output, for a trial's line on screen:
+    the last that gives a verdict (FAIL…, ERROR…), else the last that names a
+    failure, else the last that is not noise (the reward echoed, a rule of dashes).
+    The output is the sandbox's, so untrusted: secrets are redacted, escape
+    sequences removed, control characters shown, and the line cut at NOTE_LIMIT."""
+    text = redact(stdout[-NOTE_SEARCH_BYTES:] + "\n" + stderr[-NOTE_SEARCH_BYTES:])
+    lines = [line for line in (one_line(raw, 10 * NOTE_LIMIT) for raw in text.splitlines())
+             if line and not _NOISE.match(line)]  # fmt: skip
+    for wanted in (_VERDICT.match, _FAILURE.search):
+        chosen = next((line for line in reversed(lines) if wanted(line)), None)
+        if chosen is not None:
+            return one_line(chosen, NOTE_LIMIT)
+    return one_line(lines[-1], NOTE_LIMIT) if lines else ""
 
 
 def read_rewards(folder: Path) -> dict[str, float]:
