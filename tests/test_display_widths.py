@@ -75,7 +75,9 @@ def test_the_live_line_keeps_progress_first_at_any_width(
                 "-m", "openai-compatible/scripted", "--base-url", server.openai_base_url,
                 "-o", str(tmp_path / "out")]  # fmt: skip
         # the pane's width, not one inherited from the environment
-        env = ["env", "-u", "COLUMNS", "-u", "LINES", f"PYTHONPATH={os.environ['PYTHONPATH']}"]
+        env = ["env", "-u", "COLUMNS", "-u", "LINES"]
+        if "PYTHONPATH" in os.environ:  # a tmux server started earlier has another env
+            env.append(f"PYTHONPATH={os.environ['PYTHONPATH']}")
         command = shlex.join([*env, *helios_cmd(*args)])
         subprocess.run(
             ["tmux", "new-session", "-d", "-s", session, "-x", str(width), "-y", "50",
