@@ -95,8 +95,15 @@ def test_checkpoint_and_statistics_have_hermes_fields(finished_run: Path) -> Non
     assert stats["total_prompts"] == 5 and stats["total_batches"] == 3
     assert stats["batch_size"] == 2 and stats["model"] == "mock"
     assert stats["distribution"] == "terminal_only"
-    assert stats["tool_statistics"] == {"terminal": {"count": 20, "success": 20, "failure": 0,
-                                                     "success_rate": 100.0, "failure_rate": 0.0}}
+    assert stats["tool_statistics"] == {
+        "terminal": {
+            "count": 20,
+            "success": 20,
+            "failure": 0,
+            "success_rate": 100.0,
+            "failure_rate": 0.0,
+        }
+    }
     assert stats["reasoning_statistics"] == {"total_assistant_turns": 25,
                                              "turns_with_reasoning": 25,
                                              "turns_without_reasoning": 0}  # fmt: skip
@@ -137,18 +144,40 @@ def test_bad_lines_are_warned_with_file_and_line_and_counted(
         (["--dataset_file=missing.jsonl", "--batch_size=2", "--run_name=x"], "not found"),
         (["--dataset_file=empty.jsonl", "--batch_size=2", "--run_name=x"], "no valid prompt"),
         (["--dataset_file=ok.jsonl", "--batch_size=0", "--run_name=x"], "batch_size"),
-        (["--dataset_file=ok.jsonl", "--batch_size=2", "--run_name=x", "--distribution=nope"],
-         "unknown distribution"),
-        (["--dataset_file=ok.jsonl", "--batch_size=2", "--run_name=x",
-          "--distribution=browser_only"], "browser"),
-        (["--dataset_file=ok.jsonl", "--batch_size=2", "--run_name=x",
-          "--reasoning_effort=huge"], "reasoning effort"),
-        (["--dataset_file=ok.jsonl", "--batch_size=2", "--run_name=x", "--no_such_flag"],
-         "No such option"),
-        (["--dataset_file=ok.jsonl", "--batch_size=2", "--run_name=x", "--distribution=minimal"],
-         "web"),
-        (["--dataset_file=ok.jsonl", "--batch_size=2", "--run_name=x", "--provider=cloud"],
-         "unknown provider"),
+        (
+            ["--dataset_file=ok.jsonl", "--batch_size=2", "--run_name=x", "--distribution=nope"],
+            "unknown distribution",
+        ),
+        (
+            [
+                "--dataset_file=ok.jsonl",
+                "--batch_size=2",
+                "--run_name=x",
+                "--distribution=browser_only",
+            ],
+            "browser",
+        ),
+        (
+            [
+                "--dataset_file=ok.jsonl",
+                "--batch_size=2",
+                "--run_name=x",
+                "--reasoning_effort=huge",
+            ],
+            "reasoning effort",
+        ),
+        (
+            ["--dataset_file=ok.jsonl", "--batch_size=2", "--run_name=x", "--no_such_flag"],
+            "No such option",
+        ),
+        (
+            ["--dataset_file=ok.jsonl", "--batch_size=2", "--run_name=x", "--distribution=minimal"],
+            "web",
+        ),
+        (
+            ["--dataset_file=ok.jsonl", "--batch_size=2", "--run_name=x", "--provider=cloud"],
+            "unknown provider",
+        ),
     ],
 )
 def test_bad_invocations_exit_2_with_one_line(

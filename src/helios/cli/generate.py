@@ -23,7 +23,7 @@ from helios.cli.common import (
     shown,
 )
 from helios.cli.common import run_coroutine as run_async
-from helios.datagen.settings import HERMES_DEFAULT_MODEL, load_prefill, split_list
+from helios.datagen.settings import default_model, load_prefill, split_list
 from helios.display.console import SafeConsole, plain
 
 
@@ -31,16 +31,27 @@ def _opt(*names: str, help: str) -> Any:
     return typer.Option(*names, help=help)
 
 
+#: what the help of a required flag says
+REQUIRED = "Required (not with --list_distributions; with --resume, the run's)."
 DatasetOpt = Annotated[
     Path | None,
-    _opt("--dataset_file", "--dataset-file", help='JSONL prompts, one {"prompt": ...} per line.'),
+    _opt(
+        "--dataset_file",
+        "--dataset-file",
+        help='JSONL prompts, one {"prompt": ...} per line. ' + REQUIRED,
+    ),
 ]
 BatchOpt = Annotated[
     int | None,
-    _opt("--batch_size", "--batch-size", help="Prompts per batch file and checkpoint entry."),
+    _opt(
+        "--batch_size",
+        "--batch-size",
+        help="Prompts per batch file and checkpoint entry. " + REQUIRED,
+    ),
 ]
 RunOpt = Annotated[str | None, _opt("--run_name", "--run-name",
-                                    help="Run folder name under --output_dir.")]  # fmt: skip
+                                    help="Run folder name under --output_dir. Required "
+                                    "(not with --list_distributions).")]  # fmt: skip
 
 
 def generate_command(
@@ -51,13 +62,14 @@ def generate_command(
         str, _opt("--distribution", help="Toolset distribution (--list_distributions shows them).")
     ] = "default",
     model: Annotated[
-        str,
+        str | None,
         _opt(
             "--model",
-            help="Model name, sent verbatim to --base_url "
-            "(with --routing helios: a Helios provider/model).",
+            help="Model name, sent verbatim to --base_url (with --routing helios: a Helios "
+            f"provider/model). Default: {default_model('hermes')} "
+            f"({default_model('helios')} with --routing helios).",
         ),
-    ] = (HERMES_DEFAULT_MODEL),
+    ] = None,
     api_key: Annotated[
         str | None,
         _opt(
@@ -213,7 +225,7 @@ def generate_command(
         fail(f"{', '.join(missing)} required (or --list_distributions)")
     options = dict(
         dataset_file=dataset_file, batch_size=batch_size, run_name=run_name,
-        distribution=distribution, model=model, api_key=api_key, base_url=base_url,
+        distribution=distribution, model=model or "", api_key=api_key, base_url=base_url,
         max_iterations=max_turns, num_workers=num_workers, verbose=verbose,
         ephemeral_system_prompt=ephemeral_system_prompt, log_prefix_chars=log_prefix_chars,
         providers_allowed=split_list(providers_allowed),

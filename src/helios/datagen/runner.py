@@ -47,7 +47,7 @@ from helios.datagen.session import (
     review_records,
     run_config,
 )
-from helios.datagen.settings import HERMES_DEFAULT_MODEL, GenerateSettings
+from helios.datagen.settings import GenerateSettings
 from helios.datagen.statistics import statistics_document, totals
 from helios.datagen.units import PromptUnit, assign_batches, build_units
 from helios.display.progress import default_console, header_panel
@@ -95,7 +95,7 @@ class BatchRunner:
         max_iterations: int = 10,
         base_url: str | None = None,
         api_key: str | None = None,
-        model: str = HERMES_DEFAULT_MODEL,
+        model: str | None = None,
         num_workers: int = 4,
         verbose: bool = False,
         ephemeral_system_prompt: str | None = None,
@@ -116,7 +116,7 @@ class BatchRunner:
         self.settings = GenerateSettings(
             dataset_file=Path(dataset_file), batch_size=batch_size, run_name=run_name,
             distribution=distribution, max_turns=max_iterations, base_url=base_url,
-            api_key=api_key, model=model, num_workers=num_workers, verbose=verbose,
+            api_key=api_key, model=model or "", num_workers=num_workers, verbose=verbose,
             ephemeral_system_prompt=ephemeral_system_prompt, log_prefix_chars=log_prefix_chars,
             providers_allowed=providers_allowed, providers_ignored=providers_ignored,
             providers_order=providers_order, provider_sort=provider_sort, max_tokens=max_tokens,

@@ -30,7 +30,8 @@ from helios.engine.store import KEEP_LEFTOVERS, RunStore, write_json_atomic
 from helios.engine.workers import default_workers
 from helios.environments.registry import provider_class
 from helios.errors import InputError
-from helios.models.services import DEFAULT_MODEL, ModelServices
+from helios.models.routing import DEFAULT_MODEL
+from helios.models.services import ModelServices
 from helios.tasks.door import TaskDoor
 from helios.tasks.plan import (
     LoadedTasks,
