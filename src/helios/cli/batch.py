@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Coroutine
 from pathlib import Path
 from typing import Annotated, Any
@@ -41,6 +42,17 @@ def _settings(options: TrialOptions, **fields: Any) -> TaskBatchSettings:
         )  # fmt: skip
     except Exception as exc:
         handle_errors(exc, options.debug)
+
+
+def _not_a_task(folder: Path) -> str:
+    """Why `helios run FOLDER` cannot run it; a folder of tasks is for `helios batch`."""
+    message = f"{folder}/task.toml not found: not a task folder"
+    if folder.is_dir():
+        inside = sum(1 for _ in itertools.islice(folder.glob("**/task.toml"), 1000))
+        if inside:
+            message += (f"; it holds {inside}{'+' if inside == 1000 else ''} task(s): "
+                        f"run them with `helios batch {folder}`")  # fmt: skip
+    return message
 
 
 WATCH_WITH_ATTEMPTS = "The -k option is incompatible with --watch and --interactive modes"
@@ -86,6 +98,15 @@ def _execute(
         err_console.print(
             f"[red]stopped early:[/] {shown(batch.aborted)}; fix it, then rerun with "
             f"--resume {shown(str(batch.output_dir))} --retry-errors",
+            highlight=False,
+            soft_wrap=True,
+        )
+        raise typer.Exit(EXIT_BAD_INPUT)
+    if batch.results and batch.errored == len(batch.results):
+        # nothing was measured: as with a batch of invalid tasks, not a result
+        first = next((r.error for r in batch.results if r.error), None) or "no error message"
+        err_console.print(
+            f"[red]every trial errored[/] ({batch.errored}); the first: {shown(first)}",
             highlight=False,
             soft_wrap=True,
         )
@@ -161,7 +182,7 @@ def run_command(
 ) -> None:
     """Run one task and show its result."""
     if not (task / "task.toml").is_file():
-        fail(f"{task}/task.toml not found: not a task folder")
+        fail(_not_a_task(task))
     if (options.watch or interactive) and options.n_attempts > 1:
         fail(WATCH_WITH_ATTEMPTS)
     settings = _settings(

@@ -53,6 +53,7 @@ from helios.datagen.units import PromptUnit, assign_batches, build_units
 from helios.display.progress import default_console, header_panel
 from helios.engine.run import Run, RunOutcome
 from helios.engine.store import write_json_atomic
+from helios.environments.registry import sandbox_provider
 from helios.models.services import ModelServices
 from helios.secrets import public_url
 from helios.text import visible
@@ -125,6 +126,7 @@ class BatchRunner:
         )  # fmt: skip
         s = self.settings
         s.check()
+        sandbox_provider(s.provider)  # a prompt's tools run commands: not `null`
         self.console = console or default_console()
         extra = load_distributions_file(s.distributions_file) if s.distributions_file else {}
         self.distribution: Distribution = resolve_distribution(s.distribution, extra)

@@ -28,7 +28,7 @@ from helios.engine.run import (
 )
 from helios.engine.store import KEEP_LEFTOVERS, RunStore, write_json_atomic
 from helios.engine.workers import default_workers
-from helios.environments.registry import provider_class
+from helios.environments.registry import sandbox_provider
 from helios.errors import InputError
 from helios.models.routing import DEFAULT_MODEL
 from helios.models.services import ModelServices
@@ -98,7 +98,7 @@ class ParallelRunner:
         self._agent = choose_agent(settings.agent, settings.models.model)
         create_agent(self._agent, **settings.agent_settings)
         self.uses_model = agent_class(self._agent).uses_model
-        self.provider_class = provider_class(settings.provider)  # an unknown name fails first
+        self.provider_class = sandbox_provider(settings.provider)  # a bad name fails first
         if self.uses_model and settings.models.model is None:
             settings.models.model = DEFAULT_MODEL
         self.model = settings.models.model
