@@ -131,7 +131,8 @@ def test_bad_lines_are_warned_with_file_and_line_and_counted(
     result = run_generate(tmp_path, *hermes_args(mock_server, dataset, "bad"), check=True)
     for line, field in ((2, ""), (3, " [prompt]"), (4, " [prompt]"), (5, " [prompt]"),
                         (6, " [cwd]")):  # fmt: skip
-        assert f"p.jsonl:{line}{field}:" in result.stdout
+        assert f"p.jsonl:{line}{field}:" in result.stderr  # warnings: not the output
+    assert "p.jsonl:" not in result.stdout
     stats = json.loads((tmp_path / "data/bad/statistics.json").read_text())
     assert stats["bad_input_lines"] == 5 and stats["total_prompts"] == 2
     assert stats["trajectories_written"] == 2
@@ -189,6 +190,18 @@ def test_bad_invocations_exit_2_with_one_line(
     assert result.returncode == 2, result.stdout + result.stderr
     assert message in result.stdout + result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_an_existing_run_is_refused_before_the_dataset_is_read(tmp_path: Path) -> None:
+    (tmp_path / "data" / "x" / ".helios").mkdir(parents=True)
+    (tmp_path / "data" / "x" / ".helios" / "run.json").write_text("{}")
+    # the dataset has no valid line: the run folder is what is said first, unread
+    (tmp_path / "broken.jsonl").write_text("{broken\n" * 1000)
+    result = run_generate(tmp_path, "--dataset_file=broken.jsonl", "--batch_size=1",
+                          "--run_name=x", "--base_url=http://127.0.0.1:9/v1")  # fmt: skip
+    assert result.returncode == 2
+    assert "already holds a run" in result.stderr and "no valid prompt" not in result.stderr
+    assert "broken.jsonl:" not in result.stdout + result.stderr
 
 
 def test_openrouter_without_a_key_exits_2_before_any_work(tmp_path: Path) -> None:
