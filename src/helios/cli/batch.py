@@ -186,8 +186,9 @@ def run_command(
     if (options.watch or interactive) and options.n_attempts > 1:
         fail(WATCH_WITH_ATTEMPTS)
     settings = _settings(
-        options, n_concurrent=1, run_prefix="run", watch=_view_mode(options.watch, interactive)
-    )
+        options, n_concurrent=1, run_prefix="run", view="trial",
+        watch=_view_mode(options.watch, interactive),
+    )  # fmt: skip
     batch = _execute([task], settings, None, options.debug)
     if batch.output_dir is not None:
         for result in batch.results:
