@@ -24,6 +24,7 @@ from helios.cli.options import (
     TrialOptions,
     trial_options,
 )
+from helios.cli.resume import recorded_run, resume_settings, resumed_options
 from helios.display import watch as watching
 from helios.environments.desktop.vnc import ViewMode
 from helios.tasks.runner import ParallelRunner
@@ -123,14 +124,19 @@ def _execute(
 
 
 @trial_options(
-    "tasks_dir", "n_concurrent", "n_attempts", "model", "output", "quiet", "pattern", "provider",
-    "agent", "resume", "retry_errors", "force", "fail_under", "workers", "base_url", "api_key",
+    "ctx", "tasks_dir", "n_concurrent", "n_attempts", "model", "output", "quiet", "pattern",
+    "provider", "agent", "resume", "retry_errors", "force", "fail_under", "workers", "base_url",
+    "api_key",
     "max_turns", "system_prompt_file", "max_tokens", "temperature", "reasoning_effort",
     "no_reasoning", "openrouter_routing", "prices", "watch", "debug",
 )  # fmt: skip
 def batch_command(
     options: TrialOptions,
-    tasks_dir: Annotated[Path, typer.Argument(help="Folder searched for task.toml files.")],
+    ctx: typer.Context,
+    tasks_dir: Annotated[
+        Path | None,
+        typer.Argument(help="Folder searched for task.toml files (with --resume: the run's)."),
+    ] = None,
     n_concurrent: Annotated[
         int, typer.Option("--n-concurrent", "-n", min=1, help="Trials in flight.")
     ] = 2,
@@ -139,7 +145,12 @@ def batch_command(
         str, typer.Option("--pattern", "-p", help="Glob for task.toml files.")
     ] = "**/task.toml",
     resume: Annotated[
-        Path | None, typer.Option("--resume", help="A batch folder to finish.")
+        Path | None,
+        typer.Option(
+            "--resume",
+            help="A batch folder to finish, with the settings it was run with (flags given "
+            "here win; the API key comes from the flag or the environment).",
+        ),
     ] = None,
     retry_errors: Annotated[
         bool, typer.Option("--retry-errors", help="With --resume, re-run errored trials too.")
@@ -160,6 +171,9 @@ def batch_command(
     ] = None,
 ) -> None:
     """Run every task under TASKS_DIR, k attempts each, n at a time."""
+    run = _recorded(resume, ("batch",), options.debug)
+    if run is not None:
+        options = resumed_options(ctx, options, run)
     if options.watch and options.n_attempts > 1:
         fail(WATCH_WITH_ATTEMPTS)
     settings = _settings(
@@ -167,28 +181,62 @@ def batch_command(
         retry_errors=retry_errors, force=force, workers=workers,
         watch=_view_mode(options.watch, False),
     )  # fmt: skip
-    _execute([tasks_dir], settings, fail_under, options.debug)
+    if run is not None:
+        resume_settings(ctx, settings, run)
+    tasks = [tasks_dir] if tasks_dir is not None else _recorded_tasks(run, "TASKS_DIR")
+    _execute(tasks, settings, fail_under, options.debug)
+
+
+def _recorded(resume: Path | None, kinds: tuple[str, ...], debug: bool) -> dict[str, Any] | None:
+    if resume is None:
+        return None
+    try:
+        return recorded_run(resume, kinds)
+    except Exception as exc:
+        handle_errors(exc, debug)
+
+
+def _recorded_tasks(run: dict[str, Any] | None, argument: str) -> list[Path]:
+    paths = run.get("task_paths") if run is not None else None
+    if not paths or not isinstance(paths, list):
+        fail(f"missing {argument} (or --resume RUN_DIR of a run that records its tasks)")
+    return [Path(str(p)) for p in paths]
 
 
 @trial_options(
-    "task", "model", "agent", "provider", "output", "n_attempts", "base_url", "api_key",
-    "max_turns", "system_prompt_file", "max_tokens", "temperature", "reasoning_effort",
+    "ctx", "task", "model", "agent", "provider", "output", "n_attempts", "resume", "base_url",
+    "api_key", "max_turns", "system_prompt_file", "max_tokens", "temperature", "reasoning_effort",
     "no_reasoning", "openrouter_routing", "prices", "watch", "interactive", "debug",
 )  # fmt: skip
 def run_command(
     options: TrialOptions,
-    task: Annotated[Path, typer.Argument(help="A task folder (with task.toml).")],
+    ctx: typer.Context,
+    task: Annotated[
+        Path | None,
+        typer.Argument(help="A task folder (with task.toml; with --resume: the run's)."),
+    ] = None,
+    resume: Annotated[
+        Path | None,
+        typer.Option("--resume", help="A run folder to finish, with its settings (as batch's)."),
+    ] = None,
     interactive: InteractiveOpt = False,
 ) -> None:
     """Run one task and show its result."""
+    run = _recorded(resume, ("run",), options.debug)
+    if run is not None:
+        options = resumed_options(ctx, options, run)
+    if task is None:
+        task = _recorded_tasks(run, "TASK")[0]
     if not (task / "task.toml").is_file():
         fail(_not_a_task(task))
     if (options.watch or interactive) and options.n_attempts > 1:
         fail(WATCH_WITH_ATTEMPTS)
     settings = _settings(
-        options, n_concurrent=1, run_prefix="run", view="trial",
+        options, n_concurrent=1, run_prefix="run", view="trial", resume=resume,
         watch=_view_mode(options.watch, interactive),
     )  # fmt: skip
+    if run is not None:
+        resume_settings(ctx, settings, run)
     batch = _execute([task], settings, None, options.debug)
     if batch.output_dir is not None:
         for result in batch.results:

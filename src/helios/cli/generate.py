@@ -55,6 +55,7 @@ RunOpt = Annotated[str | None, _opt("--run_name", "--run-name",
 
 
 def generate_command(
+    ctx: typer.Context,
     dataset_file: DatasetOpt = None,
     batch_size: BatchOpt = None,
     run_name: RunOpt = None,
@@ -218,6 +219,18 @@ def generate_command(
     if list_distributions:
         _list(distributions_file, debug)
         return
+    if resume and run_name is not None:
+        p = _resumed(ctx, output_dir / run_name, debug)
+        dataset_file, batch_size, model = p["dataset_file"], p["batch_size"], p["model"]
+        distribution, api_key, base_url = p["distribution"], p["api_key"], p["base_url"]
+        max_turns, num_workers, provider = p["max_turns"], p["num_workers"], p["provider"]
+        providers_allowed, providers_ignored = p["providers_allowed"], p["providers_ignored"]
+        providers_order, provider_sort = p["providers_order"], p["provider_sort"]
+        max_tokens, reasoning_effort = p["max_tokens"], p["reasoning_effort"]
+        reasoning_disabled, max_samples = p["reasoning_disabled"], p["max_samples"]
+        concurrency, keep_no_reasoning = p["concurrency"], p["keep_no_reasoning"]
+        distributions_file, routing, image = p["distributions_file"], p["routing"], p["image"]
+        prompt_timeout, prices = p["prompt_timeout"], p["prices"]
     required = (("--dataset_file", dataset_file), ("--batch_size", batch_size),
                 ("--run_name", run_name))  # fmt: skip
     missing = [flag for flag, value in required if value is None]
@@ -238,6 +251,28 @@ def generate_command(
         reasoning_effort=reasoning_effort, reasoning_disabled=reasoning_disabled,
     )  # fmt: skip
     _run(options, prefill_messages_file, resume, debug or verbose)
+
+
+def _resumed(ctx: typer.Context, run_dir: Path, debug: bool) -> dict[str, Any]:
+    """The command's values, with each one not given taken from the run in `run_dir`
+    (nothing when there is no run there yet: `--resume` then starts it)."""
+    from helios.cli.resume import given, recorded_run
+    from helios.datagen.folder import STORE_DIR
+
+    values = dict(ctx.params)
+    if not (run_dir / STORE_DIR).is_dir():
+        return values
+    try:
+        run = recorded_run(run_dir / STORE_DIR, ("generate",))
+    except Exception as exc:
+        handle_errors(exc, debug)
+    recorded = {**(run.get("settings") or {}), "dataset_file": run.get("dataset_file"),
+                "model": run.get("model"), "distribution": run.get("distribution")}  # fmt: skip
+    paths = ("dataset_file", "prices", "distributions_file")
+    for name, value in recorded.items():
+        if name in values and value is not None and not given(ctx, name):
+            values[name] = Path(value) if name in paths else value
+    return values
 
 
 def _run(options: dict[str, Any], prefill: Path | None, resume: bool, debug: bool) -> None:

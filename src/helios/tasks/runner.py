@@ -33,6 +33,7 @@ from helios.environments.registry import sandbox_provider
 from helios.errors import InputError
 from helios.models.routing import DEFAULT_MODEL
 from helios.models.services import ModelServices
+from helios.secrets import public_url
 from helios.tasks.door import TaskDoor
 from helios.tasks.plan import (
     LoadedTasks,
@@ -213,8 +214,20 @@ class ParallelRunner:
                 parent=s.output_dir, prefix=s.run_prefix, resume=s.resume, force=s.force
             ),
             identity=self._identity(),
-            recorded={"task_paths": [str(p) for p in _as_list(self.task_paths)]},
+            recorded=self._recorded(),
         )
+
+    def _recorded(self) -> dict[str, Any]:
+        """What `--resume RUN_DIR` alone continues with (never a secret: the endpoint
+        without a key in it, no API key)."""
+        s = self.settings
+        base_url = s.models.base_url
+        return {
+            "task_paths": [str(Path(p).absolute()) for p in _as_list(self.task_paths)],
+            "n_concurrent": s.n_concurrent, "pattern": s.pattern, "workers": s.workers,
+            "base_url": public_url(base_url) if base_url else None,
+            "prices": str(s.models.prices.absolute()) if s.models.prices else None,
+        }  # fmt: skip
 
     # -- running -------------------------------------------------------------
     async def run(self) -> BatchResult:
