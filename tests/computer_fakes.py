@@ -99,8 +99,13 @@ class FakeProvider:
 
     def tools(self, geometry: Geometry, *, bash: bool) -> list[dict[str, Any]]:
         self.bash_offered.append(bash)
-        tools = [{"type": "computer_fake", "name": "computer", "display": [geometry.width,
-                                                                          geometry.height]}]
+        tools = [
+            {
+                "type": "computer_fake",
+                "name": "computer",
+                "display": [geometry.width, geometry.height],
+            }
+        ]
         if bash:
             tools.append({"type": "function", "function": {"name": "bash", "parameters": {}}})
         return tools

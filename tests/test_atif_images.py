@@ -139,9 +139,7 @@ def test_images_are_written_once(tmp_path: Path) -> None:
 def test_an_image_of_a_type_atif_has_no_place_for_is_left_out_in_words(tmp_path: Path) -> None:
     odd = ImageRef.of(b"BM....", media_type="image/bmp")
     doc = conversation_to_atif([Message("user", "see", images=[odd])], **META)
-    assert doc["steps"][0]["message"][1] == text_part(
-        "[an image of type image/bmp was left out]"
-    )
+    assert doc["steps"][0]["message"][1] == text_part("[an image of type image/bmp was left out]")
     assert validate_trajectory(doc) == []
     write_atif(tmp_path / "t.json", [Message("user", "see", images=[odd])], **META)
     assert not (tmp_path / "images").exists()

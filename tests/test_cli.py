@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import helios_cmd
+from .conftest import TaskMaker, helios_cmd
 
 
 def _run_line(command: str, cwd: Path) -> subprocess.CompletedProcess[str]:
@@ -134,3 +134,37 @@ def test_no_tasks_found_is_bad_input(tmp_path: Path) -> None:
     assert result.returncode == 2
     assert "no task.toml matching" in result.stderr
     assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.usefixtures("need_bwrap")
+def test_a_batch_where_every_trial_errored_exits_2(make_task: TaskMaker, tmp_path: Path) -> None:
+    for name in ("a", "b"):
+        make_task(name, solve=None)  # the oracle has no solution to run: an error
+    result = _helios(
+        "batch", str(tmp_path / "tasks"), "--provider", "local", "--agent", "oracle", "-o", "out",
+        cwd=tmp_path,
+    )  # fmt: skip
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert "every trial errored (2)" in result.stderr and "no solution/solve.sh" in result.stderr
+    # one errored trial among passing ones is a result like any other
+    make_task("c")
+    mixed = _helios(
+        "batch", str(tmp_path / "tasks"), "--provider", "local", "--agent", "oracle", "-o", "out",
+        cwd=tmp_path,
+    )  # fmt: skip
+    assert mixed.returncode == 0, mixed.stderr
+
+
+def test_the_null_provider_is_not_offered_for_tasks(tmp_path: Path) -> None:
+    null = _helios("batch", str(tmp_path), "--provider", "null", "--agent", "oracle", cwd=tmp_path)
+    assert null.returncode == 2
+    assert "'null' has no sandbox" in null.stderr and "docker, local" in null.stderr
+    typo = _helios("batch", str(tmp_path), "--provider", "nul", "--agent", "oracle", cwd=tmp_path)
+    assert typo.returncode == 2 and "null" not in typo.stderr.split("known:")[1]
+
+
+def test_run_on_a_folder_of_tasks_points_to_batch(examples_copy: Path, tmp_path: Path) -> None:
+    result = _helios("run", str(examples_copy), "--agent", "oracle", cwd=tmp_path)
+    assert result.returncode == 2
+    assert f"run them with `helios batch {examples_copy}`" in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1

@@ -347,9 +347,9 @@ def test_a_batch_picks_the_agent_per_task(make_task: Any, tmp_path: Path) -> Non
     make_task("harbor-gui")  # Harbor's way: [metadata] category = "computer-use"
     tasks = tmp_path / "tasks"
     (tasks / "harbor-gui" / "task.toml").write_text(
-        (tasks / "harbor-gui" / "task.toml").read_text().replace(
-            'author = "test"', 'author = "test"\ncategory = "computer-use"'
-        )
+        (tasks / "harbor-gui" / "task.toml")
+        .read_text()
+        .replace('author = "test"', 'author = "test"\ncategory = "computer-use"')
     )
 
     def plan(**kw: Any) -> dict[str, tuple[str, Any]]:

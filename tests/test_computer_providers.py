@@ -245,7 +245,8 @@ def test_gemini_tools_and_confirmed_result() -> None:
     assert GEMINI.actions(call, G) == [Action("click", point=(1, 0))]
     message = GEMINI.result(call, ActionResult(meta={"url": "https://x.test/"}), None)
     assert message.provider_state == {
-        "response": {"url": "https://x.test/", "safety_acknowledgement": "true"}}
+        "response": {"url": "https://x.test/", "safety_acknowledgement": "true"}
+    }
     assert "Accept cookies?" in message.content
 
 

@@ -200,8 +200,9 @@ def test_the_server_refuses_the_computer_tool_without_its_beta() -> None:
         assert _post(url, body, right)[0] == 200
         legacy = {**tool[0], "type": "computer_20250124"}
         legacy_body = {**body, "tools": [legacy]}
-        status, reply = _post(url, legacy_body, {"x-api-key": "k",
-                                                 "anthropic-beta": "computer-use-2025-01-24"})
+        status, reply = _post(
+            url, legacy_body, {"x-api-key": "k", "anthropic-beta": "computer-use-2025-01-24"}
+        )
         assert status == 400 and "enable_zoom" in reply["error"]["message"]
 
 
@@ -371,8 +372,10 @@ def test_a_429_is_retried_after_its_wait(wire: Wire) -> None:
         ("gemini", {"candidates": [{"content": {"parts": "no list"}}]}),
         ("gemini", {"candidates": [{"content": {"parts": [{"functionCall": {"args": {}}}]}}]}),
         ("gemini", {"candidates": [{"content": {"parts": [5]}}]}),
-        ("gemini", {"candidates": [{"content": {"parts": []},
-                                    "finishReason": "MALFORMED_FUNCTION_CALL"}]}),
+        (
+            "gemini",
+            {"candidates": [{"content": {"parts": []}, "finishReason": "MALFORMED_FUNCTION_CALL"}]},
+        ),
     ],
 )
 def test_a_reply_of_the_wrong_shape_is_transient(name: str, reply: dict[str, Any]) -> None:

@@ -225,9 +225,7 @@ environment_mode = "separate"
 
 
 def _step_features_task(root: Path, name: str, check: str) -> None:
-    folder = task(
-        root, name, STEP_FEATURES_TOML.format(check=check), solve=None, test=None
-    )
+    folder = task(root, name, STEP_FEATURES_TOML.format(check=check), solve=None, test=None)
     make = step(
         folder, "make", solve="cat data.txt > /app/made.txt\n",
         test='[ "$(cat /app/made.txt)" = seed ] && echo 1 > /logs/verifier/reward.txt'

@@ -84,7 +84,9 @@ def test_many_commands_share_one_shell_with_framing_and_exit_codes() -> None:
         for i in range(30):
             result = await env.exec(f"printf 'line {i}\\n'; printf 'e{i}' >&2; exit {i % 5}")
             assert (result.stdout, result.stderr, result.exit_code) == (
-                f"line {i}\n", f"e{i}", i % 5
+                f"line {i}\n",
+                f"e{i}",
+                i % 5,
             )
         assert _only_shell(env) == pid
         # A frame-like text in the output is only output.
@@ -136,7 +138,7 @@ def test_huge_and_binary_outputs() -> None:
 
 def test_stdin_is_empty_and_closed_stdout_is_fine() -> None:
     async def body(env: LocalEnvironment) -> None:
-        reads = await env.exec("cat; read line; echo \"read: $? [$line]\"", timeout=10)
+        reads = await env.exec('cat; read line; echo "read: $? [$line]"', timeout=10)
         assert reads.stdout == "read: 1 []\n" and not reads.timed_out
         closed = await env.exec("exec >&-; echo still >&2; exit 2")
         assert (closed.stdout, closed.stderr, closed.exit_code) == ("", "still\n", 2)

@@ -122,8 +122,7 @@ def test_a_message_leaving_the_window_gets_one_more_cached_form() -> None:
     before = latest.wire["anthropic"]
     messages += _conversation(2)[2:]
     anthropic_messages.assemble(messages, image_window(messages, 2))
-    assert latest.wire["anthropic"] is before and set(latest.wire) == {"anthropic",
-                                                                        "anthropic:0"}
+    assert latest.wire["anthropic"] is before and set(latest.wire) == {"anthropic", "anthropic:0"}
 
 
 def test_chat_completions_sends_tool_screenshots_after_the_run_of_results() -> None:

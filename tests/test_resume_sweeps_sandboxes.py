@@ -72,8 +72,11 @@ def _kill_when_sandboxes_are_up(
 ) -> list[Path]:
     try:
         run_id = _wait("run.json", lambda: _run_id(f) if (f := run_file()) else None, proc)
-        left = _wait(f"{count} sandboxes", lambda: (
-            found if len(found := _mounted_sandboxes(base, run_id)) >= count else None), proc)
+        left = _wait(
+            f"{count} sandboxes",
+            lambda: found if len(found := _mounted_sandboxes(base, run_id)) >= count else None,
+            proc,
+        )
     finally:
         proc.kill()
         proc.wait(timeout=30)

@@ -127,7 +127,7 @@ def test_the_live_display_on_a_terminal_shows_a_hostile_name(
     assert SHOWN.encode() in output
 
 
-TOOLCALLS_AGENTS = '''
+TOOLCALLS_AGENTS = """
 from helios import toolcalls
 
 class Synth:
@@ -137,7 +137,7 @@ class Synth:
 class Echo:
     async def run(self, audio):
         return toolcalls.AgentResponse(tool_calls=[toolcalls.tool_call("book\\x1b]0;agent\\x07")])
-'''
+"""
 TOOLCALLS_CONFIG = r"""
 synthesizer: hostile_agents:Synth
 agent: hostile_agents:Echo
@@ -169,8 +169,11 @@ def test_generate_shows_a_hostile_dataset_and_model_reply(
 ) -> None:
     """The dataset's name and lines, and a tool name the model made up (the final
     table counts every name the model called)."""
-    calls_hostile_tool = {"match": "Hostile", "turns": [{"reasoning": "hm", "tool_calls": [
-        {"name": HOSTILE, "arguments": {}}]}], "final": {"reasoning": "ok", "text": "done"}}
+    calls_hostile_tool = {
+        "match": "Hostile",
+        "turns": [{"reasoning": "hm", "tool_calls": [{"name": HOSTILE, "arguments": {}}]}],
+        "final": {"reasoning": "ok", "text": "done"},
+    }
     mock_server.set_script({"scenarios": [calls_hostile_tool, *SCRIPT["scenarios"]]})
     dataset = write_dataset(tmp_path / f"{HOSTILE}.jsonl", [
         "RAW:not json " + HOSTILE,

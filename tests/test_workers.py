@@ -77,9 +77,7 @@ def _batch(server: MockLLMServer, tasks: Path, out: Path, workers: int) -> Path:
 
 
 @pytest.mark.usefixtures("need_bwrap")
-def test_outputs_are_the_same_with_one_and_two_workers(
-    examples_copy: Path, tmp_path: Path
-) -> None:
+def test_outputs_are_the_same_with_one_and_two_workers(examples_copy: Path, tmp_path: Path) -> None:
     with MockLLMServer(script=SCRIPT, require_key=KEY) as server:
         one = _outputs(_batch(server, examples_copy, tmp_path / "one", workers=1))
         two = _outputs(_batch(server, examples_copy, tmp_path / "two", workers=2))
@@ -237,9 +235,7 @@ def test_workers_of_a_killed_batch_stop_their_sandboxes_at_once(
     os.kill(workers[1], signal.SIGCONT)
     assert not _alive(workers[0])
     deadline = time.monotonic() + 20
-    while time.monotonic() < deadline and (
-        any(map(_alive, workers)) or list(sandboxes.iterdir())
-    ):
+    while time.monotonic() < deadline and (any(map(_alive, workers)) or list(sandboxes.iterdir())):
         time.sleep(0.1)
     assert not any(map(_alive, workers)) and list(sandboxes.iterdir()) == []
     sandboxes.rmdir()

@@ -175,9 +175,7 @@ class _FinishesOnCancel(PromptDoor):
 
 
 def test_an_interrupt_records_late_results_and_no_interrupted_unit(tmp_path: Path) -> None:
-    units = [PromptUnit("late good", 0)] + [
-        PromptUnit(f"slow {i} good", i) for i in range(1, 12)
-    ]
+    units = [PromptUnit("late good", 0)] + [PromptUnit(f"slow {i} good", i) for i in range(1, 12)]
     service = _service(tmp_path, _FinishesOnCancel(delay=5))
     assert service.store is not None
     started: set[str] = set()  # the trials the workers said they started

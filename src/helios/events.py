@@ -45,6 +45,20 @@ class TurnStarted:
 
 
 @dataclass(frozen=True, slots=True)
+class ToolCalled:
+    """An agent called a tool: its name and its arguments as compact JSON (at most
+    `MAX_TOOL_ARGUMENTS` characters; a display fits them to its width)."""
+
+    trial_id: str
+    name: str
+    arguments: str
+
+
+#: the characters of a call's arguments an event carries
+MAX_TOOL_ARGUMENTS = 2000
+
+
+@dataclass(frozen=True, slots=True)
 class TrialFinished:
     trial_id: str
     label: str
@@ -83,6 +97,7 @@ Event = (
     | PhaseChanged
     | Retrying
     | TurnStarted
+    | ToolCalled
     | TrialFinished
     | DesktopReady
     | BatchStopping

@@ -95,8 +95,15 @@ def test_checkpoint_and_statistics_have_hermes_fields(finished_run: Path) -> Non
     assert stats["total_prompts"] == 5 and stats["total_batches"] == 3
     assert stats["batch_size"] == 2 and stats["model"] == "mock"
     assert stats["distribution"] == "terminal_only"
-    assert stats["tool_statistics"] == {"terminal": {"count": 20, "success": 20, "failure": 0,
-                                                     "success_rate": 100.0, "failure_rate": 0.0}}
+    assert stats["tool_statistics"] == {
+        "terminal": {
+            "count": 20,
+            "success": 20,
+            "failure": 0,
+            "success_rate": 100.0,
+            "failure_rate": 0.0,
+        }
+    }
     assert stats["reasoning_statistics"] == {"total_assistant_turns": 25,
                                              "turns_with_reasoning": 25,
                                              "turns_without_reasoning": 0}  # fmt: skip
@@ -124,7 +131,8 @@ def test_bad_lines_are_warned_with_file_and_line_and_counted(
     result = run_generate(tmp_path, *hermes_args(mock_server, dataset, "bad"), check=True)
     for line, field in ((2, ""), (3, " [prompt]"), (4, " [prompt]"), (5, " [prompt]"),
                         (6, " [cwd]")):  # fmt: skip
-        assert f"p.jsonl:{line}{field}:" in result.stdout
+        assert f"p.jsonl:{line}{field}:" in result.stderr  # warnings: not the output
+    assert "p.jsonl:" not in result.stdout
     stats = json.loads((tmp_path / "data/bad/statistics.json").read_text())
     assert stats["bad_input_lines"] == 5 and stats["total_prompts"] == 2
     assert stats["trajectories_written"] == 2
@@ -137,18 +145,40 @@ def test_bad_lines_are_warned_with_file_and_line_and_counted(
         (["--dataset_file=missing.jsonl", "--batch_size=2", "--run_name=x"], "not found"),
         (["--dataset_file=empty.jsonl", "--batch_size=2", "--run_name=x"], "no valid prompt"),
         (["--dataset_file=ok.jsonl", "--batch_size=0", "--run_name=x"], "batch_size"),
-        (["--dataset_file=ok.jsonl", "--batch_size=2", "--run_name=x", "--distribution=nope"],
-         "unknown distribution"),
-        (["--dataset_file=ok.jsonl", "--batch_size=2", "--run_name=x",
-          "--distribution=browser_only"], "browser"),
-        (["--dataset_file=ok.jsonl", "--batch_size=2", "--run_name=x",
-          "--reasoning_effort=huge"], "reasoning effort"),
-        (["--dataset_file=ok.jsonl", "--batch_size=2", "--run_name=x", "--no_such_flag"],
-         "No such option"),
-        (["--dataset_file=ok.jsonl", "--batch_size=2", "--run_name=x", "--distribution=minimal"],
-         "web"),
-        (["--dataset_file=ok.jsonl", "--batch_size=2", "--run_name=x", "--provider=cloud"],
-         "unknown provider"),
+        (
+            ["--dataset_file=ok.jsonl", "--batch_size=2", "--run_name=x", "--distribution=nope"],
+            "unknown distribution",
+        ),
+        (
+            [
+                "--dataset_file=ok.jsonl",
+                "--batch_size=2",
+                "--run_name=x",
+                "--distribution=browser_only",
+            ],
+            "browser",
+        ),
+        (
+            [
+                "--dataset_file=ok.jsonl",
+                "--batch_size=2",
+                "--run_name=x",
+                "--reasoning_effort=huge",
+            ],
+            "reasoning effort",
+        ),
+        (
+            ["--dataset_file=ok.jsonl", "--batch_size=2", "--run_name=x", "--no_such_flag"],
+            "No such option",
+        ),
+        (
+            ["--dataset_file=ok.jsonl", "--batch_size=2", "--run_name=x", "--distribution=minimal"],
+            "web",
+        ),
+        (
+            ["--dataset_file=ok.jsonl", "--batch_size=2", "--run_name=x", "--provider=cloud"],
+            "unknown provider",
+        ),
     ],
 )
 def test_bad_invocations_exit_2_with_one_line(
@@ -160,6 +190,18 @@ def test_bad_invocations_exit_2_with_one_line(
     assert result.returncode == 2, result.stdout + result.stderr
     assert message in result.stdout + result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_an_existing_run_is_refused_before_the_dataset_is_read(tmp_path: Path) -> None:
+    (tmp_path / "data" / "x" / ".helios").mkdir(parents=True)
+    (tmp_path / "data" / "x" / ".helios" / "run.json").write_text("{}")
+    # the dataset has no valid line: the run folder is what is said first, unread
+    (tmp_path / "broken.jsonl").write_text("{broken\n" * 1000)
+    result = run_generate(tmp_path, "--dataset_file=broken.jsonl", "--batch_size=1",
+                          "--run_name=x", "--base_url=http://127.0.0.1:9/v1")  # fmt: skip
+    assert result.returncode == 2
+    assert "already holds a run" in result.stderr and "no valid prompt" not in result.stderr
+    assert "broken.jsonl:" not in result.stdout + result.stderr
 
 
 def test_openrouter_without_a_key_exits_2_before_any_work(tmp_path: Path) -> None:

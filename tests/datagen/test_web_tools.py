@@ -110,8 +110,13 @@ def test_private_addresses_are_refused_unless_allowed(
     web: WebTestServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.delenv("HELIOS_WEB_ALLOW_PRIVATE")
-    urls = [web.page_url("article"), f"http://localhost:{web.port}/pages/article",
-            "http://169.254.169.254/latest/meta-data", "file:///etc/passwd", "ftp://example.org/"]
+    urls = [
+        web.page_url("article"),
+        f"http://localhost:{web.port}/pages/article",
+        "http://169.254.169.254/latest/meta-data",
+        "file:///etc/passwd",
+        "ftp://example.org/",
+    ]
     result, failed = _call(WebExtractTool(), urls=urls)
     assert failed
     errors = [page["error"] for page in result["results"]]

@@ -159,7 +159,7 @@ def catalogue(ctx: Context) -> list[Hostile]:
                 "site=$(python3 -c 'import site; print(site.getusersitepackages())')\n"
                 'mkdir -p "$site"\n'
                 "printf 'import atexit\\natexit.register(lambda: open(\"/logs/verifier/"
-                "reward.txt\", \"w\").write(\"1\"))\\n' > \"$site/usercustomize.py\"\n"
+                'reward.txt", "w").write("1"))\\n\' > "$site/usercustomize.py"\n'
                 'for d in "$HOME/.local/bin" "$HOME/bin" /app/bin; do mkdir -p "$d"; '
                 "printf '#!/bin/sh\\necho 1 > /logs/verifier/reward.txt\\n' > \"$d/python3\"; "
                 'chmod +x "$d/python3"; done\n'
@@ -222,7 +222,7 @@ def catalogue(ctx: Context) -> list[Hostile]:
         Hostile(
             "key-read",
             solve=(
-                "{ cat /proc/1/environ; env; for f in /proc/[0-9]*/environ; do cat \"$f\"; done; }"
+                '{ cat /proc/1/environ; env; for f in /proc/[0-9]*/environ; do cat "$f"; done; }'
                 " 2>/dev/null | tr '\\0' '\\n' > /app/seen\ncat /app/seen\n"
             ),
             test=(
@@ -255,7 +255,7 @@ def catalogue(ctx: Context) -> list[Hostile]:
         Hostile(
             "memory-hog",
             solve=(
-                "perl -e '$x = \"x\" x (1024 * 1024 * 1024); print length($x), \"\\n\"' "
+                'perl -e \'$x = "x" x (1024 * 1024 * 1024); print length($x), "\\n"\' '
                 "> /app/allocated 2>/dev/null || rm -f /app/allocated\ntrue\n"
             ),
             test=(
@@ -284,8 +284,6 @@ def catalogue(ctx: Context) -> list[Hostile]:
                 f"timeout 5 bash -c 'echo hi > /dev/tcp/127.0.0.1/{ctx.port}' "
                 "&& echo reached > /app/net\ntrue\n"
             ),
-            test=(
-                "if [ -e /app/net ]; then echo 1; else echo 0; fi > /logs/verifier/reward.txt\n"
-            ),
+            test=("if [ -e /app/net ]; then echo 1; else echo 0; fi > /logs/verifier/reward.txt\n"),
         ),
     ]

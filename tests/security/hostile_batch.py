@@ -45,7 +45,6 @@ def write_task(base: Path, hostile: Hostile, ctx: Context) -> Path:
     return task
 
 
-
 def make_context(root: Path) -> Context:
     host_dir = root / "host"
     host_dir.mkdir(parents=True)

@@ -5,7 +5,7 @@ Usage" section. The captured pages lost some whitespace (`print ( f "…" )`); t
 code below is those examples with that capture damage undone, nothing else.
 """
 
-BASIC_USAGE = '''
+BASIC_USAGE = """
 import asyncio
 from helios import ParallelRunner, discover_tasks
 
@@ -22,9 +22,9 @@ async def main():
     print(f"Passed: {result.passed}/{result.total_tasks}")
 
 asyncio.run(main())
-'''
+"""
 
-DISCOVER = '''
+DISCOVER = """
 from helios import discover_tasks
 
 # Find all tasks
@@ -33,9 +33,9 @@ tasks = discover_tasks("tasks/")
 # Find tasks matching a pattern
 tasks = discover_tasks("tasks/pdfbench/", pattern="**/pdfbench_eyemed*/task.toml")
 print(len(tasks), [t.name for t in tasks])
-'''
+"""
 
-BASIC_BATCH_RUN = '''
+BASIC_BATCH_RUN = """
 import asyncio
 from helios import ParallelRunner, discover_tasks
 
@@ -57,9 +57,9 @@ async def run_batch():
     print(f"Duration: {result.duration:.1f}s")
 
 asyncio.run(run_batch())
-'''
+"""
 
-PROGRESS_CALLBACK = '''
+PROGRESS_CALLBACK = """
 import asyncio
 from helios import ParallelRunner, discover_tasks
 
@@ -80,9 +80,9 @@ async def run_with_callback():
     result = await runner.run()
 
 asyncio.run(run_with_callback())
-'''
+"""
 
-ANALYZING_RESULTS = '''
+ANALYZING_RESULTS = """
 import asyncio
 from helios import ParallelRunner, discover_tasks
 
@@ -116,9 +116,9 @@ async def analyze_results():
     print(f"Median: {sorted(rewards)[len(rewards)//2]:.2f}")
 
 asyncio.run(analyze_results())
-'''
+"""
 
-CUSTOM_SELECTION = '''
+CUSTOM_SELECTION = """
 import asyncio
 from pathlib import Path
 from helios import ParallelRunner
@@ -141,9 +141,9 @@ async def run_specific_tasks():
     print(f"Mean reward: {result.mean_reward:.3f}")
 
 asyncio.run(run_specific_tasks())
-'''
+"""
 
-COMPARING_MODELS = '''
+COMPARING_MODELS = """
 import asyncio
 from helios import ParallelRunner, discover_tasks
 
@@ -179,9 +179,9 @@ async def compare_models():
         print(f"  Duration: {stats['duration']:.1f}s")
 
 asyncio.run(compare_models())
-'''
+"""
 
-USING_DAYTONA = '''
+USING_DAYTONA = """
 import asyncio
 from helios import ParallelRunner, discover_tasks
 
@@ -199,9 +199,9 @@ async def run_in_cloud():
     print(f"Cloud execution: {result.mean_reward:.3f} mean reward")
 
 asyncio.run(run_in_cloud())
-'''
+"""
 
-SAVING_JSON = '''
+SAVING_JSON = """
 import asyncio
 import json
 from datetime import datetime
@@ -243,9 +243,9 @@ async def run_and_export():
         json.dump(export, f, indent=2)
 
 asyncio.run(run_and_export())
-'''
+"""
 
-PROGRAMMATIC_PASS_AT_K = '''
+PROGRAMMATIC_PASS_AT_K = """
 import asyncio
 from helios import ParallelRunner, discover_tasks
 
@@ -281,9 +281,9 @@ async def main():
             print(f"Failed: {task_result.task_name} (attempt {task_result.attempt})")
 
 asyncio.run(main())
-'''
+"""
 
-PROGRESS_CALLBACKS_SNIPPET = '''
+PROGRESS_CALLBACKS_SNIPPET = """
 import asyncio
 from pathlib import Path
 from helios import ParallelRunner
@@ -309,4 +309,4 @@ runner = ParallelRunner(
     on_complete=on_task_complete
 )
 asyncio.run(runner.run())
-'''
+"""

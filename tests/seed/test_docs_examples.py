@@ -46,12 +46,12 @@ TEST_SH = (
     "#!/bin/sh\ngrep -qx ok /app/out.txt && echo 1 > /logs/verifier/reward.txt "
     "|| echo 0 > /logs/verifier/reward.txt\n"
 )
-PLUGIN = '''
+PLUGIN = """
 from helios.environments.docker import DockerEnvironment
 
 class DaytonaStandIn(DockerEnvironment):
     name = "daytona"
-'''
+"""
 
 
 def _task(folder: Path, instruction: str) -> None:

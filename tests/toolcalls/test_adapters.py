@@ -19,8 +19,16 @@ from helios.toolcalls.types import Audio
 
 FAST = RetryPolicy(max_attempts=4, base_delay=0.01, max_delay=0.02)
 BOOK = russo.tool_call("book_flight", from_city="NYC", to_city="LA")
-TOOLS = [{"type": "function", "function": {"name": "book_flight", "description": "Book",
-                                           "parameters": {"type": "object", "properties": {}}}}]
+TOOLS = [
+    {
+        "type": "function",
+        "function": {
+            "name": "book_flight",
+            "description": "Book",
+            "parameters": {"type": "object", "properties": {}},
+        },
+    }
+]
 
 
 @pytest.fixture
@@ -153,8 +161,9 @@ def test_websocket_agent_collects_until_complete(server: VoiceServer) -> None:
 
 
 def test_websocket_agent_can_send_raw_bytes(server: VoiceServer) -> None:
-    agent = russo.WebSocketAgent(server.ws_agent_url, send_bytes=True,
-                                 headers={"Authorization": "Bearer sk-loopback-key"})
+    agent = russo.WebSocketAgent(
+        server.ws_agent_url, send_bytes=True, headers={"Authorization": "Bearer sk-loopback-key"}
+    )
     audio = _speech(0.1)
     assert asyncio.run(agent.run(audio)).tool_calls == [BOOK]
     assert server.received[0].audio == audio.data
@@ -162,8 +171,11 @@ def test_websocket_agent_can_send_raw_bytes(server: VoiceServer) -> None:
 
 def test_websocket_agent_times_out_without_an_answer(server: VoiceServer) -> None:
     server.ws_messages = lambda calls: []
-    agent = russo.WebSocketAgent(server.ws_agent_url, response_timeout=0.2,
-                                 headers={"Authorization": "Bearer sk-loopback-key"})
+    agent = russo.WebSocketAgent(
+        server.ws_agent_url,
+        response_timeout=0.2,
+        headers={"Authorization": "Bearer sk-loopback-key"},
+    )
     with pytest.raises(Exception, match="no answer within"):
         asyncio.run(agent.run(_speech(0.1)))
 

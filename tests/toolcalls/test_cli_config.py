@@ -86,6 +86,16 @@ def test_a_failed_or_crashed_run_exits_1(tmp_path: Path) -> None:
     assert "crash now" in (tmp_path / "r.html").read_text()
 
 
+@pytest.mark.parametrize("quiet", [False, True])
+def test_each_failure_is_printed_once(tmp_path: Path, quiet: bool) -> None:
+    config = GOOD.replace('prompt: "book now"', 'prompt: "crash now"')
+    code, out = _invoke(tmp_path, config, *(["--quiet"] if quiet else []))
+    assert code == 1
+    # two runs of the crashing prompt: one error line each, not two
+    assert out.count("error in agent: RuntimeError: agent crashed") == 2, out
+    assert "  FAIL  one  (0% match)  [0/2 runs]" in out
+
+
 def test_a_function_agent_and_pipeline_section(tmp_path: Path) -> None:
     config = """
     pipeline:

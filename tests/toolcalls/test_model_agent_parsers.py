@@ -150,8 +150,15 @@ def test_invalid_json_string_defaults_to_empty(parser: Any, raw: Any) -> None:
 def test_gemini_parser_reads_rest_sdk_and_live_shapes() -> None:
     rest = {"candidates": [{"content": {"parts": [
         {"text": "ok"}, {"functionCall": {"name": "f", "args": {"a": 1}}}]}}]}  # fmt: skip
-    sdk = SimpleNamespace(candidates=[SimpleNamespace(content=SimpleNamespace(
-        parts=[SimpleNamespace(function_call=SimpleNamespace(name="f", args={"a": 1}))]))])
+    sdk = SimpleNamespace(
+        candidates=[
+            SimpleNamespace(
+                content=SimpleNamespace(
+                    parts=[SimpleNamespace(function_call=SimpleNamespace(name="f", args={"a": 1}))]
+                )
+            )
+        ]
+    )
     live = [{"setupComplete": {}}, {"toolCall": {"functionCalls": [
         {"id": "x", "name": "f", "args": {"a": 1}}]}}]  # fmt: skip
     parser = russo.GeminiResponseParser()

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-CONFTEST = '''
+CONFTEST = """
 import pytest
 from helios import toolcalls as russo
 
@@ -33,9 +33,9 @@ def {prefix}_synthesizer():
 @pytest.fixture
 def {prefix}_agent():
     return fake_agent
-'''
+"""
 
-TESTS = '''
+TESTS = """
 import pytest
 from helios import toolcalls as russo
 
@@ -61,7 +61,7 @@ def test_cli_runs(toolcalls_result):
 
 def test_unmarked(toolcalls_result):
     assert toolcalls_result is None
-'''
+"""
 
 
 def _write(pytester: pytest.Pytester, prefix: str = "toolcalls", tests: str = TESTS,
@@ -114,11 +114,14 @@ def test_marker_fixtures_summary_and_json_report(pytester: pytest.Pytester) -> N
 
 
 def test_runs_precedence_marker_then_cli_then_one(pytester: pytest.Pytester) -> None:
-    tests = TESTS + '''
+    tests = (
+        TESTS
+        + """
 @pytest.mark.toolcalls(prompt="Book", expect=[BOOK], runs=2)
 def test_marker_wins(toolcalls_result):
     assert toolcalls_result.total == 2
-'''
+"""
+    )
     _write(pytester, tests=tests.replace("runs=2)\ndef test_matrix", "runs=2)\ndef test_matrix"))
     result = pytester.runpytest("--toolcalls-runs", "3", "--toolcalls-max-concurrency", "2")
     # test_single becomes a batch of 3 with the CLI's runs: its isinstance check fails.
@@ -129,7 +132,7 @@ def test_marker_wins(toolcalls_result):
 
 
 def test_russo_spellings_run_the_docs_examples(pytester: pytest.Pytester) -> None:
-    docs = '''
+    docs = """
 import pytest
 from helios import toolcalls as russo
 
@@ -165,7 +168,7 @@ async def test_full_matrix(russo_result):
 @pytest.mark.russo(prompt="Book", expect=[russo.tool_call("book_flight")])
 async def test_cli_default(russo_result):
     assert russo_result.total == 5
-'''
+"""
     _write(pytester, prefix="russo", tests=docs, auto=True)
     result = pytester.runpytest("-k", "not cli_default")
     result.assert_outcomes(passed=3)
@@ -181,14 +184,14 @@ async def test_cli_default(russo_result):
 
 
 def test_html_report_is_escaped(pytester: pytest.Pytester) -> None:
-    tests = '''
+    tests = """
 import pytest
 from helios import toolcalls as russo
 
 @pytest.mark.toolcalls(prompts=["<script>alert(1)</script>"], expect=[{"name": "x<b>"}])
 def test_hostile(toolcalls_result):
     pass
-'''
+"""
     _write(pytester, tests=tests)
     report = pytester.path / "r.html"
     pytester.runpytest("--toolcalls-report", str(report)).assert_outcomes(passed=1)
@@ -207,7 +210,8 @@ def test_bad_report_path_is_a_usage_error(pytester: pytest.Pytester) -> None:
 
 def test_missing_agent_and_bad_marker_are_clear(pytester: pytest.Pytester) -> None:
     _ini(pytester)
-    pytester.makepyfile(test_bad='''
+    pytester.makepyfile(
+        test_bad="""
 import pytest
 
 @pytest.mark.toolcalls(prompt="Book", expect=[])
@@ -221,7 +225,8 @@ def test_typo(toolcalls_result):
 @pytest.mark.toolcalls(expect=[])
 def test_no_prompt(toolcalls_result):
     pass
-''')
+"""
+    )
     result = pytester.runpytest()
     result.assert_outcomes(errors=3)
     _has_lines(result.stdout.str(),
@@ -231,22 +236,27 @@ def test_no_prompt(toolcalls_result):
 
 
 def test_cache_options(pytester: pytest.Pytester) -> None:
-    conftest = CONFTEST.replace("{prefix}", "toolcalls") + '''
+    conftest = (
+        CONFTEST.replace("{prefix}", "toolcalls")
+        + """
 import pathlib
 
 def pytest_sessionfinish(session):
     pathlib.Path("spoken.txt").write_text(str(len(SPOKEN)))
-'''
+"""
+    )
     pytester.makeconftest(conftest)
     _ini(pytester)
-    pytester.makepyfile(test_tc='''
+    pytester.makepyfile(
+        test_tc="""
 import pytest
 from helios import toolcalls as russo
 
 @pytest.mark.toolcalls(prompt="Book a flight", expect=[{"name": "book_flight"}], runs=2)
 def test_a(toolcalls_result):
     pass
-''')
+"""
+    )
     cache = pytester.path / "audio-cache"
     spoken = pytester.path / "spoken.txt"
     pytester.runpytest("--toolcalls-cache-dir", str(cache)).assert_outcomes(passed=1)

@@ -12,6 +12,7 @@ tasks, ShareGPT for datagen).
 
 from __future__ import annotations
 
+import json
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -19,7 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from helios.environments.base import Environment
-from helios.events import EventSink, Retrying, TurnStarted
+from helios.events import MAX_TOOL_ARGUMENTS, EventSink, Retrying, ToolCalled, TurnStarted
 from helios.failures import ErrorInfo
 from helios.models.base import Message
 from helios.models.tools import ToolSpec
@@ -65,6 +66,13 @@ class AgentContext:
     def turn(self, n: int) -> None:
         if self.emit is not None:
             self.emit(TurnStarted(self.trial_id, n))
+
+    def tool_called(self, name: str, arguments: dict[str, Any] | None) -> None:
+        """Say that the agent calls `name` (for a display: the trial's record is the
+        conversation)."""
+        if self.emit is not None:
+            text = json.dumps(arguments, ensure_ascii=False, default=str)
+            self.emit(ToolCalled(self.trial_id, name, text[:MAX_TOOL_ARGUMENTS]))
 
     def retrying(self, phase: str, delay: float, error: str = "") -> None:
         if self.emit is not None:

@@ -26,6 +26,7 @@ class OracleAgent(Agent):
             raise AgentError(f"task {ctx.label} has no solution/solve.sh")
         await env.upload(solution, "/solution")
         variables = {**ctx.exec_env, **ctx.solution_env}
+        ctx.tool_called("bash", {"command": "sh /solution/solve.sh"})
         result = await env.exec(
             RUN_SOLVE, cwd=ctx.workdir, env=variables or None, timeout=ctx.timeout
         )

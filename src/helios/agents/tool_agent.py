@@ -155,6 +155,7 @@ class ToolAgent(Agent):
         finished = False
         all_malformed = True
         for call in calls:
+            run.ctx.tool_called(call.name, call.arguments)
             result = await run.tools.run(call.name, call.arguments)
             run.messages.append(Message("tool", result.output, tool_call_id=call.id,
                                         is_error=result.is_error))  # fmt: skip

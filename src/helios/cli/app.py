@@ -7,26 +7,36 @@ import typer
 from helios import __version__
 from helios.cli.batch import batch_command, run_command
 from helios.cli.generate import export_command, generate_command
+from helios.cli.help import ReadableCommand, ReadableGroup
 from helios.cli.maintenance import cleanup_command
 from helios.cli.tasks_check import tasks_check_command
 from helios.cli.toolcalls import toolcalls_command
 
 app = typer.Typer(
     name="helios",
+    cls=ReadableGroup,
     help="Run AI agents over many tasks at once, each in its own sandbox, scored by a verifier.",
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    rich_markup_mode=None,
 )
-tasks_app = typer.Typer(help="Work with task folders.", no_args_is_help=True)
+tasks_app = typer.Typer(
+    help="Work with task folders.", no_args_is_help=True, rich_markup_mode=None, cls=ReadableGroup
+)
 
-app.command("run")(run_command)
-app.command("batch")(batch_command)
-app.command("generate")(generate_command)
-app.command("export")(export_command)
-app.command("cleanup")(cleanup_command)
-app.command("toolcalls")(toolcalls_command)
-tasks_app.command("check")(tasks_check_command)
+
+app.command("run", cls=ReadableCommand)(run_command)
+app.command("batch", cls=ReadableCommand)(batch_command)
+app.command(
+    "generate", cls=ReadableCommand, short_help="Turn a JSONL file of prompts into trajectories."
+)(generate_command)
+app.command("export", cls=ReadableCommand)(export_command)
+app.command("cleanup", cls=ReadableCommand)(cleanup_command)
+app.command("toolcalls", cls=ReadableCommand, short_help="Run the tool-call tests of a config.")(
+    toolcalls_command
+)
+tasks_app.command("check", cls=ReadableCommand)(tasks_check_command)
 app.add_typer(tasks_app, name="tasks")
 
 

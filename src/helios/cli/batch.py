@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Coroutine
 from pathlib import Path
 from typing import Annotated, Any
@@ -23,6 +24,7 @@ from helios.cli.options import (
     TrialOptions,
     trial_options,
 )
+from helios.cli.resume import recorded_run, resume_settings, resumed_options
 from helios.display import watch as watching
 from helios.environments.desktop.vnc import ViewMode
 from helios.tasks.runner import ParallelRunner
@@ -41,6 +43,17 @@ def _settings(options: TrialOptions, **fields: Any) -> TaskBatchSettings:
         )  # fmt: skip
     except Exception as exc:
         handle_errors(exc, options.debug)
+
+
+def _not_a_task(folder: Path) -> str:
+    """Why `helios run FOLDER` cannot run it; a folder of tasks is for `helios batch`."""
+    message = f"{folder}/task.toml not found: not a task folder"
+    if folder.is_dir():
+        inside = sum(1 for _ in itertools.islice(folder.glob("**/task.toml"), 1000))
+        if inside:
+            message += (f"; it holds {inside}{'+' if inside == 1000 else ''} task(s): "
+                        f"run them with `helios batch {folder}`")  # fmt: skip
+    return message
 
 
 WATCH_WITH_ATTEMPTS = "The -k option is incompatible with --watch and --interactive modes"
@@ -90,6 +103,15 @@ def _execute(
             soft_wrap=True,
         )
         raise typer.Exit(EXIT_BAD_INPUT)
+    if batch.results and batch.errored == len(batch.results):
+        # nothing was measured: as with a batch of invalid tasks, not a result
+        first = next((r.error for r in batch.results if r.error), None) or "no error message"
+        err_console.print(
+            f"[red]every trial errored[/] ({batch.errored}); the first: {shown(first)}",
+            highlight=False,
+            soft_wrap=True,
+        )
+        raise typer.Exit(EXIT_BAD_INPUT)
     if fail_under is not None and batch.gated_pass_rate < fail_under:
         err_console.print(
             f"pass rate {batch.gated_pass_rate:.1%} (invalid and unsupported tasks and trials "
@@ -102,14 +124,19 @@ def _execute(
 
 
 @trial_options(
-    "tasks_dir", "n_concurrent", "n_attempts", "model", "output", "quiet", "pattern", "provider",
-    "agent", "resume", "retry_errors", "force", "fail_under", "workers", "base_url", "api_key",
+    "ctx", "tasks_dir", "n_concurrent", "n_attempts", "model", "output", "quiet", "pattern",
+    "provider", "agent", "resume", "retry_errors", "force", "fail_under", "workers", "base_url",
+    "api_key",
     "max_turns", "system_prompt_file", "max_tokens", "temperature", "reasoning_effort",
     "no_reasoning", "openrouter_routing", "prices", "watch", "debug",
 )  # fmt: skip
 def batch_command(
     options: TrialOptions,
-    tasks_dir: Annotated[Path, typer.Argument(help="Folder searched for task.toml files.")],
+    ctx: typer.Context,
+    tasks_dir: Annotated[
+        Path | None,
+        typer.Argument(help="Folder searched for task.toml files (with --resume: the run's)."),
+    ] = None,
     n_concurrent: Annotated[
         int, typer.Option("--n-concurrent", "-n", min=1, help="Trials in flight.")
     ] = 2,
@@ -118,7 +145,12 @@ def batch_command(
         str, typer.Option("--pattern", "-p", help="Glob for task.toml files.")
     ] = "**/task.toml",
     resume: Annotated[
-        Path | None, typer.Option("--resume", help="A batch folder to finish.")
+        Path | None,
+        typer.Option(
+            "--resume",
+            help="A batch folder to finish, with the settings it was run with (flags given "
+            "here win; the API key comes from the flag or the environment).",
+        ),
     ] = None,
     retry_errors: Annotated[
         bool, typer.Option("--retry-errors", help="With --resume, re-run errored trials too.")
@@ -139,6 +171,9 @@ def batch_command(
     ] = None,
 ) -> None:
     """Run every task under TASKS_DIR, k attempts each, n at a time."""
+    run = _recorded(resume, ("batch",), options.debug)
+    if run is not None:
+        options = resumed_options(ctx, options, run)
     if options.watch and options.n_attempts > 1:
         fail(WATCH_WITH_ATTEMPTS)
     settings = _settings(
@@ -146,27 +181,62 @@ def batch_command(
         retry_errors=retry_errors, force=force, workers=workers,
         watch=_view_mode(options.watch, False),
     )  # fmt: skip
-    _execute([tasks_dir], settings, fail_under, options.debug)
+    if run is not None:
+        resume_settings(ctx, settings, run)
+    tasks = [tasks_dir] if tasks_dir is not None else _recorded_tasks(run, "TASKS_DIR")
+    _execute(tasks, settings, fail_under, options.debug)
+
+
+def _recorded(resume: Path | None, kinds: tuple[str, ...], debug: bool) -> dict[str, Any] | None:
+    if resume is None:
+        return None
+    try:
+        return recorded_run(resume, kinds)
+    except Exception as exc:
+        handle_errors(exc, debug)
+
+
+def _recorded_tasks(run: dict[str, Any] | None, argument: str) -> list[Path]:
+    paths = run.get("task_paths") if run is not None else None
+    if not paths or not isinstance(paths, list):
+        fail(f"missing {argument} (or --resume RUN_DIR of a run that records its tasks)")
+    return [Path(str(p)) for p in paths]
 
 
 @trial_options(
-    "task", "model", "agent", "provider", "output", "n_attempts", "base_url", "api_key",
-    "max_turns", "system_prompt_file", "max_tokens", "temperature", "reasoning_effort",
+    "ctx", "task", "model", "agent", "provider", "output", "n_attempts", "resume", "base_url",
+    "api_key", "max_turns", "system_prompt_file", "max_tokens", "temperature", "reasoning_effort",
     "no_reasoning", "openrouter_routing", "prices", "watch", "interactive", "debug",
 )  # fmt: skip
 def run_command(
     options: TrialOptions,
-    task: Annotated[Path, typer.Argument(help="A task folder (with task.toml).")],
+    ctx: typer.Context,
+    task: Annotated[
+        Path | None,
+        typer.Argument(help="A task folder (with task.toml; with --resume: the run's)."),
+    ] = None,
+    resume: Annotated[
+        Path | None,
+        typer.Option("--resume", help="A run folder to finish, with its settings (as batch's)."),
+    ] = None,
     interactive: InteractiveOpt = False,
 ) -> None:
     """Run one task and show its result."""
+    run = _recorded(resume, ("run",), options.debug)
+    if run is not None:
+        options = resumed_options(ctx, options, run)
+    if task is None:
+        task = _recorded_tasks(run, "TASK")[0]
     if not (task / "task.toml").is_file():
-        fail(f"{task}/task.toml not found: not a task folder")
+        fail(_not_a_task(task))
     if (options.watch or interactive) and options.n_attempts > 1:
         fail(WATCH_WITH_ATTEMPTS)
     settings = _settings(
-        options, n_concurrent=1, run_prefix="run", watch=_view_mode(options.watch, interactive)
-    )
+        options, n_concurrent=1, run_prefix="run", view="trial", resume=resume,
+        watch=_view_mode(options.watch, interactive),
+    )  # fmt: skip
+    if run is not None:
+        resume_settings(ctx, settings, run)
     batch = _execute([task], settings, None, options.debug)
     if batch.output_dir is not None:
         for result in batch.results:

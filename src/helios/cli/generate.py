@@ -23,7 +23,7 @@ from helios.cli.common import (
     shown,
 )
 from helios.cli.common import run_coroutine as run_async
-from helios.datagen.settings import HERMES_DEFAULT_MODEL, load_prefill, split_list
+from helios.datagen.settings import default_model, load_prefill, split_list
 from helios.display.console import SafeConsole, plain
 
 
@@ -31,19 +31,31 @@ def _opt(*names: str, help: str) -> Any:
     return typer.Option(*names, help=help)
 
 
+#: what the help of a required flag says
+REQUIRED = "Required (not with --list_distributions; with --resume, the run's)."
 DatasetOpt = Annotated[
     Path | None,
-    _opt("--dataset_file", "--dataset-file", help='JSONL prompts, one {"prompt": ...} per line.'),
+    _opt(
+        "--dataset_file",
+        "--dataset-file",
+        help='JSONL prompts, one {"prompt": ...} per line. ' + REQUIRED,
+    ),
 ]
 BatchOpt = Annotated[
     int | None,
-    _opt("--batch_size", "--batch-size", help="Prompts per batch file and checkpoint entry."),
+    _opt(
+        "--batch_size",
+        "--batch-size",
+        help="Prompts per batch file and checkpoint entry. " + REQUIRED,
+    ),
 ]
 RunOpt = Annotated[str | None, _opt("--run_name", "--run-name",
-                                    help="Run folder name under --output_dir.")]  # fmt: skip
+                                    help="Run folder name under --output_dir. Required "
+                                    "(not with --list_distributions).")]  # fmt: skip
 
 
 def generate_command(
+    ctx: typer.Context,
     dataset_file: DatasetOpt = None,
     batch_size: BatchOpt = None,
     run_name: RunOpt = None,
@@ -51,13 +63,14 @@ def generate_command(
         str, _opt("--distribution", help="Toolset distribution (--list_distributions shows them).")
     ] = "default",
     model: Annotated[
-        str,
+        str | None,
         _opt(
             "--model",
-            help="Model name, sent verbatim to --base_url "
-            "(with --routing helios: a Helios provider/model).",
+            help="Model name, sent verbatim to --base_url (with --routing helios: a Helios "
+            f"provider/model). Default: {default_model('hermes')} "
+            f"({default_model('helios')} with --routing helios).",
         ),
-    ] = (HERMES_DEFAULT_MODEL),
+    ] = None,
     api_key: Annotated[
         str | None,
         _opt(
@@ -206,6 +219,18 @@ def generate_command(
     if list_distributions:
         _list(distributions_file, debug)
         return
+    if resume and run_name is not None:
+        p = _resumed(ctx, output_dir / run_name, debug)
+        dataset_file, batch_size, model = p["dataset_file"], p["batch_size"], p["model"]
+        distribution, api_key, base_url = p["distribution"], p["api_key"], p["base_url"]
+        max_turns, num_workers, provider = p["max_turns"], p["num_workers"], p["provider"]
+        providers_allowed, providers_ignored = p["providers_allowed"], p["providers_ignored"]
+        providers_order, provider_sort = p["providers_order"], p["provider_sort"]
+        max_tokens, reasoning_effort = p["max_tokens"], p["reasoning_effort"]
+        reasoning_disabled, max_samples = p["reasoning_disabled"], p["max_samples"]
+        concurrency, keep_no_reasoning = p["concurrency"], p["keep_no_reasoning"]
+        distributions_file, routing, image = p["distributions_file"], p["routing"], p["image"]
+        prompt_timeout, prices = p["prompt_timeout"], p["prices"]
     required = (("--dataset_file", dataset_file), ("--batch_size", batch_size),
                 ("--run_name", run_name))  # fmt: skip
     missing = [flag for flag, value in required if value is None]
@@ -213,7 +238,7 @@ def generate_command(
         fail(f"{', '.join(missing)} required (or --list_distributions)")
     options = dict(
         dataset_file=dataset_file, batch_size=batch_size, run_name=run_name,
-        distribution=distribution, model=model, api_key=api_key, base_url=base_url,
+        distribution=distribution, model=model or "", api_key=api_key, base_url=base_url,
         max_iterations=max_turns, num_workers=num_workers, verbose=verbose,
         ephemeral_system_prompt=ephemeral_system_prompt, log_prefix_chars=log_prefix_chars,
         providers_allowed=split_list(providers_allowed),
@@ -226,6 +251,28 @@ def generate_command(
         reasoning_effort=reasoning_effort, reasoning_disabled=reasoning_disabled,
     )  # fmt: skip
     _run(options, prefill_messages_file, resume, debug or verbose)
+
+
+def _resumed(ctx: typer.Context, run_dir: Path, debug: bool) -> dict[str, Any]:
+    """The command's values, with each one not given taken from the run in `run_dir`
+    (nothing when there is no run there yet: `--resume` then starts it)."""
+    from helios.cli.resume import given, recorded_run
+    from helios.datagen.folder import STORE_DIR
+
+    values = dict(ctx.params)
+    if not (run_dir / STORE_DIR).is_dir():
+        return values
+    try:
+        run = recorded_run(run_dir / STORE_DIR, ("generate",))
+    except Exception as exc:
+        handle_errors(exc, debug)
+    recorded = {**(run.get("settings") or {}), "dataset_file": run.get("dataset_file"),
+                "model": run.get("model"), "distribution": run.get("distribution")}  # fmt: skip
+    paths = ("dataset_file", "prices", "distributions_file")
+    for name, value in recorded.items():
+        if name in values and value is not None and not given(ctx, name):
+            values[name] = Path(value) if name in paths else value
+    return values
 
 
 def _run(options: dict[str, Any], prefill: Path | None, resume: bool, debug: bool) -> None:

@@ -15,6 +15,7 @@ import typer
 
 from helios.errors import ConfigError
 from helios.models.base import GenerationConfig, ReasoningEffort
+from helios.models.routing import DEFAULT_MODEL
 from helios.models.services import ModelOptions
 
 ModelOpt = Annotated[
@@ -23,7 +24,7 @@ ModelOpt = Annotated[
         "--model", "-m",
         help="provider/model: anthropic/…, openai/…, openrouter/…, gemini/…, "
         "openai-compatible/… (with --base-url); bare claude-*, gpt-*, o* route by prefix. "
-        "Default: anthropic/claude-sonnet-4-5.",
+        f"Default: {DEFAULT_MODEL}.",
     ),
 ]  # fmt: skip
 AgentOpt = Annotated[
@@ -37,7 +38,13 @@ ProviderOpt = Annotated[
     str, typer.Option("--provider", help="Sandbox: docker (default) or local (bubblewrap).")
 ]
 OutputOpt = Annotated[
-    Path, typer.Option("--output", "-o", help="Folder that receives batch_YYYYMMDD_HHMMSS/.")
+    Path,
+    typer.Option(
+        "--output",
+        "-o",
+        help="Folder that receives the run's folder: batch_YYYYMMDD_HHMMSS/ "
+        "(helios run: run_YYYYMMDD_HHMMSS/).",
+    ),
 ]
 AttemptsOpt = Annotated[int, typer.Option("--attempts", "-k", min=1, help="Attempts per task.")]
 DebugOpt = Annotated[bool, typer.Option("--debug", help="Show tracebacks.")]

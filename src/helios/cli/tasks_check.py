@@ -11,7 +11,7 @@ from rich.table import Table
 
 from helios.cli.common import Interrupted, handle_errors, run_coroutine, shown
 from helios.display.console import SafeConsole, plain
-from helios.environments.registry import provider_class
+from helios.environments.registry import sandbox_provider
 from helios.tasks.features import caveats, features_used
 from helios.tasks.plan import LoadedTasks, load_tasks, resolve_task_dirs
 from helios.tasks.runner import ParallelRunner
@@ -34,7 +34,7 @@ def tasks_check_command(
     unsupported tasks are not run and are counted apart (they alone do not fail
     the check)."""
     try:
-        loaded = load_tasks(resolve_task_dirs(tasks_dir, pattern), provider_class(provider))
+        loaded = load_tasks(resolve_task_dirs(tasks_dir, pattern), sandbox_provider(provider))
     except Exception as exc:
         handle_errors(exc, debug)
     _features_table(loaded, provider)
@@ -75,7 +75,7 @@ def _features_table(loaded: LoadedTasks, provider: str) -> None:
     table = Table(title="Task features")
     for column in ("task", "uses", "not honoured"):
         table.add_column(column)
-    cls = provider_class(provider)
+    cls = sandbox_provider(provider)
     for task in loaded.tasks:
         used = ", ".join(features_used(task)) or "-"
         notes = "; ".join(caveats(task, cls)) or "-"

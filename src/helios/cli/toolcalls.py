@@ -84,7 +84,8 @@ def toolcalls_command(
 
 
 def _print(batch: BatchResult, test_ids: list[str], quiet: bool) -> list[tuple[str, BatchResult]]:
-    """The per-test summaries and the table. Test ids, prompts and tool names come
+    """The per-test summaries and the table; the failures' details once (under their
+    test, or under the table with `quiet`). Test ids, prompts and tool names come
     from the config and the agent: their control characters are shown."""
     from helios.toolcalls.report import terminal_summary
 
@@ -96,5 +97,5 @@ def _print(batch: BatchResult, test_ids: list[str], quiet: bool) -> list[tuple[s
         if not quiet:
             typer.echo("\n" + visible(test_id, one_line=True))
             typer.echo(visible(result.summary()))
-    typer.echo(visible(terminal_summary(entries)))
+    typer.echo(visible(terminal_summary(entries, failures=quiet)))
     return entries

@@ -2,7 +2,7 @@
 
     from helios.datagen import BatchRunner
     runner = BatchRunner(dataset_file="prompts.jsonl", batch_size=10, run_name="my_run",
-                         model="anthropic/claude-sonnet-4.6", num_workers=4)
+                         model="anthropic/claude-sonnet-4.5", num_workers=4)
     runner.run(resume=False)
 
 Outputs land in `<output_dir>/<run_name>/` (default `data/`) with Hermes's file

@@ -107,10 +107,15 @@ def _parse(raw: bytes, number: int) -> tuple[str, str | None, str | None] | BadL
     return prompt, image, cwd
 
 
-def load_dataset(path: Path, max_samples: int | None = None) -> Dataset:
-    """Read and check every line; raise InputError (exit 2) if nothing usable is left."""
+def check_dataset_file(path: Path) -> None:
+    """A missing dataset is an InputError (exit 2) before anything is read."""
     if not path.is_file():
         raise InputError("dataset file not found", file=str(path), field="--dataset_file")
+
+
+def load_dataset(path: Path, max_samples: int | None = None) -> Dataset:
+    """Read and check every line; raise InputError (exit 2) if nothing usable is left."""
+    check_dataset_file(path)
     rows: list[PromptRow] = []
     bad: list[BadLine] = []
     seen: Counter[str] = Counter()

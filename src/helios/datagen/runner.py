@@ -21,7 +21,7 @@ from helios.agents.registry import create_agent
 from helios.agents.toolsets import get_toolset
 from helios.agents.toolsets.hermes import HERMES_TOOLSET_TOOLS, all_hermes_tool_names
 from helios.datagen.adopt import adopt_rows
-from helios.datagen.dataset import load_dataset
+from helios.datagen.dataset import Dataset, check_dataset_file, load_dataset
 from helios.datagen.display import GenerateProgress, final_table
 from helios.datagen.distributions import (
     Distribution,
@@ -47,12 +47,14 @@ from helios.datagen.session import (
     review_records,
     run_config,
 )
-from helios.datagen.settings import HERMES_DEFAULT_MODEL, GenerateSettings
+from helios.datagen.settings import GenerateSettings
 from helios.datagen.statistics import statistics_document, totals
 from helios.datagen.units import PromptUnit, assign_batches, build_units
+from helios.display.console import SafeConsole
 from helios.display.progress import default_console, header_panel
 from helios.engine.run import Run, RunOutcome
 from helios.engine.store import write_json_atomic
+from helios.environments.registry import sandbox_provider
 from helios.models.services import ModelServices
 from helios.secrets import public_url
 from helios.text import visible
@@ -95,7 +97,7 @@ class BatchRunner:
         max_iterations: int = 10,
         base_url: str | None = None,
         api_key: str | None = None,
-        model: str = HERMES_DEFAULT_MODEL,
+        model: str | None = None,
         num_workers: int = 4,
         verbose: bool = False,
         ephemeral_system_prompt: str | None = None,
@@ -116,7 +118,7 @@ class BatchRunner:
         self.settings = GenerateSettings(
             dataset_file=Path(dataset_file), batch_size=batch_size, run_name=run_name,
             distribution=distribution, max_turns=max_iterations, base_url=base_url,
-            api_key=api_key, model=model, num_workers=num_workers, verbose=verbose,
+            api_key=api_key, model=model or "", num_workers=num_workers, verbose=verbose,
             ephemeral_system_prompt=ephemeral_system_prompt, log_prefix_chars=log_prefix_chars,
             providers_allowed=providers_allowed, providers_ignored=providers_ignored,
             providers_order=providers_order, provider_sort=provider_sort, max_tokens=max_tokens,
@@ -125,15 +127,25 @@ class BatchRunner:
         )  # fmt: skip
         s = self.settings
         s.check()
+        sandbox_provider(s.provider)  # a prompt's tools run commands: not `null`
+        check_dataset_file(s.dataset_file)  # read when the run starts (`_load_dataset`)
         self.console = console or default_console()
+        #: warnings go apart from the output (stderr), unless a console is given
+        self.warnings = console or SafeConsole(stderr=True)
         extra = load_distributions_file(s.distributions_file) if s.distributions_file else {}
         self.distribution: Distribution = resolve_distribution(s.distribution, extra)
-        self.dataset = load_dataset(s.dataset_file, s.max_samples)
-        self._warn_bad_lines()
         if openrouter_min_coding_score is not None:
             self._warn("openrouter_min_coding_score is not supported by Helios; ignored")
         self.services: ModelServices | None = None
-        self.result = GenerateResult(s.run_dir, bad_lines=len(self.dataset.bad))
+        self.result = GenerateResult(s.run_dir)
+        #: the prompts, read when the run starts (after the run folder is checked)
+        self.dataset: Dataset
+
+    def _load_dataset(self) -> None:
+        s = self.settings
+        self.dataset = load_dataset(s.dataset_file, s.max_samples)
+        self.result.bad_lines = len(self.dataset.bad)
+        self._warn_bad_lines()
 
     # -- messages ---------------------------------------------------------------------
     def _say(self, text: str, style: str = "") -> None:
@@ -143,7 +155,9 @@ class BatchRunner:
             self.console.print(markup, highlight=False, soft_wrap=True)
 
     def _warn(self, text: str) -> None:
-        self._say(f"warning: {text}", "yellow")
+        if self.settings.show_progress:
+            shown = escape(visible(f"warning: {text}"))  # it may quote the dataset
+            self.warnings.print(f"[yellow]{shown}[/]", highlight=False, soft_wrap=True)
 
     def _warn_bad_lines(self) -> None:
         bad = self.dataset.bad
@@ -182,7 +196,8 @@ class BatchRunner:
         async with Run(open_services=lambda: open_services(s)) as run:
             assert run.services is not None
             self.services = run.services
-            check_run_name(s)
+            check_run_name(s)  # before the dataset is read: it may be large
+            self._load_dataset()
             await run.open(run_config(s))
             await self._run(run, open_session(run, s), run.services)
         return self.result

@@ -15,6 +15,7 @@ from helios.datagen.settings import GenerateSettings
 from helios.engine.run import ConcurrencyConfig, OutputsConfig, Run, RunConfig, SandboxConfig
 from helios.engine.store import RUN_FILE, RunStore
 from helios.errors import ConfigError
+from helios.secrets import public_url
 
 
 @dataclass
@@ -40,6 +41,31 @@ def check_run_name(settings: GenerateSettings) -> None:
         )  # fmt: skip
 
 
+#: the settings `helios generate --resume` takes from the run when not given again, by
+#: their flag's name (the system prompt and prefill are not kept: pass them again;
+#: --max_samples is this invocation's: a resume without it runs the whole dataset)
+RESUMABLE = ("batch_size", "base_url", "routing", "provider", "max_turns", "num_workers",
+             "concurrency", "max_tokens", "reasoning_effort", "reasoning_disabled",
+             "providers_allowed", "providers_ignored", "providers_order", "provider_sort",
+             "keep_no_reasoning", "image", "prompt_timeout", "prices",
+             "distributions_file")  # fmt: skip
+
+
+def resumable_settings(settings: GenerateSettings) -> dict[str, Any]:
+    """What run.json keeps for `--resume` (no key; the endpoint without its userinfo)."""
+    kept: dict[str, Any] = {}
+    for name in RESUMABLE:
+        value = getattr(settings, name)
+        if isinstance(value, list):
+            value = ",".join(value)
+        elif isinstance(value, Path):
+            value = str(value.absolute())
+        kept[name] = value
+    if settings.base_url:
+        kept["base_url"] = public_url(settings.base_url)
+    return kept
+
+
 def run_config(settings: GenerateSettings) -> RunConfig:
     """The engine's run for a generate folder: `<run_name>/.helios/`, resumed by name."""
     s = settings
@@ -53,8 +79,9 @@ def run_config(settings: GenerateSettings) -> RunConfig:
         sandbox=SandboxConfig(provider=s.provider),
         outputs=OutputsConfig(fixed=s.run_dir / STORE_DIR),
         recorded={
-            "run_name": s.run_name, "dataset_file": str(s.dataset_file), "model": s.model,
-            "distribution": s.distribution, "seed": seed,
+            "run_name": s.run_name, "dataset_file": str(s.dataset_file.absolute()),
+            "model": s.model, "distribution": s.distribution, "seed": seed,
+            "settings": resumable_settings(s),
         },
     )  # fmt: skip
 

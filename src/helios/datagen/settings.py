@@ -8,9 +8,9 @@ from typing import Any, get_args
 
 from helios.errors import ConfigError, InputError
 from helios.models.base import ReasoningEffort
+from helios.models.routing import DEFAULT_MODEL, openrouter_name
 
 OPENROUTER_URL = "https://openrouter.ai/api/v1"
-HERMES_DEFAULT_MODEL = "anthropic/claude-sonnet-4.6"
 PROVIDER_SORTS = ("price", "throughput", "latency")
 DEFAULT_SYSTEM_PROMPT = (
     "You are a helpful assistant with access to tools that run in a Linux sandbox. Use them "
@@ -25,7 +25,8 @@ class GenerateSettings:
     batch_size: int
     run_name: str
     distribution: str = "default"
-    model: str = HERMES_DEFAULT_MODEL
+    #: "": the default model (`DEFAULT_MODEL`), as the routing spells it
+    model: str = ""
     api_key: str | None = field(default=None, repr=False)
     #: None: OpenRouter's endpoint with Hermes routing, the provider's own with Helios routing
     base_url: str | None = None
@@ -72,6 +73,8 @@ class GenerateSettings:
             self.distributions_file = Path(self.distributions_file)
         if self.prices is not None:
             self.prices = Path(self.prices)
+        if not self.model:
+            self.model = default_model(self.routing)
 
     @property
     def in_flight(self) -> int:
@@ -124,6 +127,12 @@ class GenerateSettings:
         if self.prompt_timeout <= 0:
             raise ConfigError("--prompt_timeout must be positive", field="--prompt_timeout")
         check_prefill(self.prefill_messages or [], "--prefill_messages_file")
+
+
+def default_model(routing: str) -> str:
+    """The one default model (`helios.models.routing.DEFAULT_MODEL`) as `routing`
+    names it: OpenRouter's spelling with Hermes's routing, Helios's with Helios's."""
+    return DEFAULT_MODEL if routing == "helios" else openrouter_name(DEFAULT_MODEL)
 
 
 def split_list(text: str | None) -> list[str] | None:

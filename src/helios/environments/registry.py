@@ -7,6 +7,7 @@ from importlib.metadata import entry_points
 
 from helios.environments.base import Environment
 from helios.environments.spec import SandboxSpec
+from helios.errors import ConfigError
 from helios.plugins import Plugins
 
 ENTRY_POINT_GROUP = "helios.environments"
@@ -38,6 +39,28 @@ def available_providers() -> list[str]:
 
 def provider_class(name: str) -> type[Environment]:
     return PROVIDERS.get(name)
+
+
+#: providers with no sandbox: the tool-call door's (its agents only say what they
+#: would call); a task or a prompt needs commands run, so they are not offered there
+NO_SANDBOX = ("null",)
+
+
+def sandbox_provider(name: str) -> type[Environment]:
+    """A provider whose sandboxes run commands (a task's, `helios batch --provider`):
+    an unknown name or `null` is a ConfigError that lists the ones there are."""
+    if name in NO_SANDBOX:
+        known = ", ".join(n for n in available_providers() if n not in NO_SANDBOX)
+        raise ConfigError(
+            f"provider {name!r} has no sandbox (it is for tool-call tests); use one of: {known}",
+            field="--provider",
+        )
+    try:
+        return provider_class(name)
+    except ConfigError as exc:
+        known = ", ".join(n for n in available_providers() if n not in NO_SANDBOX)
+        raise ConfigError(f"unknown provider {name!r} (known: {known})",
+                          field="--provider") from exc  # fmt: skip
 
 
 def create_environment(name: str, spec: SandboxSpec, *, trial_id: str, run_id: str) -> Environment:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
@@ -119,6 +120,19 @@ class GenerationConfig:
         if self.keep_images != DEFAULT_KEEP_IMAGES:
             identity["keep_images"] = self.keep_images
         return identity
+
+    @classmethod
+    def from_identity(cls, identity: Mapping[str, Any]) -> GenerationConfig:
+        """The settings `identity()` recorded (a run's run.json), for a resume."""
+        max_tokens = identity.get("max_tokens")
+        return cls(
+            max_tokens=max_tokens if isinstance(max_tokens, int) else cls().max_tokens,
+            omit_max_tokens=max_tokens is None,
+            temperature=identity.get("temperature"),
+            reasoning_effort=identity.get("reasoning_effort"),
+            openrouter_provider=dict(identity.get("openrouter_provider") or {}),
+            keep_images=identity.get("keep_images", DEFAULT_KEEP_IMAGES),
+        )
 
 
 @dataclass(slots=True)

@@ -23,6 +23,24 @@ from urllib.parse import urlparse
 from helios.errors import ConfigError
 from helios.secrets import public_url, register_secret, register_url
 
+#: the model of every door when none is named (`helios batch`, `run`, `generate`),
+#: as a Helios provider/model name; the price table and the computer agent know it
+DEFAULT_MODEL = "anthropic/claude-sonnet-4-5"
+
+
+_VERSION = re.compile(r"-(\d+)-(\d+)$")
+_DOTTED = r"-\1.\2"
+
+
+def openrouter_name(model: str) -> str:
+    """A Helios `anthropic/…` name as OpenRouter spells it (a dot in the version:
+    anthropic/claude-sonnet-4-5 → anthropic/claude-sonnet-4.5); others as they are."""
+    provider, _, name = model.rpartition("/")
+    if provider != "anthropic":
+        return model
+    return f"{provider}/{_VERSION.sub(_DOTTED, name)}"
+
+
 #: the wires: Chat Completions, Anthropic Messages, OpenAI Responses, Gemini generateContent
 Api = Literal["openai", "anthropic", "responses", "gemini"]
 APIS: tuple[Api, ...] = ("openai", "anthropic", "responses", "gemini")

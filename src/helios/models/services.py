@@ -12,7 +12,7 @@ from helios.models.base import GenerationConfig, Message, Model, ModelResponse
 from helios.models.limiter import AdaptiveLimiter
 from helios.models.pricing import PriceTable
 from helios.models.retry import OnRetry, RetryPolicy, call_with_retries
-from helios.models.routing import Api, ModelSpec
+from helios.models.routing import DEFAULT_MODEL, Api, ModelSpec
 from helios.slots import Slot
 from helios.usage import Usage
 
@@ -126,9 +126,6 @@ class ModelServices:
         if self._model is not None:
             await self._model.close()
             self._model = None
-
-
-DEFAULT_MODEL = "anthropic/claude-sonnet-4-5"
 
 
 @dataclass

@@ -18,6 +18,7 @@ from rich.markup import escape
 
 from helios.agents.registry import agent_class, choose_agent, create_agent
 from helios.display.progress import BatchProgress, default_console, header_panel
+from helios.display.trial import TrialView
 from helios.engine.run import (
     ConcurrencyConfig,
     OutputsConfig,
@@ -28,9 +29,11 @@ from helios.engine.run import (
 )
 from helios.engine.store import KEEP_LEFTOVERS, RunStore, write_json_atomic
 from helios.engine.workers import default_workers
-from helios.environments.registry import provider_class
+from helios.environments.registry import sandbox_provider
 from helios.errors import InputError
-from helios.models.services import DEFAULT_MODEL, ModelServices
+from helios.models.routing import DEFAULT_MODEL
+from helios.models.services import ModelServices
+from helios.secrets import public_url
 from helios.tasks.door import TaskDoor
 from helios.tasks.plan import (
     LoadedTasks,
@@ -39,7 +42,7 @@ from helios.tasks.plan import (
     load_tasks,
     resolve_task_dirs,
 )
-from helios.tasks.report import final_panels
+from helios.tasks.report import final_panels, pass_at_k_panel
 from helios.tasks.results import TrialResult
 from helios.tasks.settings import TaskBatchSettings
 from helios.tasks.summary import (
@@ -98,7 +101,7 @@ class ParallelRunner:
         self._agent = choose_agent(settings.agent, settings.models.model)
         create_agent(self._agent, **settings.agent_settings)
         self.uses_model = agent_class(self._agent).uses_model
-        self.provider_class = provider_class(settings.provider)  # an unknown name fails first
+        self.provider_class = sandbox_provider(settings.provider)  # a bad name fails first
         if self.uses_model and settings.models.model is None:
             settings.models.model = DEFAULT_MODEL
         self.model = settings.models.model
@@ -110,6 +113,8 @@ class ParallelRunner:
         #: why the batch stopped early (a fatal error), if it did
         self.aborted: str | None = None
         self.run_dir: Path | None = None
+        #: `helios run`'s view, when it is the one shown (`TaskBatchSettings.view`)
+        self._trial_view: TrialView | None = None
 
     # the documented attributes, read by callers and the CLI
     @property
@@ -210,8 +215,20 @@ class ParallelRunner:
                 parent=s.output_dir, prefix=s.run_prefix, resume=s.resume, force=s.force
             ),
             identity=self._identity(),
-            recorded={"task_paths": [str(p) for p in _as_list(self.task_paths)]},
+            recorded=self._recorded(),
         )
+
+    def _recorded(self) -> dict[str, Any]:
+        """What `--resume RUN_DIR` alone continues with (never a secret: the endpoint
+        without a key in it, no API key)."""
+        s = self.settings
+        base_url = s.models.base_url
+        return {
+            "task_paths": [str(Path(p).absolute()) for p in _as_list(self.task_paths)],
+            "n_concurrent": s.n_concurrent, "pattern": s.pattern, "workers": s.workers,
+            "base_url": public_url(base_url) if base_url else None,
+            "prices": str(s.models.prices.absolute()) if s.models.prices else None,
+        }  # fmt: skip
 
     # -- running -------------------------------------------------------------
     async def run(self) -> BatchResult:
@@ -231,11 +248,17 @@ class ParallelRunner:
         self._report_store_repairs(store)
         folders = {str(h.folder): tid for tid, h in index.items() if h.folder is not None}
         specs = dedupe_folders(specs, folders)
-        progress = BatchProgress(self.console, total=0, quiet=s.quiet or not s.show_progress)
+        quiet = s.quiet or not s.show_progress
+        progress: BatchProgress | TrialView
+        if s.view == "trial":
+            progress = self._trial_view = TrialView(self.console, agent=self._agent_line(),
+                                                    quiet=quiet)  # fmt: skip
+        else:
+            progress = BatchProgress(self.console, total=0, quiet=quiet)
+            if self.services is not None:
+                progress.extra_source = self.services.live_line
         # a batch of an earlier Helios kept its time only in its summary
         run.prior_seconds = run.prior_seconds or _prior_duration(store.run_dir)
-        if self.services is not None:
-            progress.extra_source = self.services.live_line
 
         def finish(outcome: RunOutcome[TrialSpec, TrialResult]) -> BatchResult:
             self.aborted = outcome.aborted
@@ -258,11 +281,28 @@ class ParallelRunner:
             )  # fmt: skip
 
     async def _notify(self, spec: TrialSpec, result: TrialResult) -> None:
+        if self._trial_view is not None:
+            self._show_result(self._trial_view, result)
         if self.on_complete is None:
             return
         maybe = self.on_complete(spec.task.name, TaskResult.from_trial(result))
         if inspect.isawaitable(maybe):
             await maybe
+
+    @staticmethod
+    def _show_result(view: TrialView, result: TrialResult) -> None:
+        errors = [e for e in (result.error, result.agent_error) if e is not None]
+        usage = result.usage
+        view.result(
+            passed=result.passed, status=result.status,
+            rewards=result.rewards or {"reward": result.reward}, duration=result.duration,
+            error="; ".join(f"{e.type}: {e.message}" for e in errors) or None,
+            usage=f"tokens {usage.input_tokens:,} in · {usage.output_tokens:,} out · "
+            f"{usage.calls:,} model calls" if usage.calls else "",
+        )  # fmt: skip
+
+    def _agent_line(self) -> str:
+        return self.agent + (f" · {self.model}" if self.model else "")
 
     def _finish(
         self,
@@ -298,9 +338,12 @@ class ParallelRunner:
                 f"[yellow]warning[/] cannot write {escape(str(store.run_dir / SUMMARY_FILE))}: "
                 f"{escape(str(exc.strerror))}", highlight=False, soft_wrap=True,
             )  # fmt: skip
-        if self.settings.show_progress and not self.settings.quiet:
+        shown = self.settings.show_progress and not self.settings.quiet
+        if shown and self.settings.view == "batch":
             for panel in final_panels(batch):
                 self.console.print(panel)
+        elif shown and batch.n_attempts > 1:
+            self.console.print(pass_at_k_panel(batch))
         return batch
 
     def _print_header(self, n_trials: int, n_pending: int, store: RunStore) -> None:
@@ -312,6 +355,10 @@ class ParallelRunner:
                 f"removed {len(store.pruned)} old leftover folder(s) from _incomplete/ "
                 f"(the last {KEEP_LEFTOVERS} of each trial are kept)", highlight=False,
             )  # fmt: skip
+        if s.view == "trial":
+            self.console.print(header_panel("Helios run", self._trial_header(n_trials, n_pending,
+                                                                            store)))  # fmt: skip
+            return
         rows = {
             "Tasks": f"{n_trials // s.n_attempts} found"
             + (f", {len(self.invalid)} invalid" if self.invalid else "")
@@ -326,12 +373,24 @@ class ParallelRunner:
         }
         self.console.print(header_panel("Helios batch", rows))
 
+    def _trial_header(self, n_trials: int, n_pending: int, store: RunStore) -> dict[str, str]:
+        s = self.settings
+        task = str(_as_list(self.task_paths)[0])
+        rows = {"Task": task, "Agent": self._agent_line(), "Environment": s.provider}
+        if s.n_attempts > 1:
+            rows["Attempts"] = str(s.n_attempts) + (
+                f" ({n_trials - n_pending} already done)" if n_pending < n_trials else ""
+            )
+        rows["Output"] = str(store.run_dir)
+        return rows
+
 
 class AgentRunner:
     """Run one task (optionally k attempts) and return its `BatchResult`."""
 
     def __init__(self, task_path: str | Path, **kwargs: Any) -> None:
         kwargs.setdefault("run_prefix", "run")
+        kwargs.setdefault("view", "trial")
         self._runner = ParallelRunner([task_path], **kwargs)
 
     async def run(self) -> BatchResult:

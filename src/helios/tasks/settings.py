@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from helios.environments.desktop.vnc import ViewMode
 from helios.errors import ConfigError
@@ -39,6 +39,9 @@ class TaskBatchSettings:
     #: serve each GUI trial's desktop on 127.0.0.1 (`--watch`: "view", `--interactive`:
     #: "control"); not part of a trial's identity
     watch: ViewMode | None = None
+    #: "batch": the live line and the results panel; "trial": one trial's phases, tool
+    #: calls and rewards as lines (`helios run`, `AgentRunner`)
+    view: Literal["batch", "trial"] = "batch"
 
     def __post_init__(self) -> None:
         if self.n_concurrent < 1 or self.n_attempts < 1:

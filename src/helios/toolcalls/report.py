@@ -86,9 +86,12 @@ def report_document(entries: Sequence[Entry]) -> dict[str, Any]:
     }
 
 
-def terminal_summary(entries: Sequence[Entry], title: str = "tool-call tests") -> str:
-    """One line per test (PASS/FAIL, match rate, k/n runs), then the failures' details.
-    For a terminal: test ids, prompts and calls have their control characters shown."""
+def terminal_summary(
+    entries: Sequence[Entry], title: str = "tool-call tests", *, failures: bool = True
+) -> str:
+    """One line per test (PASS/FAIL, match rate, k/n runs), then the failures' details
+    (not with `failures=False`: the caller has shown them). For a terminal: test ids,
+    prompts and calls have their control characters shown."""
     entries = [(visible(name, one_line=True), result) for name, result in entries]
     width = max(len(name) for name, _ in entries)
     lines = ["", "=" * 60, title.upper(), "=" * 60]
@@ -101,10 +104,10 @@ def terminal_summary(entries: Sequence[Entry], title: str = "tool-call tests") -
     lines += ["-" * 60,
               f"  Total: {len(entries)}  Passed: {n_passed}  Failed: {len(entries) - n_passed}",
               "=" * 60]  # fmt: skip
-    failures = [(name, result) for name, result in entries if not result.passed]
-    if failures:
+    failed = [(name, result) for name, result in entries if not result.passed]
+    if failed and failures:
         lines += ["", "FAILURES:"]
-        for name, result in failures:
+        for name, result in failed:
             lines += ["", f"  {name}:"]
             lines += [f"  {line}" for line in result.summary().splitlines()]
     return visible("\n".join(lines))

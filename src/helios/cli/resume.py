@@ -1,0 +1,87 @@
+"""`--resume RUN_DIR` alone: every setting but secrets comes from the run's run.json.
+
+A run folder records what it was started with (`run.json`: the agent, the model,
+the endpoint, the sandbox, attempts, generation settings, the tasks). A flag given
+on the command line wins (a setting that changes results is then refused by the
+engine's check, unless --force); a flag left at its default takes the run's value.
+The API key is never recorded: it comes from the flag or the environment as usual.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import typer
+
+from helios.cli.options import TrialOptions
+from helios.engine.store import RUN_FILE
+from helios.errors import InputError
+from helios.models.base import GenerationConfig
+from helios.tasks.settings import TaskBatchSettings
+
+#: the options of a generation setting: given one of them, the run's generation is not used
+GENERATION_OPTIONS = ("max_tokens", "temperature", "reasoning_effort", "no_reasoning",
+                      "openrouter_routing")  # fmt: skip
+
+
+def recorded_run(run_dir: Path, kinds: tuple[str, ...]) -> dict[str, Any]:
+    """The run.json of `run_dir`, which must be a run of one of `kinds`."""
+    path = run_dir / RUN_FILE
+    try:
+        data = json.loads(path.read_text("utf-8"))
+    except FileNotFoundError:
+        raise InputError(f"{run_dir} is not a Helios run folder (no {RUN_FILE})") from None
+    except (OSError, ValueError) as exc:
+        raise InputError(f"cannot read the run's settings: {exc}", file=str(path)) from None
+    if not isinstance(data, dict):
+        raise InputError("not a run's settings (expected an object)", file=str(path))
+    kind = data.get("kind")
+    if kind not in kinds:
+        raise InputError(f"a run of `helios {kind}`, not of `helios {kinds[0]}`",
+                         file=str(path), field="kind")  # fmt: skip
+    return data
+
+
+def given(ctx: typer.Context, name: str) -> bool:
+    """Whether the user set `name` (on the command line or from the environment)."""
+    source = ctx.get_parameter_source(name)
+    return source is not None and source.name not in ("DEFAULT", "DEFAULT_MAP")
+
+
+def resumed_options(
+    ctx: typer.Context, options: TrialOptions, run: Mapping[str, Any]
+) -> TrialOptions:
+    """`options` with each one the user left at its default taken from the run."""
+    taken: dict[str, Any] = {}
+    agent = run.get("agent")
+    # "tool, computer": no agent was named, each task chose its own
+    if isinstance(agent, str) and "," not in agent:
+        taken["agent"] = agent
+    for name in ("model", "provider", "n_attempts", "base_url", "prices"):
+        if run.get(name) is not None:
+            taken[name] = run[name]
+    if "prices" in taken:
+        taken["prices"] = Path(taken["prices"])
+    return replace(options, **{k: v for k, v in taken.items() if not given(ctx, k)})
+
+
+def resume_settings(
+    ctx: typer.Context, settings: TaskBatchSettings, run: Mapping[str, Any]
+) -> None:
+    """The settings the options do not carry as they were recorded: the agent's
+    settings (a system prompt is kept as its text), generation, concurrency, pattern."""
+    if not (given(ctx, "max_turns") or given(ctx, "system_prompt_file")):
+        recorded = run.get("agent_settings")
+        if isinstance(recorded, dict):
+            settings.agent_settings = dict(recorded)
+    generation = run.get("generation")
+    if isinstance(generation, dict) and not any(given(ctx, n) for n in GENERATION_OPTIONS):
+        settings.models.generation = GenerationConfig.from_identity(generation)
+    for name, field in (("n_concurrent", "n_concurrent"), ("pattern", "pattern"),
+                        ("workers", "workers")):  # fmt: skip
+        if run.get(name) is not None and name in ctx.params and not given(ctx, name):
+            setattr(settings, field, run[name])

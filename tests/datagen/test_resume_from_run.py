@@ -1,0 +1,41 @@
+"""`helios generate --resume --run_name NAME` alone: the rest comes from the run."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from helios.testing.mock_llm import MockLLMServer
+from tests.datagen.conftest import hermes_args, read_jsonl, run_generate, write_dataset
+
+pytestmark = pytest.mark.usefixtures("need_bwrap")
+
+
+def test_resume_takes_the_dataset_model_and_endpoint_from_the_run(
+    tmp_path: Path, mock_server: MockLLMServer
+) -> None:
+    dataset = write_dataset(tmp_path / "p.jsonl", [f"Task {i}: go." for i in range(4)])
+    run_generate(tmp_path, *hermes_args(mock_server, dataset, "r"), "--max_samples=2", check=True)
+    stored = json.loads((tmp_path / "data/r/.helios/run.json").read_text())
+    assert stored["settings"]["base_url"] == mock_server.openai_base_url
+    assert "api_key" not in json.dumps(stored["settings"])
+    requests = int(mock_server.stats["requests"])
+    # no dataset, batch size, model or endpoint: without the run's endpoint this would
+    # go to OpenRouter and stop for want of OPENROUTER_API_KEY
+    result = run_generate(tmp_path, "--run_name=r", "--resume", check=True)
+    assert "2 already done" in result.stdout
+    assert int(mock_server.stats["requests"]) > requests  # the 2 new prompts ran
+    rows = read_jsonl(tmp_path / "data/r/trajectories.jsonl")
+    assert sorted(int(r["prompt_index"]) for r in rows) == [0, 1, 2, 3]
+    assert f"mock @ {mock_server.openai_base_url}" in result.stdout  # the run's, in the header
+    # a flag given again wins over the run's value (all is done: nothing is sent)
+    other = run_generate(tmp_path, "--run_name=r", "--resume", "--base_url=http://127.0.0.1:9/v1",
+                         check=True)  # fmt: skip
+    assert "mock @ http://127.0.0.1:9/v1" in other.stdout
+
+
+def test_resume_of_a_run_that_does_not_exist_needs_the_flags(tmp_path: Path) -> None:
+    result = run_generate(tmp_path, "--run_name=nothing", "--resume")
+    assert result.returncode == 2 and "--dataset_file, --batch_size required" in result.stderr
