@@ -120,6 +120,7 @@ def test_without_web_configuration_default_skips_web_with_one_warning(
     dataset = write_dataset(tmp_path / "p.jsonl", ["Task 1: go.", "Task 2: go."])
     args = [a for a in hermes_args(mock_server, dataset, "d") if "distribution" not in a]
     result = run_generate(tmp_path, *args, check=True)
-    assert result.stdout.count("toolset 'web' skipped") == 1
+    assert result.stderr.count("toolset 'web' skipped") == 1  # a warning: on stderr
+    assert "toolset 'web' skipped" not in result.stdout
     for row in read_jsonl(tmp_path / "data/d/trajectories.jsonl"):
         assert row["toolsets_used"] == ["terminal", "file"]
