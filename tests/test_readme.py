@@ -48,3 +48,28 @@ def test_the_readme_names_every_option_of_helios_run() -> None:
     named = set(OPTION.findall(text))
     missing = _options("run") - named
     assert missing == set(), f"README does not name `helios run`'s {sorted(missing)}"
+
+
+# The project's work log ("issue 13's table", "this session's other two changes") means
+# nothing to a user: the README, the benchmarks' README and the benchmarks' --help speak
+# to users.
+WORK_LOG = re.compile(r"\bissue\s+\d+|\bthe issue's|\bthis session\b|\bclosing note\b", re.I)
+
+
+def test_user_facing_texts_carry_no_work_log_wording() -> None:
+    import subprocess
+    import sys
+
+    root = README.parent
+    texts = {
+        "README.md": README.read_text("utf-8"),
+        "benchmarks/README.md": (root / "benchmarks" / "README.md").read_text("utf-8"),
+    }
+    for script in ("run.py", "desktop.py", "toolcalls.py"):
+        shown = subprocess.run(
+            [sys.executable, str(root / "benchmarks" / script), "--help"],
+            capture_output=True, text=True, timeout=60, check=True,
+        )  # fmt: skip
+        texts[f"benchmarks/{script} --help"] = shown.stdout
+    found = {name: WORK_LOG.findall(text) for name, text in texts.items()}
+    assert {name: hits for name, hits in found.items() if hits} == {}
