@@ -73,3 +73,13 @@ def test_user_facing_texts_carry_no_work_log_wording() -> None:
         texts[f"benchmarks/{script} --help"] = shown.stdout
     found = {name: WORK_LOG.findall(text) for name, text in texts.items()}
     assert {name: hits for name, hits in found.items() if hits} == {}
+
+
+def test_the_output_tree_names_every_file_the_store_keeps_in_a_run_folder() -> None:
+    from helios.engine import store
+    from helios.tasks.runner import SUMMARY_FILE
+
+    tree = _section(README.read_text("utf-8"), "output/batch_20261122_143000/", "```")
+    entries = {line.split()[0].rstrip("/") for line in tree.splitlines()[1:] if line[2:3] != " "}
+    kept = {store.LOCK_FILE, store.RUN_FILE, store.RESULTS_FILE, store.INCOMPLETE_DIR, SUMMARY_FILE}
+    assert kept - entries == set()
