@@ -1,5 +1,5 @@
 """The desktop of GUI tasks, per sandbox provider (docker, local): figures and their
-ratios to issue 19's goals; nothing here is asserted.
+ratios to the goals below; nothing here is asserted.
 
 - start: from a started sandbox to `Desktop.start` returning (Xvfb, openbox and
   Chromium at a page, each checked ready), median of --starts (goal ≤ 1.5 s);

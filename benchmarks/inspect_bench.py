@@ -1,6 +1,6 @@
 """The same workload through Inspect AI (the optional `bench` extra): its react
 agent with its bash tool in its `local` sandbox, against the same model server,
-with the fastest flags the issue names. Runs `inspect eval` as a process and
+with its fastest flags. Runs `inspect eval` as a process and
 measures it from outside (wall, CPU of it and its children, peak RSS).
 
 Note: Inspect's `local` sandbox runs commands on the host itself, with no

@@ -1,7 +1,8 @@
-"""Helios's benchmark runner (issue 13): every workload against the same scripted
-model server (its own process), one row per workload, then the issue's targets.
+"""Helios's benchmark runner: every workload against the same scripted model
+server (its own process), one row per workload; `--targets` measures Helios's
+performance targets row by row.
 
-    .venv/bin/python benchmarks/run.py                       # the issue's table
+    .venv/bin/python benchmarks/run.py                       # one row per workload
     .venv/bin/python benchmarks/run.py --only local,inspect  # some workloads
     .venv/bin/python benchmarks/run.py --only trivial -N 2560 -C 256 -T 3 --latency-ms 1000
 
@@ -151,7 +152,7 @@ def main() -> None:
     parser.add_argument("--api", choices=("openai", "anthropic"), default="openai")
     parser.add_argument("--workers", type=int, default=os.cpu_count() or 1)
     parser.add_argument("--targets", action="store_true",
-                        help="run the issue's targets table (long: tens of minutes)")
+                        help="measure the performance targets, row by row (long: tens of minutes)")
     parser.add_argument("--rows", default="", help="with --targets: some rows only "
                         "(bash,trivial,rss,resume,docker,localstart)")  # fmt: skip
     parser.add_argument("--quick", action="store_true", help="with --targets: smaller N")

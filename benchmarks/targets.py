@@ -1,4 +1,4 @@
-"""The issue's targets table (issue 13), measured row by row: `run.py --targets`.
+"""Helios's performance targets, measured row by row: `run.py --targets`.
 
 Each row runs its workloads in fresh processes (see run.py) and prints the
 figure, the target and whether it is met, with the machine's load when it ran.

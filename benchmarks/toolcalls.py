@@ -1,7 +1,7 @@
 """Throughput of the tool-call door: runs/s and CPU per run on the engine.
 
 1,000 runs of a callable agent with 5 ms of latency at max_concurrency=200
-(the issue's target: under 3 s on 2 cores). The synthesizer is an in-memory
+(the target: under 3 s on 2 cores). The synthesizer is an in-memory
 stand-in (synthesis is once per prompt anyway), so what is measured is
 Helios's own work per run: scheduling, the door, retries' bookkeeping,
 evaluation, recording and events.
@@ -68,7 +68,7 @@ async def bench(runs: int, prompts: int, latency: float, limit: int, fail_every:
     print(f"CPU              {cpu:.3f} s ({cpu / result.total * 1000:.3f} ms per run)")
     ideal = result.total / limit * latency
     print(f"ideal wall time  {ideal:.3f} s (latency-bound)")
-    if (result.total, latency, limit) == (1000, 0.005, 200):  # the issue's configuration
+    if (result.total, latency, limit) == (1000, 0.005, 200):  # the target's configuration
         print(f"target           < {TARGET_SECONDS:.1f} s: ratio {wall / TARGET_SECONDS:.2f} "
               f"({'met' if wall < TARGET_SECONDS else 'MISSED'})")  # fmt: skip
 

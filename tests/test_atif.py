@@ -376,7 +376,17 @@ def test_missing_jsonschema_gives_actionable_import_error(
     atif._validator.cache_clear()
     monkeypatch.setitem(sys.modules, "jsonschema", None)  # makes `import jsonschema` fail
     try:
-        with pytest.raises(ImportError, match=r"helios-harness\[dev\]"):
+        with pytest.raises(ImportError, match=r"helios-harness\[validate\]"):
             validate_trajectory(valid_doc)
     finally:
         atif._validator.cache_clear()
+
+
+def test_the_extra_named_for_jsonschema_installs_it() -> None:
+    """The ImportError above sends users to the `validate` extra: it must exist."""
+    import tomllib
+
+    pyproject = Path(__file__).resolve().parents[1] / "pyproject.toml"
+    project = tomllib.loads(pyproject.read_text(encoding="utf-8"))["project"]
+    extras = project["optional-dependencies"]
+    assert any(req.startswith("jsonschema") for req in extras["validate"])

@@ -292,3 +292,15 @@ def test_cli_subprocess_serves_and_exits_on_sigterm(tmp_path: Path) -> None:
             proc.wait(timeout=5)
         stderr = proc.stderr.read() if proc.stderr else ""
     assert "cli-key" not in stderr and "Traceback" not in stderr
+
+
+def test_every_cli_option_has_a_help_text() -> None:
+    """The README sends readers to `--help` for the fault options: each must say what it does."""
+    from helios.testing.mock_llm import build_parser
+
+    options = [a for a in build_parser()._actions if a.option_strings]
+    assert {"--rate-429", "--rate-500", "--drop", "--malformed"} <= {
+        name for a in options for name in a.option_strings
+    }
+    missing = [a.option_strings[0] for a in options if not (a.help or "").strip()]
+    assert missing == []

@@ -89,13 +89,23 @@ async def spawn(
     try:
         return await asyncio.shield(starting)
     except BaseException:
-        # Let the start finish (milliseconds), then kill what it made, so the
-        # caller's own cleanup sees the process gone.
+        # Let the start finish (milliseconds), then kill and reap what it made, so
+        # the caller's own cleanup sees the process gone. All of it runs to its
+        # end: a second cancel must not leave the process running, or its
+        # transport to outlive the event loop.
         with contextlib.suppress(BaseException):
-            proc = await run_to_end(within(10, starting))
-            _kill_group(proc)
-            await run_to_end(within(5, proc.wait()))
+            await run_to_end(_kill_when_started(starting))
         raise
+
+
+async def _kill_when_started(starting: asyncio.Future[asyncio.subprocess.Process]) -> None:
+    try:
+        proc = await within(10, asyncio.shield(starting))
+    except Exception:
+        return  # the start failed (or hung): there is no process to kill
+    _kill_group(proc)
+    with contextlib.suppress(TimeoutError):
+        await within(5, proc.wait())
 
 
 async def run_process(
@@ -174,9 +184,11 @@ async def _wait_readers(
         # Mark the outcome as retrieved so asyncio does not log it at exit.
         readers.add_done_callback(lambda f: f.cancelled() or f.exception())
         # Bounded: on Python 3.11 wait() also waits for the pipes to close, and a
-        # process that escaped the group could hold them open forever.
+        # process that escaped the group could hold them open forever. Run to its end
+        # even through a second cancel: a process killed but not reaped leaves its
+        # transport to outlive the event loop (and a zombie).
         with contextlib.suppress(BaseException):
-            await within(5, asyncio.shield(proc.wait()))
+            await run_to_end(within(5, proc.wait()))
         raise
     try:
         # After a kill the pipes close, so the readers finish with what was written;

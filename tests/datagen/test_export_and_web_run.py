@@ -30,7 +30,10 @@ def _export(cwd: Path, run: Path, fmt: str) -> Path:
                             cwd=cwd, env=cli_env(), capture_output=True, text=True,
                             timeout=120)  # fmt: skip
     assert result.returncode == 0, result.stderr
-    return run / "export" / f"{fmt}.{'parquet' if fmt == 'parquet' else 'jsonl'}"
+    name = {"sharegpt": "sharegpt.jsonl", "openai": "openai.jsonl", "parquet": "sharegpt.parquet"}
+    path = run / "export" / name[fmt]
+    assert f"→ {path}" in result.stdout.replace("\n", "")  # where the CLI says it wrote
+    return path
 
 
 @pytest.fixture

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import io
 import json
+import sys
 import wave
 from array import array
 from pathlib import Path
@@ -14,6 +16,8 @@ import pytest
 from helios import toolcalls as russo
 from helios.toolcalls import audio as au
 from helios.toolcalls.cache import AudioCache, CachedSynthesizer
+
+from ..waiting import wait_until
 
 needs_espeak = pytest.mark.espeak
 
@@ -142,3 +146,36 @@ def test_disabled_cache_always_synthesizes(tmp_path: Path) -> None:
     asyncio.run(cached.synthesize("a"))
     asyncio.run(cached.synthesize("a"))
     assert inner.n == 2 and AudioCache(tmp_path).size() == 0
+
+
+def test_a_cancelled_synthesis_kills_and_reaps_espeak(tmp_path: Path) -> None:
+    """A cancel (Ctrl-C, a stopped batch) mid-synthesis leaves no espeak-ng running, and
+    no subprocess transport to outlive the event loop."""
+    import gc
+    import os
+
+    fake = tmp_path / "espeak-ng"
+    pid_file = tmp_path / "pid"
+    fake.write_text(f"#!/bin/sh\necho $$ > {pid_file}\nexec sleep 60\n")
+    fake.chmod(0o755)
+    leaks: list[str] = []
+
+    async def main() -> None:
+        synthesizer = russo.EspeakSynthesizer(executable=str(fake))
+        task = asyncio.ensure_future(synthesizer.synthesize("hello"))
+        started = lambda: pid_file.exists() and pid_file.read_text().strip()  # noqa: E731
+        await asyncio.to_thread(wait_until, started, "espeak-ng started")
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+
+    previous = sys.unraisablehook
+    sys.unraisablehook = lambda u: leaks.append(f"{u.exc_value!r} in {u.object!r}")
+    try:
+        asyncio.run(main())
+        gc.collect()
+    finally:
+        sys.unraisablehook = previous
+    assert leaks == []
+    with pytest.raises(ProcessLookupError):  # gone, and reaped (a zombie still takes signals)
+        os.kill(int(pid_file.read_text()), 0)

@@ -129,6 +129,9 @@ def test_a_function_agent_and_pipeline_section(tmp_path: Path) -> None:
          "c.yaml: agent.name: unknown name 'nosuch'"),
         ("agent: cli_agents:Nope\ntests:\n  - {id: a, prompt: x}\n",
          "c.yaml: agent.name: 'cli_agents' has no attribute 'Nope'"),
+        ("agent: agents:KeywordAgent\ntests:\n  - {id: a, prompt: x}\n",
+         "c.yaml: agent.name: cannot import 'agents': no agents.py next to the config file "
+         "or on the Python path"),
         ("agent: {name: http, params: {nope: 1}}\ntests:\n  - {id: a, prompt: x}\n",
          "c.yaml: agent.params: TypeError:"),
         ("agent: {name: http, params: {url: u, parser: {name: xml}}}\ntests:\n"

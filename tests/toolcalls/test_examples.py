@@ -37,9 +37,12 @@ def test_example_script(script: str, expected: str, tmp_path: Path) -> None:
 @needs_espeak
 def test_pytest_example_runs_russos_tests_unchanged(tmp_path: Path) -> None:
     shutil.copytree(EXAMPLES / "pytest_example", tmp_path / "example")
-    result = _run("-m", "pytest", "-q", "-p", "no:cacheprovider", "-o", "asyncio_mode=auto",
-                  "-o", "asyncio_default_fixture_loop_scope=function", "example",
+    # As the example's docstring says to run it: its own pytest.ini, no -o overrides.
+    result = _run("-m", "pytest", "-q", "-p", "no:cacheprovider", "example",
                   "--toolcalls-report", "report.json", cwd=tmp_path)  # fmt: skip
     assert result.returncode == 0, result.stdout + result.stderr
     assert "3 passed" in result.stdout and "Total: 3  Passed: 3  Failed: 0" in result.stdout
     assert (tmp_path / "report.json").is_file()
+    # pytest-asyncio's "asyncio_default_fixture_loop_scope is unset" deprecation warning
+    assert "asyncio_default_fixture_loop_scope" not in result.stdout + result.stderr
+    assert "PytestDeprecationWarning" not in result.stdout + result.stderr

@@ -329,7 +329,12 @@ def export_command(
     fmt: Annotated[str, _opt("--format", "-f", help="sharegpt | openai | parquet.")] = "sharegpt",
     output: Annotated[
         Path | None,
-        _opt("--output", "-o", help="Output file (default: RUN/export/FORMAT.jsonl|parquet)."),
+        _opt(
+            "--output",
+            "-o",
+            help="Output file (default: RUN/export/sharegpt.jsonl, "
+            "openai.jsonl or sharegpt.parquet).",
+        ),
     ] = None,
     debug: Annotated[bool, _opt("--debug", help="Show tracebacks.")] = False,
 ) -> None:

@@ -22,6 +22,9 @@ from helios.datagen.folder import TRAJECTORIES
 from helios.errors import ConfigError, InputError
 
 FORMATS = ("sharegpt", "openai", "parquet")
+#: each format's file under RUN/export/, named for the rows it holds and its file type
+#: (parquet holds the sharegpt rows, as sharegpt.jsonl does)
+FILE_NAMES = {"sharegpt": "sharegpt.jsonl", "openai": "openai.jsonl", "parquet": "sharegpt.parquet"}
 _TOOLS = re.compile(r"<tools>\n(.*?)\n</tools>", re.DOTALL)
 _CALL = re.compile(r"<tool_call>\n(.*?)\n</tool_call>", re.DOTALL)
 _RESPONSE = re.compile(r"<tool_response>\n(.*?)\n</tool_response>", re.DOTALL)
@@ -123,8 +126,7 @@ def export_run(run_dir: Path, fmt: str, output: Path | None = None) -> tuple[Pat
     """Write the export; returns its path and the number of rows."""
     if fmt not in FORMATS:
         raise ConfigError(f"unknown format {fmt!r} (use {'|'.join(FORMATS)})", field="--format")
-    suffix = "parquet" if fmt == "parquet" else "jsonl"
-    target = output or run_dir / "export" / f"{fmt}.{suffix}"
+    target = output or run_dir / "export" / FILE_NAMES[fmt]
     target.parent.mkdir(parents=True, exist_ok=True)
     rows = read_rows(run_dir)
     if fmt == "sharegpt":

@@ -382,37 +382,80 @@ class MockLLMServer:
 
 
 # -- the command line: python -m helios.testing.mock_llm -------------------------
-def _parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+def build_parser() -> argparse.ArgumentParser:
+    """The command line's parser (every option has a help text: the README sends readers
+    to `--help`)."""
     parser = argparse.ArgumentParser(
         prog="python -m helios.testing.mock_llm",
         description="Scripted model server for tests, speaking OpenAI Chat Completions and "
         "Responses, Anthropic Messages and Gemini generateContent, computer use included "
         "(never use with real keys).",
     )
-    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
     parser.add_argument("--port", type=int, default=0, help="0 picks a free port")
     parser.add_argument("--script", type=Path, help="JSON script file (default: always 'Done.')")
-    parser.add_argument("--latency-ms", type=float, default=0.0)
+    parser.add_argument(
+        "--latency-ms", type=float, default=0.0, help="wait this long before each reply (default 0)"
+    )
     parser.add_argument(
         "--jitter-ms",
         type=float,
         default=0.0,
         help="each reply's latency varies by up to this much, either way",
     )
-    parser.add_argument("--rate-429", type=float, default=0.0)
-    parser.add_argument("--retry-after", type=float, default=1.0)
-    parser.add_argument("--rate-500", type=float, default=0.0)
-    parser.add_argument("--drop", type=float, default=0.0)
-    parser.add_argument("--malformed", type=float, default=0.0)
     parser.add_argument(
-        "--fail-sequence", default="", help="comma-separated, e.g. 429,500,drop,malformed"
+        "--rate-429",
+        type=float,
+        default=0.0,
+        metavar="P",
+        help="probability (0-1) that a request gets a 429 with Retry-After",
+    )
+    parser.add_argument(
+        "--retry-after",
+        type=float,
+        default=1.0,
+        metavar="S",
+        help="seconds in the 429's Retry-After header (default 1)",
+    )
+    parser.add_argument(
+        "--rate-500",
+        type=float,
+        default=0.0,
+        metavar="P",
+        help="probability (0-1) that a request gets a 500",
+    )
+    parser.add_argument(
+        "--drop",
+        type=float,
+        default=0.0,
+        metavar="P",
+        help="probability (0-1) that the connection is closed before any reply",
+    )
+    parser.add_argument(
+        "--malformed",
+        type=float,
+        default=0.0,
+        metavar="P",
+        help="probability (0-1) of a 200 whose JSON body is cut off midway",
+    )
+    parser.add_argument(
+        "--fail-sequence",
+        default="",
+        help="faults for the first requests, in order, before the random ones: "
+        "comma-separated, e.g. 429,500,drop,malformed",
     )
     parser.add_argument("--require-key", help="reject other API keys with 401")
-    parser.add_argument("--seed", type=int)
+    parser.add_argument(
+        "--seed", type=int, help="seed of the random faults, for a repeatable sequence"
+    )
     parser.add_argument("--no-strict-history", action="store_true",
                         help="accept unanswered tool calls / orphan tool results")  # fmt: skip
     parser.add_argument("--port-file", type=Path, help="write the bound port here")
-    return parser.parse_args(argv)
+    return parser
+
+
+def _parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    return build_parser().parse_args(argv)
 
 
 def _write_port_file(path: Path, port: int) -> None:

@@ -213,6 +213,16 @@ def resolve(reference: str, builtins: dict[str, str]) -> Any:
         raise ValueError(f"unknown name {reference!r}: use one of {known}, or module:Class")
     try:
         module = importlib.import_module(module_name)
+    except ModuleNotFoundError as exc:
+        missing = exc.name or ""
+        if not (module_name == missing or module_name.startswith(missing + ".")):
+            raise ValueError(f"cannot import {module_name!r} ({exc})") from None
+        # The module itself is missing (not one it imports): say where it is looked for.
+        where = module_name.replace(".", "/")
+        raise ValueError(
+            f"cannot import {module_name!r}: no {where}.py next to the config file "
+            "or on the Python path"
+        ) from None
     except ImportError as exc:
         raise ValueError(f"cannot import {module_name!r} ({exc})") from None
     try:

@@ -289,13 +289,14 @@ def load_schema() -> dict[str, Any]:
 @functools.cache
 def _validator() -> _Validator:
     try:
-        # import_module rather than `import`: jsonschema is a dev-only dependency and
-        # ships no type information, so a static import would break mypy --strict.
+        # import_module rather than `import`: jsonschema is an optional dependency (the
+        # `validate` extra) and ships no type information, so a static import would
+        # break mypy --strict.
         jsonschema = importlib.import_module("jsonschema")
     except ImportError as exc:
         raise ImportError(
-            "validate_trajectory needs the 'jsonschema' package, a development dependency; "
-            "install it with: pip install 'helios-harness[dev]'"
+            "validate_trajectory needs the 'jsonschema' package; "
+            "install it with: pip install 'helios-harness[validate]'"
         ) from exc
     validator_class = jsonschema.Draft202012Validator
     schema = load_schema()

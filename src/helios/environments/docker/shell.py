@@ -162,10 +162,11 @@ class ContainerShell(SandboxShell):
         spare); ok when none is left."""
         return await self.stop_others(STOP_TIMEOUT)
 
-    async def close(self) -> None:
+    async def _close(self) -> None:
         """End the stream: an idle server exits on it, and `--rm` removes the
         container before `docker run` returns. Otherwise (a command still
-        running, or a server gone astray) the container is removed by force."""
+        running, or a server gone astray) the container is removed by force.
+        (`close` runs this to its end, even through a cancel.)"""
         self.dead = True
         proc, self.proc = self.proc, None
         if proc is None:

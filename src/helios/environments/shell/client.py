@@ -142,8 +142,9 @@ class SandboxShell:
                 self._server, self._server_pid = found
                 self._state = server_state(self._server_pid)
         except BaseException as exc:
-            reason = await self._failure_reason()
-            await run_to_end(self.close())
+            # To its end even through another cancel: the server must not be left
+            # running (nor its transport to outlive the event loop).
+            reason = await run_to_end(self._fail())
             if isinstance(exc, ShellUnavailable | asyncio.IncompleteReadError | TimeoutError):
                 raise ShellUnavailable(reason or str(exc)) from None
             raise
@@ -199,6 +200,12 @@ class SandboxShell:
         """Kill every process of the sandbox but the server and what its services
         spare; ok when none is left."""
         return await self.run("", {}, timeout, head=self.head(b"stop"))
+
+    async def _fail(self) -> str:
+        """After a failed start: why (the server's stderr), once the shell is closed."""
+        reason = await self._failure_reason()
+        await self.close()
+        return reason
 
     async def _failure_reason(self) -> str:
         task = self._stderr
@@ -336,7 +343,12 @@ class SandboxShell:
         await self.close()
 
     async def close(self) -> None:
-        """Kill the shell and everything in its sandbox namespace; idempotent."""
+        """Kill the shell and everything in its sandbox namespace; idempotent. It runs
+        to its end even if cancelled meanwhile (then the cancel goes on): a server
+        killed but not reaped would outlive its event loop."""
+        await run_to_end(self._close())
+
+    async def _close(self) -> None:
         self.dead = True
         proc, self.proc = self.proc, None
         server, self._server = self._server, None

@@ -6,9 +6,13 @@ import asyncio
 import shutil
 from typing import Any, Literal
 
+from helios._proc import decode, run_process
 from helios.errors import ConfigError, HeliosError
 from helios.toolcalls.audio import pcm16_to_wav, resample_pcm16, to_mono, wav_to_pcm16
 from helios.toolcalls.types import Audio
+
+#: bytes of WAV kept from one prompt (espeak-ng speaks 44 KB a second: about 50 minutes)
+OUTPUT_CAP = 128 * 1024 * 1024
 
 
 class SynthesisError(HeliosError):
@@ -68,23 +72,17 @@ class EspeakSynthesizer:
     async def synthesize(self, text: str) -> Audio:
         if not text.strip():
             raise SynthesisError("cannot speak an empty prompt")
-        process = await asyncio.create_subprocess_exec(
-            *self._command(),
-            stdin=asyncio.subprocess.PIPE,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE,
+        # The text goes through stdin: a prompt starting with "-" is not an option.
+        # run_process kills and reaps espeak-ng on a timeout or a cancel.
+        result = await run_process(
+            self._command(), stdin=text.encode("utf-8"), timeout=self.timeout, cap=OUTPUT_CAP
         )
-        try:
-            # The text goes through stdin: a prompt starting with "-" is not an option.
-            async with asyncio.timeout(self.timeout):
-                out, err = await process.communicate(text.encode("utf-8"))
-        except TimeoutError:
-            process.kill()
-            await process.wait()
-            raise SynthesisError(f"espeak-ng took longer than {self.timeout:g}s") from None
-        if process.returncode != 0 or not out:
-            message = err.decode("utf-8", errors="replace").strip()[:200]
-            raise SynthesisError(f"espeak-ng failed (exit {process.returncode}): {message}")
+        if result.timed_out:
+            raise SynthesisError(f"espeak-ng took longer than {self.timeout:g}s")
+        out = result.stdout
+        if result.returncode != 0 or not out:
+            message = decode(result.stderr).strip()[:200]
+            raise SynthesisError(f"espeak-ng failed (exit {result.returncode}): {message}")
         pcm = await asyncio.to_thread(self._convert, out)
         if self.audio_format == "pcm":
             return Audio(data=pcm, format="pcm", sample_rate=self.sample_rate, transcript=text)
