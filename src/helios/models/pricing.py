@@ -76,8 +76,20 @@ class PriceTable:
         self.prices = dict(DEFAULT_PRICES if prices is None else prices)
         #: each key a price file gave → that file (to name it in a warning)
         self.sources: dict[str, Path] = {}
+        #: model → its key, for the key set it was found in (a price is asked for on
+        #: every model call; matching scans every key)
+        self._matched: dict[str, str | None] = {}
+        self._matched_keys: frozenset[str] = frozenset()
 
     def match(self, model: str) -> str | None:
+        keys = self.prices.keys()
+        if len(keys) != len(self._matched_keys) or keys != self._matched_keys:
+            self._matched, self._matched_keys = {}, frozenset(keys)
+        if model not in self._matched:
+            self._matched[model] = self._match(model)
+        return self._matched[model]
+
+    def _match(self, model: str) -> str | None:
         """The key of `model`'s price, or None. `model` is `provider/model` (or a bare
         name). A bare key (`claude-sonnet-4`) is a prefix of the model's last part; a key
         with slashes (`openai-compatible/scripted`, `anthropic/claude-sonnet-4`) is
