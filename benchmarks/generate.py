@@ -6,18 +6,29 @@ local (bubblewrap) sandbox per prompt. The run goes through `BatchRunner` exactl
 as the CLI does (store, batch files, merge, statistics).
 
     .venv/bin/python benchmarks/generate.py [--prompts 1500] [--concurrency 128]
+    .venv/bin/python benchmarks/generate.py --prompts 300 --concurrency 16 \
+        --hermes /path/to/hermes-venv/bin/python      # Hermes's batch_runner alongside
 
 Prints prompts/s, harness CPU per model turn (the Helios process; sandbox
 processes are reported apart), and two ratios: against the 25 prompts/s target
 on 2 cores, and against Hermes's ceiling for the same workload (its workers run
 each batch's prompts one after another: at most num_workers prompts in flight).
+
+With `--hermes PYTHON` (an interpreter with `pip install hermes-agent`), Hermes's own
+`batch_runner` runs the same dataset against the same server with `--num_workers` set
+to `--concurrency`, and the ratio is measured rather than bounded. Hermes runs in an
+empty HOME: its local terminal runs a login shell per command, which would otherwise
+read the user's profile (root's `pyenv init` and rehash here) on every command, a cost
+Helios's sandboxes do not pay; `--hermes-home` keeps the real HOME, to show that cost.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import resource
+import subprocess
 import sys
 import tempfile
 import time
@@ -53,6 +64,10 @@ def main() -> None:
     parser.add_argument("--concurrency", type=int, default=128)
     parser.add_argument("--latency-ms", type=float, default=100.0)
     parser.add_argument("--provider", default="local")
+    parser.add_argument("--hermes", metavar="PYTHON",
+                        help="also run Hermes's batch_runner with this interpreter")
+    parser.add_argument("--hermes-home", action="store_true",
+                        help="run Hermes with the real HOME, not an empty one")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         workdir = Path(tmp)
@@ -73,6 +88,7 @@ def main() -> None:
             cpu = time.process_time() - cpu
             children = _children_cpu() - children
             wall = time.monotonic() - wall
+            hermes = _hermes(args, dataset, url, workdir) if args.hermes else None
         finally:
             server.stop()
     turns = result.statistics["reasoning_statistics"]["total_assistant_turns"]
@@ -90,6 +106,34 @@ def main() -> None:
     print(f"ratio vs target     {rate / TARGET:.2f}x  (target {TARGET:g} prompts/s on 2 cores)")
     print(f"ratio vs Hermes     {rate / hermes_ceiling:.1f}x  (Hermes ceiling with "
           f"--num_workers=4: {hermes_ceiling:.0f} prompts/s)")  # fmt: skip
+    if hermes is not None:
+        rows, seconds = hermes
+        home = "the real HOME" if args.hermes_home else "an empty HOME"
+        print(f"Hermes batch_runner {rows} rows in {seconds:.1f} s = "
+              f"{rows / seconds:.2f} prompts/s (--num_workers={args.concurrency}, {home})")
+        print(f"ratio vs Hermes run {rate / (rows / seconds):.1f}x")
+
+
+def _hermes(args: argparse.Namespace, dataset: Path, url: str, workdir: Path) -> tuple[int, float]:
+    """Hermes's batch_runner on the same dataset and server: (rows, wall seconds)."""
+    env = dict(os.environ, OPENAI_API_KEY="bench", OPENROUTER_API_KEY="bench")
+    if not args.hermes_home:
+        home = workdir / "hermes-home"
+        home.mkdir()
+        env["HOME"] = str(home)
+    out = workdir / "hermes"
+    out.mkdir()
+    argv = [args.hermes, "-m", "batch_runner", f"--dataset_file={dataset}", "--batch_size=50",
+            "--run_name=bench", "--model=mock", f"--base_url={url}", "--api_key=bench",
+            f"--num_workers={args.concurrency}", "--distribution=terminal_only"]  # fmt: skip
+    started = time.monotonic()
+    proc = subprocess.run(argv, cwd=out, env=env, capture_output=True, text=True, check=False)
+    seconds = time.monotonic() - started
+    if proc.returncode != 0:
+        raise SystemExit(f"Hermes failed ({proc.returncode}): {proc.stderr.strip()[-800:]}")
+    found = list(out.rglob("trajectories.jsonl"))
+    rows = sum(1 for path in found for line in path.read_text().splitlines() if line.strip())
+    return rows, seconds
 
 
 if __name__ == "__main__":

@@ -55,9 +55,14 @@ def run(params: dict[str, Any], workdir: Path) -> dict[str, Any]:
             "--max-connections", concurrency, "--max-samples", concurrency,
             "--max-sandboxes", concurrency, "--max-subprocesses", concurrency,
             "--log-dir", str(workdir / "logs"), "--display", "none", *FAST_FLAGS]  # fmt: skip
-    # Inspect's OpenAI-compatible provider (Chat Completions): HELIOS_BASE_URL/_API_KEY
+    # Inspect's OpenAI-compatible provider (Chat Completions): HELIOS_BASE_URL/_API_KEY.
+    # An empty HOME: Inspect's bash tool runs a login shell, which would otherwise read
+    # the user's profile (here root's `pyenv init` and rehash, on every command), a
+    # cost Helios's sandboxes do not pay.
+    home = workdir / "home"
+    home.mkdir(exist_ok=True)
     env = {**os.environ, "HELIOS_BASE_URL": params["url"] + "/v1", "HELIOS_API_KEY": "bench",
-           "INSPECT_LOG_LEVEL": "warning"}  # fmt: skip
+           "INSPECT_LOG_LEVEL": "warning", "HOME": str(home)}  # fmt: skip
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     started = time.monotonic()
     proc = subprocess.run(argv, env=env, capture_output=True, text=True, check=False,

@@ -36,6 +36,7 @@ VOLATILE = {
     "started_at", "finished_at", "duration", "duration_seconds", "timings", "model_seconds",
     "created_at", "run_id", "timestamp", "task_paths", "output_dir",
     "seconds",  # run.json's time across resumes
+    "workers",  # run.json records the processes asked for
 }  # fmt: skip
 
 

@@ -199,16 +199,10 @@ class BatchProgress:
 
     def desktop(self, event: DesktopReady) -> None:
         """A trial's desktop is up: under `--watch`, served, and its URL shown."""
-        server = watch.active()
-        if server is None:
-            return
-        url = server.add(event)
+        url = watch.show_desktop(self.console, event)
         running = self._running.get(event.trial_id)
         if running is not None and url is not None:
             running.url = url
-        shown = url or "no view (the image has no x11vnc, or it did not answer)"
-        self.console.print(visible(f"desktop of {event.label}: {shown}", one_line=True),
-                           highlight=False, soft_wrap=True, markup=False)  # fmt: skip
 
     def started(self, key: str, label: str) -> None:
         self._running[key] = _Running(label, "queued", time.monotonic())
@@ -225,9 +219,7 @@ class BatchProgress:
 
     def finished(self, key: str, label: str, passed: bool, detail: str) -> None:
         self._running.pop(key, None)
-        server = watch.active()
-        if server is not None:
-            server.remove(key)
+        watch.forget_desktop(key)
         if passed:
             self.passed += 1
         else:

@@ -22,13 +22,16 @@ from types import TracebackType
 
 from rich.console import Console
 
+from helios.display import watch
 from helios.display.console import markup_safe
 from helios.engine.events import (
     BatchPlanned,
+    DesktopReady,
     Event,
     PhaseChanged,
     Retrying,
     ToolCalled,
+    TrialFinished,
     TrialStarted,
     TurnStarted,
 )
@@ -117,6 +120,10 @@ class TrialView:
         elif isinstance(event, Retrying):
             why = f": {event.error}" if event.error else ""
             self._line("  [yellow]retrying[/] ", f"{event.phase} in {event.delay:.0f}s{why}")
+        elif isinstance(event, DesktopReady):
+            watch.show_desktop(self.console, event)
+        elif isinstance(event, TrialFinished):
+            watch.forget_desktop(event.trial_id)
 
     def result(
         self,

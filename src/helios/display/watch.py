@@ -24,9 +24,11 @@ from pathlib import Path
 from urllib.parse import urlencode
 
 from aiohttp import WSMsgType, web
+from rich.console import Console
 
 from helios.engine.events import DesktopReady
 from helios.environments.desktop.vnc import connect
+from helios.text import visible
 
 NOVNC_DIR = Path("/usr/share/novnc")
 HOST = "127.0.0.1"
@@ -40,6 +42,26 @@ _active: WatchServer | None = None
 def active() -> WatchServer | None:
     """The watch server of this process, while one serves."""
     return _active
+
+
+def show_desktop(console: Console, event: DesktopReady) -> str | None:
+    """A trial's desktop is up: under `--watch`, serve it and print its URL (one line,
+    for every view: a batch's live line and `helios run`'s trial). Its URL, or None."""
+    server = active()
+    if server is None:
+        return None
+    url = server.add(event)
+    shown = url or "no view (the image has no x11vnc, or it did not answer)"
+    console.print(visible(f"desktop of {event.label}: {shown}", one_line=True),
+                  highlight=False, soft_wrap=True, markup=False)  # fmt: skip
+    return url
+
+
+def forget_desktop(trial_id: str) -> None:
+    """The trial ended: its desktop is no longer served."""
+    server = active()
+    if server is not None:
+        server.remove(trial_id)
 
 
 @dataclass(frozen=True)
