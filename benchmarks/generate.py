@@ -123,7 +123,10 @@ def _hermes(args: argparse.Namespace, dataset: Path, url: str, workdir: Path) ->
         env["HOME"] = str(home)
     out = workdir / "hermes"
     out.mkdir()
-    argv = [args.hermes, "-m", "batch_runner", f"--dataset_file={dataset}", "--batch_size=50",
+    # Hermes runs a batch's prompts one after another, one batch per worker: batches of
+    # prompts/workers keep every worker busy (its best case for this many workers)
+    batch = max(1, -(-args.prompts // args.concurrency))
+    argv = [args.hermes, "-m", "batch_runner", f"--dataset_file={dataset}", f"--batch_size={batch}",
             "--run_name=bench", "--model=mock", f"--base_url={url}", "--api_key=bench",
             f"--num_workers={args.concurrency}", "--distribution=terminal_only"]  # fmt: skip
     started = time.monotonic()
