@@ -208,28 +208,29 @@ def reap_orphans() -> None:
         time.sleep(0.0005)  # killed, not yet dead
 
 
+def spawn_sh(script: bytes, env: dict[bytes, bytes], stdin: int | None, out: int,
+             err: int) -> int:  # fmt: skip
+    """`sh -c script` in its own session, default signal dispositions, stdin `stdin`
+    (None: /dev/null), stdout `out`, stderr `err` (the C server's spawn_sh)."""
+    actions = [
+        (os.POSIX_SPAWN_OPEN, 0, "/dev/null", os.O_RDONLY, 0)
+        if stdin is None
+        else (os.POSIX_SPAWN_DUP2, stdin, 0),
+        (os.POSIX_SPAWN_DUP2, out, 1),
+        (os.POSIX_SPAWN_DUP2, err, 2),
+    ]
+    return os.posix_spawn(b"/bin/sh", [b"sh", b"-c", script], env, file_actions=actions,
+                          setsid=True, setsigdef=DEFAULT_SIGNALS)  # fmt: skip
+
+
 def spawn(script: bytes, env: dict[bytes, bytes], feed: bool) -> tuple[int, int, int, int]:
     """`sh -c script` in its own session: stdout and stderr pipes; stdin /dev/null,
     or a pipe for `feed` (an upload's archive)."""
     out_r, out_w = os.pipe()
     err_r, err_w = os.pipe()
     in_r, in_w = os.pipe() if feed else (-1, -1)
-    actions = [
-        (os.POSIX_SPAWN_DUP2, in_r, 0)
-        if feed
-        else (os.POSIX_SPAWN_OPEN, 0, "/dev/null", os.O_RDONLY, 0),
-        (os.POSIX_SPAWN_DUP2, out_w, 1),
-        (os.POSIX_SPAWN_DUP2, err_w, 2),
-    ]
     try:
-        pid = os.posix_spawn(
-            b"/bin/sh",
-            [b"sh", b"-c", script],
-            env,
-            file_actions=actions,
-            setsid=True,
-            setsigdef=DEFAULT_SIGNALS,
-        )
+        pid = spawn_sh(script, env, in_r if feed else None, out_w, err_w)
     finally:
         for fd in (out_w, err_w, in_r):
             if fd >= 0:
@@ -311,19 +312,7 @@ def start_service(script: bytes, env: dict[bytes, bytes], log: bytes) -> None:
             if info.st_mode & 0o170000 != 0o100000 or info.st_nlink != 1:
                 raise OSError(f"its log {log.decode(errors='replace')}: not a plain file")
             os.set_blocking(fd, True)
-            actions = [
-                (os.POSIX_SPAWN_OPEN, 0, "/dev/null", os.O_RDONLY, 0),
-                (os.POSIX_SPAWN_DUP2, fd, 1),
-                (os.POSIX_SPAWN_DUP2, fd, 2),
-            ]
-            pid = os.posix_spawn(
-                b"/bin/sh",
-                [b"sh", b"-c", script],
-                env,
-                file_actions=actions,
-                setsid=True,
-                setsigdef=DEFAULT_SIGNALS,
-            )
+            pid = spawn_sh(script, env, None, fd, fd)
         finally:
             os.close(fd)
     except (OSError, ValueError) as exc:  # ValueError: a NUL in a path or the script
