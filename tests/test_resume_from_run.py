@@ -99,3 +99,26 @@ def test_resume_of_another_kind_of_run_is_one_clear_line(tmp_path: Path) -> None
     assert "a run of `helios generate`, not of `helios batch`" in result.stderr
     missing = _helios("batch", "--resume", str(tmp_path / "none"), cwd=tmp_path)
     assert missing.returncode == 2 and "not a Helios run folder" in missing.stderr
+
+
+@pytest.mark.parametrize(
+    ("recorded", "line"),
+    [
+        ('{"kind": "batch", "n_concurrent": "lots"}', "[n_concurrent]: expected int, got str"),
+        ('{"kind": "batch", "n_attempts": 0}', "[n_attempts]: expected a positive number"),
+        ('{"kind": "batch", "model": ["a"]}', "[model]: expected str, got list"),
+        ('{"kind": "batch", "n_concurrent": true}', "[n_concurrent]: expected int, got bool"),
+        ("{not json", "cannot read the run's settings"),
+        ("[1, 2]", "not a run's settings (expected an object)"),
+    ],
+)
+def test_a_hostile_run_json_is_one_clear_line(tmp_path: Path, recorded: str, line: str) -> None:
+    """run.json is input: a hand-edited or hostile one names its file and field, never a
+    traceback or an internal error."""
+    run_dir = tmp_path / "r"
+    run_dir.mkdir()
+    (run_dir / "run.json").write_text(recorded)
+    result = _helios("batch", "--resume", str(run_dir), cwd=tmp_path)
+    assert result.returncode == 2, result.stderr
+    assert f"{run_dir / 'run.json'}" in result.stderr and line in result.stderr
+    assert "internal error" not in result.stderr and "Traceback" not in result.stderr

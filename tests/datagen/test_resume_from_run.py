@@ -39,3 +39,22 @@ def test_resume_takes_the_dataset_model_and_endpoint_from_the_run(
 def test_resume_of_a_run_that_does_not_exist_needs_the_flags(tmp_path: Path) -> None:
     result = run_generate(tmp_path, "--run_name=nothing", "--resume")
     assert result.returncode == 2 and "--dataset_file, --batch_size required" in result.stderr
+
+
+def test_a_hostile_value_in_the_run_json_is_one_clear_line(
+    tmp_path: Path, mock_server: MockLLMServer
+) -> None:
+    dataset = write_dataset(tmp_path / "p.jsonl", ["Task 0: go."])
+    run_generate(tmp_path, *hermes_args(mock_server, dataset, "r"), check=True)
+    path = tmp_path / "data/r/.helios/run.json"
+    stored = json.loads(path.read_text())
+    stored["settings"]["batch_size"] = "many"
+    path.write_text(json.dumps(stored))
+    result = run_generate(tmp_path, "--run_name=r", "--resume")
+    assert result.returncode == 2, result.stderr
+    assert "data/r/.helios/run.json [batch_size]: not a valid value: 'many'" in result.stderr
+    assert "internal error" not in result.stderr and "Traceback" not in result.stderr
+    stored["settings"] = "not an object"
+    path.write_text(json.dumps(stored))
+    result = run_generate(tmp_path, "--run_name=r", "--resume")
+    assert result.returncode == 2 and "[settings]: expected dict, got str" in result.stderr

@@ -8,6 +8,7 @@ input (never 0 on bad flags, unlike Hermes), 130 interrupted.
 
 from __future__ import annotations
 
+import typing
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -25,6 +26,7 @@ from helios.cli.common import (
 from helios.cli.common import run_coroutine as run_async
 from helios.datagen.settings import default_model, load_prefill, split_list
 from helios.display.console import SafeConsole, plain
+from helios.errors import InputError
 
 
 def _opt(*names: str, help: str) -> Any:
@@ -269,10 +271,31 @@ def _resumed(ctx: typer.Context, run_dir: Path, debug: bool) -> dict[str, Any]:
     recorded = {**(run.get("settings") or {}), "dataset_file": run.get("dataset_file"),
                 "model": run.get("model"), "distribution": run.get("distribution")}  # fmt: skip
     paths = ("dataset_file", "prices", "distributions_file")
+    hints = typing.get_type_hints(generate_command)
     for name, value in recorded.items():
         if name in values and value is not None and not given(ctx, name):
+            if not _fits(value, hints.get(name)):  # what the flag would refuse is refused
+                where = str(run_dir / STORE_DIR / "run.json")
+                bad = InputError(f"not a valid value: {value!r}", file=where, field=name)
+                handle_errors(bad, debug)
             values[name] = Path(value) if name in paths else value
     return values
+
+
+def _fits(value: Any, hint: Any) -> bool:
+    """Whether a value read from run.json is one the option's type takes (a path as its
+    text, an int where a float goes; a bool is not a number)."""
+    kinds = [k for k in typing.get_args(hint) or (hint,) if k is not type(None)]
+    for kind in kinds:
+        if kind is Path and isinstance(value, str):
+            return True
+        if kind in (int, float) and isinstance(value, bool):
+            continue
+        if kind is float and isinstance(value, int):
+            return True
+        if isinstance(kind, type) and isinstance(value, kind):
+            return True
+    return False
 
 
 def _run(options: dict[str, Any], prefill: Path | None, resume: bool, debug: bool) -> None:

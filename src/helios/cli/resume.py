@@ -28,6 +28,16 @@ GENERATION_OPTIONS = ("max_tokens", "temperature", "reasoning_effort", "no_reaso
                       "openrouter_routing")  # fmt: skip
 
 
+#: the run.json fields a resume takes, with the type each must have (a run folder is
+#: input like any other: a hand-edited or hostile one gets one clear line)
+RECORDED_TYPES: dict[str, type] = {
+    "agent": str, "model": str, "provider": str, "base_url": str, "prices": str,
+    "pattern": str, "dataset_file": str, "distribution": str, "n_attempts": int,
+    "n_concurrent": int, "workers": int, "agent_settings": dict, "generation": dict,
+    "settings": dict,
+}  # fmt: skip
+
+
 def recorded_run(run_dir: Path, kinds: tuple[str, ...]) -> dict[str, Any]:
     """The run.json of `run_dir`, which must be a run of one of `kinds`."""
     path = run_dir / RUN_FILE
@@ -43,6 +53,16 @@ def recorded_run(run_dir: Path, kinds: tuple[str, ...]) -> dict[str, Any]:
     if kind not in kinds:
         raise InputError(f"a run of `helios {kind}`, not of `helios {kinds[0]}`",
                          file=str(path), field="kind")  # fmt: skip
+    for name, kind_of in RECORDED_TYPES.items():
+        value = data.get(name)
+        if value is None:
+            continue
+        if isinstance(value, bool) or not isinstance(value, kind_of):
+            raise InputError(f"expected {kind_of.__name__}, got {type(value).__name__}",
+                             file=str(path), field=name)  # fmt: skip
+        if isinstance(value, int) and value < (0 if name == "workers" else 1):
+            raise InputError(f"expected a positive number, got {value}", file=str(path),
+                             field=name)  # fmt: skip
     return data
 
 
