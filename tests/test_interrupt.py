@@ -15,11 +15,14 @@ from .conftest import TaskMaker, helios_cmd
 N_TASKS = 6
 
 
-def _slow_tasks(make_task: TaskMaker, seconds: float) -> None:
+def _slow_tasks(make_task: TaskMaker, seconds: float, later: float | None = None) -> None:
+    """N_TASKS tasks that sleep `seconds`; the second half sleeps `later` when given, so
+    that trials are still in flight for a while after the first lines are written."""
     for i in range(N_TASKS):
+        sleep = later if later is not None and i >= N_TASKS // 2 else seconds
         make_task(
             f"slow-{i}",
-            solve=f"sleep {seconds}; touch /app/ok\n",
+            solve=f"sleep {sleep}; touch /app/ok\n",
             test="if test -e /app/ok; then echo 1; else echo 0; fi > /logs/verifier/reward.txt\n",
         )
 
@@ -81,7 +84,9 @@ def _resume(tasks: Path, out: Path, run_dir: Path, provider: str) -> None:
 
 @pytest.mark.usefixtures("need_docker")
 def test_ctrl_c_with_docker_then_resume(make_task: TaskMaker, tmp_path: Path) -> None:
-    _slow_tasks(make_task, 3)
+    # the second wave sleeps 12 s: a busy daemon may take seconds to answer `docker ps`,
+    # and a 3 s window was missed once in CI
+    _slow_tasks(make_task, 1, later=12)
     tasks, out = tmp_path / "tasks", tmp_path / "out"
     proc = _start(tasks, out, "docker")
     run_dir = _wait_for_lines(out, 1)
