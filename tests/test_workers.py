@@ -287,14 +287,111 @@ SRC = Path(__file__).resolve().parent.parent / "src" / "helios"
 
 def test_no_private_asyncio_api_and_no_fork_in_src() -> None:
     """Workers once were forked from inside the running loop and reset it with
-    `asyncio.events._set_running_loop(None)`; nothing in Helios may do either again."""
+    `asyncio.events._set_running_loop(None)`; nothing in Helios may do either again.
+    The one fork left is `preforked`'s, before any loop, behind `_can_fork`."""
     found = []
     for path in sorted(SRC.rglob("*.py")):
         text = path.read_text("utf-8")
         for needle in ("asyncio.events._", "_set_running_loop", "os.fork("):
             if needle in text:
-                found.append(f"{path.relative_to(SRC)}: {needle}")
-    assert found == []
+                found.append(f"{path.relative_to(SRC)}: {needle} x{text.count(needle)}")
+    assert found == ["engine/workers.py: os.fork( x1"]
+    text = (SRC / "engine" / "workers.py").read_text("utf-8")
+    fork_at = text.index("os.fork(")
+    caller = text[text.rindex("\ndef ", 0, fork_at) :].split("(", 1)[0].strip()
+    assert caller == "def _fork_worker"
+    assert "if _can_fork():" in text and text.count("_fork_worker(") == 2
+
+
+def test_preforked_forks_nothing_inside_a_loop_or_beside_a_thread() -> None:
+    """A fork must find no loop running and no other thread: otherwise it forks nothing,
+    and the batch spawns its workers."""
+    import threading
+
+    from helios.engine import workers
+
+    async def in_loop() -> list[int]:
+        with workers.preforked(2):
+            spares = workers._spares.get()
+            return [] if spares is None else [s.process.pid for s in spares]
+
+    assert asyncio.run(in_loop()) == []
+    release = threading.Event()
+    other = threading.Thread(target=release.wait)
+    other.start()
+    try:
+        with workers.preforked(2):
+            assert workers._spares.get() == []
+    finally:
+        release.set()
+        other.join()
+    assert _children(os.getpid()) == []
+
+
+def test_preforked_workers_not_taken_are_reaped_and_the_signal_watch_goes_on() -> None:
+    """Two workers forked and never given a setup exit when the block ends (they read
+    the end of their link); the signal watch's thread, stopped for the fork, runs again."""
+    import threading
+
+    from helios.engine import workers
+    from helios.engine.interrupts import SignalWatch
+
+    with SignalWatch.installed():
+        assert [t.name for t in threading.enumerate()].count("helios-signals") == 1
+        with workers.preforked(2):
+            spares = workers._spares.get()
+            assert spares is not None and len(spares) == 2
+            pids = [spare.process.pid for spare in spares]
+            assert sorted(_children(os.getpid())) == sorted(pids)
+            assert all(_alive(pid) for pid in pids)
+            assert [t.name for t in threading.enumerate()].count("helios-signals") == 1
+        assert _children(os.getpid()) == []
+        assert [spare.process.returncode for spare in spares] == [0, 0]
+
+
+def test_forked_workers_of_the_cli_hold_nothing_of_the_parent(
+    make_task: TaskMaker, tmp_path: Path
+) -> None:
+    """`helios batch --workers 2` forks its workers before its loop starts: they are
+    the CLI's children, not `python -c`, and hold, besides the standard streams, only
+    their own link and what they opened since: not the run's lock, not the other
+    worker's link, not the signal watch's pipe, not a descriptor the CLI inherited."""
+    for i in range(4):
+        make_task(f"t{i}", solve="sleep 2; touch /app/ok\n")
+    out = tmp_path / "out"
+    inherited_read, inherited_write = os.pipe()
+    proc = subprocess.Popen(
+        helios_cmd("batch", str(tmp_path / "tasks"), "--provider", "local", "--agent", "oracle",
+                   "-n", "4", "--workers", "2", "-q", "-o", str(out)),
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, pass_fds=(inherited_write,),
+    )  # fmt: skip
+    os.close(inherited_write)
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and not list(out.glob("batch_*/001_*")):
+            time.sleep(0.02)
+        workers = _children(proc.pid)
+        assert len(workers) == 2
+        parent = _open_files(proc.pid)
+        ours = {t for fd, t in parent.items() if fd > 2 and not t.startswith("anon_inode:")}
+        inherited = os.readlink(f"/proc/self/fd/{inherited_read}")
+        cli_argv = Path(f"/proc/{proc.pid}/cmdline").read_bytes()
+        for pid in workers:
+            assert Path(f"/proc/{pid}/cmdline").read_bytes() == cli_argv  # forked
+            files = _open_files(pid)
+            assert inherited not in files.values()
+            shared = {fd: t for fd, t in files.items() if fd > 2 and t in ours}
+            assert shared == {}
+            assert not [t for t in files.values() if ".lock" in t or "results.jsonl" in t]
+        _, stderr = proc.communicate(timeout=120)
+    finally:
+        os.close(inherited_read)
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 0, stderr
+    summary = json.loads(next(out.glob("batch_*/batch_summary.json")).read_text())
+    assert summary["passed"] == 4
 
 
 def _open_files(pid: int | str) -> dict[int, str]:

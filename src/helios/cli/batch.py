@@ -26,6 +26,7 @@ from helios.cli.options import (
 )
 from helios.cli.resume import recorded_run, resume_settings, resumed_options
 from helios.display import watch as watching
+from helios.engine import default_workers
 from helios.environments.desktop.vnc import ViewMode
 from helios.tasks.runner import ParallelRunner
 from helios.tasks.settings import TaskBatchSettings
@@ -84,7 +85,8 @@ def _execute(
     runner: ParallelRunner | None = None
     try:
         runner = ParallelRunner(tasks, settings=settings)
-        batch = run_coroutine(_watched(runner.run(), settings.watch))
+        workers = settings.workers or default_workers(settings.n_concurrent)
+        batch = run_coroutine(_watched(runner.run(), settings.watch), workers=workers)
     except Interrupted as exc:
         if runner is not None and runner.run_dir is not None:
             err_console.print(

@@ -12,6 +12,7 @@ from rich.markup import escape
 
 from helios.display.console import SafeConsole
 from helios.engine.interrupts import SignalWatch
+from helios.engine.workers import preforked
 from helios.errors import ConfigError, EnvironmentUnavailable, HeliosError, InputError
 from helios.secrets import redact
 from helios.text import visible
@@ -31,10 +32,11 @@ class Interrupted(Exception):
     """Ctrl-C or SIGTERM arrived; the store was left consistent."""
 
 
-def run_coroutine(coro: Coroutine[Any, Any, T]) -> T:
+def run_coroutine(coro: Coroutine[Any, Any, T], *, workers: int = 1) -> T:
     """asyncio.run where Ctrl-C and SIGTERM cancel the work, let it clean up, then raise
     Interrupted. A second signal, a loop that does not respond, or a cleanup longer than
-    the grace exits at once (`helios.engine.interrupts`)."""
+    the grace exits at once (`helios.engine.interrupts`). With `workers` > 1 the batch's
+    worker processes are forked first, before the loop (`helios.engine.workers`)."""
 
     async def main() -> T:
         task = asyncio.current_task()
@@ -43,7 +45,8 @@ def run_coroutine(coro: Coroutine[Any, Any, T]) -> T:
             return await coro
 
     try:
-        return asyncio.run(main())
+        with preforked(workers):
+            return asyncio.run(main())
     except (KeyboardInterrupt, asyncio.CancelledError):
         raise Interrupted() from None
 

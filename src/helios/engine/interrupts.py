@@ -103,6 +103,41 @@ class SignalWatch:
             watch._stop()
             cls._current = None
 
+    @classmethod
+    @contextmanager
+    def paused(cls) -> Iterator[None]:
+        """The watch's thread stopped for the body, then started again: a signal that
+        comes meanwhile waits in the pipe and is taken then. For a fork before the
+        loop (`helios.engine.workers.preforked`), which must find one thread."""
+        watch = cls._current
+        if watch is None or not watch._thread.is_alive():
+            yield
+            return
+        with watch._lock:
+            watch._stopped = True
+        watch._wake()
+        watch._thread.join()
+        try:
+            yield
+        finally:
+            watch._stopped = False
+            watch._thread = threading.Thread(
+                target=watch._watch, name="helios-signals", daemon=True
+            )
+            watch._thread.start()
+
+    @classmethod
+    def forget(cls) -> None:
+        """In a child forked by this process: its parent's watch is not its own. The
+        wakeup descriptor is unset and the watch's pipe closed in it."""
+        watch = cls._current
+        cls._current = None
+        if watch is not None:
+            signal.set_wakeup_fd(-1)
+            for fd in (watch._read, watch._write):
+                with suppress(OSError):
+                    os.close(fd)
+
     @contextmanager
     def running(self, cancel: Callable[[], object]) -> Iterator[None]:
         """While the body runs on the current event loop, an interrupt calls `cancel`
