@@ -11,10 +11,10 @@ import asyncio
 import hashlib
 import json
 import tempfile
-from collections.abc import Mapping, Sequence
+from collections.abc import Coroutine, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar, overload
+from typing import Any, ClassVar, TypeVar, overload
 
 from rich.console import Console
 
@@ -29,6 +29,8 @@ from helios.environments import NULL_SPEC
 from helios.failures import ErrorInfo
 from helios.models.services import ModelOptions
 from helios.models.tools import ToolSpec
+
+T = TypeVar("T")
 
 TRIVIAL_TOOLSET = "bench-trivial"
 
@@ -154,8 +156,19 @@ async def _trivial(params: Params, out: Path) -> dict[str, Any]:
     return {"done": service.counts.total, "failed": service.counts.total - service.counts.passed}
 
 
+def _as_the_cli(main: Coroutine[Any, Any, T], workers: int) -> T:
+    """`asyncio.run(main)` as `helios batch` runs it: its workers forked before the
+    loop starts (`preforked`); a checkout from before that spawns them in the run."""
+    try:
+        from helios.engine.workers import preforked
+    except ImportError:
+        return asyncio.run(main)
+    with preforked(workers):
+        return asyncio.run(main)
+
+
 def trivial(params: Params, out: Path) -> dict[str, Any]:
-    return asyncio.run(_trivial(params, out))
+    return _as_the_cli(_trivial(params, out), params.workers)
 
 
 # -- bash through the task door, in a local or docker sandbox --------------------------
@@ -181,9 +194,10 @@ def task_door(params: Params, out: Path, provider: str) -> dict[str, Any]:
         provider=provider, output_dir=out / "runs", quiet=True, show_progress=False, **more,
     )  # fmt: skip
     settings.models = params.model_options()
-    runner = ParallelRunner([_task(out)], settings=settings,
-                            console=Console(file=open("/dev/null", "w")))  # noqa: SIM115
-    batch = asyncio.run(runner.run())
+    runner = ParallelRunner(
+        [_task(out)], settings=settings, console=Console(file=open("/dev/null", "w"))
+    )  # noqa: SIM115
+    batch = _as_the_cli(runner.run(), params.workers)
     done = len(batch.results)
     return {"done": done, "failed": done - sum(1 for r in batch.results if r.status == "passed")}
 
@@ -268,7 +282,7 @@ def resume(params: Params, out: Path) -> dict[str, Any]:
     RunStore.create(run, {"run_id": "bench", "kind": "bench"}).close()
     with (run / "results.jsonl").open("wb") as handle:
         for start in range(0, params.episodes, 10_000):
-            handle.write(b"".join(_record_line(u) for u in units[start:start + 10_000]))
+            handle.write(b"".join(_record_line(u) for u in units[start : start + 10_000]))
     size = (run / "results.jsonl").stat().st_size
     began = time.monotonic()
     store = RunStore.open_existing(run)
@@ -334,10 +348,11 @@ def dockerstart(params: Params, out: Path) -> dict[str, Any]:
         provider="docker", output_dir=out / "runs", quiet=True, show_progress=False,
         max_starts=params.concurrency, workers=params.workers,
     )  # fmt: skip
-    runner = ParallelRunner([_task(out)], settings=settings,
-                            console=Console(file=open("/dev/null", "w")))  # noqa: SIM115
+    runner = ParallelRunner(
+        [_task(out)], settings=settings, console=Console(file=open("/dev/null", "w"))
+    )  # noqa: SIM115
     began = time.monotonic()
-    batch = asyncio.run(runner.run())
+    batch = _as_the_cli(runner.run(), params.workers)
     wall = time.monotonic() - began
     errors = sum(1 for r in batch.results if r.status == "error")
     return {"done": len(batch.results), "failed": errors, "bare_wall": bare_wall,
