@@ -242,6 +242,34 @@ def test_workers_of_a_killed_batch_stop_their_sandboxes_at_once(
     sandboxes.rmdir()
 
 
+@pytest.mark.usefixtures("need_bwrap")
+@pytest.mark.parametrize("after", [0.0, 0.05, 0.3])
+def test_workers_forked_before_the_loop_go_when_the_batch_is_killed_early(
+    make_task: TaskMaker, tmp_path: Path, after: float
+) -> None:
+    """kill -9 of `helios batch` while its forked workers wait for their setup (or
+    have just had it): each reads the end of its link and exits; none is left."""
+    for i in range(4):
+        make_task(f"t{i}", solve="sleep 60\n")
+    proc = subprocess.Popen(
+        helios_cmd("batch", str(tmp_path / "tasks"), "--provider", "local", "--agent",
+                   "oracle", "-n", "4", "--workers", "2", "-q", "-o", str(tmp_path / "out")),
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and len(_children(proc.pid)) < 2:
+        time.sleep(0.002)
+    workers = _children(proc.pid)
+    assert len(workers) == 2
+    time.sleep(after)  # the instant of the kill, not a wait for a condition
+    proc.kill()
+    proc.wait()
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline and any(map(_alive, workers)):
+        time.sleep(0.05)
+    assert not any(map(_alive, workers))
+
+
 def _containers_of(pids: list[int]) -> list[str]:
     """The containers whose recorded owner is one of `pids` (host:pid:start)."""
     listed = subprocess.run(

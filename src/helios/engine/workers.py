@@ -213,12 +213,19 @@ _spares: contextvars.ContextVar[list[_Spare] | None] = contextvars.ContextVar(
 
 
 def _can_fork() -> bool:
-    """One thread and no running loop: a fork then copies nothing in flight."""
+    """One thread and no running loop: a fork then copies nothing in flight. Threads
+    are counted by the kernel too: a C library's own threads are not in `threading`."""
     try:
         asyncio.get_running_loop()
     except RuntimeError:
-        return threading.active_count() == 1
-    return False
+        pass
+    else:
+        return False
+    try:
+        kernel_threads = len(os.listdir("/proc/self/task"))
+    except OSError:
+        return False
+    return threading.active_count() == 1 and kernel_threads == 1
 
 
 def _fork_worker(earlier: list[_Spare]) -> _Spare:
