@@ -54,6 +54,9 @@ class BadLine:
 @dataclass
 class Loaded:
     records: list[dict[str, Any]] = field(default_factory=list)
+    #: the line (1-based) each record was read from, in the same order: a reader that
+    #: finds a record unusable names its line
+    lines: list[int] = field(default_factory=list)
     #: unreadable lines moved to the quarantine file (the torn tail included)
     quarantined: list[BadLine] = field(default_factory=list)
 
@@ -131,6 +134,7 @@ class RecordStream:
                     continue
                 good.append(raw)
                 loaded.records.append(parsed)
+                loaded.lines.append(number)
         if bad and repair:
             self._quarantine(bad)
             self._rewrite(good)
