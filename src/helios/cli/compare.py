@@ -138,6 +138,11 @@ def print_report(console: Console, report: CompareReport, *, tasks: bool, limit:
     console.print(_runs_table(report))
     for comparison in report.comparisons:
         console.print()
+        title = plain(comparison.b, "bold")
+        title.append(" against ")
+        title.append(plain(comparison.a, "bold"))
+        title.append(f" · {comparison.shared_tasks} tasks paired")
+        console.print(title)
         console.print(_comparison_table(comparison))
         line = Text(f"{verdict(comparison)} ", style=_verdict_style(comparison))
         line.append(f"({interval(comparison)}, {comparison.ci.resamples} resamples, "
@@ -167,7 +172,7 @@ def _runs_table(report: CompareReport) -> Table:
     who = any(run.model or run.agent for run in report.runs)
     table.add_column("run", overflow="fold", min_width=12)
     if who:
-        table.add_column("model", overflow="fold")
+        table.add_column("model / agent", overflow="fold")
     for name in ("tasks", "pass", same_k if same_k is not None else "pass@k", "reward",
                  "cost", "time"):  # fmt: skip
         if name:
@@ -204,11 +209,7 @@ def _tasks_cell(tasks: int, trials: int) -> str:
 
 
 def _comparison_table(c: Comparison) -> Table:
-    title = plain(c.b, "bold")
-    title.append(" against ")
-    title.append(plain(c.a, "bold"))
-    title.append(f" · {c.shared_tasks} tasks paired")
-    table = Table(title=title, title_justify="left")
+    table = Table()
     table.add_column("")
     for name in ("A (baseline)", "B", "Δ (B − A)"):
         table.add_column(name, justify="right")
