@@ -21,7 +21,7 @@ from helios import toolcalls as russo
 from helios.engine.jsonl import RecordStream
 from helios.engine.store import run_metadata, write_json_atomic
 from helios.results import compare_runs, load_run
-from helios.results.runs import NotARun
+from helios.results.runs import NotARun, TrialFacts
 from helios.tasks.results import TrialResult
 from helios.usage import Usage
 
@@ -408,18 +408,20 @@ def test_a_damaged_line_is_named_and_the_rest_counts(tmp_path: Path) -> None:
     broken = json.loads(lines[1])  # y's record
     del broken["status"]
     lines[1:2] = ["{not json\n", json.dumps(broken) + "\n"]
+    lines.append('{"trial_id": "being-written", "task_')  # a batch still appending
     results.write_text("".join(lines))
     before = results.read_bytes()
     result = _helios("compare", str(a), str(b), "-f", "json", cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     assert f"{results}:2: not JSON" in result.stderr
-    assert f"{results}:3: field status: Field required; skipped" in result.stderr
-    assert len(result.stderr.strip().splitlines()) == 2 and "Traceback" not in result.stderr
+    assert f"{results}:3: Object missing required field `status`; skipped" in result.stderr
+    assert f"{results}:5: an unfinished last line" in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 3 and "Traceback" not in result.stderr
     report = json.loads(result.stdout)
     assert report["runs"][1]["tasks"] == 2  # x and z; y's line was the damaged record
     assert report["comparisons"][0]["regressions"] == ["x"]
     assert report["comparisons"][0]["only_in_a"] == ["y"]
-    assert len(report["runs"][1]["problems"]) == 2
+    assert len(report["runs"][1]["problems"]) == 3
     # read-only: the folder is left as it was (no quarantine, no rewrite)
     assert results.read_bytes() == before
     assert not (b / "results.quarantine.jsonl").exists()
@@ -457,6 +459,14 @@ def test_paths_that_are_no_run_folder_exit_2_with_one_line(tmp_path: Path) -> No
     _one_line_exit_2(_helios("compare", str(run), cwd=tmp_path), "two runs or more")
     _one_line_exit_2(_helios("compare", str(run), str(run), "-f", "yaml", cwd=tmp_path),
                      "--format yaml")  # fmt: skip
+
+
+def test_the_facts_read_are_the_record_class_fields() -> None:
+    """The reader decodes a few fields of a TrialResult line by name: they must be the
+    record class's own, or a rename there would make every line "damaged" here."""
+    for name in TrialFacts.__struct_fields__:
+        assert name in TrialResult.model_fields, name
+    assert "cost_usd" in Usage.model_fields
 
 
 def test_load_run_refuses_with_one_line(tmp_path: Path) -> None:

@@ -108,7 +108,8 @@ def verdict(comparison: Comparison) -> str:
 
 def interval(comparison: Comparison) -> str:
     ci = comparison.ci
-    return f"{ci.confidence:.0%} CI {ci.low * 100:+.1f} … {ci.high * 100:+.1f} pp"
+    normal = ", normal approximation" if ci.method == "normal" else ""
+    return f"{ci.confidence:.0%} CI {ci.low * 100:+.1f} … {ci.high * 100:+.1f} pp{normal}"
 
 
 def _table(header: Iterable[str], rows: Iterable[Iterable[str]]) -> list[str]:

@@ -10,8 +10,9 @@ Two doors write run folders whose units pass or fail:
 
 A `helios generate` run keeps rows, not verdicts: it is refused with one line.
 
-Records are read with the engine's reader (`RecordStream`), read-only: a folder being
-written, or another Helios's, is never changed. A damaged line (not JSON, or not a
+Records are streamed with the engine's reader (`RecordStream.scan`), read-only: a
+folder being written, or another Helios's, is never changed; of each record only what a
+comparison needs is decoded and kept. A damaged line (not JSON, or not a
 record of its door) is one line in `problems` naming the file and the line, and the
 rest of the run still counts. A trial recorded twice (`--retry-errors`) counts once:
 its later line wins, as on a resume.
@@ -21,19 +22,17 @@ from __future__ import annotations
 
 import os
 import posixpath
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, TypeVar
 
-from pydantic import ValidationError
+import msgspec
 
-from helios.engine.jsonl import RecordStream
+from helios.engine.jsonl import TORN, RecordStream
 from helios.engine.store import RESULTS_FILE, RUN_FILE
 from helios.errors import InputError
 from helios.safe_json import JsonValueError, parse_json
-from helios.tasks.results import TrialResult
-from helios.toolcalls.types import SingleRunResult
 
 BATCH_SUMMARY = "batch_summary.json"
 TOOLCALLS_SUMMARY = "toolcalls_summary.json"
@@ -49,7 +48,7 @@ class NotARun(InputError):
     kind = "NotARun"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Attempt:
     """One trial of a task (one run of a prompt)."""
 
@@ -110,12 +109,6 @@ def _is_generate(path: Path) -> bool:
 def is_run_folder(path: Path) -> bool:
     """A folder a door wrote as its run (run.json at its top, or generate's store)."""
     return (path / RUN_FILE).is_file() or _is_generate(path)
-
-
-def _first_error(exc: ValidationError) -> str:
-    error = exc.errors()[0]
-    where = ".".join(str(part) for part in error["loc"])
-    return f"field {where or '(record)'}: {error['msg']}"
 
 
 def _text(value: object) -> str | None:
@@ -182,39 +175,81 @@ def load_run(path: Path, label: str | None = None) -> RunResults:
     return run
 
 
-def _records(path: Path, problems: list[str]) -> Iterable[tuple[int, dict[str, Any]]]:
-    """(line, record) of every readable line of `path`; a bad line is a problem."""
-    loaded = RecordStream(path).load(repair=False)
-    for bad in loaded.quarantined:
-        reason = bad.reason
-        if reason.startswith("torn final line"):
-            reason = "an unfinished last line (the run is still writing, or was killed)"
-        problems.append(f"{path}:{bad.line}: {reason}; skipped")
-    yield from zip(loaded.lines, loaded.records, strict=True)
+class _Usage(msgspec.Struct, gc=False):
+    cost_usd: float | None = 0.0
+
+
+class TrialFacts(msgspec.Struct, gc=False):
+    """What a comparison reads of a `TrialResult` line (`helios.tasks.results`): the same
+    names and types, decoded and checked by msgspec, so 100,000 records are read in
+    seconds and nothing else of them is kept."""
+
+    trial_id: str
+    task_name: str
+    task_path: str
+    attempt: int
+    status: Literal["passed", "failed", "error"]
+    reward: float = 0.0
+    duration: float = 0.0
+    usage: _Usage = msgspec.field(default_factory=_Usage)
+
+
+class RunFacts(msgspec.Struct, gc=False):
+    """What a comparison reads of a tool-call run's line (`ToolCallDoor.to_record`)."""
+
+    trial_id: str
+    status: Literal["passed", "failed", "error"]
+    prompt: str
+    run_index: int
+    passed: bool
+    match_rate: float
+    test_id: str | None = None
+    duration: float = 0.0
+    usage: _Usage | None = None
+
+
+S = TypeVar("S", TrialFacts, RunFacts)
+
+
+def _records(path: Path, kind: type[S], problems: list[str]) -> Iterator[S]:
+    """Every readable record of `path` as `kind`, streamed; a line that is not JSON, or
+    not such a record, is one problem naming the file, the line and the field."""
+    decoder = msgspec.json.Decoder(kind)
+
+    def decode(raw: bytes) -> S | str:
+        try:
+            return decoder.decode(raw)
+        except msgspec.ValidationError as exc:
+            return str(exc).replace(" - at `$.", " at field `")
+        except (msgspec.DecodeError, RecursionError) as exc:
+            return f"not JSON ({exc})"
+
+    for number, _, value in RecordStream(path).scan(decode):
+        if isinstance(value, str):
+            reason = value
+            if reason == TORN:
+                reason = "an unfinished last line (the run is still writing, or was killed)"
+            problems.append(f"{path}:{number}: {reason}; skipped")
+        else:
+            yield value
 
 
 def _trial_tasks(run_dir: Path, problems: list[str]) -> dict[str, list[Attempt]]:
-    results = run_dir / RESULTS_FILE
-    latest: dict[str, TrialResult] = {}
-    for line, record in _records(results, problems):
-        try:
-            trial = TrialResult.model_validate(record)
-        except ValidationError as exc:
-            problems.append(f"{results}:{line}: {_first_error(exc)}; skipped")
-            continue
+    latest: dict[str, TrialFacts] = {}
+    for trial in _records(run_dir / RESULTS_FILE, TrialFacts, problems):
         latest.pop(trial.trial_id, None)  # a later line wins, and takes its place
         latest[trial.trial_id] = trial
     names = _task_keys(latest.values())
     tasks: dict[str, list[Attempt]] = {}
     for trial in latest.values():
         tasks.setdefault(names[trial.task_path], []).append(Attempt(
-            attempt=trial.attempt, passed=trial.passed, reward=trial.reward,
+            attempt=trial.attempt, passed=trial.status == "passed", reward=trial.reward,
             status=trial.status, duration=trial.duration, cost_usd=trial.usage.cost_usd,
         ))  # fmt: skip
     return _ordered(tasks)
 
 
-def _task_keys(trials: Iterable[TrialResult]) -> dict[str, str]:
+def _task_keys(trials: Iterable[TrialFacts]) -> dict[str, str]:
     """task_path -> the name a task is paired by across runs: its folder's name, or,
     when two of the run's tasks share one (`a/hello`, `b/hello`), its path under the
     batch root."""
@@ -232,25 +267,16 @@ def _task_keys(trials: Iterable[TrialResult]) -> dict[str, str]:
 
 
 def _toolcall_tasks(run_dir: Path, problems: list[str]) -> dict[str, list[Attempt]]:
-    results = run_dir / RESULTS_FILE
-    latest: dict[str, tuple[str, SingleRunResult]] = {}
-    for line, record in _records(results, problems):
-        try:
-            run = SingleRunResult.model_validate(record)
-        except ValidationError as exc:
-            problems.append(f"{results}:{line}: {_first_error(exc)}; skipped")
-            continue
-        key = str(record.get("trial_id") or f"{run.test_id}\0{run.prompt}\0{run.run_index}")
-        latest.pop(key, None)
-        latest[key] = (key, run)
+    latest: dict[str, RunFacts] = {}
+    for run in _records(run_dir / RESULTS_FILE, RunFacts, problems):
+        latest.pop(run.trial_id, None)
+        latest[run.trial_id] = run
     tasks: dict[str, list[Attempt]] = {}
-    for _, run in latest.values():
-        evaluation = run.eval_result
+    for run in latest.values():
         name = run.prompt if run.test_id is None else f"{run.test_id} · {run.prompt}"
-        status = "error" if evaluation.error else ("passed" if evaluation.passed else "failed")
         tasks.setdefault(name, []).append(Attempt(
-            attempt=run.run_index + 1, passed=evaluation.passed, reward=evaluation.match_rate,
-            status=status, duration=run.duration,
+            attempt=run.run_index + 1, passed=run.passed, reward=run.match_rate,
+            status=run.status, duration=run.duration,
             cost_usd=None if run.usage is None else run.usage.cost_usd,
         ))  # fmt: skip
     return _ordered(tasks)
