@@ -8,9 +8,13 @@ import asyncio
 import csv
 import io
 import json
+import os
 import random
 import re
+import shlex
+import shutil
 import subprocess
+import uuid
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -26,6 +30,7 @@ from helios.tasks.results import TrialResult
 from helios.usage import Usage
 
 from .conftest import _need, helios_cmd
+from .waiting import wait_until
 
 SOLVED = "echo done > /app/out.txt\n"
 UNSOLVED = "true\n"
@@ -152,8 +157,9 @@ def test_the_docs_comparing_models_flow_needs_no_script(tmp_path: Path, need_bwr
     result = _helios("compare", "results/", cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     # every run found, the first (sorted) the baseline, each other one against it
-    assert "(baseline)" in result.stdout and result.stdout.count(" against ") == 2
-    assert "3 tasks passed in A, failed in B" in result.stdout  # nop against the oracle
+    assert re.search(r"A  results/claude-sonnet/batch_\S+  oracle  \(baseline\)", result.stdout)
+    assert "B against A" in result.stdout and "C against A" in result.stdout
+    assert "3 tasks passed in A, failed in C" in result.stdout  # nop against the oracle
     report = json.loads(_helios("compare", "results/", "-f", "json", cwd=tmp_path).stdout)
     labels = [run["label"] for run in report["runs"]]
     assert [Path(label).parent for label in labels] == [
@@ -482,3 +488,49 @@ def test_report_round_trips_as_json(tmp_path: Path) -> None:
     assert data == report.to_dict()
     assert data["comparisons"][0]["only_in_b"] == ["w"]
     assert data["runs"][0]["wall_seconds"] == 12.5 and data["runs"][0]["finished"] is True
+
+
+# -- the terminal at 80 columns ----------------------------------------------------------------
+def test_the_tables_read_at_80_columns_in_a_real_terminal(tmp_path: Path) -> None:
+    """In tmux at 80 columns: long run paths and models stay in the legend above the
+    tables, so no column header or figure is cut."""
+    if shutil.which("tmux") is None:
+        pytest.skip("tmux not installed")
+    outcomes = {f"task-{i}": [True, i % 3 != 0, True] for i in range(6)}
+    deep = tmp_path / "results" / ("a-very-long-folder-name-" * 3) / "batch_20261126_101500"
+    a = write_run(deep, outcomes, model="anthropic/claude-sonnet-4-5-with-a-long-name")
+    changed = {"task-0": [True, True, True], "task-1": [True, False, False]}  # fixed, regressed
+    b = write_run(tmp_path / "b", outcomes | changed)
+    done = tmp_path / "done"
+    session = f"helios-{uuid.uuid4().hex[:8]}"
+    env = ["env", "-u", "COLUMNS", "-u", "LINES"]
+    if "PYTHONPATH" in os.environ:  # a tmux server started earlier has another env
+        env.append(f"PYTHONPATH={os.environ['PYTHONPATH']}")
+    command = shlex.join([*env, *helios_cmd("compare", str(a), str(b), "--tasks")])
+    subprocess.run(
+        ["tmux", "new-session", "-d", "-s", session, "-x", "80", "-y", "60",
+         f"{command}; touch {done}; sleep 60"],
+        check=True,
+    )  # fmt: skip
+    try:
+        wait_until(done.exists, "helios compare's end", within=60)
+        screen = subprocess.run(
+            ["tmux", "capture-pane", "-p", "-t", session, "-S", "-200"],
+            capture_output=True, text=True,
+        ).stdout  # fmt: skip
+    finally:
+        subprocess.run(["tmux", "kill-session", "-t", session], capture_output=True)
+    lines = screen.splitlines()
+    header = next(line for line in lines if line.lstrip().startswith("run "))
+    assert header.split() == ["run", "tasks", "pass", "rate", "pass@3", "mean", "reward",
+                              "cost", "time"]  # fmt: skip
+    (row_a,) = [line for line in lines if line.startswith(" A ") and "6×3" in line]
+    assert row_a.split()[1:4] == ["6×3", "88.9%", "100.0%"]
+    assert "B against A · 6 tasks paired" in screen
+    assert re.search(r"pass rate\s+88\.9%\s+83\.3%\s+-5\.6 pp", screen)
+    assert (
+        "1 task passed in A, failed in B" in screen and "1 task failed in A, passed in B" in screen
+    )
+    assert re.search(r"task-0\s+fixed\s+2/3\s+3/3", screen)
+    assert re.search(r"task-1\s+regressed\s+3/3\s+1/3", screen)
+    assert all(len(line) <= 80 for line in lines)

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Annotated, Literal
 
 import typer
+from rich import box
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
@@ -135,26 +136,45 @@ def _warn(report: CompareReport) -> None:
 
 # -- the terminal ----------------------------------------------------------------------
 def print_report(console: Console, report: CompareReport, *, tasks: bool, limit: int) -> None:
-    console.print(_runs_table(report))
+    """The runs (a letter each, A the baseline), then each comparison: its figures, its
+    verdict, its flips and (`tasks`) every task."""
+    keys = {run.label: run_key(index) for index, run in enumerate(report.runs)}
+    console.print(Text("Runs", style="bold"))
+    for index, run in enumerate(report.runs):
+        line = Text(f" {keys[run.label]}  ", style="bold")
+        line.append(plain(run.label))
+        who = " · ".join(part for part in (run.model, run.agent) if part)
+        if who:
+            line.append("  ")
+            line.append(plain(who, "cyan"))
+        if index == 0:
+            line.append("  (baseline)", style="dim")
+        if not run.finished:
+            line.append("  (unfinished)", style="yellow")
+        console.print(line)
+    console.print(_runs_table(report, keys))
     for comparison in report.comparisons:
-        console.print()
-        title = plain(comparison.b, "bold")
-        title.append(" against ")
-        title.append(plain(comparison.a, "bold"))
-        title.append(f" · {comparison.shared_tasks} tasks paired")
-        console.print(title)
-        console.print(_comparison_table(comparison))
+        a, b = keys[comparison.a], keys[comparison.b]
+        console.print(Text(f"{b} against {a} · {comparison.shared_tasks} tasks paired",
+                           style="bold"))  # fmt: skip
+        console.print(_comparison_table(comparison, a, b))
         line = Text(f"{verdict(comparison)} ", style=_verdict_style(comparison))
         line.append(f"({interval(comparison)}, {comparison.ci.resamples} resamples, "
                     f"seed {comparison.ci.seed})", style="dim")  # fmt: skip
         console.print(line)
         if comparison.note:
             console.print(plain(f"note: {comparison.note}", "yellow"))
-        _print_flips(console, comparison, limit)
+        _print_flips(console, comparison, limit, a, b)
         if tasks:
-            console.print(_tasks_table(comparison, limit))
+            console.print(_tasks_table(comparison, limit, a, b))
+        console.print()
     if not tasks and any(c.tasks for c in report.comparisons):
         console.print(Text("--tasks lists every task", style="dim"))
+
+
+def run_key(index: int) -> str:
+    """A, B, … Z, then R27, R28, …"""
+    return chr(ord("A") + index) if index < 26 else f"R{index + 1}"
 
 
 def _verdict_style(comparison: Comparison) -> str:
@@ -165,32 +185,19 @@ def _verdict_style(comparison: Comparison) -> str:
     return "bold"
 
 
-def _runs_table(report: CompareReport) -> Table:
-    table = Table(title="Runs", title_justify="left")
+def _runs_table(report: CompareReport, keys: dict[str, str]) -> Table:
+    table = Table(box=box.SIMPLE_HEAD, pad_edge=False)
     ks = {max(run.pass_at_k, key=lambda key: int(key[5:]), default="") for run in report.runs}
     same_k = ks.pop() if len(ks) == 1 else None
-    who = any(run.model or run.agent for run in report.runs)
-    table.add_column("run", overflow="fold", min_width=12)
-    if who:
-        table.add_column("model / agent", overflow="fold")
-    for name in ("tasks", "pass", same_k if same_k is not None else "pass@k", "reward",
-                 "cost", "time"):  # fmt: skip
+    table.add_column("run")
+    for name in ("tasks", "pass rate", same_k if same_k is not None else "pass@k",
+                 "mean reward", "cost", "time"):  # fmt: skip
         if name:
             table.add_column(name, justify="right")
-    for index, run in enumerate(report.runs):
-        label = plain(run.label, "bold")
-        if index == 0:
-            label.append(" (baseline)", style="dim")
-        if not run.finished:
-            label.append(" (unfinished)", style="yellow")
+    for run in report.runs:
         k = max(run.pass_at_k, key=lambda key: int(key[5:]), default=None)
-        cells: list[Text | str] = [label]
-        if who:
-            cells.append(plain(" · ".join(part for part in (run.model, run.agent) if part)))
-        cells += [
-            _tasks_cell(run.tasks, run.trials),
-            percent(run.pass_rate),
-        ]
+        cells: list[Text | str] = [keys[run.label], _tasks_cell(run.tasks, run.trials),
+                                   percent(run.pass_rate)]  # fmt: skip
         if same_k != "":
             shown_k = "" if k is None else percent(run.pass_at_k[k])
             cells.append(shown_k if same_k is not None or k is None else f"{k} {shown_k}")
@@ -208,18 +215,18 @@ def _tasks_cell(tasks: int, trials: int) -> str:
     return f"{tasks} ({trials} trials)"
 
 
-def _comparison_table(c: Comparison) -> Table:
-    table = Table()
+def _comparison_table(c: Comparison, a: str, b: str) -> Table:
+    table = Table(box=box.SIMPLE_HEAD, pad_edge=False)
     table.add_column("")
-    for name in ("A (baseline)", "B", "Δ (B − A)"):
+    for name in (a, b, f"Δ ({b} − {a})"):
         table.add_column(name, justify="right")
     table.add_row("pass rate", percent(c.pass_rate_a), percent(c.pass_rate_b),
                   Text(points(c.pass_rate_delta), style=_verdict_style(c)))  # fmt: skip
     table.add_row("mean reward", f"{c.mean_reward_a:.3f}", f"{c.mean_reward_b:.3f}",
                   f"{c.reward_delta:+.3f}")  # fmt: skip
     for key in c.pass_at_k_a:
-        a, b = c.pass_at_k_a[key], c.pass_at_k_b[key]
-        table.add_row(key, percent(a), percent(b), points(b - a))
+        in_a, in_b = c.pass_at_k_a[key], c.pass_at_k_b[key]
+        table.add_row(key, percent(in_a), percent(in_b), points(in_b - in_a))
     table.add_row("cost", money(c.cost_a_usd), money(c.cost_b_usd),
                   signed_money(c.cost_delta_usd))  # fmt: skip
     table.add_row("trial time", seconds(c.trial_seconds_a), seconds(c.trial_seconds_b),
@@ -227,10 +234,10 @@ def _comparison_table(c: Comparison) -> Table:
     return table
 
 
-def _print_flips(console: Console, c: Comparison, limit: int) -> None:
+def _print_flips(console: Console, c: Comparison, limit: int, a: str, b: str) -> None:
     by_name = {row.task: row for row in c.tasks}
-    for title, names, style in (("passed in A, failed in B", c.regressions, "red"),
-                                ("failed in A, passed in B", c.fixes, "green")):  # fmt: skip
+    for title, names, style in ((f"passed in {a}, failed in {b}", c.regressions, "red"),
+                                (f"failed in {a}, passed in {b}", c.fixes, "green")):  # fmt: skip
         head = Text(f"{len(names)} {'task' if len(names) == 1 else 'tasks'} {title}",
                     style=style)  # fmt: skip
         console.print(head)
@@ -246,10 +253,11 @@ def _print_flips(console: Console, c: Comparison, limit: int) -> None:
                                "(--limit 0 lists all)", style="dim"))  # fmt: skip
 
 
-def _tasks_table(c: Comparison, limit: int) -> Table:
-    table = Table(title=f"Tasks ({len(c.tasks)})", title_justify="left")
+def _tasks_table(c: Comparison, limit: int, a: str, b: str) -> Table:
+    table = Table(title=f"Tasks ({len(c.tasks)})", title_justify="left", box=box.SIMPLE_HEAD,
+                  pad_edge=False)  # fmt: skip
     table.add_column("task", overflow="fold")
-    for name in ("change", "A", "B", "reward Δ", "time Δ", "cost Δ"):
+    for name in ("change", a, b, "reward Δ", "time Δ", "cost Δ"):
         table.add_column(name, justify="left" if name == "change" else "right")
     rows = c.tasks[:limit] if limit > 0 else c.tasks
     styles = {"regressed": "red", "fixed": "green", "only_a": "yellow", "only_b": "yellow"}
