@@ -28,6 +28,7 @@ from helios.results.compare import (
 )
 from helios.results.formats import (
     attempts,
+    flip_titles,
     interval,
     money,
     percent,
@@ -236,8 +237,9 @@ def _comparison_table(c: Comparison, a: str, b: str) -> Table:
 
 def _print_flips(console: Console, c: Comparison, limit: int, a: str, b: str) -> None:
     by_name = {row.task: row for row in c.tasks}
-    for title, names, style in ((f"passed in {a}, failed in {b}", c.regressions, "red"),
-                                (f"failed in {a}, passed in {b}", c.fixes, "green")):  # fmt: skip
+    worse, better = flip_titles(c, a, b)
+    for title, names, style in ((worse, c.regressions, "red"),
+                                (better, c.fixes, "green")):  # fmt: skip
         head = Text(f"{len(names)} {'task' if len(names) == 1 else 'tasks'} {title}",
                     style=style)  # fmt: skip
         console.print(head)

@@ -96,6 +96,19 @@ def attempts(side: TaskSide | None) -> str:
     return "—" if side is None else f"{side.passed}/{side.attempts}"
 
 
+def flip_titles(comparison: Comparison, a: str, b: str) -> tuple[str, str]:
+    """What a regression and a fix are: pass → fail with one attempt per task, a lower
+    or higher pass rate with more."""
+    several = any(
+        side is not None and side.attempts > 1
+        for row in comparison.tasks
+        for side in (row.a, row.b)
+    )
+    if several:
+        return f"passed less often in {b} than in {a}", f"passed more often in {b} than in {a}"
+    return f"passed in {a}, failed in {b}", f"failed in {a}, passed in {b}"
+
+
 def verdict(comparison: Comparison) -> str:
     if comparison.shared_tasks == 0:
         return "no shared task"
@@ -145,8 +158,9 @@ def to_markdown(report: CompareReport, *, tasks: bool = False, limit: int = 0) -
                   f"{comparison.ci.resamples} resamples, seed {comparison.ci.seed})"]  # fmt: skip
         if comparison.note:
             lines += ["", f"Note: {md(comparison.note)}"]
-        flips = [("Regressions (passed in A, failed in B)", comparison.regressions),
-                 ("Fixes (failed in A, passed in B)", comparison.fixes)]  # fmt: skip
+        worse, better = flip_titles(comparison, "A", "B")
+        flips = [(f"Regressions ({worse})", comparison.regressions),
+                 (f"Fixes ({better})", comparison.fixes)]  # fmt: skip
         by_name = {row.task: row for row in comparison.tasks}
         for title, names in flips:
             lines += ["", f"### {title}: {len(names)}"]
