@@ -329,17 +329,17 @@ def find_runs(path: Path) -> list[Path]:
 
 
 @dataclass
-class Loaded:
+class LoadedRuns:
     runs: list[RunResults]
     #: run folders found under a given folder and left out (a generate run), one line each
     skipped: list[str] = field(default_factory=list)
 
 
-def load_runs(paths: Sequence[Path]) -> Loaded:
+def load_runs(paths: Sequence[Path]) -> LoadedRuns:
     """Every run the paths name, in order: a run folder as itself, a folder of runs as
     the runs under it (labelled by their path under it). NotARun when a path is
     neither, or holds no run."""
-    loaded = Loaded(runs=[])
+    loaded = LoadedRuns(runs=[])
     for given in paths:
         found = find_runs(given)
         if found == [given]:
