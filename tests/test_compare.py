@@ -463,6 +463,11 @@ def test_paths_that_are_no_run_folder_exit_2_with_one_line(tmp_path: Path) -> No
     (tmp_path / "bad" / "run.json").write_text("[1, 2")
     _one_line_exit_2(_helios("compare", str(run), str(tmp_path / "bad"), cwd=tmp_path),
                      "bad/run.json")  # fmt: skip
+    unreadable = tmp_path / "unreadable"
+    write_json_atomic(unreadable / "run.json", run_metadata("batch"))
+    (unreadable / "results.jsonl").mkdir()
+    _one_line_exit_2(_helios("compare", str(run), str(unreadable), cwd=tmp_path),
+                     "unreadable/results.jsonl: Is a directory")  # fmt: skip
     _one_line_exit_2(_helios("compare", str(run), cwd=tmp_path), "two runs or more")
     _one_line_exit_2(_helios("compare", str(run), str(run), "-f", "yaml", cwd=tmp_path),
                      "--format yaml")  # fmt: skip
@@ -474,6 +479,49 @@ def test_the_facts_read_are_the_record_class_fields() -> None:
     for name in TrialFacts.__struct_fields__:
         assert name in TrialResult.model_fields, name
     assert "cost_usd" in Usage.model_fields
+
+
+def _trial(task_path: str, passed: bool, attempt: int = 1) -> dict[str, Any]:
+    return TrialResult(
+        trial_id=f"{task_path}-{attempt}", task_name=Path(task_path).name, task_path=task_path,
+        attempt=attempt, agent="oracle", provider="local",
+        status="passed" if passed else "failed", reward=float(passed), started_at="t",
+        finished_at="t", folder=Path(task_path).name,
+    ).model_dump(mode="json")  # fmt: skip
+
+
+def test_two_tasks_of_one_name_are_told_apart_by_their_path(tmp_path: Path) -> None:
+    runs = []
+    for name, outcomes in (("a", (True, True, True)), ("b", (True, False, True))):
+        run = tmp_path / name
+        write_json_atomic(run / "run.json", run_metadata("batch"))
+        stream = RecordStream(run / "results.jsonl")
+        for task_path, passed in zip(("/t/a/hello", "/t/b/hello", "/t/c/solo"), outcomes,
+                                     strict=True):  # fmt: skip
+            stream.append(_trial(task_path, passed))
+        stream.close()
+        runs.append(load_run(run))
+    assert list(runs[0].tasks) == ["a/hello", "b/hello", "solo"]
+    (comparison,) = compare_runs(runs).comparisons
+    assert comparison.regressions == ["b/hello"] and comparison.shared_tasks == 3
+
+
+def test_a_batch_with_only_its_summary_is_read_from_it(tmp_path: Path) -> None:
+    """A batch folder without results.jsonl (copied without it, or an old Helios's):
+    the summary's rows are the trials."""
+    a = write_run(tmp_path / "a", {"x": [True], "y": [True]})
+    b = tmp_path / "b"
+    write_json_atomic(b / "run.json", run_metadata("batch", agent="tool", model=None))
+    rows = [{"name": "x", "status": "passed", "reward": 1.0, "duration": 1.0, "attempt": 1},
+            {"name": "y", "status": "failed", "reward": 0.0, "duration": 1.0, "attempt": 1},
+            {"name": 3, "status": "passed"}]  # fmt: skip
+    write_json_atomic(b / "batch_summary.json", {"tasks": rows, "duration_seconds": 3.0})
+    run = load_run(b)
+    assert list(run.tasks) == ["x", "y"] and run.wall_seconds == 3.0
+    assert run.problems == [f"{b / 'batch_summary.json'}: tasks[2]: not a trial row "
+                            "(name or status); skipped"]  # fmt: skip
+    (comparison,) = compare_runs([load_run(a), run]).comparisons
+    assert comparison.regressions == ["y"]
 
 
 def test_load_run_refuses_with_one_line(tmp_path: Path) -> None:

@@ -164,12 +164,15 @@ def load_run(path: Path, label: str | None = None) -> RunResults:
         except NotARun as exc:
             run.problems.append(f"{exc}; its totals are not used")
     run.wall_seconds = _seconds(summary, meta)
-    if toolcalls:
-        run.tasks = _toolcall_tasks(path, run.problems)
-    elif (path / RESULTS_FILE).is_file() or not summary:
-        run.tasks = _trial_tasks(path, run.problems)
-    else:  # a batch of a Helios that kept no results.jsonl: its summary's rows
-        run.tasks = _summary_tasks(summary_path, summary, run.problems)
+    try:
+        if toolcalls:
+            run.tasks = _toolcall_tasks(path, run.problems)
+        elif (path / RESULTS_FILE).exists() or not summary:
+            run.tasks = _trial_tasks(path, run.problems)
+        else:  # a batch of a Helios that kept no results.jsonl: its summary's rows
+            run.tasks = _summary_tasks(summary_path, summary, run.problems)
+    except OSError as exc:  # unreadable (permissions, a folder where the file should be)
+        raise NotARun(f"{path / RESULTS_FILE}: {exc.strerror or exc}") from None
     if run.model is None and isinstance(summary.get("model"), str):
         run.model = summary["model"]
     return run
@@ -257,12 +260,17 @@ def _task_keys(trials: Iterable[TrialFacts]) -> dict[str, str]:
     for trial in trials:
         paths_by_name.setdefault(trial.task_name, set()).add(trial.task_path)
     every = sorted({p for paths in paths_by_name.values() for p in paths})
-    root = posixpath.commonpath(every) if len(every) > 1 else ""
+    try:
+        root = posixpath.commonpath(every) if len(every) > 1 else ""
+    except ValueError:  # absolute and relative paths mixed (not a record Helios wrote)
+        root = ""
     keys: dict[str, str] = {}
     for name, paths in paths_by_name.items():
         for task_path in paths:
-            shared = len(paths) > 1 and root
-            keys[task_path] = posixpath.relpath(task_path, root) if shared else name
+            if len(paths) == 1:
+                keys[task_path] = name
+            else:
+                keys[task_path] = posixpath.relpath(task_path, root) if root else task_path
     return keys
 
 
