@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Annotated
 
 import typer
 from rich import box
@@ -42,7 +42,6 @@ from helios.results.formats import (
 )
 from helios.results.runs import NotARun, load_runs
 
-Format = Literal["text", "json", "csv", "markdown"]
 #: flips and tasks listed per comparison in the terminal unless --limit says otherwise
 DEFAULT_LIMIT = 20
 

@@ -1,9 +1,11 @@
 """A comparison as a file: JSON (everything), CSV (a row per task and pair) and
 Markdown (the tables a report or a pull request shows).
 
-Task names, labels and models are untrusted text. JSON and CSV carry them as they are
-(a reader parses them); Markdown escapes every character that would make them
-formatting, a link or HTML, so a rendered report shows them literally.
+Task names, labels and models are untrusted text. JSON carries them as they are (its
+encoder escapes control characters); CSV shows a control character as an escape
+(`\x1b`: the file may be printed on a terminal); Markdown also escapes every character
+that would make them formatting, a link or HTML, so a rendered report shows them
+literally.
 """
 
 from __future__ import annotations
@@ -34,7 +36,7 @@ def to_csv(report: CompareReport) -> str:
     for comparison in report.comparisons:
         for row in comparison.tasks:
             writer.writerow([
-                comparison.a, comparison.b, row.task, row.change,
+                visible(comparison.a), visible(comparison.b), visible(row.task), row.change,
                 *_side_cells(row.a), *_side_cells(row.b),
                 _number(row.reward_delta), _number(row.duration_delta),
                 _number(row.cost_delta_usd),
