@@ -115,11 +115,9 @@ def _text(value: object) -> str | None:
     return value if isinstance(value, str) else None
 
 
-def _seconds(*documents: dict[str, Any]) -> float | None:
-    for document, key in zip(documents, ("duration_seconds", "seconds"), strict=False):
-        value = document.get(key)
-        if isinstance(value, int | float) and not isinstance(value, bool) and value >= 0:
-            return float(value)
+def _seconds(value: object) -> float | None:
+    if isinstance(value, int | float) and not isinstance(value, bool) and value >= 0:
+        return float(value)
     return None
 
 
@@ -163,7 +161,10 @@ def load_run(path: Path, label: str | None = None) -> RunResults:
             run.finished = True
         except NotARun as exc:
             run.problems.append(f"{exc}; its totals are not used")
-    run.wall_seconds = _seconds(summary, meta)
+    # the summary's time, else run.json's (kept across invocations, written as it runs)
+    run.wall_seconds = _seconds(summary.get("duration_seconds"))
+    if run.wall_seconds is None:
+        run.wall_seconds = _seconds(meta.get("seconds"))
     try:
         if toolcalls:
             run.tasks = _toolcall_tasks(path, run.problems)
