@@ -6,6 +6,7 @@ import typer
 
 from helios import __version__
 from helios.cli.batch import batch_command, run_command
+from helios.cli.compare import compare_command
 from helios.cli.generate import export_command, generate_command
 from helios.cli.help import ReadableCommand, ReadableGroup
 from helios.cli.maintenance import cleanup_command
@@ -36,6 +37,9 @@ app.command("cleanup", cls=ReadableCommand)(cleanup_command)
 app.command("toolcalls", cls=ReadableCommand, short_help="Run the tool-call tests of a config.")(
     toolcalls_command
 )
+app.command(
+    "compare", cls=ReadableCommand, short_help="Compare runs task by task (flips, pass rates)."
+)(compare_command)
 tasks_app.command("check", cls=ReadableCommand)(tasks_check_command)
 app.add_typer(tasks_app, name="tasks")
 

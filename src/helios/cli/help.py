@@ -51,6 +51,8 @@ def _name_argument(param: Any) -> None:
     writes `{tasks_dir}` and `tasks_dir <path>`; its argument class is not ours
     to choose, so this instance's two display methods are replaced)."""
     name = param.metavar = (param.name or "value").upper()
+    if param.nargs == -1:  # any number of values: `RUNS...`
+        name += "..."
     usage = name if param.required else f"[{name}]"
     if hasattr(param, "_usage_display_name"):
         param._usage_display_name = lambda: usage

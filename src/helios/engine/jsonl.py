@@ -19,15 +19,18 @@ import contextlib
 import mmap
 import os
 import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, TypeVar
 
 import msgspec
 
 from helios.safe_json import JsonValueError, dumps, parse_json
 
 FSYNC_INTERVAL = 1.0
+#: why a last line without its newline is not read
+TORN = "torn final line (cut)"
 #: bytes of whole lines decoded at once on resume
 HEAD_BLOCK = 32 * 1024 * 1024
 
@@ -43,6 +46,7 @@ class RecordHead(msgspec.Struct, gc=False):
 
 
 _HEADS = msgspec.json.Decoder(RecordHead)
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -118,25 +122,37 @@ class RecordStream:
             return loaded
         good: list[bytes] = []
         bad: list[tuple[int, bytes, str]] = []
-        with self.path.open("rb") as handle:
-            for number, raw in enumerate(handle, start=1):
-                if not raw.endswith(b"\n"):
-                    bad.append((number, raw, "torn final line (cut)"))
-                    break
-                if raw.isspace():
-                    continue  # no record, nothing to keep (the fast path skips it too)
-                parsed = _parse(raw)
-                if isinstance(parsed, str):
-                    bad.append((number, raw, parsed))
-                    continue
-                good.append(raw)
-                loaded.records.append(parsed)
+        for number, raw, parsed in self.scan(_parse):
+            if isinstance(parsed, str):
+                bad.append((number, raw, parsed))
+                continue
+            good.append(raw)
+            loaded.records.append(parsed)
         if bad and repair:
             self._quarantine(bad)
             self._rewrite(good)
         if bad:
             loaded.quarantined = [BadLine(number, reason) for number, _, reason in bad]
         return loaded
+
+    def scan(self, decode: Callable[[bytes], T | str]) -> Iterator[tuple[int, bytes, T | str]]:
+        """Every line but blank ones, streamed, read-only: (its 1-based number, its
+        bytes, `decode(bytes)`: the value, or why the line is unreadable). A torn final
+        line (no newline: the writer died mid-append, or is appending now) comes last
+        as "torn final line (cut)"; `load` cuts it, a reader skips it. Memory stays
+        that of one line, whatever the file's size."""
+        try:
+            handle = self.path.open("rb")
+        except FileNotFoundError:
+            return
+        with handle:
+            for number, raw in enumerate(handle, start=1):
+                if not raw.endswith(b"\n"):
+                    yield number, raw, TORN
+                    return
+                if raw.isspace():
+                    continue  # no record, nothing to keep (the fast path skips it too)
+                yield number, raw, decode(raw)
 
     def _quarantine(self, bad: list[tuple[int, bytes, str]]) -> None:
         with self.quarantine_path.open("ab") as handle:
