@@ -9,6 +9,7 @@ import os
 import struct
 import subprocess
 import sys
+import tempfile
 import threading
 import zlib
 from collections.abc import Iterator
@@ -118,7 +119,8 @@ def view_cmd(*args: str) -> list[str]:
 def view_server(*args: str, within: float = 60.0) -> Iterator[str]:
     """`helios view ARGS` as a user runs it; yields the URL of its first line."""
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-    proc = subprocess.Popen(view_cmd(*args), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    errors = tempfile.TemporaryFile("w+")  # read at the end: a pipe nobody reads could fill
+    proc = subprocess.Popen(view_cmd(*args), stdout=subprocess.PIPE, stderr=errors,
                             text=True, env=env)  # fmt: skip
     assert proc.stdout is not None
     first: list[str] = []
@@ -137,6 +139,9 @@ def view_server(*args: str, within: float = 60.0) -> Iterator[str]:
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
-        for stream in (proc.stdout, proc.stderr):
-            if stream is not None:
-                stream.close()
+        assert proc.stdout is not None
+        proc.stdout.close()
+        errors.seek(0)
+        logged = errors.read()
+        errors.close()
+        assert "Traceback" not in logged, logged

@@ -1,0 +1,242 @@
+"""`helios view` in real headless Chromium (Debian's, over the DevTools protocol):
+the runs list, a run's table with a filter, a trial with its screenshot and the
+click drawn on it, a run that grows while the page watches, and hostile text that
+must stay text. Each test saves a screenshot of what it checked, under
+$HELIOS_VIEW_ARTIFACTS when set (else the test's tmp_path)."""
+
+from __future__ import annotations
+
+import asyncio
+import fcntl
+import json
+import os
+import subprocess
+from pathlib import Path
+from urllib.parse import urlencode
+
+import pytest
+
+from .conftest import TaskMaker, helios_cmd
+from .headless_browser import Page, chromium, open_page
+from .view_helpers import add_gui_trial, record, view_server, write_run
+
+pytestmark = pytest.mark.skipif(
+    chromium() is None and not os.environ.get("HELIOS_REQUIRE_BROWSER"),
+    reason="needs Debian's chromium (scripts/setup-system.sh installs it)",
+)
+SIZE = (1280, 900)
+
+
+def artifacts(tmp_path: Path) -> Path:
+    folder = Path(os.environ.get("HELIOS_VIEW_ARTIFACTS") or tmp_path / "screens")
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder
+
+
+async def save(page: Page, tmp_path: Path, name: str) -> None:
+    shot = await page.screenshot()
+    assert shot.startswith(b"\x89PNG")
+    (artifacts(tmp_path) / f"view-{name}.png").write_bytes(shot)
+
+
+def hash_url(url: str, path: str, **params: str) -> str:
+    return f"{url}#{path}" + (f"?{urlencode(params)}" if params else "")
+
+
+def test_the_runs_list_shows_a_real_batch(need_bwrap: None, make_task: TaskMaker,
+                                          tmp_path: Path) -> None:  # fmt: skip
+    make_task("hello", solve="true\n")
+    make_task("broken", test="echo 0 > /logs/verifier/reward.txt\n")
+    out = tmp_path / "output"
+    subprocess.run(helios_cmd("batch", str(tmp_path / "tasks"), "--provider", "local", "--agent",
+                              "oracle", "-q", "-o", str(out)),
+                   check=True, capture_output=True, timeout=180)  # fmt: skip
+    write_run(out / "batch_handwritten", [record(i) for i in range(3)])
+
+    async def go(url: str) -> None:
+        async with open_page(url, SIZE) as page:
+            await page.until("document.querySelectorAll('#runs-table tbody tr').length === 2")
+            rows = await page.evaluate("""[...document.querySelectorAll('#runs-table tbody tr')]
+                .map(tr => [...tr.children].map(td => td.textContent))""")
+            real = next(row for row in rows if row[0].startswith("batch_2"))
+            assert real[1] == "batch" and real[3] == "oracle" and real[5] == "2"
+            assert real[6] == "50.0%" and real[-1] == "done"
+            await save(page, tmp_path, "runs")
+
+    with view_server(str(out)) as url:
+        asyncio.run(go(url))
+
+
+def test_a_runs_table_with_a_filter_applied(tmp_path: Path) -> None:
+    statuses = ("passed", "failed", "error")
+    items = [record(i, status=statuses[i % 3], reward=1.0 if i % 3 == 0 else 0.0,
+                    error="TimeoutError: agent took too long" if i % 3 == 2 else None)
+             for i in range(120)]  # fmt: skip
+    write_run(tmp_path / "output" / "batch_big", items)
+
+    async def go(url: str) -> None:
+        async with open_page(hash_url(url, "/run", run="0/batch_big"), SIZE) as page:
+            await page.until("document.querySelectorAll('#trials-table tbody tr').length === 50")
+            assert await page.evaluate("document.getElementById('trial-count').textContent") == (
+                "120 of 120 trials, page 1 of 3")
+            # a person picks "failed" and a reward range, then presses Filter
+            await page.evaluate("""(() => {
+                const form = document.getElementById('filters');
+                form.elements.status.value = 'failed';
+                form.elements.reward_max.value = '0.5';
+                form.querySelector('button[type=submit]').click();
+            })()""")
+            await page.until("document.getElementById('trial-count')?.textContent"
+                             ".startsWith('40 of 120')")
+            cells = await page.evaluate("""[...document.querySelectorAll('#trials-table tbody tr')]
+                .map(tr => tr.children[3].textContent)""")
+            assert len(cells) == 40 and set(cells) == {"failed"}
+            # sorting by duration, longest first, keeps the filter
+            await page.evaluate("document.querySelector('th[data-sort=duration]').click()")
+            await page.until("!!document.querySelector('th[data-sort=duration].sorted')")
+            await page.evaluate("document.querySelector('th[data-sort=duration]').click()")
+            await page.until("location.hash.includes('desc=1')")
+            await page.until("document.querySelector('#trials-table tbody tr td:nth-child(2)')"
+                             "?.textContent === 'task-118'")
+            await save(page, tmp_path, "run-filtered")
+
+    with view_server(str(tmp_path / "output")) as url:
+        asyncio.run(go(url))
+
+
+def test_a_trial_shows_its_screenshot_with_the_click_drawn(tmp_path: Path) -> None:
+    item = record(0, task_name="click-ok")
+    run = write_run(tmp_path / "output" / "batch_gui", [item])
+    add_gui_trial(run, item)
+
+    async def go(url: str) -> None:
+        target = hash_url(url, "/trial", run="0/batch_gui", folder=item["folder"])
+        async with open_page(target, SIZE) as page:
+            await page.until("document.querySelectorAll('#steps .step').length === 3")
+            await page.until("[...document.querySelectorAll('img')].filter("
+                             "i => i.complete && i.naturalWidth === 320).length >= 3")
+            click = await page.evaluate("""(() => {
+                const ring = document.querySelector('.screen svg .mark.click');
+                const svg = ring.ownerSVGElement;
+                return [ring.getAttribute('cx'), ring.getAttribute('cy'),
+                        svg.getAttribute('viewBox')];
+            })()""")
+            assert click == ["120", "80", "0 0 320 200"]
+            assert await page.evaluate("document.querySelectorAll('.mark.drag').length") == 1
+            text = await page.evaluate("document.body.innerText")
+            assert "verifier of click-ok" in text and '"action": "click"' in text
+            assert "prompt 1500" in text  # per-step tokens
+            await page.evaluate("document.querySelector('[data-step=\"1\"]').scrollIntoView()")
+            await save(page, tmp_path, "trial")
+
+    with view_server(str(tmp_path / "output")) as url:
+        asyncio.run(go(url))
+
+
+def test_a_running_run_updates_while_the_page_watches(tmp_path: Path) -> None:
+    run = write_run(tmp_path / "output" / "batch_live", [record(0)], summary=False)
+
+    async def go(url: str) -> None:
+        async with open_page(hash_url(url, "/run", run="0/batch_live"), SIZE) as page:
+            await page.until("document.getElementById('run-status')?.textContent === 'running'")
+            assert await page.evaluate("document.getElementById('run-trials').textContent") == "1"
+            await page.evaluate("window.__samePage = 1")  # gone if the page reloaded
+            for index in (1, 2):
+                with (run / "results.jsonl").open("a") as handle:
+                    handle.write(json.dumps(record(index, status="failed", reward=0.0)) + "\n")
+                await page.until(f"document.getElementById('run-trials').textContent === "
+                                 f"'{index + 1}'")  # fmt: skip
+                await page.until(f"document.querySelectorAll('#trials-table tbody tr').length"
+                                 f" === {index + 1}")  # fmt: skip
+            assert await page.evaluate("window.__samePage") == 1
+            await save(page, tmp_path, "run-live")
+
+    with (run / ".lock").open("a+") as lock:
+        fcntl.flock(lock.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        lock.write(str(os.getpid()))
+        lock.flush()
+        with view_server(str(tmp_path / "output")) as url:
+            asyncio.run(go(url))
+
+
+HOSTILE = ('<script>window.__pwned = "script"</script>',
+           '<img src=x onerror="window.__pwned = \'onerror\'">',
+           '<a href="javascript:window.__pwned = \'link\'">javascript:window.__pwned=1</a>')  # fmt: skip
+
+
+def test_hostile_text_stays_text(tmp_path: Path) -> None:
+    payload = " ".join(HOSTILE)
+    item = record(0, task_name=HOSTILE[1], error=f"RuntimeError: {payload}",
+                  verifier_note=HOSTILE[0], model=HOSTILE[2])  # fmt: skip
+    item["folder"] = "001_x"
+    run = write_run(tmp_path / "output" / "batch_hostile", [item], model=HOSTILE[2])
+    agent = add_gui_trial(run, item)
+    document = json.loads((agent / "trajectory.json").read_text())
+    document["steps"][1]["message"] = payload
+    document["steps"][1]["reasoning_content"] = payload
+    document["steps"][1]["tool_calls"][0]["function_name"] = HOSTILE[1]
+    document["steps"][2]["observation"]["results"][0]["content"] = payload
+    document["steps"][0]["message"][1]["source"] = {"media_type": "image/png",
+                                                    "path": "javascript:window.__pwned=5"}
+    (agent / "trajectory.json").write_text(json.dumps(document))
+    (run / "001_x" / "verifier" / "test-stdout.txt").write_text(payload)
+    (run / "001_x" / "verifier" / "test-stderr.txt").write_text(HOSTILE[2])
+
+    async def visit(page: Page, name: str, ready: str) -> None:
+        await page.until(ready)
+        # follow every in-page link and control, as a curious person would
+        await page.evaluate("""[...document.querySelectorAll('a')]
+            .filter(a => !a.getAttribute('href').startsWith('api/'))
+            .forEach(a => { a.dispatchEvent(new MouseEvent('click', {cancelable: true})); })""")
+        await page.evaluate("document.querySelectorAll('details').forEach(d => d.open = true)")
+        await save(page, tmp_path, f"hostile-{name}")
+        assert await page.evaluate("typeof window.__pwned") == "undefined"
+        hrefs = await page.evaluate("[...document.querySelectorAll('a')].map(a => a.href)")
+        assert not [href for href in hrefs if href.startswith("javascript:")]
+
+    async def go(url: str) -> None:
+        async with open_page(url, SIZE) as page:
+            await visit(page, "runs", "document.querySelectorAll('#runs-table tbody tr').length")
+            text = await page.evaluate("document.body.innerText")
+            assert HOSTILE[2] in text  # the model, shown as it is
+            await page.evaluate(f"location.hash = {json.dumps('#/run?run=0/batch_hostile')}")
+            await visit(page, "run", "document.querySelectorAll('#trials-table tbody tr').length")
+            assert HOSTILE[1] in await page.evaluate("document.body.innerText")
+            await page.evaluate("location.hash = '#/trial?run=0/batch_hostile&folder=001_x'")
+            await visit(page, "trial", "document.querySelectorAll('#steps .step').length === 3")
+            text = await page.evaluate("document.body.innerText")
+            for piece in HOSTILE:
+                assert piece in text
+            assert await page.evaluate("document.querySelectorAll('script').length") == 1
+            assert await page.evaluate("document.querySelectorAll('#main img[onerror]').length") == 0
+
+    with view_server(str(tmp_path / "output")) as url:
+        asyncio.run(go(url))
+
+
+def test_bad_input_is_a_message_in_the_page(tmp_path: Path) -> None:
+    run = write_run(tmp_path / "output" / "batch_bad", [record(0), record(1)])
+    with (run / "results.jsonl").open("a") as handle:
+        handle.write("{damaged\n")
+    (run / "002_task-001" / "agent").mkdir()
+    (run / "002_task-001" / "agent" / "trajectory.json").write_text('{"not": "atif"}')
+
+    async def go(url: str) -> None:
+        async with open_page(hash_url(url, "/run", run="0/batch_bad"), SIZE) as page:
+            await page.until("document.querySelectorAll('#trials-table tbody tr').length === 3")
+            damaged = await page.evaluate(
+                "document.querySelector('#trials-table tbody tr:nth-child(3)').innerText")
+            assert "damaged" in damaged and "line 3" in damaged
+            await page.evaluate("location.hash = '#/trial?run=0/batch_bad&folder=001_task-000'")
+            await page.until("!!document.getElementById('no-trajectory')")
+            await page.evaluate("location.hash = '#/trial?run=0/batch_bad&folder=002_task-001'")
+            message = await page.until("document.getElementById('trajectory-error')?.textContent")
+            assert message == "trajectory.json is not an ATIF trajectory (schema_version None)"
+            await page.evaluate("location.hash = '#/trial?run=0/batch_bad&folder=../../..'")
+            error = await page.until("!document.getElementById('error').hidden && "
+                                     "document.getElementById('error').textContent")
+            assert error == "'../../..' is not a path inside the run"
+            await save(page, tmp_path, "bad-input")
+
+    with view_server(str(tmp_path / "output")) as url:
+        asyncio.run(go(url))
