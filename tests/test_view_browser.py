@@ -78,7 +78,8 @@ def test_a_runs_table_with_a_filter_applied(tmp_path: Path) -> None:
         async with open_page(hash_url(url, "/run", run="0/batch_big"), SIZE) as page:
             await page.until("document.querySelectorAll('#trials-table tbody tr').length === 50")
             assert await page.evaluate("document.getElementById('trial-count').textContent") == (
-                "120 of 120 trials, page 1 of 3")
+                "120 of 120 trials, page 1 of 3"
+            )
             # a person picks "failed" and a reward range, then presses Filter
             await page.evaluate("""(() => {
                 const form = document.getElementById('filters');
@@ -86,8 +87,9 @@ def test_a_runs_table_with_a_filter_applied(tmp_path: Path) -> None:
                 form.elements.reward_max.value = '0.5';
                 form.querySelector('button[type=submit]').click();
             })()""")
-            await page.until("document.getElementById('trial-count')?.textContent"
-                             ".startsWith('40 of 120')")
+            await page.until(
+                "document.getElementById('trial-count')?.textContent.startsWith('40 of 120')"
+            )
             cells = await page.evaluate("""[...document.querySelectorAll('#trials-table tbody tr')]
                 .map(tr => tr.children[3].textContent)""")
             assert len(cells) == 40 and set(cells) == {"failed"}
@@ -96,8 +98,10 @@ def test_a_runs_table_with_a_filter_applied(tmp_path: Path) -> None:
             await page.until("!!document.querySelector('th[data-sort=duration].sorted')")
             await page.evaluate("document.querySelector('th[data-sort=duration]').click()")
             await page.until("location.hash.includes('desc=1')")
-            await page.until("document.querySelector('#trials-table tbody tr td:nth-child(2)')"
-                             "?.textContent === 'task-118'")
+            await page.until(
+                "document.querySelector('#trials-table tbody tr td:nth-child(2)')"
+                "?.textContent === 'task-118'"
+            )
             await save(page, tmp_path, "run-filtered")
 
     with view_server(str(tmp_path / "output")) as url:
@@ -113,8 +117,10 @@ def test_a_trial_shows_its_screenshot_with_the_click_drawn(tmp_path: Path) -> No
         target = hash_url(url, "/trial", run="0/batch_gui", folder=item["folder"])
         async with open_page(target, SIZE) as page:
             await page.until("document.querySelectorAll('#steps .step').length === 3")
-            await page.until("[...document.querySelectorAll('img')].filter("
-                             "i => i.complete && i.naturalWidth === 320).length >= 3")
+            await page.until(
+                "[...document.querySelectorAll('img')].filter("
+                "i => i.complete && i.naturalWidth === 320).length >= 3"
+            )
             click = await page.evaluate("""(() => {
                 const ring = document.querySelector('.screen svg .mark.click');
                 const svg = ring.ownerSVGElement;
@@ -159,9 +165,11 @@ def test_a_running_run_updates_while_the_page_watches(tmp_path: Path) -> None:
             asyncio.run(go(url))
 
 
-HOSTILE = ('<script>window.__pwned = "script"</script>',
-           '<img src=x onerror="window.__pwned = \'onerror\'">',
-           '<a href="javascript:window.__pwned = \'link\'">javascript:window.__pwned=1</a>')  # fmt: skip
+HOSTILE = (
+    '<script>window.__pwned = "script"</script>',
+    "<img src=x onerror=\"window.__pwned = 'onerror'\">",
+    "<a href=\"javascript:window.__pwned = 'link'\">javascript:window.__pwned=1</a>",
+)
 
 
 def test_hostile_text_stays_text(tmp_path: Path) -> None:
@@ -176,8 +184,10 @@ def test_hostile_text_stays_text(tmp_path: Path) -> None:
     document["steps"][1]["reasoning_content"] = payload
     document["steps"][1]["tool_calls"][0]["function_name"] = HOSTILE[1]
     document["steps"][2]["observation"]["results"][0]["content"] = payload
-    document["steps"][0]["message"][1]["source"] = {"media_type": "image/png",
-                                                    "path": "javascript:window.__pwned=5"}
+    document["steps"][0]["message"][1]["source"] = {
+        "media_type": "image/png",
+        "path": "javascript:window.__pwned=5",
+    }
     (agent / "trajectory.json").write_text(json.dumps(document))
     (run / "001_x" / "verifier" / "test-stdout.txt").write_text(payload)
     (run / "001_x" / "verifier" / "test-stderr.txt").write_text(HOSTILE[2])
@@ -208,7 +218,8 @@ def test_hostile_text_stays_text(tmp_path: Path) -> None:
             for piece in HOSTILE:
                 assert piece in text
             assert await page.evaluate("document.querySelectorAll('script').length") == 1
-            assert await page.evaluate("document.querySelectorAll('#main img[onerror]').length") == 0
+            planted = "document.querySelectorAll('#main img[onerror], #main script').length"
+            assert await page.evaluate(planted) == 0
 
     with view_server(str(tmp_path / "output")) as url:
         asyncio.run(go(url))
@@ -225,7 +236,8 @@ def test_bad_input_is_a_message_in_the_page(tmp_path: Path) -> None:
         async with open_page(hash_url(url, "/run", run="0/batch_bad"), SIZE) as page:
             await page.until("document.querySelectorAll('#trials-table tbody tr').length === 3")
             damaged = await page.evaluate(
-                "document.querySelector('#trials-table tbody tr:nth-child(3)').innerText")
+                "document.querySelector('#trials-table tbody tr:nth-child(3)').innerText"
+            )
             assert "damaged" in damaged and "line 3" in damaged
             await page.evaluate("location.hash = '#/trial?run=0/batch_bad&folder=001_task-000'")
             await page.until("!!document.getElementById('no-trajectory')")
@@ -233,8 +245,10 @@ def test_bad_input_is_a_message_in_the_page(tmp_path: Path) -> None:
             message = await page.until("document.getElementById('trajectory-error')?.textContent")
             assert message == "trajectory.json is not an ATIF trajectory (schema_version None)"
             await page.evaluate("location.hash = '#/trial?run=0/batch_bad&folder=../../..'")
-            error = await page.until("!document.getElementById('error').hidden && "
-                                     "document.getElementById('error').textContent")
+            error = await page.until(
+                "!document.getElementById('error').hidden && "
+                "document.getElementById('error').textContent"
+            )
             assert error == "'../../..' is not a path inside the run"
             await save(page, tmp_path, "bad-input")
 

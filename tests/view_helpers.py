@@ -14,7 +14,7 @@ import threading
 import zlib
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 
 def record(index: int, **fields: Any) -> dict[str, Any]:
@@ -119,9 +119,13 @@ def view_cmd(*args: str) -> list[str]:
 def view_server(*args: str, within: float = 60.0) -> Iterator[str]:
     """`helios view ARGS` as a user runs it; yields the URL of its first line."""
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-    errors = tempfile.TemporaryFile("w+")  # read at the end: a pipe nobody reads could fill
-    proc = subprocess.Popen(view_cmd(*args), stdout=subprocess.PIPE, stderr=errors,
-                            text=True, env=env)  # fmt: skip
+    with tempfile.TemporaryFile("w+") as errors:  # not a pipe nobody reads (it could fill)
+        proc = subprocess.Popen(view_cmd(*args), stdout=subprocess.PIPE, stderr=errors,
+                                text=True, env=env)  # fmt: skip
+        yield from _first_line(proc, errors, within)
+
+
+def _first_line(proc: subprocess.Popen[str], errors: IO[str], within: float) -> Iterator[str]:
     assert proc.stdout is not None
     first: list[str] = []
     reader = threading.Thread(target=lambda: first.append(proc.stdout.readline()), daemon=True)  # type: ignore[union-attr]
@@ -143,5 +147,4 @@ def view_server(*args: str, within: float = 60.0) -> Iterator[str]:
         proc.stdout.close()
         errors.seek(0)
         logged = errors.read()
-        errors.close()
         assert "Traceback" not in logged, logged
