@@ -224,12 +224,14 @@ def test_encoded_dot_dot_in_the_raw_url_is_refused(runs: Path) -> None:
         assert status in (403, 404) and b"SECRET" not in body, (status, body)
 
 
-def test_an_image_path_leading_out_of_the_run_is_not_linked(runs: Path) -> None:
+def test_an_image_path_leading_out_of_the_run_or_missing_is_not_linked(runs: Path) -> None:
     document = json.loads((runs / "batch_a/001_alpha/agent/trajectory.json").read_text())
     document["steps"][0]["message"][1]["source"]["path"] = "../../../../secret.png"
+    document["steps"][1]["observation"]["results"][0]["content"][0]["source"]["path"] = "gone.png"
     (runs / "batch_a/001_alpha/agent/trajectory.json").write_text(json.dumps(document))
     status, body = one([runs], "/api/steps", path="0/batch_a/001_alpha/agent/trajectory.json")
     assert status == 200 and body["steps"][0]["message"][1] == {"type": "image", "src": None}
+    assert body["steps"][1]["observations"][0]["content"] == [{"type": "image", "src": None}]
 
 
 def test_raw_files_cannot_run_in_the_viewers_origin(runs: Path) -> None:

@@ -192,34 +192,35 @@ def test_hostile_text_stays_text(tmp_path: Path) -> None:
     (run / "001_x" / "verifier" / "test-stdout.txt").write_text(payload)
     (run / "001_x" / "verifier" / "test-stderr.txt").write_text(HOSTILE[2])
 
-    async def visit(page: Page, name: str, ready: str) -> None:
+    async def visit(page: Page, name: str, ready: str) -> str:
+        """The view's text once `ready`, after a screenshot, opening every detail and
+        following every in-page link as a curious person would."""
         await page.until(ready)
-        # follow every in-page link and control, as a curious person would
+        await page.evaluate("document.querySelectorAll('details').forEach(d => d.open = true)")
+        await save(page, tmp_path, f"hostile-{name}")
+        text: str = await page.evaluate("document.body.innerText")
+        hrefs = await page.evaluate("[...document.querySelectorAll('a')].map(a => a.href)")
+        assert hrefs and not [href for href in hrefs if not href.startswith("http://")]
+        planted = "document.querySelectorAll('#main img[onerror], #main script').length"
+        assert await page.evaluate(planted) == 0
         await page.evaluate("""[...document.querySelectorAll('a')]
             .filter(a => !a.getAttribute('href').startsWith('api/'))
             .forEach(a => { a.dispatchEvent(new MouseEvent('click', {cancelable: true})); })""")
-        await page.evaluate("document.querySelectorAll('details').forEach(d => d.open = true)")
-        await save(page, tmp_path, f"hostile-{name}")
         assert await page.evaluate("typeof window.__pwned") == "undefined"
-        hrefs = await page.evaluate("[...document.querySelectorAll('a')].map(a => a.href)")
-        assert not [href for href in hrefs if href.startswith("javascript:")]
+        return text
 
     async def go(url: str) -> None:
         async with open_page(url, SIZE) as page:
-            await visit(page, "runs", "document.querySelectorAll('#runs-table tbody tr').length")
-            text = await page.evaluate("document.body.innerText")
+            text = await visit(page, "runs", "document.querySelectorAll('#runs-table tr').length")
             assert HOSTILE[2] in text  # the model, shown as it is
             await page.evaluate(f"location.hash = {json.dumps('#/run?run=0/batch_hostile')}")
-            await visit(page, "run", "document.querySelectorAll('#trials-table tbody tr').length")
-            assert HOSTILE[1] in await page.evaluate("document.body.innerText")
+            text = await visit(page, "run", "document.querySelectorAll('#trials-table tr').length")
+            assert HOSTILE[0] in text and HOSTILE[1] in text  # the note and the task name
             await page.evaluate("location.hash = '#/trial?run=0/batch_hostile&folder=001_x'")
-            await visit(page, "trial", "document.querySelectorAll('#steps .step').length === 3")
-            text = await page.evaluate("document.body.innerText")
-            for piece in HOSTILE:
-                assert piece in text
+            text = await visit(page, "trial", "document.querySelectorAll('#steps .step').length")
+            assert text.count(payload) >= 4  # message, reasoning, observation, verifier stdout
+            assert HOSTILE[1] in text and HOSTILE[2] in text  # the tool's name, stderr
             assert await page.evaluate("document.querySelectorAll('script').length") == 1
-            planted = "document.querySelectorAll('#main img[onerror], #main script').length"
-            assert await page.evaluate(planted) == 0
 
     with view_server(str(tmp_path / "output")) as url:
         asyncio.run(go(url))

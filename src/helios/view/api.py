@@ -141,9 +141,10 @@ async def trajectory_steps(request: web.Request) -> web.Response:
 
     def url_of(relative: str) -> str | None:
         try:
-            return "api/file?path=" + quote(roots.key(roots.inside(path.parent, relative)))
-        except (OutsideRoots, FileNotFoundError):
+            image = roots.inside(path.parent, relative)
+        except OutsideRoots:
             return None
+        return "api/file?path=" + quote(roots.key(image)) if image.is_file() else None
 
     document = loaded.document
     agent = document.get("agent")

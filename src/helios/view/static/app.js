@@ -352,7 +352,7 @@ function renderContent(content) {
   if (content === null || content === undefined || content === "") return null;
   if (typeof content === "string") return el("pre", { class: "text" }, content);
   return content.map((part) => part.type === "image"
-    ? (part.src ? el("img", { class: "inline", src: part.src, alt: "image" }) : el("p", { class: "muted" }, "(an image outside the run, not shown)"))
+    ? (part.src ? el("img", { class: "inline", src: part.src, alt: "image" }) : el("p", { class: "muted" }, "(an image missing, or outside the run: not shown)"))
     : el("pre", { class: "text" }, part.text));
 }
 
