@@ -309,3 +309,18 @@ def test_view_help_and_a_missing_folder() -> None:
     missing = subprocess.run([sys.executable, "-m", "helios", "view", "/nonexistent/runs"],
                              capture_output=True, text=True)  # fmt: skip
     assert missing.returncode == 2 and "not a folder: /nonexistent/runs" in missing.stderr
+
+
+def test_a_summary_comes_without_its_per_trial_rows_and_a_damaged_one_says_so(
+    runs: Path, tmp_path: Path
+) -> None:
+    broken = write_run(tmp_path / "other" / "batch_broken", [record(0)])
+    (broken / "batch_summary.json").write_text('{"total_tasks": 1, "pass')
+    answers = query(
+        [runs, tmp_path / "other"],
+        [("/api/run", {"run": "0/batch_a"}), ("/api/run", {"run": "1/batch_broken"})],
+    )
+    summary = answers[0][1]["summary"]
+    assert summary["pass_at_k"] == {"pass@1": 0.5} and "tasks" not in summary
+    assert answers[1][0] == 200 and answers[1][1]["summary"] is None
+    assert answers[1][1]["summary_error"].startswith("batch_summary.json: not valid JSON")

@@ -22,7 +22,7 @@ from helios.view.runs import (
     RunFolder,
     describe,
     find_runs,
-    read_json,
+    read_summary,
 )
 
 ROOTS = web.AppKey("roots", Roots)
@@ -74,10 +74,8 @@ async def run(request: web.Request) -> web.Response:
     summary: dict[str, Any] | None = None
     summary_file = folder.summary_file
     if summary_file is not None:
-        document, error = read_json(summary_file)
-        if document is not None:  # the per-trial rows are the table's, page by page
-            summary = {k: v for k, v in document.items() if k not in ("tasks", "rows")}
-        else:
+        summary, error = read_summary(summary_file)  # the rows: the table's, page by page
+        if summary is None:
             head["summary_error"] = error
     return web.json_response({**head, "summary": summary, "summary_file": summary_file.name
                               if summary_file else None})  # fmt: skip

@@ -8,11 +8,13 @@ toolcalls report's at the top with `results.jsonl` beside it, a generate run's i
 
 from __future__ import annotations
 
-import json
 import os
+from collections import OrderedDict
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+import msgspec
 
 from helios.view.records import RecordIndex
 from helios.view.roots import Roots
@@ -21,6 +23,8 @@ from helios.view.state import is_running
 RUN_FILE = "run.json"
 RESULTS = "results.jsonl"
 STORE_DIR = ".helios"  # a generate run's engine store
+#: the per-trial rows a summary may hold
+PER_TRIAL = ("tasks", "rows", "results")
 SUMMARIES = ("batch_summary.json", "toolcalls_summary.json", "statistics.json")
 DOORS = ("batch", "run", "generate", "toolcalls")
 #: how deep under a served folder runs are looked for
@@ -29,18 +33,58 @@ MAX_DEPTH = 4
 MAX_JSON_BYTES = 64 * 1024 * 1024
 
 
-def read_json(path: Path) -> tuple[dict[str, Any] | None, str | None]:
-    """The JSON object in `path`, or None and one line saying why not."""
+#: parsed JSON files by (path, size, mtime): a 100,000-trial batch_summary.json is
+#: parsed once, not on every poll of the page
+_parsed: OrderedDict[
+    tuple[str, int, int, tuple[str, ...]], tuple[dict[str, Any] | None, str | None]
+] = OrderedDict()
+_CACHED = 64
+_decode_object = msgspec.json.Decoder(dict[str, msgspec.Raw]).decode
+
+
+def read_summary(path: Path) -> tuple[dict[str, Any] | None, str | None]:
+    """A door's summary without its per-trial rows (the table pages through those
+    from results.jsonl): the rows are skipped undecoded, so a 100,000-trial summary
+    costs its bytes, not a Python object per field."""
+    return read_json(path, skip=PER_TRIAL)
+
+
+def read_json(path: Path, skip: tuple[str, ...] = ()) -> tuple[dict[str, Any] | None, str | None]:
+    """The JSON object in `path` (without the keys in `skip`), or None and one line
+    saying why not."""
     try:
-        if path.stat().st_size > MAX_JSON_BYTES:
-            return None, f"{path.name} is larger than {MAX_JSON_BYTES >> 20} MB"
-        value = json.loads(path.read_bytes())
+        stat = path.stat()
     except FileNotFoundError:
         return None, f"{path.name} is missing"
-    except (OSError, ValueError) as exc:
-        return None, f"{path.name}: {exc}"
-    if not isinstance(value, dict):
+    except OSError as exc:
+        return None, f"{path.name}: {exc.strerror}"
+    key = (str(path), stat.st_size, stat.st_mtime_ns, skip)
+    if key in _parsed:
+        _parsed.move_to_end(key)
+        return _parsed[key]
+    answer = _parse(path, stat.st_size, skip)
+    _parsed[key] = answer
+    while len(_parsed) > _CACHED:
+        _parsed.popitem(last=False)
+    return answer
+
+
+def _parse(
+    path: Path, size: int, skip: tuple[str, ...]
+) -> tuple[dict[str, Any] | None, str | None]:
+    if size > MAX_JSON_BYTES:
+        return None, f"{path.name} is larger than {MAX_JSON_BYTES >> 20} MB"
+    try:
+        fields = _decode_object(path.read_bytes())
+        value = {name: msgspec.json.decode(raw) for name, raw in fields.items() if name not in skip}
+    except FileNotFoundError:
+        return None, f"{path.name} is missing"
+    except OSError as exc:
+        return None, f"{path.name}: {exc.strerror}"
+    except msgspec.ValidationError:
         return None, f"{path.name}: not a JSON object"
+    except msgspec.DecodeError as exc:
+        return None, f"{path.name}: not valid JSON ({exc})"
     return value, None
 
 
@@ -100,7 +144,7 @@ def describe(roots: Roots, run: RunFolder, index: RecordIndex) -> dict[str, Any]
     """One line of the runs list (and the head of a run's page)."""
     meta, meta_error = read_json(run.store / RUN_FILE)
     summary_file = run.summary_file
-    summary, _ = read_json(summary_file) if summary_file else (None, None)
+    summary, _ = read_summary(summary_file) if summary_file else (None, None)
     meta = meta or {}
     index.refresh()
     totals = index.totals.as_dict()
