@@ -296,9 +296,9 @@ async function showTrial(mine, params) {
     output("stdout", trial.stdout), output("stderr", trial.stderr));
   const files = el("div", { class: "panel", id: "files" }, el("h3", {}, "Files"),
     el("table", {}, el("tbody", {}, trial.files.map((f) => el("tr", {},
-      el("td", {}, el("a", { href: "api/file?path=" + encodeURIComponent(f.key), target: "_blank", rel: "noopener" }, f.path)),
+      el("td", {}, f.href ? el("a", { href: f.href, target: "_blank", rel: "noopener" }, f.path) : f.path),
       el("td", { class: "num" }, f.size),
-      el("td", {}, el("a", { href: "api/file?download=1&path=" + encodeURIComponent(f.key) }, "download")))))),
+      el("td", {}, f.href ? el("a", { href: downloadHref(f.href), download: f.path.split("/").pop() }, "download") : "(not in this bundle)"))))),
     trial.files_cut ? el("p", { class: "muted" }, "(the list stops at 2,000 files)") : null);
   const raw = el("div", { class: "panel" }, el("h3", {}, "result.json and config.json"),
     el("details", {}, el("summary", {}, "result.json"), el("pre", {}, trial.result ? JSON.stringify(trial.result, null, 1) : trial.result_error)),
@@ -312,10 +312,15 @@ async function showTrial(mine, params) {
   await loadSteps(mine, steps, trial.trajectory, 0);
 }
 
+function downloadHref(href) {
+  return href.startsWith("api/file?") ? href.replace("api/file?", "api/file?download=1&") : href;
+}
+
+// A trial without a trajectory may still have screenshots (the final screen).
 function finalScreens(box, trial) {
   for (const f of trial.files) {
-    if (/\.(png|jpe?g|gif|webp)$/i.test(f.path)) {
-      box.append(el("div", {}, el("div", { class: "muted" }, f.path), el("img", { class: "inline", src: "api/file?path=" + encodeURIComponent(f.key), alt: f.path })));
+    if (f.href && /\.(png|jpe?g|gif|webp)$/i.test(f.path)) {
+      box.append(el("div", {}, el("div", { class: "muted" }, f.path), el("img", { class: "inline", src: f.href, alt: f.path })));
     }
   }
 }
