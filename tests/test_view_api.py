@@ -93,6 +93,7 @@ def test_a_page_of_trials_sorts_and_filters(runs: Path) -> None:
         ("/api/trials", {"run": key, "sort": "reward", "limit": "2", "offset": "1"}),
         ("/api/trials", {"run": key, "sort": "nonsense"}),
         ("/api/trials", {"run": key, "reward_min": "high"}),
+        ("/api/trials", {"run": key, "sort": "reward", "desc": "1"}),
     ])  # fmt: skip
     tasks = lambda n: [row["task"] for row in answers[n][1]["rows"]]  # noqa: E731
     assert tasks(0) == ["gamma", "beta", "alpha", "alpha"]
@@ -104,6 +105,8 @@ def test_a_page_of_trials_sorts_and_filters(runs: Path) -> None:
     assert page["matched"] == 4 and [row["reward"] for row in page["rows"]] == [1.0, 1.0]
     assert answers[6][0] == 400 and "sort must be one of" in answers[6][1]["error"]
     assert answers[7][0] == 400 and "reward_min must be a number" in answers[7][1]["error"]
+    descending = [row["reward"] for row in answers[8][1]["rows"]]
+    assert descending == [1.0, 1.0, 0.0, None]  # a missing reward last either way
 
 
 def test_a_damaged_line_is_a_row_saying_so_and_later_records_count(tmp_path: Path) -> None:

@@ -59,12 +59,6 @@ class Row:
     tokens_in: int
     tokens_out: int
 
-    def key(self, name: str) -> Any:
-        value = getattr(self, name)
-        if value is None or (isinstance(value, float) and math.isnan(value)):
-            return (1, 0)  # missing values sort last
-        return (0, value)
-
 
 def _number(value: Any) -> float | None:
     if isinstance(value, bool) or not isinstance(value, int | float):
@@ -199,8 +193,11 @@ class RecordIndex:
         if cached is None:
             if sort == "index":
                 cached = self.rows[::-1] if descending else self.rows
-            else:
-                cached = sorted(self.rows, key=lambda row: row.key(sort), reverse=descending)
+            else:  # rows without the value last, either way
+                present = [row for row in self.rows if getattr(row, sort) is not None]
+                missing = [row for row in self.rows if getattr(row, sort) is None]
+                present.sort(key=lambda row: getattr(row, sort), reverse=descending)
+                cached = present + missing
             self._sorted[(sort, descending)] = cached
         return cached
 
