@@ -255,3 +255,46 @@ def test_bad_input_is_a_message_in_the_page(tmp_path: Path) -> None:
 
     with view_server(str(tmp_path / "output")) as url:
         asyncio.run(go(url))
+
+
+def test_a_bundle_works_from_file_urls(tmp_path: Path) -> None:
+    statuses = ("passed", "failed")
+    items = [record(i, status=statuses[i % 2], reward=float(i % 2 == 0)) for i in range(60)]
+    items[0]["task_name"] = HOSTILE[1]
+    run = write_run(tmp_path / "output" / "batch_shared", items)
+    add_gui_trial(run, items[1])
+    out = tmp_path / "bundle"
+    done = subprocess.run(helios_cmd("view", str(tmp_path / "output"), "--bundle", str(out)),
+                          capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == f"wrote {out / 'index.html'}: 1 run(s), 60 trial(s)"
+    again = subprocess.run(helios_cmd("view", str(tmp_path / "output"), "--bundle", str(out)),
+                           capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert again.returncode == 2 and "exists and is not an empty folder" in again.stderr
+
+    async def go() -> None:
+        base = (out / "index.html").as_uri()
+        async with open_page(base, SIZE) as page:
+            await page.until("document.querySelectorAll('#runs-table tbody tr').length === 1")
+            await save(page, tmp_path, "bundle-runs")
+            query = urlencode({"run": "0/batch_shared", "status": "failed", "sort": "duration",
+                               "desc": "1"})  # fmt: skip
+            await page.evaluate(f"location.hash = {json.dumps('#/run?' + query)}")
+            await page.until("document.getElementById('trial-count')?.textContent"
+                             ".startsWith('30 of 60')")  # fmt: skip
+            first = await page.evaluate(
+                "document.querySelector('#trials-table tbody tr td:nth-child(2)').textContent"
+            )
+            assert first == "task-059"
+            folder = items[1]["folder"]
+            target = "#/trial?" + urlencode({"run": "0/batch_shared", "folder": folder})
+            await page.evaluate(f"location.hash = {json.dumps(target)}")
+            await page.until("!!document.querySelector('.screen svg .mark.click')")
+            await page.until(
+                "[...document.querySelectorAll('.screen img')].every("
+                "i => i.complete && i.naturalWidth === 320)"
+            )
+            await save(page, tmp_path, "bundle-trial")
+            assert await page.evaluate("typeof window.__pwned") == "undefined"
+
+    asyncio.run(go())

@@ -30,7 +30,7 @@ function el(tag, attrs, ...children) {
 // (javascript:, data:, vbscript:) becomes a dead link.
 function safeHref(url) {
   const text = String(url);
-  if (text.startsWith("#") || text.startsWith("api/")) return text;
+  if (text.startsWith("#") || text.startsWith("api/") || text.startsWith("files/")) return text;
   try {
     const parsed = new URL(text, location.href);
     if (parsed.protocol === "http:" || parsed.protocol === "https:") return parsed.href;
@@ -40,7 +40,7 @@ function safeHref(url) {
 
 function safeSrc(url) {
   const text = String(url);
-  if (text.startsWith("api/file?") || /^data:image\/(png|jpeg|gif|webp);base64,/.test(text)) return text;
+  if (text.startsWith("api/file?") || /^files\/[0-9a-f]+\.(png|jpe?g|gif|webp)$/.test(text) || /^data:image\/(png|jpeg|gif|webp);base64,/.test(text)) return text;
   return "";
 }
 
@@ -54,7 +54,61 @@ function showError(message) {
   box.hidden = !message;
 }
 
+// A bundle (helios view --bundle) has no server: its documents are scripts under
+// data/, and the page sorts, filters and pages a run's rows itself.
+const BUNDLE = document.documentElement.dataset.bundle === "1";
+
+function loadData(key) {
+  return new Promise((resolve, reject) => {
+    if (key in window.HELIOS_DATA) return resolve(window.HELIOS_DATA[key]);
+    const file = window.HELIOS_BUNDLE.files[key];
+    if (!file || !/^[0-9a-f]+\.js$/.test(file)) return reject(new Error("not in this bundle: " + key));
+    const script = document.createElement("script");
+    script.src = "data/" + file;
+    script.onload = () => (key in window.HELIOS_DATA ? resolve(window.HELIOS_DATA[key]) : reject(new Error("data/" + file + " does not hold " + key)));
+    script.onerror = () => reject(new Error("cannot read data/" + file));
+    document.head.appendChild(script);
+  });
+}
+
+const ROW_TESTS = {
+  status: (v) => (row) => v.split(",").includes(row.status),
+  task: (v) => (row) => row.task.toLowerCase().includes(v.toLowerCase()),
+  error_type: (v) => (row) => row.error_type === v,
+  attempt: (v) => (row) => row.attempt === Number(v),
+};
+
+function bundleTrials(run, params) {
+  const tests = [];
+  for (const [name, make] of Object.entries(ROW_TESTS)) if (params[name]) tests.push(make(params[name].trim()));
+  for (const name of ["reward", "duration", "cost"]) {
+    const low = params[name + "_min"], high = params[name + "_max"];
+    if (low) tests.push((row) => row[name] !== null && row[name] >= Number(low));
+    if (high) tests.push((row) => row[name] !== null && row[name] <= Number(high));
+  }
+  const sort = params.sort || "index";
+  const desc = params.desc === "1";
+  const rows = run.rows.filter((row) => tests.every((test) => test(row)));
+  const present = rows.filter((row) => row[sort] !== null);
+  present.sort((a, b) => (a[sort] < b[sort] ? -1 : a[sort] > b[sort] ? 1 : 0) * (desc ? -1 : 1));
+  const ordered = present.concat(rows.filter((row) => row[sort] === null));
+  const offset = Number(params.offset || 0), limit = Number(params.limit || PAGE);
+  return { run, total: run.rows.length, matched: ordered.length, offset, rows: ordered.slice(offset, offset + limit), error_types: run.error_types };
+}
+
+async function bundleGet(path, params) {
+  if (path === "runs") return loadData("runs");
+  if (path === "run") return loadData("run:" + params.run);
+  if (path === "trials") return bundleTrials(await loadData("run:" + params.run), params);
+  if (path === "trial") return loadData("trial:" + params.run + ":" + params.folder);
+  const steps = await loadData("steps:" + params.path);
+  if (steps.error) throw new Error(steps.error);
+  const offset = Number(params.offset || 0);
+  return { ...steps, offset, steps: steps.steps.slice(offset, offset + Number(params.limit || STEP_PAGE)) };
+}
+
 async function getJSON(path, params) {
+  if (BUNDLE) return bundleGet(path, params || {});
   const url = "api/" + path + (params ? "?" + new URLSearchParams(params).toString() : "");
   let response;
   try {
@@ -132,7 +186,7 @@ async function showRuns(mine) {
   setMain(
     el("p", { class: "muted" }, "Runs under " + (data.folders.join(", ") || "no existing folder")),
     data.runs.length ? table : el("p", { id: "no-runs" }, "No run folders found."));
-  if (data.runs.some((run) => run.status === "running")) poll(mine, () => showRuns(mine).catch(fail(mine)));
+  if (!BUNDLE && data.runs.some((run) => run.status === "running")) poll(mine, () => showRuns(mine).catch(fail(mine)));
 }
 
 function passAtK(values) {
@@ -185,7 +239,7 @@ async function showRun(mine, params) {
     renderTable(table, state, fresh);
     if (fresh.run.status === "running") poll(mine, () => refresh().catch(fail(mine)));
   };
-  if (page.run.status === "running") poll(mine, () => refresh().catch(fail(mine)));
+  if (page.run.status === "running" && !BUNDLE) poll(mine, () => refresh().catch(fail(mine)));
 }
 
 function renderSummary(box, run, live) {
