@@ -19,7 +19,14 @@ from aiohttp.test_utils import TestClient, TestServer
 
 from helios.view.server import make_app
 
-from .view_helpers import add_gui_trial, record, view_server, write_run
+from .view_helpers import (
+    add_gui_trial,
+    record,
+    view_server,
+    write_generate_run,
+    write_run,
+    write_toolcalls_run,
+)
 
 Call = Callable[..., Awaitable[tuple[int, Any]]]
 
@@ -327,3 +334,48 @@ def test_a_summary_comes_without_its_per_trial_rows_and_a_damaged_one_says_so(
     assert summary["pass_at_k"] == {"pass@1": 0.5} and "tasks" not in summary
     assert answers[1][0] == 200 and answers[1][1]["summary"] is None
     assert answers[1][1]["summary_error"].startswith("batch_summary.json: not valid JSON")
+
+
+def test_a_generate_run_shows_each_prompts_row_and_its_failures(tmp_path: Path) -> None:
+    write_generate_run(tmp_path / "data" / "hermes_run")
+    answers = query([tmp_path / "data"], [
+        ("/api/trials", {"run": "0/hermes_run"}),
+        ("/api/record", {"run": "0/hermes_run", "index": "0"}),
+        ("/api/record", {"run": "0/hermes_run", "index": "2"}),
+        ("/api/record", {"run": "0/hermes_run", "index": "7"}),
+    ])  # fmt: skip
+    table = answers[0][1]
+    assert table["run"]["door"] == "generate"
+    assert [(r["task"], r["status"]) for r in table["rows"]] == [
+        ("prompt 0", "ok"),
+        ("prompt 1", "discarded"),
+        ("prompt 2", "error"),
+    ]
+    assert table["rows"][2]["error"] == "RateLimitError: 429 " and table["rows"][0]["cost"] == 0.002
+    ok = answers[1][1]
+    assert [turn["from"] for turn in ok["row"]["conversations"]] == [
+        "system",
+        "human",
+        "gpt",
+        "tool",
+        "gpt",
+    ]
+    assert ok["row_error"] is None and ok["record"]["tool_stats"]["terminal"]["count"] == 1
+    assert answers[2][1]["error"] == "RateLimitError: 429 " and "row" not in answers[2][1]
+    assert answers[3][0] == 404 and "no record 8" in answers[3][1]["error"]
+
+
+def test_a_toolcalls_report_shows_expected_and_actual_calls(tmp_path: Path) -> None:
+    write_toolcalls_run(tmp_path / "output" / "toolcalls_1")
+    answers = query([tmp_path / "output"], [
+        ("/api/trials", {"run": "0/toolcalls_1"}),
+        ("/api/record", {"run": "0/toolcalls_1", "index": "1"}),
+    ])  # fmt: skip
+    table = answers[0][1]
+    assert table["run"]["door"] == "toolcalls" and table["run"]["status"] == "done"
+    assert [(r["task"], r["attempt"], r["reward"]) for r in table["rows"]] == [
+        ("weather", 1, 1.0),
+        ("weather", 2, 0.0),
+    ]
+    match = answers[1][1]["record"]["eval_result"]["matches"][0]
+    assert match["matched"] is False and match["actual"]["arguments"] == {"city": "Lyon "}

@@ -18,7 +18,14 @@ import pytest
 
 from .conftest import TaskMaker, helios_cmd
 from .headless_browser import Page, chromium, open_page
-from .view_helpers import add_gui_trial, record, view_server, write_run
+from .view_helpers import (
+    add_gui_trial,
+    record,
+    view_server,
+    write_generate_run,
+    write_run,
+    write_toolcalls_run,
+)
 
 pytestmark = pytest.mark.skipif(
     chromium() is None and not os.environ.get("HELIOS_REQUIRE_BROWSER"),
@@ -298,3 +305,34 @@ def test_a_bundle_works_from_file_urls(tmp_path: Path) -> None:
             assert await page.evaluate("typeof window.__pwned") == "undefined"
 
     asyncio.run(go())
+
+
+def test_a_generate_chat_and_a_toolcalls_mismatch(tmp_path: Path) -> None:
+    payload = " ".join(HOSTILE)
+    write_generate_run(tmp_path / "output" / "hermes_run", hostile=payload)
+    write_toolcalls_run(tmp_path / "output" / "toolcalls_1", hostile=payload)
+
+    async def go(url: str) -> None:
+        async with open_page(hash_url(url, "/run", run="0/hermes_run"), SIZE) as page:
+            await page.until("document.querySelectorAll('#trials-table tbody tr').length === 3")
+            await page.evaluate("document.querySelector('#trials-table tbody tr').click()")
+            await page.until("document.querySelectorAll('#chat .turn').length === 5")
+            roles = await page.evaluate(
+                "[...document.querySelectorAll('#chat .turn .who')].map(n => n.textContent)"
+            )
+            assert roles == ["system", "human", "gpt", "tool", "gpt"]
+            assert "terminal" in await page.evaluate(
+                "document.getElementById('tool-stats').textContent"
+            )
+            assert payload in await page.evaluate("document.body.innerText")
+            await save(page, tmp_path, "generate-chat")
+            await page.evaluate("location.hash = '#/record?run=0/toolcalls_1&index=1'")
+            await page.until("document.querySelectorAll('#tool-calls tr.mismatch').length === 1")
+            row = await page.evaluate("document.querySelector('#tool-calls tr.mismatch').innerText")
+            assert "✗" in row and '{"city":"Paris"}' in row and "city differs" in row
+            assert payload in await page.evaluate("document.body.innerText")
+            await save(page, tmp_path, "toolcalls-mismatch")
+            assert await page.evaluate("typeof window.__pwned") == "undefined"
+
+    with view_server(str(tmp_path / "output")) as url:
+        asyncio.run(go(url))

@@ -148,3 +148,62 @@ def _first_line(proc: subprocess.Popen[str], errors: IO[str], within: float) -> 
         errors.seek(0)
         logged = errors.read()
         assert "Traceback" not in logged, logged
+
+
+def write_generate_run(folder: Path, *, hostile: str = "") -> Path:
+    """A `helios generate` run folder: Hermes rows in batch_0.jsonl, the engine's
+    records in .helios/ (one ok, one discarded, one failed)."""
+    store = folder / ".helios"
+    store.mkdir(parents=True)
+    meta = {"run_id": "g", "created_at": "2026-11-26T04:00:00+00:00", "kind": "generate",
+            "model": "mock/m-1", "agent": None}  # fmt: skip
+    (store / "run.json").write_text(json.dumps(meta))
+    row = {"prompt_index": 0, "conversations": [
+        {"from": "system", "value": "You have tools."},
+        {"from": "human", "value": "List the files " + hostile},
+        {"from": "gpt", "value": "<think>look</think><tool_call>{\"name\": \"terminal\"}"
+                                 "</tool_call>"},
+        {"from": "tool", "value": "a.txt " + hostile},
+        {"from": "gpt", "value": "One file: a.txt"},
+    ], "tool_stats": {"terminal": {"count": 1, "success": 1, "failure": 0}}}  # fmt: skip
+    data = (json.dumps(row) + "\n").encode()
+    (folder / "batch_0.jsonl").write_bytes(data)
+    common = {"toolsets": ["terminal"], "api_calls": 2, "tokens_in": 300, "tokens_out": 40,
+              "cost_usd": 0.002, "duration": 3.5, "batch_num": 0}  # fmt: skip
+    records = [
+        {"trial_id": "p0", "status": "ok", "prompt_key": "k0", "prompt_index": 0, **common,
+         "tool_stats": row["tool_stats"], "file": "batch_0.jsonl", "offset": 0,
+         "length": len(data)},
+        {"trial_id": "p1", "status": "discarded", "prompt_key": "k1", "prompt_index": 1,
+         **common, "reason": "no_reasoning"},
+        {"trial_id": "p2", "status": "error", "prompt_key": "k2", "prompt_index": 2, **common,
+         "error": {"type": "RateLimitError", "message": "429 " + hostile}},
+    ]  # fmt: skip
+    (store / "results.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+    return folder
+
+
+def write_toolcalls_run(folder: Path, *, hostile: str = "") -> Path:
+    """A toolcalls report folder: one run that matched, one with a wrong argument."""
+    folder.mkdir(parents=True)
+    meta = {"run_id": "t", "created_at": "2026-11-26T04:00:00+00:00", "kind": "toolcalls",
+            "model": "mock/m-1"}  # fmt: skip
+    (folder / "run.json").write_text(json.dumps(meta))
+    weather = {"name": "get_weather", "arguments": {"city": "Paris"}}
+    wrong = {"name": "get_weather", "arguments": {"city": "Lyon " + hostile}}
+
+    def run(index: int, actual: dict[str, Any], matched: bool) -> dict[str, Any]:
+        return {"trial_id": f"t{index}", "status": "passed" if matched else "failed",
+                "test_id": "weather", "prompt": "Weather in Paris? " + hostile,
+                "run_index": index, "duration": 0.5, "retries": 0, "usage": None,
+                "passed": matched, "match_rate": 1.0 if matched else 0.0,
+                "eval_result": {"passed": matched, "expected": [weather], "actual": [actual],
+                                "matches": [{"expected": weather, "actual": actual,
+                                             "matched": matched,
+                                             "details": "" if matched else "city differs"}],
+                                "error": None}}  # fmt: skip
+
+    records = [run(0, weather, True), run(1, wrong, False)]
+    (folder / "results.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+    (folder / "toolcalls_summary.json").write_text(json.dumps({"total": 2, "passed": 1}))
+    return folder

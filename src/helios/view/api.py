@@ -12,6 +12,7 @@ from aiohttp import web
 
 from helios.view.documents import (
     Links,
+    record_document,
     run_document,
     run_folder,
     steps_document,
@@ -97,6 +98,12 @@ async def trial_view(request: web.Request) -> web.Response:
     return web.json_response(document)
 
 
+async def record(request: web.Request) -> web.Response:
+    folder, index = _run(request)
+    number = _number(request, "index", -1)
+    return web.json_response(record_document(request.app[ROOTS], folder, index, number))
+
+
 async def trajectory_steps(request: web.Request) -> web.Response:
     roots = request.app[ROOTS]
     path = roots.resolve(_param(request, "path"))
@@ -130,6 +137,7 @@ def routes() -> list[web.RouteDef]:
         web.get("/api/run", run),
         web.get("/api/trials", trials),
         web.get("/api/trial", trial_view),
+        web.get("/api/record", record),
         web.get("/api/steps", trajectory_steps),
         web.get("/api/file", raw_file),
     ]

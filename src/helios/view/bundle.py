@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from helios.view.documents import (
+    record_document,
     run_document,
     steps_document,
     table_row,
@@ -94,6 +95,9 @@ def write_bundle(folders: list[Path], out: Path) -> tuple[int, int]:
         for row in index.rows[:MAX_TRIALS]:
             if row.folder is not None:
                 _trial(bundle, roots, run, head["key"], row.folder)
+            elif row.status != "damaged":
+                record = record_document(roots, run, index, row.index)
+                bundle.put(f"record:{head['key']}:{row.index}", record)
     bundle.put("runs", {"runs": heads, "folders": [str(f) for f in roots.folders]})
     _page(out, bundle)
     return len(heads), trials

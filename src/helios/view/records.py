@@ -22,22 +22,31 @@ import msgspec
 SORT_KEYS = ("index", "task", "attempt", "status", "reward", "duration", "cost", "error_type")
 
 
-class _Usage(msgspec.Struct):
-    cost_usd: Any = None
-    input_tokens: Any = None
-    output_tokens: Any = None
+class _Eval(msgspec.Struct):
+    error: Any = None
 
 
 class _Head(msgspec.Struct):
+    """The fields of a record the table needs, from any door (the rest of the line,
+    a trajectory's worth of a toolcalls evaluation say, is skipped undecoded)."""
+
     trial_id: Any = None
-    task_name: Any = None
+    task_name: Any = None  # batch, run
+    test_id: Any = None  # toolcalls
+    prompt_index: Any = None  # generate
     attempt: Any = None
+    run_index: Any = None  # toolcalls
     status: Any = None
     reward: Any = None
+    match_rate: Any = None  # toolcalls
     error: Any = None
+    eval_result: _Eval | None = None
     duration: Any = None
     folder: Any = None
     usage: Any = None
+    cost_usd: Any = None  # generate
+    tokens_in: Any = None
+    tokens_out: Any = None
 
 
 _decode_head = msgspec.json.Decoder(_Head).decode
@@ -72,11 +81,25 @@ def _count(value: Any) -> int:
 
 
 def error_type(error: Any) -> str:
-    """`ConnectionError` from "ConnectionError: cannot connect ..."; "" for none."""
+    """`ConnectionError` from "ConnectionError: cannot connect ..." or from an error
+    record {"type": "ConnectionError", ...}; "" for none."""
+    if isinstance(error, dict):
+        kind = error.get("type")
+        return kind[:60] if isinstance(kind, str) and kind else "error"
     if not isinstance(error, str) or not error:
         return ""
     head = error.split(":", 1)[0].strip()
     return head if head.isidentifier() and len(head) <= 60 else "error"
+
+
+def _task(head: _Head) -> str:
+    if isinstance(head.task_name, str):
+        return head.task_name
+    if isinstance(head.test_id, str):
+        return head.test_id
+    if isinstance(head.prompt_index, int):
+        return f"prompt {head.prompt_index}"
+    return str(head.trial_id or "")
 
 
 def _row(index: int, offset: int, line: bytes) -> Row:
@@ -86,20 +109,24 @@ def _row(index: int, offset: int, line: bytes) -> Row:
         return Row(index, offset, len(line), "", 0, "damaged", None, None, None,
                    f"damaged line: {exc}"[:200], None, 0, 0)  # fmt: skip
     usage = head.usage if isinstance(head.usage, dict) else {}
+    attempt = head.attempt
+    if attempt is None and isinstance(head.run_index, int):
+        attempt = head.run_index + 1
+    error = head.error if head.error is not None else (head.eval_result or _Eval()).error
     return Row(
         index=index,
         offset=offset,
         length=len(line),
-        task=head.task_name if isinstance(head.task_name, str) else str(head.trial_id or ""),
-        attempt=_count(head.attempt),
+        task=_task(head),
+        attempt=_count(attempt),
         status=head.status if isinstance(head.status, str) else "unknown",
-        reward=_number(head.reward),
+        reward=_number(head.reward if head.reward is not None else head.match_rate),
         duration=_number(head.duration),
-        cost=_number(usage.get("cost_usd")),
-        error_type=error_type(head.error),
+        cost=_number(usage.get("cost_usd", head.cost_usd)),
+        error_type=error_type(error),
         folder=head.folder if isinstance(head.folder, str) else None,
-        tokens_in=_count(usage.get("input_tokens")),
-        tokens_out=_count(usage.get("output_tokens")),
+        tokens_in=_count(usage.get("input_tokens", head.tokens_in)),
+        tokens_out=_count(usage.get("output_tokens", head.tokens_out)),
     )
 
 

@@ -103,10 +103,14 @@ def _screens_before(steps: list[Any]) -> list[dict[str, Any] | None]:
     return screens
 
 
+def cut(text: str) -> str:
+    if len(text) > MAX_TEXT:
+        return text[:MAX_TEXT] + f"\n… ({len(text) - MAX_TEXT:,} more characters in the raw file)"
+    return text
+
+
 def _text(value: Any) -> Any:
-    if isinstance(value, str) and len(value) > MAX_TEXT:
-        return value[:MAX_TEXT] + f"\n… ({len(value) - MAX_TEXT:,} more characters in the raw file)"
-    return value
+    return cut(value) if isinstance(value, str) else value
 
 
 def _point(value: Any) -> list[float] | None:

@@ -101,6 +101,7 @@ async function bundleGet(path, params) {
   if (path === "run") return loadData("run:" + params.run);
   if (path === "trials") return bundleTrials(await loadData("run:" + params.run), params);
   if (path === "trial") return loadData("trial:" + params.run + ":" + params.folder);
+  if (path === "record") return loadData("record:" + params.run + ":" + params.index);
   const steps = await loadData("steps:" + params.path);
   if (steps.error) throw new Error(steps.error);
   const offset = Number(params.offset || 0);
@@ -275,7 +276,9 @@ function filterForm(state, page) {
   const input = (name, label, extra) => el("label", {}, label, el("input", { name, value: state.filters[name], ...extra }));
   const errorSelect = el("select", { name: "error_type" }, el("option", { value: "" }, "any"),
     (page.error_types || []).map((t) => el("option", { value: t, selected: t === state.filters.error_type }, t)));
-  const statusSelect = el("select", { name: "status" }, ["", "passed", "failed", "error", "damaged"].map((s) =>
+  const known = Object.keys(page.run.statuses || {});
+  if (state.filters.status && !known.includes(state.filters.status)) known.push(state.filters.status);
+  const statusSelect = el("select", { name: "status" }, ["", ...known.sort()].map((s) =>
     el("option", { value: s, selected: s === state.filters.status }, s || "any")));
   const form = el("form", { class: "filters panel", id: "filters" },
     el("label", {}, "Status", statusSelect),
@@ -301,7 +304,8 @@ function renderTable(box, state, page) {
     onclick: () => { location.hash = route("/run", runParams({ ...state, offset: 0, sort: key, desc: state.sort === key && !state.desc })); },
   }, label)), el("th", {}, "Note"));
   const rows = page.rows.map((row) => {
-    const target = row.folder ? route("/trial", { run: state.run, folder: row.folder }) : null;
+    const target = row.folder ? route("/trial", { run: state.run, folder: row.folder })
+      : row.status === "damaged" ? null : route("/record", { run: state.run, index: String(row.index) });
     return el("tr", { class: target ? "link" : "", "data-index": row.index, onclick: target ? () => { location.hash = target; } : null },
       el("td", { class: "num" }, row.index + 1),
       el("td", {}, target ? el("a", { href: target }, row.task) : row.task),
@@ -465,6 +469,61 @@ function screenWithMarks(src, marks) {
   return box;
 }
 
+// ---- a record without a trial folder: a generate prompt, a tool-call test run ----
+
+async function showRecord(mine, params) {
+  const run = params.get("run") || "";
+  const doc = await getJSON("record", { run, index: params.get("index") || "" });
+  if (mine !== generation) return;
+  crumbs(el("a", { href: "#/" }, "runs"), el("a", { href: route("/run", { run }) }, run.split("/").pop()), "#" + (doc.index + 1));
+  const record = doc.record || {};
+  const parts = [el("div", { class: "panel", id: "record-head" }, el("h2", {}, doc.task),
+    el("div", { class: "grid" },
+      el("div", {}, el("span", {}, "Status"), el("span", { class: "status-" + doc.status.replace(/[^a-z]/g, "") }, doc.status)),
+      typeof record.match_rate === "number" ? el("div", {}, el("span", {}, "Match rate"), pct(record.match_rate)) : null,
+      typeof record.duration === "number" ? el("div", {}, el("span", {}, "Duration"), secs(record.duration)) : null,
+      record.reason ? el("div", {}, el("span", {}, "Reason"), String(record.reason)) : null),
+    doc.error ? el("pre", { id: "record-error" }, String(doc.error)) : null)];
+  if (typeof record.prompt === "string") parts.push(el("div", { class: "panel" }, el("h3", {}, "Prompt"), el("pre", { id: "prompt" }, record.prompt)));
+  if (record.eval_result && typeof record.eval_result === "object") parts.push(toolCalls(record.eval_result));
+  if (doc.row_error) parts.push(el("p", { class: "status-failed", id: "row-error" }, doc.row_error));
+  if (doc.row && Array.isArray(doc.row.conversations)) parts.push(chat(doc.row.conversations));
+  const stats = (doc.row && doc.row.tool_stats) || record.tool_stats;
+  if (stats && typeof stats === "object") {
+    parts.push(el("div", { class: "panel" }, el("h3", {}, "Tool stats"), el("table", { id: "tool-stats" }, el("tbody", {},
+      Object.entries(stats).map(([tool, value]) => el("tr", {}, el("td", {}, tool), el("td", {}, typeof value === "object" ? JSON.stringify(value) : String(value))))))));
+  }
+  parts.push(el("div", { class: "panel" }, el("details", {}, el("summary", {}, "the record (results.jsonl)"), el("pre", {}, JSON.stringify(record, null, 1)))));
+  setMain(...parts);
+}
+
+// ShareGPT turns (Hermes rows) as a chat: system, human, gpt, tool.
+function chat(turns) {
+  return el("div", { class: "panel", id: "chat" }, el("h3", {}, "Conversation"), turns.map((turn) => {
+    const who = turn && typeof turn.from === "string" ? turn.from : "?";
+    return el("div", { class: "turn from-" + who.replace(/[^a-z]/g, "") }, el("div", { class: "who" }, who),
+      el("pre", {}, turn && typeof turn.value === "string" ? turn.value : JSON.stringify(turn)));
+  }));
+}
+
+function callText(call) {
+  if (!call || typeof call !== "object") return "–";
+  return String(call.name ?? call.function_name ?? "?") + " " + JSON.stringify(call.arguments ?? {});
+}
+
+// Each expected call beside the actual call it matched (or came closest to); a
+// mismatch is marked.
+function toolCalls(result) {
+  const matches = Array.isArray(result.matches) ? result.matches : [];
+  const rows = matches.map((m) => el("tr", { class: m.matched ? "match" : "mismatch" },
+    el("td", {}, m.matched ? "✓" : "✗"), el("td", {}, el("code", {}, callText(m.expected))),
+    el("td", {}, el("code", {}, m.actual ? callText(m.actual) : "(none)")), el("td", { class: "muted" }, String(m.details || ""))));
+  const actual = Array.isArray(result.actual) ? result.actual : [];
+  return el("div", { class: "panel", id: "tool-calls" }, el("h3", {}, "Expected and actual calls"),
+    el("table", {}, el("thead", {}, el("tr", {}, ["", "Expected", "Actual", "Details"].map((h) => el("th", {}, h)))), el("tbody", {}, rows)),
+    el("p", { class: "muted" }, "All actual calls: " + (actual.map(callText).join(", ") || "none")));
+}
+
 // ---- routing -------------------------------------------------------------
 
 function fail(mine) {
@@ -481,6 +540,7 @@ async function navigate() {
   try {
     if (path === "/run") await showRun(mine, params);
     else if (path === "/trial") await showTrial(mine, params);
+    else if (path === "/record") await showRecord(mine, params);
     else await showRuns(mine);
   } catch (e) {
     fail(mine)(e);
