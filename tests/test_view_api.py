@@ -27,6 +27,7 @@ from .view_helpers import (
     write_run,
     write_toolcalls_run,
 )
+from .waiting import wait_until
 
 Call = Callable[..., Awaitable[tuple[int, Any]]]
 
@@ -379,3 +380,16 @@ def test_a_toolcalls_report_shows_expected_and_actual_calls(tmp_path: Path) -> N
     ]
     match = answers[1][1]["record"]["eval_result"]["matches"][0]
     assert match["matched"] is False and match["actual"]["arguments"] == {"city": "Lyon "}
+
+
+def test_open_hands_the_printed_url_to_the_browser(
+    runs: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    opened = tmp_path / "opened.txt"
+    browser = tmp_path / "browser.sh"
+    browser.write_text(f'#!/bin/sh\nprintf %s "$1" > {opened}.tmp && mv {opened}.tmp {opened}\n')
+    browser.chmod(0o755)
+    monkeypatch.setenv("BROWSER", str(browser))  # webbrowser runs $BROWSER with the URL
+    with view_server(str(runs), "--open") as url:
+        wait_until(opened.exists, "helios view --open never started the browser")
+        assert opened.read_text() == url
