@@ -4,7 +4,10 @@ served folders (`roots.Roots`); every failure is a JSON `{"error": ...}`."""
 
 from __future__ import annotations
 
+import asyncio
 import mimetypes
+from collections.abc import Awaitable, Callable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from urllib.parse import quote
 
@@ -26,6 +29,8 @@ from helios.view.runs import RESULTS, RunFolder, describe, find_runs
 
 ROOTS = web.AppKey("roots", Roots)
 INDEXES = web.AppKey("indexes", dict[Path, RecordIndex])
+WORKER = web.AppKey("worker", ThreadPoolExecutor)
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 #: the image types a raw file is shown inline as (anything else is a download or text)
 INLINE_IMAGES = {".png": "image/png", ".jpg": "image/jpeg", ".jpeg": "image/jpeg",
                  ".gif": "image/gif", ".webp": "image/webp"}  # fmt: skip
@@ -65,18 +70,23 @@ def _links(roots: Roots) -> Links:
     return lambda path: "api/file?path=" + quote(roots.key(path))
 
 
-async def runs(request: web.Request) -> web.Response:
+def runs(request: web.Request) -> web.Response:
     roots = request.app[ROOTS]
-    found = [describe(roots, run, _index(request, run)) for run in find_runs(roots)]
+    found = []
+    for run in find_runs(roots):
+        index = _index(request, run)
+        index.refresh()
+        found.append(describe(roots, run, index))
     return web.json_response({"runs": found, "folders": [str(f) for f in roots.folders]})
 
 
-async def run(request: web.Request) -> web.Response:
+def run(request: web.Request) -> web.Response:
     folder, index = _run(request)
+    index.refresh()
     return web.json_response(run_document(request.app[ROOTS], folder, index))
 
 
-async def trials(request: web.Request) -> web.Response:
+def trials(request: web.Request) -> web.Response:
     query = Query.parse(request.query)
     folder, index = _run(request)
     index.refresh()
@@ -91,20 +101,21 @@ async def trials(request: web.Request) -> web.Response:
     })  # fmt: skip
 
 
-async def trial_view(request: web.Request) -> web.Response:
+def trial_view(request: web.Request) -> web.Response:
     roots = request.app[ROOTS]
     folder, _ = _run(request)
     document = trial_document(roots, folder, _param(request, "folder"), _links(roots))
     return web.json_response(document)
 
 
-async def record(request: web.Request) -> web.Response:
+def record(request: web.Request) -> web.Response:
     folder, index = _run(request)
+    index.refresh()
     number = _number(request, "index", -1)
     return web.json_response(record_document(request.app[ROOTS], folder, index, number))
 
 
-async def trajectory_steps(request: web.Request) -> web.Response:
+def trajectory_steps(request: web.Request) -> web.Response:
     roots = request.app[ROOTS]
     path = roots.resolve(_param(request, "path"))
     offset, limit = _number(request, "offset", 0), _number(request, "limit", 50)
@@ -131,13 +142,25 @@ async def raw_file(request: web.Request) -> web.StreamResponse:
     return web.FileResponse(path, headers=headers)
 
 
+def _in_worker(handler: Callable[[web.Request], web.Response]) -> Handler:
+    """`handler` run in the app's one worker thread: reading a big run (an index of
+    100,000 records, a 50 MB trajectory) never stalls the event loop, and the
+    documents, indexes and caches are only ever touched by that one thread."""
+
+    async def handle(request: web.Request) -> web.Response:
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(request.app[WORKER], handler, request)
+
+    return handle
+
+
 def routes() -> list[web.RouteDef]:
     return [
-        web.get("/api/runs", runs),
-        web.get("/api/run", run),
-        web.get("/api/trials", trials),
-        web.get("/api/trial", trial_view),
-        web.get("/api/record", record),
-        web.get("/api/steps", trajectory_steps),
+        web.get("/api/runs", _in_worker(runs)),
+        web.get("/api/run", _in_worker(run)),
+        web.get("/api/trials", _in_worker(trials)),
+        web.get("/api/trial", _in_worker(trial_view)),
+        web.get("/api/record", _in_worker(record)),
+        web.get("/api/steps", _in_worker(trajectory_steps)),
         web.get("/api/file", raw_file),
     ]

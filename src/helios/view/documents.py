@@ -74,7 +74,6 @@ def record_document(roots: Roots, run: RunFolder, index: RecordIndex,
                     number: int) -> dict[str, Any]:  # fmt: skip
     """Record `number` of the run whole (a generate prompt, a tool-call test run, or a
     trial without a folder), with the Hermes row it points at for a generate run."""
-    index.refresh()
     if not 0 <= number < len(index.rows):
         raise FileNotFoundError(f"results.jsonl has no record {number + 1} "
                                 f"({len(index.rows)} records)")  # fmt: skip

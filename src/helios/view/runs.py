@@ -141,12 +141,12 @@ def run_status(run: RunFolder, summary: dict[str, Any] | None) -> str:
 
 
 def describe(roots: Roots, run: RunFolder, index: RecordIndex) -> dict[str, Any]:
-    """One line of the runs list (and the head of a run's page)."""
+    """One line of the runs list (and the head of a run's page), from `index` as it
+    was last refreshed."""
     meta, meta_error = read_json(run.store / RUN_FILE)
     summary_file = run.summary_file
     summary, _ = read_summary(summary_file) if summary_file else (None, None)
     meta = meta or {}
-    index.refresh()
     totals = index.totals.as_dict()
     seconds = meta.get("seconds")
     if summary is not None and isinstance(summary.get("duration_seconds"), int | float):

@@ -9,6 +9,7 @@ import secrets
 import sys
 import webbrowser
 from collections.abc import Awaitable, Callable
+from concurrent.futures import ThreadPoolExecutor
 from importlib import resources
 from pathlib import Path
 from typing import TextIO
@@ -87,12 +88,18 @@ def make_app(
     app = web.Application(middlewares=[guard])
     app[api.ROOTS] = Roots.of(folders)
     app[api.INDEXES] = {}
+    app[api.WORKER] = ThreadPoolExecutor(1, thread_name_prefix="helios-view")
+    app.on_cleanup.append(_stop_worker)
     app[TOKEN] = token
     app[HOSTS] = hosts if hosts is not None else set()
     app.add_routes(api.routes())
     for path in STATIC:
         app.router.add_get(path, _static)
     return app
+
+
+async def _stop_worker(app: web.Application) -> None:
+    app[api.WORKER].shutdown(wait=False, cancel_futures=True)
 
 
 def needs_token(host: str) -> bool:
