@@ -393,3 +393,26 @@ def test_open_hands_the_printed_url_to_the_browser(
     with view_server(str(runs), "--open") as url:
         wait_until(opened.exists, "helios view --open never started the browser")
         assert opened.read_text() == url
+
+
+@pytest.mark.parametrize(("function", "arguments", "mark"), [
+    ("computer", {"action": "left_click", "coordinate": [5, 6]},
+     {"kind": "click", "action": "left_click", "points": [[5.0, 6.0]]}),
+    ("computer", {"action": "left_click_drag", "start_coordinate": [1, 2], "coordinate": [3, 4]},
+     {"kind": "drag", "action": "left_click_drag", "points": [[1.0, 2.0], [3.0, 4.0]]}),
+    ("computer_call", {"action": {"type": "click", "x": 7, "y": 8}},
+     {"kind": "click", "action": "click", "points": [[7.0, 8.0]]}),
+    ("click_at", {"x": 500, "y": 250},
+     {"kind": "click", "action": "click_at", "points": [[500.0, 250.0]], "grid": 1000}),
+    ("drag_and_drop", {"x": 1, "y": 2, "destination_x": 900, "destination_y": 800},
+     {"kind": "drag", "action": "drag_and_drop", "points": [[1.0, 2.0], [900.0, 800.0]],
+      "grid": 1000}),
+    ("computer", {"action": "type", "text": "hi"}, None),
+    ("computer", {"action": "click", "x": True, "y": "1"}, None),
+])  # fmt: skip
+def test_each_providers_action_gives_its_mark(
+    function: str, arguments: dict[str, Any], mark: dict[str, Any] | None
+) -> None:
+    from helios.view.steps import action_mark
+
+    assert action_mark(arguments, function) == mark

@@ -118,15 +118,20 @@ def test_a_runs_table_with_a_filter_applied(tmp_path: Path) -> None:
 def test_a_trial_shows_its_screenshot_with_the_click_drawn(tmp_path: Path) -> None:
     item = record(0, task_name="click-ok")
     run = write_run(tmp_path / "output" / "batch_gui", [item])
-    add_gui_trial(run, item)
+    agent = add_gui_trial(run, item)
+    document = json.loads((agent / "trajectory.json").read_text())
+    document["steps"].append({"step_id": 4, "source": "agent", "message": "Gemini clicks",
+                              "tool_calls": [{"tool_call_id": "g", "function_name": "click_at",
+                                              "arguments": {"x": 500, "y": 250}}]})  # fmt: skip
+    (agent / "trajectory.json").write_text(json.dumps(document))
 
     async def go(url: str) -> None:
         target = hash_url(url, "/trial", run="0/batch_gui", folder=item["folder"])
         async with open_page(target, SIZE) as page:
-            await page.until("document.querySelectorAll('#steps .step').length === 3")
+            await page.until("document.querySelectorAll('#steps .step').length === 4")
             await page.until(
                 "[...document.querySelectorAll('img')].filter("
-                "i => i.complete && i.naturalWidth === 320).length >= 3"
+                "i => i.complete && i.naturalWidth === 320).length >= 4"
             )
             click = await page.evaluate("""(() => {
                 const ring = document.querySelector('.screen svg .mark.click');
@@ -135,6 +140,11 @@ def test_a_trial_shows_its_screenshot_with_the_click_drawn(tmp_path: Path) -> No
                         svg.getAttribute('viewBox')];
             })()""")
             assert click == ["120", "80", "0 0 320 200"]
+            gemini = await page.evaluate("""(() => {
+                const ring = document.querySelector('[data-step="3"] .screen svg .mark.click');
+                return [ring.getAttribute('cx'), ring.getAttribute('cy')];
+            })()""")
+            assert gemini == ["160", "50"]  # (500, 250) on the 0-999 grid of a 320x200 screen
             assert await page.evaluate("document.querySelectorAll('.mark.drag').length") == 1
             text = await page.evaluate("document.body.innerText")
             assert "verifier of click-ok" in text and '"action": "click"' in text

@@ -125,12 +125,28 @@ def _point(value: Any) -> list[float] | None:
     return None
 
 
-def action_mark(arguments: Any) -> dict[str, Any] | None:
-    """The point or path a computer action's arguments act at, in the screen's
-    pixels as the model gave them: {"kind": "click", "points": [[x, y]]} or
-    {"kind": "drag", "points": [[x, y], ...]}; None for an action without one."""
+#: Gemini's computer-use functions: points on a 0-999 grid over the screen
+GEMINI_GRID = 1000
+GEMINI_FUNCTIONS = ("click_at", "hover_at", "type_text_at", "scroll_at", "drag_and_drop")
+
+
+def action_mark(arguments: Any, function: str = "") -> dict[str, Any] | None:
+    """The point or path a computer action's arguments act at, as the model gave
+    them: {"kind": "click", "points": [[x, y]]} or {"kind": "drag", "points": [[x, y],
+    ...]}, in the screenshot's pixels (OpenAI, Anthropic and generic models answer in
+    the pixels of the screenshot they saw), or with "grid": 1000 for Gemini's 0-999
+    grid; None for an action without one."""
     if not isinstance(arguments, dict):
         return None
+    if function in GEMINI_FUNCTIONS:
+        start = _point(arguments)
+        if start is None:
+            return None
+        end = _point({"x": arguments.get("destination_x"), "y": arguments.get("destination_y")})
+        if function == "drag_and_drop" and end is not None:
+            return {"kind": "drag", "action": function, "points": [start, end],
+                    "grid": GEMINI_GRID}  # fmt: skip
+        return {"kind": "click", "action": function, "points": [start], "grid": GEMINI_GRID}
     nested = arguments.get("action")
     if isinstance(nested, dict):  # OpenAI's computer_call: {"action": {"type": ..}}
         return action_mark({**nested, "action": nested.get("type")})
@@ -202,7 +218,7 @@ def page(trajectory: Trajectory, offset: int, limit: int,
         for call in step.get("tool_calls") or []:
             if not isinstance(call, dict):
                 continue
-            mark = action_mark(call.get("arguments"))
+            mark = action_mark(call.get("arguments"), str(call.get("function_name", "")))
             calls.append({
                 "id": str(call.get("tool_call_id", "")),
                 "name": str(call.get("function_name", "")),

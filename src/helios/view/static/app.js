@@ -453,7 +453,8 @@ function screenWithMarks(src, marks) {
     overlay.setAttribute("viewBox", "0 0 " + img.naturalWidth + " " + img.naturalHeight);
     const r = Math.max(6, img.naturalWidth / 80);
     for (const mark of marks) {
-      const points = mark.points;
+      const grid = typeof mark.grid === "number" && mark.grid > 0 ? mark.grid : null; // Gemini's 0-999
+      const points = grid ? mark.points.map(([x, y]) => [x * img.naturalWidth / grid, y * img.naturalHeight / grid]) : mark.points;
       if (mark.kind === "drag") {
         overlay.append(svg("polyline", { class: "mark drag", points: points.map((p) => p.join(",")).join(" "), fill: "none", stroke: "#f04438", "stroke-width": r / 2 }));
         overlay.append(svg("circle", { class: "mark", cx: points[0][0], cy: points[0][1], r: r / 2, fill: "#f04438" }));
