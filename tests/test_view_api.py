@@ -416,3 +416,22 @@ def test_each_providers_action_gives_its_mark(
     from helios.view.steps import action_mark
 
     assert action_mark(arguments, function) == mark
+
+
+def test_without_folders_it_serves_output_and_data_on_the_port_given(tmp_path: Path) -> None:
+    import socket
+    import urllib.request
+
+    write_run(tmp_path / "output" / "batch_1", [record(0)])
+    write_generate_run(tmp_path / "data" / "gen_1")
+    (tmp_path / "output" / "batch_bad").mkdir()
+    (tmp_path / "output" / "batch_bad" / "run.json").write_text("{oops")
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    with view_server("--port", str(port), cwd=tmp_path) as url:
+        assert url == f"http://127.0.0.1:{port}/"
+        with urllib.request.urlopen(url + "api/runs", timeout=10) as response:
+            found = {run["name"]: run for run in json.load(response)["runs"]}
+    assert set(found) == {"batch_1", "gen_1", "batch_bad"}
+    assert found["batch_bad"]["error"].startswith("run.json: not valid JSON")

@@ -116,12 +116,12 @@ def view_cmd(*args: str) -> list[str]:
 
 
 @contextlib.contextmanager
-def view_server(*args: str, within: float = 60.0) -> Iterator[str]:
+def view_server(*args: str, within: float = 60.0, cwd: Path | None = None) -> Iterator[str]:
     """`helios view ARGS` as a user runs it; yields the URL of its first line."""
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     with tempfile.TemporaryFile("w+") as errors:  # not a pipe nobody reads (it could fill)
         proc = subprocess.Popen(view_cmd(*args), stdout=subprocess.PIPE, stderr=errors,
-                                text=True, env=env)  # fmt: skip
+                                text=True, env=env, cwd=cwd)  # fmt: skip
         yield from _first_line(proc, errors, within)
 
 

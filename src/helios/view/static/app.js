@@ -171,7 +171,8 @@ async function showRuns(mine) {
   if (mine !== generation) return;
   const head = ["Run", "Door", "Model", "Agent", "Date", "Trials", "Pass rate", "pass@k", "Mean reward", "Cost", "Duration", "Status"];
   const rows = data.runs.map((run) => el("tr", { class: "link", "data-key": run.key, onclick: () => { location.hash = route("/run", { run: run.key }); } },
-    el("td", {}, el("a", { href: route("/run", { run: run.key }) }, run.name)),
+    el("td", {}, el("a", { href: route("/run", { run: run.key }) }, run.name),
+      run.error ? el("div", { class: "status-failed run-error" }, run.error) : null),
     el("td", {}, run.door),
     el("td", {}, fmt(run.model)),
     el("td", {}, fmt(run.agent)),
