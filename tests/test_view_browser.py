@@ -27,10 +27,13 @@ from .view_helpers import (
     write_toolcalls_run,
 )
 
-pytestmark = pytest.mark.skipif(
-    chromium() is None and not os.environ.get("HELIOS_REQUIRE_BROWSER"),
-    reason="needs Debian's chromium (scripts/setup-system.sh installs it)",
-)
+
+@pytest.fixture(autouse=True)
+def _need_chromium() -> None:
+    if chromium() is None:  # as test_watch: the browser is part of the test system
+        pytest.fail("chromium is not installed (scripts/setup-system.sh installs it)")
+
+
 SIZE = (1280, 900)
 
 
