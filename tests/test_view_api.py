@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 from aiohttp.test_utils import TestClient, TestServer
 
-from helios.view.server import make_app
+from helios.view.server import make_app, token_cookie
 
 from .view_helpers import (
     add_gui_trial,
@@ -278,9 +278,11 @@ def test_a_token_is_needed_when_one_is_set(runs: Path) -> None:
     with_token = query([runs], [("/", {"token": "s3cret"}), ("/api/runs", {})], token="s3cret")
     assert [status for status, _, _ in with_token] == [200, 200]  # the cookie carries it
     assert "HttpOnly" in with_token[0][2]["Set-Cookie"]
-    wrong = query([runs], [("/api/runs", {"token": "guess"})], token="s3cret",
-                  cookies={"helios_view_token": "guess"})  # fmt: skip
+    assert with_token[0][2]["Set-Cookie"].startswith(token_cookie("s3cret") + "=s3cret;")
+    wrong = query([runs], [("/api/runs", {})], token="s3cret",
+                  cookies={token_cookie("s3cret"): "guess"})  # fmt: skip
     assert wrong[0][0] == 403
+    assert token_cookie("s3cret") != token_cookie("other")  # two viewers, two cookies
 
 
 def test_beyond_loopback_the_printed_url_carries_a_token(runs: Path) -> None:

@@ -349,3 +349,20 @@ def test_a_generate_chat_and_a_toolcalls_mismatch(tmp_path: Path) -> None:
 
     with view_server(str(tmp_path / "output")) as url:
         asyncio.run(go(url))
+
+
+def test_beyond_loopback_the_page_works_from_its_tokened_url(tmp_path: Path) -> None:
+    write_run(tmp_path / "output" / "batch_remote", [record(0), record(1)])
+
+    async def go(url: str) -> None:
+        async with open_page(url, SIZE) as page:  # the page's fetches carry the cookie
+            await page.until("document.querySelectorAll('#runs-table tbody tr').length === 1")
+            await page.evaluate("location.hash = '#/run?run=0/batch_remote'")
+            await page.until("document.querySelectorAll('#trials-table tbody tr').length === 2")
+        async with open_page(url.split("?", 1)[0], SIZE) as page:  # without the token
+            text = await page.until("document.body.innerText")
+            assert "needs the token" in text
+
+    with view_server(str(tmp_path / "output"), "--host", "127.0.0.2") as url:
+        assert "?token=" in url
+        asyncio.run(go(url))

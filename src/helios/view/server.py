@@ -4,6 +4,7 @@ around both (the token beyond loopback, the Host check, the security headers).""
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import hmac
 import secrets
 import sys
@@ -22,7 +23,6 @@ from helios.view.roots import OutsideRoots, Roots
 from helios.view.steps import NotATIF
 
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
-TOKEN_COOKIE = "helios_view_token"
 TOKEN = web.AppKey("token", str)
 HOSTS = web.AppKey("hosts", set[str])
 #: the page may run only its own script and style, load images from itself (and
@@ -35,6 +35,12 @@ STATIC = {"/": ("index.html", "text/html"), "/app.js": ("app.js", "text/javascri
           "/app.css": ("app.css", "text/css")}  # fmt: skip
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+def token_cookie(token: str) -> str:
+    """The cookie that carries `token`: named after it, because cookies ignore the
+    port, and two viewers on one host must not overwrite each other's."""
+    return "helios_view_" + hashlib.sha256(token.encode()).hexdigest()[:12]
 
 
 def _error(status: int, message: str) -> web.Response:
@@ -51,7 +57,7 @@ async def guard(request: web.Request, handler: Handler) -> web.StreamResponse:
     token = request.app[TOKEN]
     from_query = False
     if token:
-        given = request.query.get("token") or request.cookies.get(TOKEN_COOKIE, "")
+        given = request.query.get("token") or request.cookies.get(token_cookie(token), "")
         if not hmac.compare_digest(given.encode(), token.encode()):
             return _error(403, "this viewer needs the token of the URL it printed (?token=…)")
         from_query = "token" in request.query
@@ -72,7 +78,7 @@ async def guard(request: web.Request, handler: Handler) -> web.StreamResponse:
     response.headers["Referrer-Policy"] = "no-referrer"  # the token is in the URL
     response.headers.setdefault("Cache-Control", "no-store")
     if from_query:
-        response.set_cookie(TOKEN_COOKIE, token, httponly=True, samesite="Strict")
+        response.set_cookie(token_cookie(token), token, httponly=True, samesite="Strict")
     return response
 
 
