@@ -194,9 +194,8 @@ def task_door(params: Params, out: Path, provider: str) -> dict[str, Any]:
         provider=provider, output_dir=out / "runs", quiet=True, show_progress=False, **more,
     )  # fmt: skip
     settings.models = params.model_options()
-    runner = ParallelRunner(
-        [_task(out)], settings=settings, console=Console(file=open("/dev/null", "w"))
-    )  # noqa: SIM115
+    console = Console(file=open("/dev/null", "w"))  # noqa: SIM115
+    runner = ParallelRunner([_task(out)], settings=settings, console=console)
     batch = _as_the_cli(runner.run(), params.workers)
     done = len(batch.results)
     return {"done": done, "failed": done - sum(1 for r in batch.results if r.status == "passed")}
@@ -348,9 +347,8 @@ def dockerstart(params: Params, out: Path) -> dict[str, Any]:
         provider="docker", output_dir=out / "runs", quiet=True, show_progress=False,
         max_starts=params.concurrency, workers=params.workers,
     )  # fmt: skip
-    runner = ParallelRunner(
-        [_task(out)], settings=settings, console=Console(file=open("/dev/null", "w"))
-    )  # noqa: SIM115
+    console = Console(file=open("/dev/null", "w"))  # noqa: SIM115
+    runner = ParallelRunner([_task(out)], settings=settings, console=console)
     began = time.monotonic()
     batch = _as_the_cli(runner.run(), params.workers)
     wall = time.monotonic() - began

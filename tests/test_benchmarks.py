@@ -57,3 +57,11 @@ def test_the_docker_exec_a_b_prints_every_path_and_the_ratios() -> None:
         assert re.search(rf"^{path} +2 execs, 2 at once: wall \d+\.\d ms/exec", out, re.M), out
     assert re.search(r"^ratio: the CLI takes \d+\.\d\dx", out, re.M), out
     assert re.search(r"^ratio: the API takes \d+\.\d\dx the stream's", out, re.M), out
+
+
+def test_the_viewer_benchmark_prints_each_row() -> None:
+    out = _bench("view.py", "--trials", "300", "--steps", "60")
+    for row in ("first table page (cold: index built)", "sorted by cost", "steps, last 50"):
+        assert re.search(rf"^{re.escape(row)}.*\d+ ms", out, re.M), out
+    assert "(300 match)" in out and "(1,300 trials)" in out
+    assert re.search(r"server peak RSS \(VmHWM\): \d+ MB", out), out

@@ -37,7 +37,8 @@ LAYER_MODULES: tuple[tuple[str, ...], ...] = (
     # L3 the episode and the run
     ("engine",),
     # L4 doors and UI
-    ("tasks", "datagen", "toolcalls", "results", "display", "cli", "testing", "", "__main__"),
+    ("tasks", "datagen", "toolcalls", "results", "display", "cli", "testing", "view", "",
+     "__main__"),
 )  # fmt: skip
 LAYERS = {name: layer for layer, names in enumerate(LAYER_MODULES) for name in names}
 DOORS = ("tasks", "datagen", "toolcalls")

@@ -12,6 +12,7 @@ from helios.cli.help import ReadableCommand, ReadableGroup
 from helios.cli.maintenance import cleanup_command
 from helios.cli.tasks_check import tasks_check_command
 from helios.cli.toolcalls import toolcalls_command
+from helios.cli.view import view_command
 
 app = typer.Typer(
     name="helios",
@@ -40,6 +41,7 @@ app.command("toolcalls", cls=ReadableCommand, short_help="Run the tool-call test
 app.command(
     "compare", cls=ReadableCommand, short_help="Compare runs task by task (flips, pass rates)."
 )(compare_command)
+app.command("view", cls=ReadableCommand, short_help="Look at runs in the browser.")(view_command)
 tasks_app.command("check", cls=ReadableCommand)(tasks_check_command)
 app.add_typer(tasks_app, name="tasks")
 

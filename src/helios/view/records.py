@@ -1,0 +1,243 @@
+"""A run's `results.jsonl`, indexed by byte offset: built once, extended as it grows.
+
+Each finished line becomes a small `Row` (where the line is and the fields the
+trial table sorts and filters on); the whole record is read from disk only for the
+page being shown. A line without its newline yet is being written: it waits for
+the next read. A line that does not parse is a row with status `damaged` and the
+reason, so the table shows it and everything after it still counts.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import msgspec
+
+#: the fields a page may be sorted by
+SORT_KEYS = ("index", "task", "attempt", "status", "reward", "duration", "cost", "error_type")
+
+
+class _Eval(msgspec.Struct):
+    error: Any = None
+
+
+class _Head(msgspec.Struct):
+    """The fields of a record the table needs, from any door (the rest of the line,
+    a trajectory's worth of a toolcalls evaluation say, is skipped undecoded)."""
+
+    trial_id: Any = None
+    task_name: Any = None  # batch, run
+    test_id: Any = None  # toolcalls
+    prompt_index: Any = None  # generate
+    attempt: Any = None
+    run_index: Any = None  # toolcalls
+    status: Any = None
+    reward: Any = None
+    match_rate: Any = None  # toolcalls
+    error: Any = None
+    eval_result: _Eval | None = None
+    duration: Any = None
+    folder: Any = None
+    usage: Any = None
+    cost_usd: Any = None  # generate
+    tokens_in: Any = None
+    tokens_out: Any = None
+
+
+_decode_head = msgspec.json.Decoder(_Head).decode
+
+
+@dataclass(slots=True)
+class Row:
+    index: int
+    offset: int
+    length: int
+    task: str
+    attempt: int
+    status: str
+    reward: float | None
+    duration: float | None
+    cost: float | None
+    error_type: str
+    folder: str | None
+    tokens_in: int
+    tokens_out: int
+
+
+def _number(value: Any) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    number = float(value)
+    return number if math.isfinite(number) else None
+
+
+def _count(value: Any) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+
+def error_type(error: Any) -> str:
+    """`ConnectionError` from "ConnectionError: cannot connect ..." or from an error
+    record {"type": "ConnectionError", ...}; "" for none."""
+    if isinstance(error, dict):
+        kind = error.get("type")
+        return kind[:60] if isinstance(kind, str) and kind else "error"
+    if not isinstance(error, str) or not error:
+        return ""
+    head = error.split(":", 1)[0].strip()
+    return head if head.isidentifier() and len(head) <= 60 else "error"
+
+
+def _task(head: _Head) -> str:
+    if isinstance(head.task_name, str):
+        return head.task_name
+    if isinstance(head.test_id, str):
+        return head.test_id
+    if isinstance(head.prompt_index, int):
+        return f"prompt {head.prompt_index}"
+    return str(head.trial_id or "")
+
+
+def _row(index: int, offset: int, line: bytes) -> Row:
+    try:
+        head = _decode_head(line)
+    except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+        return Row(index, offset, len(line), "", 0, "damaged", None, None, None,
+                   f"damaged line: {exc}"[:200], None, 0, 0)  # fmt: skip
+    usage = head.usage if isinstance(head.usage, dict) else {}
+    attempt = head.attempt
+    if attempt is None and isinstance(head.run_index, int):
+        attempt = head.run_index + 1
+    error = head.error if head.error is not None else (head.eval_result or _Eval()).error
+    return Row(
+        index=index,
+        offset=offset,
+        length=len(line),
+        task=_task(head),
+        attempt=_count(attempt),
+        status=head.status if isinstance(head.status, str) else "unknown",
+        reward=_number(head.reward if head.reward is not None else head.match_rate),
+        duration=_number(head.duration),
+        cost=_number(usage.get("cost_usd", head.cost_usd)),
+        error_type=error_type(error),
+        folder=head.folder if isinstance(head.folder, str) else None,
+        tokens_in=_count(usage.get("input_tokens", head.tokens_in)),
+        tokens_out=_count(usage.get("output_tokens", head.tokens_out)),
+    )
+
+
+@dataclass
+class Totals:
+    """The run's counts, kept as rows are added (never recomputed over all rows)."""
+
+    statuses: Counter[str] = field(default_factory=Counter)
+    errors: Counter[str] = field(default_factory=Counter)
+    reward_sum: float = 0.0
+    rewarded: int = 0
+    cost: float = 0.0
+    tokens_in: int = 0
+    tokens_out: int = 0
+
+    def add(self, row: Row) -> None:
+        self.statuses[row.status] += 1
+        if row.error_type:
+            self.errors[row.error_type if row.status != "damaged" else "damaged line"] += 1
+        if row.reward is not None:
+            self.reward_sum += row.reward
+            self.rewarded += 1
+        self.cost += row.cost or 0.0
+        self.tokens_in += row.tokens_in
+        self.tokens_out += row.tokens_out
+
+    def as_dict(self) -> dict[str, Any]:
+        trials = sum(self.statuses.values())
+        return {
+            "trials": trials,
+            "statuses": dict(self.statuses),
+            "errors": dict(self.errors.most_common()),
+            "pass_rate": self.statuses["passed"] / trials if trials else None,
+            "mean_reward": self.reward_sum / self.rewarded if self.rewarded else None,
+            "cost_usd": self.cost,
+            "input_tokens": self.tokens_in,
+            "output_tokens": self.tokens_out,
+        }
+
+
+class RecordIndex:
+    """The rows of one results.jsonl; `refresh()` reads only what was appended."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.rows: list[Row] = []
+        self.totals = Totals()
+        self._end = 0  # bytes indexed so far (always just after a newline)
+        self._identity: tuple[int, int] | None = None
+        self._sorted: dict[tuple[str, bool], list[Row]] = {}
+
+    def refresh(self) -> bool:
+        """Index the lines appended since the last call; True when rows were added.
+        A file replaced or shortened (a rewrite) is indexed again from the start."""
+        try:
+            stat = os.stat(self.path)
+        except FileNotFoundError:
+            return False
+        identity = (stat.st_dev, stat.st_ino)
+        if identity != self._identity or stat.st_size < self._end:
+            self.rows, self.totals, self._end, self._identity = [], Totals(), 0, identity
+            self._sorted.clear()
+        if stat.st_size == self._end:
+            return False
+        added = False
+        with open(self.path, "rb") as handle:
+            handle.seek(self._end)
+            data = handle.read(stat.st_size - self._end)
+        start = 0
+        while True:
+            newline = data.find(b"\n", start)
+            if newline < 0:
+                break  # the rest is a line still being written
+            line = data[start:newline]
+            if line.strip():
+                row = _row(len(self.rows), self._end + start, line)
+                self.rows.append(row)
+                self.totals.add(row)
+                added = True
+            start = newline + 1
+        self._end += start
+        if added:
+            self._sorted.clear()
+        return added
+
+    def ordered(self, sort: str, descending: bool) -> list[Row]:
+        """The rows sorted by `sort` (cached until rows are added)."""
+        if sort not in SORT_KEYS:
+            raise ValueError(f"cannot sort by {sort!r} (one of: {', '.join(SORT_KEYS)})")
+        cached = self._sorted.get((sort, descending))
+        if cached is None:
+            if sort == "index":
+                cached = self.rows[::-1] if descending else self.rows
+            else:  # rows without the value last, either way
+                present = [row for row in self.rows if getattr(row, sort) is not None]
+                missing = [row for row in self.rows if getattr(row, sort) is None]
+                present.sort(key=lambda row: getattr(row, sort), reverse=descending)
+                cached = present + missing
+            self._sorted[(sort, descending)] = cached
+        return cached
+
+    def record(self, row: Row) -> dict[str, Any]:
+        """The whole record of `row`, read from its offset; a damaged line is a dict
+        saying so (with the line's first bytes)."""
+        with open(self.path, "rb") as handle:
+            handle.seek(row.offset)
+            line = handle.read(row.length)
+        try:
+            value = msgspec.json.decode(line)
+        except msgspec.DecodeError as exc:
+            return {"damaged": f"line {row.index + 1}: {exc}", "text": line[:500].decode(
+                "utf-8", "replace")}  # fmt: skip
+        return value if isinstance(value, dict) else {"damaged": f"line {row.index + 1}: "
+                                                      "not a JSON object"}  # fmt: skip

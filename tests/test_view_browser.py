@@ -1,0 +1,368 @@
+"""`helios view` in real headless Chromium (Debian's, over the DevTools protocol):
+the runs list, a run's table with a filter, a trial with its screenshot and the
+click drawn on it, a run that grows while the page watches, and hostile text that
+must stay text. Each test saves a screenshot of what it checked, under
+$HELIOS_VIEW_ARTIFACTS when set (else the test's tmp_path)."""
+
+from __future__ import annotations
+
+import asyncio
+import fcntl
+import json
+import os
+import subprocess
+from pathlib import Path
+from urllib.parse import urlencode
+
+import pytest
+
+from .conftest import TaskMaker, helios_cmd
+from .headless_browser import Page, chromium, open_page
+from .view_helpers import (
+    add_gui_trial,
+    record,
+    view_server,
+    write_generate_run,
+    write_run,
+    write_toolcalls_run,
+)
+
+
+@pytest.fixture(autouse=True)
+def _need_chromium() -> None:
+    if chromium() is None:  # as test_watch: the browser is part of the test system
+        pytest.fail("chromium is not installed (scripts/setup-system.sh installs it)")
+
+
+SIZE = (1280, 900)
+
+
+def artifacts(tmp_path: Path) -> Path:
+    folder = Path(os.environ.get("HELIOS_VIEW_ARTIFACTS") or tmp_path / "screens")
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder
+
+
+async def save(page: Page, tmp_path: Path, name: str) -> None:
+    shot = await page.screenshot()
+    assert shot.startswith(b"\x89PNG")
+    (artifacts(tmp_path) / f"view-{name}.png").write_bytes(shot)
+
+
+def hash_url(url: str, path: str, **params: str) -> str:
+    return f"{url}#{path}" + (f"?{urlencode(params)}" if params else "")
+
+
+def test_the_runs_list_shows_a_real_batch(need_bwrap: None, make_task: TaskMaker,
+                                          tmp_path: Path) -> None:  # fmt: skip
+    make_task("hello", solve="true\n")
+    make_task("broken", test="echo 0 > /logs/verifier/reward.txt\n")
+    out = tmp_path / "output"
+    subprocess.run(helios_cmd("batch", str(tmp_path / "tasks"), "--provider", "local", "--agent",
+                              "oracle", "-q", "-o", str(out)),
+                   check=True, capture_output=True, timeout=180)  # fmt: skip
+    write_run(out / "batch_handwritten", [record(i) for i in range(3)])
+
+    async def go(url: str) -> None:
+        async with open_page(url, SIZE) as page:
+            await page.until("document.querySelectorAll('#runs-table tbody tr').length === 2")
+            rows = await page.evaluate("""[...document.querySelectorAll('#runs-table tbody tr')]
+                .map(tr => [...tr.children].map(td => td.textContent))""")
+            real = next(row for row in rows if row[0].startswith("batch_2"))
+            assert real[1] == "batch" and real[3] == "oracle" and real[5] == "2"
+            assert real[6] == "50.0%" and real[-1] == "done"
+            await save(page, tmp_path, "runs")
+
+    with view_server(str(out)) as url:
+        asyncio.run(go(url))
+
+
+def test_a_runs_table_with_a_filter_applied(tmp_path: Path) -> None:
+    statuses = ("passed", "failed", "error")
+    items = [record(i, status=statuses[i % 3], reward=1.0 if i % 3 == 0 else 0.0,
+                    error="TimeoutError: agent took too long" if i % 3 == 2 else None)
+             for i in range(120)]  # fmt: skip
+    write_run(tmp_path / "output" / "batch_big", items)
+
+    async def go(url: str) -> None:
+        async with open_page(hash_url(url, "/run", run="0/batch_big"), SIZE) as page:
+            await page.until("document.querySelectorAll('#trials-table tbody tr').length === 50")
+            assert await page.evaluate("document.getElementById('trial-count').textContent") == (
+                "120 of 120 trials, page 1 of 3"
+            )
+            # a person picks "failed" and a reward range, then presses Filter
+            await page.evaluate("""(() => {
+                const form = document.getElementById('filters');
+                form.elements.status.value = 'failed';
+                form.elements.reward_max.value = '0.5';
+                form.querySelector('button[type=submit]').click();
+            })()""")
+            await page.until(
+                "document.getElementById('trial-count')?.textContent.startsWith('40 of 120')"
+            )
+            cells = await page.evaluate("""[...document.querySelectorAll('#trials-table tbody tr')]
+                .map(tr => tr.children[3].textContent)""")
+            assert len(cells) == 40 and set(cells) == {"failed"}
+            # sorting by duration, longest first, keeps the filter
+            await page.evaluate("document.querySelector('th[data-sort=duration]').click()")
+            await page.until("!!document.querySelector('th[data-sort=duration].sorted')")
+            await page.evaluate("document.querySelector('th[data-sort=duration]').click()")
+            await page.until("location.hash.includes('desc=1')")
+            await page.until(
+                "document.querySelector('#trials-table tbody tr td:nth-child(2)')"
+                "?.textContent === 'task-118'"
+            )
+            await save(page, tmp_path, "run-filtered")
+
+    with view_server(str(tmp_path / "output")) as url:
+        asyncio.run(go(url))
+
+
+def test_a_trial_shows_its_screenshot_with_the_click_drawn(tmp_path: Path) -> None:
+    item = record(0, task_name="click-ok")
+    run = write_run(tmp_path / "output" / "batch_gui", [item])
+    agent = add_gui_trial(run, item)
+    document = json.loads((agent / "trajectory.json").read_text())
+    document["steps"].append({"step_id": 4, "source": "agent", "message": "Gemini clicks",
+                              "tool_calls": [{"tool_call_id": "g", "function_name": "click_at",
+                                              "arguments": {"x": 500, "y": 250}}]})  # fmt: skip
+    (agent / "trajectory.json").write_text(json.dumps(document))
+
+    async def go(url: str) -> None:
+        target = hash_url(url, "/trial", run="0/batch_gui", folder=item["folder"])
+        async with open_page(target, SIZE) as page:
+            await page.until("document.querySelectorAll('#steps .step').length === 4")
+            await page.until(
+                "[...document.querySelectorAll('img')].filter("
+                "i => i.complete && i.naturalWidth === 320).length >= 4"
+            )
+            click = await page.evaluate("""(() => {
+                const ring = document.querySelector('.screen svg .mark.click');
+                const svg = ring.ownerSVGElement;
+                return [ring.getAttribute('cx'), ring.getAttribute('cy'),
+                        svg.getAttribute('viewBox')];
+            })()""")
+            assert click == ["120", "80", "0 0 320 200"]
+            gemini = await page.evaluate("""(() => {
+                const ring = document.querySelector('[data-step="3"] .screen svg .mark.click');
+                return [ring.getAttribute('cx'), ring.getAttribute('cy')];
+            })()""")
+            assert gemini == ["160", "50"]  # (500, 250) on the 0-999 grid of a 320x200 screen
+            assert await page.evaluate("document.querySelectorAll('.mark.drag').length") == 1
+            text = await page.evaluate("document.body.innerText")
+            assert "verifier of click-ok" in text and '"action": "click"' in text
+            assert "prompt 1500" in text  # per-step tokens
+            await page.evaluate("document.querySelector('[data-step=\"1\"]').scrollIntoView()")
+            await save(page, tmp_path, "trial")
+
+    with view_server(str(tmp_path / "output")) as url:
+        asyncio.run(go(url))
+
+
+def test_a_running_run_updates_while_the_page_watches(tmp_path: Path) -> None:
+    run = write_run(tmp_path / "output" / "batch_live", [record(0)], summary=False)
+
+    async def go(url: str) -> None:
+        async with open_page(hash_url(url, "/run", run="0/batch_live"), SIZE) as page:
+            await page.until("document.getElementById('run-status')?.textContent === 'running'")
+            assert await page.evaluate("document.getElementById('run-trials').textContent") == "1"
+            await page.evaluate("window.__samePage = 1")  # gone if the page reloaded
+            for index in (1, 2):
+                with (run / "results.jsonl").open("a") as handle:
+                    handle.write(json.dumps(record(index, status="failed", reward=0.0)) + "\n")
+                await page.until(f"document.getElementById('run-trials').textContent === "
+                                 f"'{index + 1}'")  # fmt: skip
+                await page.until(f"document.querySelectorAll('#trials-table tbody tr').length"
+                                 f" === {index + 1}")  # fmt: skip
+            assert await page.evaluate("window.__samePage") == 1
+            await save(page, tmp_path, "run-live")
+
+    with (run / ".lock").open("a+") as lock:
+        fcntl.flock(lock.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        lock.write(str(os.getpid()))
+        lock.flush()
+        with view_server(str(tmp_path / "output")) as url:
+            asyncio.run(go(url))
+
+
+HOSTILE = (
+    '<script>window.__pwned = "script"</script>',
+    "<img src=x onerror=\"window.__pwned = 'onerror'\">",
+    "<a href=\"javascript:window.__pwned = 'link'\">javascript:window.__pwned=1</a>",
+)
+
+
+def test_hostile_text_stays_text(tmp_path: Path) -> None:
+    payload = " ".join(HOSTILE)
+    item = record(0, task_name=HOSTILE[1], error=f"RuntimeError: {payload}",
+                  verifier_note=HOSTILE[0], model=HOSTILE[2])  # fmt: skip
+    item["folder"] = "001_x"
+    run = write_run(tmp_path / "output" / "batch_hostile", [item], model=HOSTILE[2])
+    agent = add_gui_trial(run, item)
+    document = json.loads((agent / "trajectory.json").read_text())
+    document["steps"][1]["message"] = payload
+    document["steps"][1]["reasoning_content"] = payload
+    document["steps"][1]["tool_calls"][0]["function_name"] = HOSTILE[1]
+    document["steps"][2]["observation"]["results"][0]["content"] = payload
+    document["steps"][0]["message"][1]["source"] = {
+        "media_type": "image/png",
+        "path": "javascript:window.__pwned=5",
+    }
+    (agent / "trajectory.json").write_text(json.dumps(document))
+    (run / "001_x" / "verifier" / "test-stdout.txt").write_text(payload)
+    (run / "001_x" / "verifier" / "test-stderr.txt").write_text(HOSTILE[2])
+
+    async def visit(page: Page, name: str, ready: str) -> str:
+        """The view's text once `ready`, after a screenshot, opening every detail and
+        following every in-page link as a curious person would."""
+        await page.until(ready)
+        await page.evaluate("document.querySelectorAll('details').forEach(d => d.open = true)")
+        await save(page, tmp_path, f"hostile-{name}")
+        text: str = await page.evaluate("document.body.innerText")
+        hrefs = await page.evaluate("[...document.querySelectorAll('a')].map(a => a.href)")
+        assert hrefs and not [href for href in hrefs if not href.startswith("http://")]
+        planted = "document.querySelectorAll('#main img[onerror], #main script').length"
+        assert await page.evaluate(planted) == 0
+        await page.evaluate("""[...document.querySelectorAll('a')]
+            .filter(a => !a.getAttribute('href').startsWith('api/'))
+            .forEach(a => { a.dispatchEvent(new MouseEvent('click', {cancelable: true})); })""")
+        assert await page.evaluate("typeof window.__pwned") == "undefined"
+        return text
+
+    async def go(url: str) -> None:
+        async with open_page(url, SIZE) as page:
+            text = await visit(page, "runs", "document.querySelectorAll('#runs-table tr').length")
+            assert HOSTILE[2] in text  # the model, shown as it is
+            await page.evaluate(f"location.hash = {json.dumps('#/run?run=0/batch_hostile')}")
+            text = await visit(page, "run", "document.querySelectorAll('#trials-table tr').length")
+            assert HOSTILE[0] in text and HOSTILE[1] in text  # the note and the task name
+            await page.evaluate("location.hash = '#/trial?run=0/batch_hostile&folder=001_x'")
+            text = await visit(page, "trial", "document.querySelectorAll('#steps .step').length")
+            assert text.count(payload) >= 4  # message, reasoning, observation, verifier stdout
+            assert HOSTILE[1] in text and HOSTILE[2] in text  # the tool's name, stderr
+            assert await page.evaluate("document.querySelectorAll('script').length") == 1
+
+    with view_server(str(tmp_path / "output")) as url:
+        asyncio.run(go(url))
+
+
+def test_bad_input_is_a_message_in_the_page(tmp_path: Path) -> None:
+    run = write_run(tmp_path / "output" / "batch_bad", [record(0), record(1)])
+    with (run / "results.jsonl").open("a") as handle:
+        handle.write("{damaged\n")
+    (run / "002_task-001" / "agent").mkdir()
+    (run / "002_task-001" / "agent" / "trajectory.json").write_text('{"not": "atif"}')
+
+    async def go(url: str) -> None:
+        async with open_page(hash_url(url, "/run", run="0/batch_bad"), SIZE) as page:
+            await page.until("document.querySelectorAll('#trials-table tbody tr').length === 3")
+            damaged = await page.evaluate(
+                "document.querySelector('#trials-table tbody tr:nth-child(3)').innerText"
+            )
+            assert "damaged" in damaged and "line 3" in damaged
+            await page.evaluate("location.hash = '#/trial?run=0/batch_bad&folder=001_task-000'")
+            await page.until("!!document.getElementById('no-trajectory')")
+            await page.evaluate("location.hash = '#/trial?run=0/batch_bad&folder=002_task-001'")
+            message = await page.until("document.getElementById('trajectory-error')?.textContent")
+            assert message == "trajectory.json is not an ATIF trajectory (schema_version None)"
+            await page.evaluate("location.hash = '#/trial?run=0/batch_bad&folder=../../..'")
+            error = await page.until(
+                "!document.getElementById('error').hidden && "
+                "document.getElementById('error').textContent"
+            )
+            assert error == "'../../..' is not a path inside the run"
+            await save(page, tmp_path, "bad-input")
+
+    with view_server(str(tmp_path / "output")) as url:
+        asyncio.run(go(url))
+
+
+def test_a_bundle_works_from_file_urls(tmp_path: Path) -> None:
+    statuses = ("passed", "failed")
+    items = [record(i, status=statuses[i % 2], reward=float(i % 2 == 0)) for i in range(60)]
+    items[0]["task_name"] = HOSTILE[1]
+    run = write_run(tmp_path / "output" / "batch_shared", items)
+    add_gui_trial(run, items[1])
+    out = tmp_path / "bundle"
+    done = subprocess.run(helios_cmd("view", str(tmp_path / "output"), "--bundle", str(out)),
+                          capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == f"wrote {out / 'index.html'}: 1 run(s), 60 trial(s)"
+    again = subprocess.run(helios_cmd("view", str(tmp_path / "output"), "--bundle", str(out)),
+                           capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert again.returncode == 2 and "exists and is not an empty folder" in again.stderr
+
+    async def go() -> None:
+        base = (out / "index.html").as_uri()
+        async with open_page(base, SIZE) as page:
+            await page.until("document.querySelectorAll('#runs-table tbody tr').length === 1")
+            await save(page, tmp_path, "bundle-runs")
+            query = urlencode({"run": "0/batch_shared", "status": "failed", "sort": "duration",
+                               "desc": "1"})  # fmt: skip
+            await page.evaluate(f"location.hash = {json.dumps('#/run?' + query)}")
+            await page.until("document.getElementById('trial-count')?.textContent"
+                             ".startsWith('30 of 60')")  # fmt: skip
+            first = await page.evaluate(
+                "document.querySelector('#trials-table tbody tr td:nth-child(2)').textContent"
+            )
+            assert first == "task-059"
+            folder = items[1]["folder"]
+            target = "#/trial?" + urlencode({"run": "0/batch_shared", "folder": folder})
+            await page.evaluate(f"location.hash = {json.dumps(target)}")
+            await page.until("!!document.querySelector('.screen svg .mark.click')")
+            await page.until(
+                "[...document.querySelectorAll('.screen img')].every("
+                "i => i.complete && i.naturalWidth === 320)"
+            )
+            await save(page, tmp_path, "bundle-trial")
+            assert await page.evaluate("typeof window.__pwned") == "undefined"
+
+    asyncio.run(go())
+
+
+def test_a_generate_chat_and_a_toolcalls_mismatch(tmp_path: Path) -> None:
+    payload = " ".join(HOSTILE)
+    write_generate_run(tmp_path / "output" / "hermes_run", hostile=payload)
+    write_toolcalls_run(tmp_path / "output" / "toolcalls_1", hostile=payload)
+
+    async def go(url: str) -> None:
+        async with open_page(hash_url(url, "/run", run="0/hermes_run"), SIZE) as page:
+            await page.until("document.querySelectorAll('#trials-table tbody tr').length === 3")
+            await page.evaluate("document.querySelector('#trials-table tbody tr').click()")
+            await page.until("document.querySelectorAll('#chat .turn').length === 5")
+            roles = await page.evaluate(
+                "[...document.querySelectorAll('#chat .turn .who')].map(n => n.textContent)"
+            )
+            assert roles == ["system", "human", "gpt", "tool", "gpt"]
+            assert "terminal" in await page.evaluate(
+                "document.getElementById('tool-stats').textContent"
+            )
+            assert payload in await page.evaluate("document.body.innerText")
+            await save(page, tmp_path, "generate-chat")
+            await page.evaluate("location.hash = '#/record?run=0/toolcalls_1&index=1'")
+            await page.until("document.querySelectorAll('#tool-calls tr.mismatch').length === 1")
+            row = await page.evaluate("document.querySelector('#tool-calls tr.mismatch').innerText")
+            assert "✗" in row and '{"city":"Paris"}' in row and "city differs" in row
+            assert payload in await page.evaluate("document.body.innerText")
+            await save(page, tmp_path, "toolcalls-mismatch")
+            assert await page.evaluate("typeof window.__pwned") == "undefined"
+
+    with view_server(str(tmp_path / "output")) as url:
+        asyncio.run(go(url))
+
+
+def test_beyond_loopback_the_page_works_from_its_tokened_url(tmp_path: Path) -> None:
+    write_run(tmp_path / "output" / "batch_remote", [record(0), record(1)])
+
+    async def go(url: str) -> None:
+        async with open_page(url, SIZE) as page:  # the page's fetches carry the cookie
+            await page.until("document.querySelectorAll('#runs-table tbody tr').length === 1")
+            await page.evaluate("location.hash = '#/run?run=0/batch_remote'")
+            await page.until("document.querySelectorAll('#trials-table tbody tr').length === 2")
+        async with open_page(url.split("?", 1)[0], SIZE) as page:  # without the token
+            text = await page.until("document.body.innerText")
+            assert "needs the token" in text
+
+    with view_server(str(tmp_path / "output"), "--host", "127.0.0.2") as url:
+        assert "?token=" in url
+        asyncio.run(go(url))
