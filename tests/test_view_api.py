@@ -437,3 +437,84 @@ def test_without_folders_it_serves_output_and_data_on_the_port_given(tmp_path: P
             found = {run["name"]: run for run in json.load(response)["runs"]}
     assert set(found) == {"batch_1", "gen_1", "batch_bad"}
     assert found["batch_bad"]["error"].startswith("run.json: not valid JSON")
+
+
+# -- helios compare as a view ----------------------------------------------------------
+
+
+def _compared_runs(root: Path) -> tuple[Path, Path]:
+    """A: ten tasks, all passed. B: the first three failed, t10 only in B."""
+    a = write_run(root / "batch_a", [record(i, task_name=f"t{i}") for i in range(10)])
+    b_items = [record(i, task_name=f"t{i}", status="failed" if i < 3 else "passed",
+                      reward=0.0 if i < 3 else 1.0) for i in range(11)]  # fmt: skip
+    b = write_run(root / "batch_b", b_items, model="mock/m-2")
+    return a, b
+
+
+def test_compare_gives_what_helios_compare_gives(tmp_path: Path) -> None:
+    a, b = _compared_runs(tmp_path / "output")
+    status, body, _ = query([tmp_path / "output"],
+                            [("/api/compare", [("run", "0/batch_a"), ("run", "0/batch_b")])])[0]  # type: ignore[list-item]  # fmt: skip
+    assert status == 200, body
+    command = [sys.executable, "-m", "helios", "compare", str(a), str(b), "--format", "json"]
+    cli = subprocess.run(command, capture_output=True, text=True, check=True)
+    expected = json.loads(cli.stdout)
+    (page,) = body["comparisons"]
+    (direct,) = expected["comparisons"]
+    assert page["regressions"] == direct["regressions"] == ["t0", "t1", "t2"]
+    assert page["only_in_b"] == ["t10"]
+    for key in ("pass_rate_delta", "shared_tasks", "significantly_worse"):
+        assert page[key] == direct[key]
+    assert page["ci"]["low"] == direct["ci"]["low"] and page["ci"]["high"] == direct["ci"]["high"]
+    assert body["keys"] == ["0/batch_a", "0/batch_b"]
+    assert [run["model"] for run in body["runs"]] == ["mock/m-1", "mock/m-2"]
+
+
+def test_compare_refuses_one_run_a_path_outside_and_a_folder_that_is_no_run(
+    tmp_path: Path,
+) -> None:
+    _compared_runs(tmp_path / "output")
+    (tmp_path / "output" / "empty").mkdir()
+    outside = write_run(tmp_path / "elsewhere" / "batch_x", [record(0)])
+    answers = query([tmp_path / "output"], [
+        ("/api/compare", [("run", "0/batch_a")]),
+        ("/api/compare", [("run", "0/batch_a"), ("run", f"0/../../elsewhere/{outside.name}")]),
+        ("/api/compare", [("run", "0/batch_a"), ("run", "0/empty")]),
+    ])  # type: ignore[list-item]  # fmt: skip
+    (one_status, one_body, _), (out_status, out_body, _), (no_status, no_body, _) = answers
+    assert one_status == 400 and "two runs or more" in one_body["error"]
+    assert out_status == 403 and "'..'" in out_body["error"]
+    assert no_status == 400 and "not a Helios run folder" in no_body["error"]
+
+
+# -- a watched batch's live desktops ---------------------------------------------------
+
+
+def test_a_watched_running_run_lists_its_loopback_desktops_only(tmp_path: Path) -> None:
+    """`desktops.json` is the run folder's, so untrusted: only loopback desktop URLs
+    are passed on, and only while the run is running."""
+    run = write_run(tmp_path / "live", [record(0)], summary=False)
+    good = "http://127.0.0.1:40123/tok_en-1/desktops/abc123/"
+    (run / "desktops.json").write_text(json.dumps({"desktops": [
+        {"trial_id": "abc123", "label": "<b>click-ok</b>", "url": good},
+        {"trial_id": "x", "label": "evil", "url": "javascript:window.__pwned=1"},
+        {"trial_id": "y", "label": "far", "url": "http://evil.example/desktops/y/"},
+        {"trial_id": "z", "label": 5, "url": good},
+        "not a desktop",
+    ]}))  # fmt: skip
+
+    async def go() -> list[dict[str, Any]]:
+        async with TestClient(TestServer(make_app([tmp_path]))) as client:
+            seen = []
+            with (run / ".lock").open("a+") as lock:
+                fcntl.flock(lock.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+                seen.append(await (await client.get("/api/trials?run=0/live")).json())
+                seen.append(await (await client.get("/api/run?run=0/live")).json())
+            seen.append(await (await client.get("/api/trials?run=0/live")).json())
+            return seen
+
+    page, document, after = asyncio.run(go())
+    assert page["desktops"] == document["desktops"] == [{"label": "<b>click-ok</b>", "url": good}]
+    assert after["run"]["status"] != "running" and after["desktops"] == []
+    (run / "desktops.json").write_text("{damaged")
+    assert one([tmp_path], "/api/run", run="0/live")[1]["desktops"] == []

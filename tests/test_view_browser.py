@@ -175,6 +175,15 @@ def test_a_running_run_updates_while_the_page_watches(tmp_path: Path) -> None:
                 await page.until(f"document.querySelectorAll('#trials-table tbody tr').length"
                                  f" === {index + 1}")  # fmt: skip
             assert await page.evaluate("window.__samePage") == 1
+            # a watched batch: its GUI trial in flight links to its live desktop
+            desktop = "http://127.0.0.1:40123/tok/desktops/t9/"
+            (run / "desktops.json").write_text(json.dumps({"desktops": [
+                {"trial_id": "t9", "label": "<i>click-ok</i>", "url": desktop}]}))  # fmt: skip
+            await page.until("document.querySelectorAll('#desktops a').length === 1")
+            link = await page.evaluate(
+                "[...document.querySelectorAll('#desktops a')].map(a => [a.href, a.textContent])"
+            )
+            assert link == [[desktop, "<i>click-ok</i>"]]
             await save(page, tmp_path, "run-live")
 
     with (run / ".lock").open("a+") as lock:
@@ -365,4 +374,48 @@ def test_beyond_loopback_the_page_works_from_its_tokened_url(tmp_path: Path) -> 
 
     with view_server(str(tmp_path / "output"), "--host", "127.0.0.2") as url:
         assert "?token=" in url
+        asyncio.run(go(url))
+
+
+def test_two_runs_picked_in_the_list_are_compared(tmp_path: Path) -> None:
+    """A person ticks two runs (the first ticked is the baseline) and presses Compare:
+    the page shows the delta, the verdict and the tasks that flipped, names as text."""
+    out = tmp_path / "output"
+    names = [HOSTILE[0] if i == 0 else f"t{i:02d}" for i in range(30)]
+    write_run(out / "batch_a", [record(i, task_name=names[i]) for i in range(30)])
+    b_items = [record(i, task_name=names[i], status="failed" if i < 9 else "passed",
+                      reward=0.0 if i < 9 else 1.0) for i in range(30)]  # fmt: skip
+    write_run(out / "batch_b", b_items, model="mock/m-2")
+
+    async def go(url: str) -> None:
+        async with open_page(url, SIZE) as page:
+            await page.until("document.querySelectorAll('#runs-table input.pick').length === 2")
+            assert await page.evaluate("document.getElementById('compare-selected').disabled")
+            await page.evaluate("""(() => {
+                const row = (name) => [...document.querySelectorAll('#runs-table tbody tr')]
+                    .find(tr => tr.textContent.includes(name));
+                row('batch_a').querySelector('input.pick').click();
+                row('batch_b').querySelector('input.pick').click();
+                document.getElementById('compare-selected').click();
+            })()""")
+            await page.until("document.querySelectorAll('.comparison').length === 1")
+            hash_now = await page.evaluate("location.hash")
+            assert hash_now.startswith("#/compare?run=0%2Fbatch_a")
+            items = await page.evaluate(
+                "[...document.querySelectorAll('#regressions-B li')].map(li => li.textContent)"
+            )
+            assert sorted(items) == sorted(names[:9])
+            delta = await page.evaluate("document.querySelector('.comparison .delta').textContent")
+            assert "100.0% → 70.0%: -30.0%" in delta
+            verdict = await page.evaluate("document.querySelector('.verdict').textContent")
+            assert verdict == "B is significantly worse than A"
+            models = await page.evaluate(
+                "[...document.querySelectorAll('#compare-runs tbody tr')]"
+                ".map(tr => tr.children[2].textContent)"
+            )
+            assert models == ["mock/m-1", "mock/m-2"]
+            assert await page.evaluate("typeof window.__pwned") == "undefined"
+            await save(page, tmp_path, "compare")
+
+    with view_server(str(out)) as url:
         asyncio.run(go(url))

@@ -4,10 +4,13 @@ only, from the sandbox's x11vnc over a checked unix socket."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import io
+import json
 import os
 import socket
 import subprocess
+import time
 from pathlib import Path
 from urllib.parse import unquote
 
@@ -283,12 +286,49 @@ def test_batch_watch_lists_each_gui_trials_url(tmp_path: Path) -> None:
     """Through the worker processes too (-n 2: two workers), each GUI trial's URL
     reaches the live display of the parent, which serves it."""
     need_desktop("local")
-    result = subprocess.run(
+    proc = subprocess.Popen(
         helios_cmd("batch", str(GUI_EXAMPLES), "--watch", "--agent", "oracle", "-n", "2",
                    "--workers", "2", "--provider", "local", "-o", str(tmp_path)),
-        capture_output=True, text=True, timeout=300, env={**os.environ, "COLUMNS": "250"},
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        env={**os.environ, "COLUMNS": "250"},
     )  # fmt: skip
-    output = result.stdout + result.stderr
-    assert result.returncode == 0, output
+    # While the GUI trials run, the run folder lists their desktops (for helios view).
+    listed: list[str] = []
+    deadline = time.monotonic() + 240
+    while not listed and proc.poll() is None and time.monotonic() < deadline:
+        for path in tmp_path.glob(f"batch_*/{watch.DESKTOPS_FILE}"):
+            with contextlib.suppress(OSError, ValueError):
+                listed = [d["url"] for d in json.loads(path.read_text())["desktops"]]
+        time.sleep(0.05)
+    output, _ = proc.communicate(timeout=300)
+    assert proc.returncode == 0, output
     for task in ("browser-form", "click-calibration"):
         assert f"desktop of {task}: http://127.0.0.1:" in output, output
+    assert listed and all(url in output for url in listed)
+    assert list(tmp_path.glob(f"batch_*/{watch.DESKTOPS_FILE}")) == []  # gone at the end
+
+
+def test_the_watch_server_lists_its_desktops_in_the_run_folder(tmp_path: Path) -> None:
+    """For `helios view`: `desktops.json` (0600: the URLs carry the token) follows
+    the desktops as they come and go, and is gone when the server stops."""
+
+    async def go() -> None:
+        server = watch.WatchServer()
+        await server.start()
+        try:
+            server.publish_in(tmp_path)
+            listed = tmp_path / watch.DESKTOPS_FILE
+            assert json.loads(listed.read_text())["desktops"] == []
+            assert listed.stat().st_mode & 0o777 == 0o600
+            ready = DesktopReady("t1", "click-ok", 320, 200, vnc_socket="/x", vnc_namespace=1)
+            url = server.add(ready)
+            assert json.loads(listed.read_text())["desktops"] == [
+                {"trial_id": "t1", "label": "click-ok", "url": url}
+            ]
+            server.remove("t1")
+            assert json.loads(listed.read_text())["desktops"] == []
+        finally:
+            await server.stop()
+        assert not (tmp_path / watch.DESKTOPS_FILE).exists()
+
+    asyncio.run(go())

@@ -11,7 +11,7 @@ from contextlib import suppress
 from pathlib import Path
 
 
-def write_bytes_atomic(path: Path, data: bytes) -> None:
+def write_bytes_atomic(path: Path, data: bytes, *, mode: int = 0o644) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
@@ -20,7 +20,7 @@ def write_bytes_atomic(path: Path, data: bytes) -> None:
             handle.flush()
             os.fsync(handle.fileno())  # what names the file (a trajectory) is durable too
         # mkstemp creates 0600; outputs are read by other users (host vs sandbox)
-        os.chmod(tmp, 0o644)
+        os.chmod(tmp, mode)
         os.replace(tmp, path)
     except BaseException:
         with suppress(FileNotFoundError):
@@ -28,5 +28,5 @@ def write_bytes_atomic(path: Path, data: bytes) -> None:
         raise
 
 
-def write_text_atomic(path: Path, text: str) -> None:
-    write_bytes_atomic(path, text.encode("utf-8"))
+def write_text_atomic(path: Path, text: str, *, mode: int = 0o644) -> None:
+    write_bytes_atomic(path, text.encode("utf-8"), mode=mode)

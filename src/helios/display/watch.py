@@ -10,12 +10,18 @@ listens beyond loopback.
 The trial door announces a desktop with the engine's `DesktopReady` event; the
 live display (`progress.py`) hands it to the server of this process (`active()`)
 and shows the URL it gets back.
+
+While a batch is watched, the desktops being served are also listed in its run
+folder (`desktops.json`, mode 0600: the URLs carry the token), rewritten as they
+come and go and removed when the server stops, so `helios view` links each GUI
+trial in flight to its live desktop.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import secrets
 import socket
 from collections.abc import AsyncIterator
@@ -26,6 +32,7 @@ from urllib.parse import urlencode
 from aiohttp import WSMsgType, web
 from rich.console import Console
 
+from helios.atomic_write import write_text_atomic
 from helios.engine.events import DesktopReady
 from helios.environments.desktop.vnc import connect
 from helios.text import visible
@@ -35,6 +42,8 @@ HOST = "127.0.0.1"
 #: the subprotocol noVNC asks for
 SUBPROTOCOL = "binary"
 CHUNK = 1 << 16
+#: the desktops being served, in the run folder of the batch being watched
+DESKTOPS_FILE = "desktops.json"
 
 _active: WatchServer | None = None
 
@@ -82,6 +91,24 @@ class WatchServer:
         self._desktops: dict[str, _Desktop] = {}
         self._runner: web.AppRunner | None = None
         self._bridges: set[asyncio.Task[None]] = set()
+        self._published: Path | None = None
+
+    def publish_in(self, run_dir: Path) -> None:
+        """List the desktops being served in `run_dir`'s DESKTOPS_FILE from now on."""
+        self._published = run_dir / DESKTOPS_FILE
+        self._publish()
+
+    def _publish(self) -> None:
+        if self._published is None:
+            return
+        listing = {
+            "listing": f"{self.base}/{self.token}/",
+            "desktops": [{"trial_id": tid, "label": d.label, "url": self.url(tid)}
+                         for tid, d in self._desktops.items()],
+        }  # fmt: skip
+        # a listing for the viewer: the batch goes on without it
+        with contextlib.suppress(OSError):
+            write_text_atomic(self._published, json.dumps(listing, indent=1), mode=0o600)
 
     @property
     def base(self) -> str:
@@ -108,10 +135,12 @@ class WatchServer:
         self._desktops[event.trial_id] = _Desktop(
             event.label, event.vnc_socket, event.vnc_namespace, event.interactive
         )
+        self._publish()
         return self.url(event.trial_id)
 
     def remove(self, trial_id: str) -> None:
-        self._desktops.pop(trial_id, None)
+        if self._desktops.pop(trial_id, None) is not None:
+            self._publish()
 
     # -- serving -------------------------------------------------------------
     async def start(self) -> None:
@@ -131,6 +160,10 @@ class WatchServer:
         await site.start()
 
     async def stop(self) -> None:
+        if self._published is not None:
+            with contextlib.suppress(OSError):
+                self._published.unlink()
+            self._published = None
         for task in list(self._bridges):
             task.cancel()
         if self._bridges:

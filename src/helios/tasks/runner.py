@@ -17,6 +17,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from helios.agents.registry import agent_class, choose_agent, create_agent
+from helios.display import watch
 from helios.display.progress import BatchProgress, default_console, header_panel
 from helios.display.trial import TrialView
 from helios.engine.run import (
@@ -243,6 +244,9 @@ class ParallelRunner:
         s = self.settings
         store = run.store
         self.run_dir = store.run_dir
+        served = watch.active()
+        if served is not None:  # --watch: `helios view` links the desktops in flight
+            served.publish_in(store.run_dir)
         # Heads only (id, status, folder): a resume starts without parsing whole records.
         index = store.load_index()
         self._report_store_repairs(store)

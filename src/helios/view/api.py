@@ -13,8 +13,10 @@ from urllib.parse import quote
 
 from aiohttp import web
 
+from helios.results import compare_runs, load_run
 from helios.view.documents import (
     Links,
+    live_desktops,
     record_document,
     run_document,
     run_folder,
@@ -34,6 +36,8 @@ Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 #: the image types a raw file is shown inline as (anything else is a download or text)
 INLINE_IMAGES = {".png": "image/png", ".jpg": "image/jpeg", ".jpeg": "image/jpeg",
                  ".gif": "image/gif", ".webp": "image/webp"}  # fmt: skip
+#: runs in one comparison (each is read whole: `helios compare` is for a few runs)
+MAX_COMPARED = 8
 _TEXT = (".txt", ".log", ".json", ".jsonl", ".md", ".toml", ".yaml", ".yml", ".py", ".sh", ".csv")
 
 
@@ -91,8 +95,10 @@ def trials(request: web.Request) -> web.Response:
     folder, index = _run(request)
     index.refresh()
     matched, rows = query.page(index)
+    head = describe(request.app[ROOTS], folder, index)
     return web.json_response({
-        "run": describe(request.app[ROOTS], folder, index),
+        "run": head,
+        "desktops": live_desktops(folder.folder) if head.get("status") == "running" else [],
         "total": len(index.rows),
         "matched": matched,
         "offset": query.offset,
@@ -154,6 +160,21 @@ def _in_worker(handler: Callable[[web.Request], web.Response]) -> Handler:
     return handle
 
 
+def compare(request: web.Request) -> web.Response:
+    """`helios compare` of the runs named by `run` (two or more), as `to_dict` gives it,
+    with each run's request name beside its label. The first run is the baseline."""
+    roots = request.app[ROOTS]
+    keys = request.query.getall("run", [])
+    if len(keys) < 2:
+        raise BadQuery("comparing needs two runs or more (the parameter 'run', repeated)")
+    if len(keys) > MAX_COMPARED:
+        raise BadQuery(f"at most {MAX_COMPARED} runs are compared at once, not {len(keys)}")
+    loaded = [load_run(roots.resolve(key), label=key) for key in keys]
+    report = compare_runs(loaded).to_dict()
+    report["keys"] = keys
+    return web.json_response(report)
+
+
 def routes() -> list[web.RouteDef]:
     return [
         web.get("/api/runs", _in_worker(runs)),
@@ -162,5 +183,6 @@ def routes() -> list[web.RouteDef]:
         web.get("/api/trial", _in_worker(trial_view)),
         web.get("/api/record", _in_worker(record)),
         web.get("/api/steps", _in_worker(trajectory_steps)),
+        web.get("/api/compare", _in_worker(compare)),
         web.get("/api/file", raw_file),
     ]

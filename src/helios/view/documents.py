@@ -5,10 +5,12 @@ them here; they differ only in how a file becomes a URL (`Links`)."""
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from helios.display.watch import DESKTOPS_FILE
 from helios.view import steps, trial
 from helios.view.records import RecordIndex, Row
 from helios.view.roots import OutsideRoots, Roots
@@ -39,8 +41,35 @@ def run_document(roots: Roots, run: RunFolder, index: RecordIndex) -> dict[str, 
         summary, error = read_summary(summary_file)  # the rows: the table's, page by page
         if summary is None:
             head["summary_error"] = error
-    return {**head, "summary": summary,
+    desktops = live_desktops(run.folder) if head.get("status") == "running" else []
+    return {**head, "summary": summary, "desktops": desktops,
             "summary_file": summary_file.name if summary_file else None}  # fmt: skip
+
+
+#: where they are served: the watching process's loopback server, nothing else
+DESKTOP_URL = re.compile(r"http://127\.0\.0\.1:\d{1,5}/[A-Za-z0-9_-]+/desktops/[^\s\"<>]{1,200}")
+
+
+def live_desktops(run_dir: Path) -> list[dict[str, str]]:
+    """The GUI trials in flight of a watched run, each with its desktop's URL. The file
+    is the run folder's, so untrusted: a URL other than a loopback desktop's, or a
+    file too big or damaged, gives nothing."""
+    path = run_dir / DESKTOPS_FILE
+    try:
+        if path.stat().st_size > 1 << 20:
+            return []
+        listing = json.loads(path.read_text("utf-8"))
+    except (OSError, ValueError):
+        return []
+    found = []
+    entries = listing.get("desktops") if isinstance(listing, dict) else None
+    for entry in entries if isinstance(entries, list) else []:
+        if not isinstance(entry, dict):
+            continue
+        label, url = entry.get("label"), entry.get("url")
+        if isinstance(label, str) and isinstance(url, str) and DESKTOP_URL.fullmatch(url):
+            found.append({"label": _cell(label), "url": url})
+    return found
 
 
 def _cell(value: Any) -> Any:

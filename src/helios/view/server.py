@@ -17,6 +17,7 @@ from typing import TextIO
 
 from aiohttp import web
 
+from helios.errors import InputError
 from helios.view import api
 from helios.view.query import BadQuery
 from helios.view.roots import OutsideRoots, Roots
@@ -69,7 +70,7 @@ async def guard(request: web.Request, handler: Handler) -> web.StreamResponse:
         response = _error(403, str(exc))
     except FileNotFoundError as exc:
         response = _error(404, str(exc))
-    except (BadQuery, NotATIF) as exc:
+    except (BadQuery, NotATIF, InputError) as exc:
         response = _error(400, str(exc))
     except Exception as exc:
         response = _error(500, f"{type(exc).__name__}: {exc}"[:500])

@@ -169,8 +169,23 @@ async function showRuns(mine) {
   crumbs("runs");
   const data = await getJSON("runs");
   if (mine !== generation) return;
-  const head = ["Run", "Door", "Model", "Agent", "Date", "Trials", "Pass rate", "pass@k", "Mean reward", "Cost", "Duration", "Status"];
+  const head = [BUNDLE ? null : "", "Run", "Door", "Model", "Agent", "Date", "Trials", "Pass rate", "pass@k", "Mean reward", "Cost", "Duration", "Status"].filter((h) => h !== null);
+  // Runs picked for a comparison, in the order they were picked (the first is the baseline).
+  const picked = [];
+  const compareButton = el("button", { type: "button", id: "compare-selected", disabled: true,
+    onclick: () => { location.hash = "#/compare?" + new URLSearchParams(picked.map((key) => ["run", key])).toString(); } },
+  "Compare selected");
+  const pick = (key) => (event) => {
+    event.stopPropagation();
+    const at = picked.indexOf(key);
+    if (event.target.checked && at < 0) picked.push(key);
+    if (!event.target.checked && at >= 0) picked.splice(at, 1);
+    compareButton.disabled = picked.length < 2;
+    compareButton.textContent = picked.length < 2 ? "Compare selected" : "Compare " + picked.length + " runs (A is the first picked)";
+  };
   const rows = data.runs.map((run) => el("tr", { class: "link", "data-key": run.key, onclick: () => { location.hash = route("/run", { run: run.key }); } },
+    BUNDLE ? null : el("td", { onclick: (event) => event.stopPropagation() },
+      el("input", { type: "checkbox", class: "pick", title: "pick for a comparison", onclick: pick(run.key) })),
     el("td", {}, el("a", { href: route("/run", { run: run.key }) }, run.name),
       run.error ? el("div", { class: "status-failed run-error" }, run.error) : null),
     el("td", {}, run.door),
@@ -187,6 +202,7 @@ async function showRuns(mine) {
   const table = el("table", { id: "runs-table" }, el("thead", {}, el("tr", {}, head.map((h) => el("th", {}, h)))), el("tbody", {}, rows));
   setMain(
     el("p", { class: "muted" }, "Runs under " + (data.folders.join(", ") || "no existing folder")),
+    BUNDLE || data.runs.length < 2 ? null : el("p", {}, compareButton),
     data.runs.length ? table : el("p", { id: "no-runs" }, "No run folders found."));
   if (!BUNDLE && data.runs.some((run) => run.status === "running")) poll(mine, () => showRuns(mine).catch(fail(mine)));
 }
@@ -230,18 +246,29 @@ async function showRun(mine, params) {
   if (mine !== generation) return;
   crumbs(el("a", { href: "#/" }, "runs"), run.name);
   const summary = el("div", { id: "run-summary" });
+  const desktops = el("div", { id: "desktops" });
   const table = el("div", { id: "trials" });
   renderSummary(summary, run, page.run);
+  renderDesktops(desktops, page.desktops);
   renderTable(table, state, page);
-  setMain(summary, filterForm(state, page), table);
+  setMain(summary, desktops, filterForm(state, page), table);
   const refresh = async () => {
     const fresh = await getJSON("trials", { ...runParams(state), limit: String(PAGE) });
     if (mine !== generation) return;
     renderSummary(summary, run, fresh.run);
+    renderDesktops(desktops, fresh.desktops);
     renderTable(table, state, fresh);
     if (fresh.run.status === "running") poll(mine, () => refresh().catch(fail(mine)));
   };
   if (page.run.status === "running" && !BUNDLE) poll(mine, () => refresh().catch(fail(mine)));
+}
+
+// A watched batch (helios batch --watch) lists the desktops of its GUI trials in
+// flight: each links to its live view, served by the batch on 127.0.0.1.
+function renderDesktops(box, desktops) {
+  if (!desktops || !desktops.length) { box.replaceChildren(); return; }
+  box.replaceChildren(el("div", { class: "panel" }, el("h3", {}, "Live desktops (trials in flight)"),
+    el("ul", {}, desktops.map((d) => el("li", {}, el("a", { href: d.url, target: "_blank", rel: "noopener noreferrer" }, d.label))))));
 }
 
 function renderSummary(box, run, live) {
@@ -528,6 +555,76 @@ function toolCalls(result) {
 
 // ---- routing -------------------------------------------------------------
 
+// ---- a comparison (helios compare in the page) ----------------------------
+
+const CHANGES = { regressed: "passed less often in B", fixed: "passed more often in B", same: "same",
+  only_a: "only in A", only_b: "only in B" };
+const TASK_ROWS = 500;
+
+function signed(value, digits, unit) {
+  if (value === null || value === undefined) return "–";
+  const text = (unit === "%" ? (100 * value).toFixed(digits) : value.toFixed(digits));
+  return (value > 0 ? "+" : "") + text + (unit || "");
+}
+
+function verdict(c) {
+  if (c.significantly_worse) return el("b", { class: "status-failed verdict" }, "B is significantly worse than A");
+  if (c.significantly_better) return el("b", { class: "status-passed verdict" }, "B is significantly better than A");
+  return el("b", { class: "verdict" }, "no significant difference");
+}
+
+function taskList(id, title, names) {
+  if (!names.length) return null;
+  const shown = names.slice(0, 50);
+  return el("div", { id },
+    el("h3", {}, title + " (" + names.length + ")"),
+    el("ul", {}, shown.map((name) => el("li", {}, name))),
+    names.length > shown.length ? el("p", { class: "muted" }, "and " + (names.length - shown.length) + " more") : null);
+}
+
+async function showCompare(mine, params) {
+  const keys = params.getAll("run");
+  if (BUNDLE) throw new Error("a bundle holds no comparison: run helios view to compare runs");
+  const report = await getJSON("compare?" + new URLSearchParams(keys.map((key) => ["run", key])).toString());
+  if (mine !== generation) return;
+  crumbs(el("a", { href: "#/" }, "runs"), "compare");
+  const letters = report.runs.map((_, i) => String.fromCharCode(65 + i));
+  const legend = el("table", { id: "compare-runs" },
+    el("thead", {}, el("tr", {}, ["", "Run", "Model", "Agent", "Tasks", "Trials", "Pass rate", "Mean reward", "pass@k", "Cost", "Duration"].map((h) => el("th", {}, h)))),
+    el("tbody", {}, report.runs.map((run, i) => el("tr", {},
+      el("td", {}, el("b", {}, letters[i])),
+      el("td", {}, el("a", { href: route("/run", { run: report.keys[i] }) }, run.path.split("/").pop()),
+        run.problems.length ? el("div", { class: "status-failed" }, run.problems.length + " damaged record(s): " + run.problems[0]) : null),
+      el("td", {}, fmt(run.model)), el("td", {}, fmt(run.agent)),
+      el("td", { class: "num" }, fmt(run.tasks)), el("td", { class: "num" }, fmt(run.trials)),
+      el("td", { class: "num" }, pct(run.pass_rate)), el("td", { class: "num" }, fmt(run.mean_reward, 3)),
+      el("td", {}, passAtK(run.pass_at_k)), el("td", { class: "num" }, money(run.cost_usd)),
+      el("td", { class: "num" }, secs(run.wall_seconds))))));
+  const sections = report.comparisons.map((c, i) => {
+    const b = letters[i + 1];
+    const tasks = c.tasks.slice(0, TASK_ROWS);
+    return el("div", { class: "panel comparison", "data-b": b },
+      el("h2", {}, b + " against A"),
+      el("p", { class: "delta" }, "pass rate " + pct(c.pass_rate_a) + " → " + pct(c.pass_rate_b) + ": " + signed(c.pass_rate_delta, 1, "%"),
+        " (" + Math.round(c.ci.confidence * 100) + "% CI " + signed(c.ci.low, 1, "%") + " to " + signed(c.ci.high, 1, "%") + ", " + c.ci.method + ") ", verdict(c)),
+      el("p", { class: "muted" }, c.shared_tasks + " shared tasks · mean reward " + signed(c.reward_delta, 3) +
+        " · cost " + signed(c.cost_delta_usd, 4) + " $ · trial time " + signed(c.duration_delta, 1) + " s"),
+      c.note ? el("p", { class: "status-interrupted note" }, c.note) : null,
+      taskList("regressions-" + b, "Passed less often in " + b, c.regressions),
+      taskList("fixes-" + b, "Passed more often in " + b, c.fixes),
+      el("details", {}, el("summary", {}, "every task (" + c.tasks.length + ")"),
+        el("table", { class: "compare-tasks" },
+          el("thead", {}, el("tr", {}, ["Task", "Change", "A pass rate", b + " pass rate", "Δ reward", "Δ duration", "Δ cost"].map((h) => el("th", {}, h)))),
+          el("tbody", {}, tasks.map((t) => el("tr", { class: "change-" + t.change },
+            el("td", {}, t.task), el("td", {}, CHANGES[t.change] || t.change),
+            el("td", { class: "num" }, t.a ? pct(t.a.pass_rate) : "–"), el("td", { class: "num" }, t.b ? pct(t.b.pass_rate) : "–"),
+            el("td", { class: "num" }, signed(t.reward_delta, 3)), el("td", { class: "num" }, signed(t.duration_delta, 1)),
+            el("td", { class: "num" }, signed(t.cost_delta_usd, 4)))))),
+        c.tasks.length > tasks.length ? el("p", { class: "muted" }, "and " + (c.tasks.length - tasks.length) + " more: helios compare --tasks --limit 0 lists them all") : null));
+  });
+  setMain(el("div", { class: "panel" }, el("h2", {}, "Runs (A is the baseline)"), legend), ...sections);
+}
+
 function fail(mine) {
   return (e) => { if (mine === generation) showError(e.message); };
 }
@@ -543,6 +640,7 @@ async function navigate() {
     if (path === "/run") await showRun(mine, params);
     else if (path === "/trial") await showTrial(mine, params);
     else if (path === "/record") await showRecord(mine, params);
+    else if (path === "/compare") await showCompare(mine, params);
     else await showRuns(mine);
   } catch (e) {
     fail(mine)(e);
