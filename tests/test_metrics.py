@@ -52,3 +52,23 @@ def test_large_samples_use_the_normal_interval() -> None:
     small = values[:2000]
     boot_low, boot_high = bootstrap_ci(small)
     assert boot_low < 0.75 < boot_high and 0.02 < boot_high - boot_low < 0.06
+
+
+def test_pass_at_k_intervals_resample_tasks_with_their_own_attempts() -> None:
+    """Each k's interval is a percentile bootstrap over tasks of their pass@k, checked
+    against a plain computation of the same draws."""
+    import random
+
+    from helios.engine.metrics import pass_at_k_ci_table
+
+    passes = {"a": [True, False, True], "b": [False, False, False], "c": [True, True, False],
+              "d": [False, True, False], "e": [True, True, True]}  # fmt: skip
+    table = pass_at_k_ci_table(passes)
+    assert list(table) == ["pass@1", "pass@2", "pass@3"]
+    for k in (1, 2, 3):
+        scores = [pass_at_k(len(p), sum(p), k) for p in passes.values()]
+        rng = random.Random(0)
+        means = sorted(sum(rng.choices(scores, k=5)) / 5 for _ in range(1000))
+        assert table[f"pass@{k}"] == (means[25], means[975])
+        assert table[f"pass@{k}"][0] <= sum(scores) / 5 <= table[f"pass@{k}"][1]
+    assert pass_at_k_ci_table({}) == {}

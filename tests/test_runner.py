@@ -98,6 +98,8 @@ def test_k_attempts_interleaved_with_pass_at_k(make_task: TaskMaker, tmp_path: P
     summary = json.loads((batch.output_dir / "batch_summary.json").read_text())
     assert summary["n_attempts"] == 3
     assert summary["pass_at_k"]["pass@1"] == 0.5
+    low, high = summary["pass_at_k_ci95"]["pass@3"]  # two tasks: 1.0 and 0.0
+    assert 0.0 <= low <= 0.5 <= high <= 1.0 and low < high
     assert summary["raw_pass_rate"] == 0.5
     assert (batch.output_dir / "001_always" / "attempt_002" / "result.json").is_file()
 

@@ -42,6 +42,21 @@ def pass_at_k_table(passes_by_task: Mapping[str, Sequence[bool]]) -> dict[str, f
     return {f"pass@{k}": mean_pass_at_k(passes_by_task, k) for k in range(1, max_k + 1)}
 
 
+def pass_at_k_ci_table(
+    passes_by_task: Mapping[str, Sequence[bool]], *, confidence: float = 0.95, seed: int = 0
+) -> dict[str, tuple[float, float]]:
+    """For each k of `pass_at_k_table`, the bootstrap interval over tasks of the mean of
+    the tasks' pass@k (the tasks resampled, each keeping its own attempts)."""
+    if not passes_by_task:
+        return {}
+    max_k = min(len(p) for p in passes_by_task.values())
+    table = {}
+    for k in range(1, max_k + 1):
+        scores = [pass_at_k(len(p), sum(p), k) for p in passes_by_task.values()]
+        table[f"pass@{k}"] = bootstrap_ci(scores, confidence=confidence, seed=seed)
+    return table
+
+
 def group_passes(rows: Iterable[tuple[str, bool]]) -> dict[str, list[bool]]:
     grouped: dict[str, list[bool]] = defaultdict(list)
     for key, passed in rows:

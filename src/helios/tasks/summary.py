@@ -6,7 +6,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from helios.engine.metrics import bootstrap_ci, group_passes, mean, pass_at_k_table
+from helios.engine.metrics import (
+    bootstrap_ci,
+    group_passes,
+    mean,
+    pass_at_k_ci_table,
+    pass_at_k_table,
+)
 from helios.tasks.results import TrialResult
 from helios.usage import Usage
 
@@ -85,6 +91,8 @@ class BatchResult:
     #: pass@1 … pass@k as fractions (0–1); empty when k = 1
     pass_at_k_table: dict[str, float]
     results: list[TaskResult]
+    #: the bootstrap 95% interval of each pass@k, over tasks; empty when k = 1
+    pass_at_k_ci95: dict[str, tuple[float, float]] = field(default_factory=dict)
     usage: Usage = field(default_factory=Usage)
     invalid: list[InvalidTask] = field(default_factory=list)
     unsupported: list[UnsupportedTask] = field(default_factory=list)
@@ -165,6 +173,7 @@ def build_batch_result(
         n_attempts=n_attempts,
         n_unique_tasks=len(passes),
         pass_at_k_table=pass_at_k_table(passes) if n_attempts > 1 else {},
+        pass_at_k_ci95=pass_at_k_ci_table(passes) if n_attempts > 1 else {},
         results=[TaskResult.from_trial(r) for r in ordered],
         usage=Usage.sum([r.usage for r in ordered]),
         invalid=invalid,
@@ -224,5 +233,8 @@ def summary_document(batch: BatchResult) -> dict[str, Any]:
     if batch.n_attempts > 1:
         doc["n_attempts"] = batch.n_attempts
         doc["pass_at_k"] = {k: round(v, 6) for k, v in batch.pass_at_k_table.items()}
+        doc["pass_at_k_ci95"] = {
+            k: [round(low, 6), round(high, 6)] for k, (low, high) in batch.pass_at_k_ci95.items()
+        }
         doc["raw_pass_rate"] = round(batch.pass_rate, 6)
     return doc
