@@ -52,7 +52,6 @@ from typing import Any
 
 from aiohttp import MultipartWriter, web
 
-from helios.environments.docker.api import INIT_LOOP
 from helios.environments.docker.cli import LABEL_MANAGED, ImageBuilds, docker
 from helios.testing.loopback import LoopbackServer
 
@@ -61,6 +60,8 @@ BUCKET = "daytona-volume-builds"
 #: every container of a fake carries its token under this label
 LABEL_FAKE = "helios.daytona-fake"
 FAKE_IMAGE_REPO = "helios-daytona-fake"
+#: the container's pid 1: blocked reading a stdin that stays open (`docker run -i`)
+INIT = "while :; do read -r _ || exit 0; done"
 QUOTA_MESSAGE = "Sandbox resource limit reached (16), please try again later."
 
 
@@ -236,11 +237,13 @@ class DaytonaFake(LoopbackServer):
             box.state = "creating"
             network = ["--network", "none"] if box.network_block_all else []
             env = [arg for k, v in box.env.items() for arg in ("-e", f"{k}={v}")]
+            # pid 1 waits in a builtin, with no child: a sandbox's `kill -9 -1` leaves
+            # it alone, as Daytona's daemon
             code, out, err = await docker(
-                "run", "-d", "--label", f"{LABEL_FAKE}={self.token}",
+                "run", "-d", "-i", "--label", f"{LABEL_FAKE}={self.token}",
                 "--label", f"{LABEL_MANAGED}=true", "--cpus", str(box.cpu),
                 "--memory", f"{box.memory}g", "--pids-limit", "4096", *network, *env,
-                "--entrypoint", "sh", image, "-c", INIT_LOOP,
+                "--entrypoint", "sh", image, "-c", INIT,
             )  # fmt: skip
             if code != 0:
                 box.state, box.error_reason = "error", err.strip()[-300:]

@@ -64,3 +64,29 @@ def is_timeout(error: BaseException) -> bool:
         return True
     names = {cls.__name__ for cls in type(error).__mro__}
     return "DaytonaTimeoutError" in names
+
+
+#: every process of the sandbox but pid 1 (Daytona's daemon, whose toolbox runs
+#: the commands) and this command's own chain of parents, killed: `kill -9 -1`
+#: from the sandbox's `sh` (builtins only)
+KILL_ALL = "kill -9 -1"
+#: the processes left (pids, one a line), short of pid 1, this command's chain of
+#: parents, zombies, and pid 1's own children in its process group (its helpers)
+SURVIVORS = r"""
+keep=" 1 $$ "
+p=$$
+while [ "$p" -gt 1 ] 2>/dev/null; do
+  read -r l < /proc/$p/stat || break
+  set -f; set -- ${l##*) }; p=$2
+  keep="$keep$p "
+done
+for d in /proc/[0-9]*; do
+  pid=${d#/proc/}
+  case "$keep" in *" $pid "*) continue;; esac
+  read -r l < "$d/stat" 2>/dev/null || continue
+  set -f; set -- ${l##*) }
+  [ "$1" = Z ] && continue
+  [ "$2" = 1 ] && [ "$3" = 1 ] && continue
+  echo "$pid"
+done
+"""

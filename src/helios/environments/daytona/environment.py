@@ -40,6 +40,8 @@ log = logging.getLogger(__name__)
 
 #: seconds a create may take beyond the task's build timeout (the sandbox's start)
 START_GRACE = 120.0
+#: `kill -9 -1` and a look, until nothing is left
+STOP_ROUNDS = 5
 #: a transfer's commands (archive, unpack, remove) in the sandbox
 TRANSFER_TIMEOUT = 600.0
 
@@ -173,6 +175,18 @@ class DaytonaEnvironment(Environment):
         stdout, stderr = commands.split(response.result or "", marker)
         code = response.exit_code
         return ExecResult(stdout, stderr, int(code) if isinstance(code, int) else -1)
+
+    async def stop_processes(self) -> None:
+        """`kill -9 -1` from the toolbox (all but pid 1, Daytona's daemon), until a
+        look at /proc finds none left (`commands.SURVIVORS`)."""
+        for _ in range(STOP_ROUNDS):
+            await self.exec(commands.KILL_ALL, cwd="/", timeout=60)
+            left = await self.exec(commands.SURVIVORS, cwd="/", timeout=60)
+            if left.ok and not left.stdout.split():
+                return
+        raise EnvironmentExecError(
+            f"could not stop the agent's processes: {' '.join(left.stdout.split()[:20])}"
+        )
 
     async def _as_root(self, command: str) -> ExecResult:
         return await self.exec(command, cwd="/", timeout=TRANSFER_TIMEOUT)
