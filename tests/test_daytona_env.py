@@ -17,6 +17,7 @@ import pytest
 import helios.environments.daytona.retry as _retry
 from helios.environments.daytona import DaytonaEnvironment
 from helios.environments.daytona.client import SDK_VERSION
+from helios.environments.shell.safe_copy import DownloadMissing, UnsafeDownload
 from helios.environments.spec import SandboxSpec
 from helios.errors import EnvironmentStartError, EnvironmentUnavailable
 from helios.tasks.runner import ParallelRunner
@@ -243,3 +244,36 @@ def test_cleanup_without_keys_says_nothing_of_daytona(monkeypatch: pytest.Monkey
                           text=True, timeout=120, env=env)  # fmt: skip
     assert done.returncode == 0, done.stderr
     assert "daytona" not in (done.stdout + done.stderr).lower()
+
+
+def test_downloads_are_checked_on_the_host(daytona: DaytonaFake, tmp_path: Path) -> None:
+    """The other providers' checks: a link is skipped (never followed), a tree past
+    the bound is refused before it is archived, a missing path says so."""
+    env = _env("dtn-down")
+
+    async def go() -> None:
+        await env.start()
+        try:
+            made = await env.exec(
+                "mkdir -p /out/sub && echo A > /out/a.txt && ln -s /etc/passwd /out/link && "
+                "mkfifo /out/fifo && truncate -s 1500M /big/huge 2>/dev/null || "
+                "{ mkdir -p /big && truncate -s 1500M /big/huge; }", cwd="/",
+            )  # fmt: skip
+            assert made.ok, made
+            skipped = await env.download("/out", tmp_path / "out")
+            assert (tmp_path / "out" / "a.txt").read_text() == "A\n"
+            assert not (tmp_path / "out" / "link").exists()
+            assert any("link" in s for s in skipped) and any("fifo" in s for s in skipped)
+            with pytest.raises(UnsafeDownload, match="larger than"):
+                await env.download("/big", tmp_path / "big")
+            assert not (tmp_path / "big").exists()
+            with pytest.raises(DownloadMissing):
+                await env.download("/nowhere", tmp_path / "nowhere")
+            # nothing staged is left in the sandbox
+            left = await env.exec("ls -a /tmp | grep -c -e -upload- -e -download- || true",
+                                  cwd="/")  # fmt: skip
+            assert left.stdout.strip() == "0"
+        finally:
+            await env.stop()
+
+    asyncio.run(go())

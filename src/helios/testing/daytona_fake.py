@@ -62,6 +62,8 @@ LABEL_FAKE = "helios.daytona-fake"
 FAKE_IMAGE_REPO = "helios-daytona-fake"
 #: the container's pid 1: blocked reading a stdin that stays open (`docker run -i`)
 INIT = "while :; do read -r _ || exit 0; done"
+#: the largest file the toolbox hands back here (the host's bound is 1 GiB)
+FILE_CAP = 2 << 30
 QUOTA_MESSAGE = "Sandbox resource limit reached (16), please try again later."
 
 
@@ -388,7 +390,7 @@ async def _read_file(container: str, user: str, path: str) -> bytes:
     from helios._proc import run_process
 
     result = await run_process(["docker", "exec", "-u", user, container, "cat", "--", path],
-                               timeout=None)  # fmt: skip
+                               timeout=None, cap=FILE_CAP)  # fmt: skip
     return result.stdout
 
 
