@@ -21,9 +21,10 @@ import shlex
 from pathlib import Path
 from typing import Any, ClassVar
 
+import helios.environments.daytona.commands as commands
+import helios.environments.daytona.transfer as transfer
 from helios._proc import run_to_end
 from helios.environments.base import ROOT, Environment, ExecResult, User
-from helios.environments.daytona import commands, transfer
 from helios.environments.daytona.cleanup import cleanup_sandboxes, delete, labelled, remove_instance
 from helios.environments.daytona.client import Keys, open_client, require_keys, sdk
 from helios.environments.daytona.request import create_params
@@ -158,12 +159,13 @@ class DaytonaEnvironment(Environment):
         marker = commands.new_marker()
         bound = None if timeout is None else timeout + commands.REQUEST_GRACE
         try:
-            response = await asyncio.wait_for(
-                sandbox.process.exec(commands.wrapped(command, marker), cwd=cwd or self.workdir,
-                                     env=env or None,
-                                     timeout=commands.timeout_seconds(timeout)),
-                bound,
-            )  # fmt: skip
+            async with asyncio.timeout(bound):  # the request's own bound, past the toolbox's
+                response = await sandbox.process.exec(
+                    commands.wrapped(command, marker),
+                    cwd=cwd or self.workdir,
+                    env=env or None,
+                    timeout=commands.timeout_seconds(timeout),
+                )
         except TimeoutError:
             return commands.timed_out()
         except Exception as exc:
