@@ -277,3 +277,37 @@ def test_downloads_are_checked_on_the_host(daytona: DaytonaFake, tmp_path: Path)
             await env.stop()
 
     asyncio.run(go())
+
+
+def test_a_wrong_key_is_one_clear_line(daytona: DaytonaFake,
+                                       monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+    monkeypatch.setenv("DAYTONA_API_KEY", "not-the-key-at-all")
+    with pytest.raises(EnvironmentUnavailable) as caught:
+        asyncio.run(DaytonaEnvironment.preflight())
+    assert str(caught.value) == (
+        f"Daytona refused the key at {daytona.api_url} (401): check DAYTONA_API_KEY"
+    )
+    assert "not-the-key-at-all" not in str(caught.value)
+
+
+def test_the_fakes_answers_are_what_the_sdks_models_take(daytona: DaytonaFake) -> None:
+    """The fake's shapes, validated by the SDK's own generated models (strict types):
+    a field renamed or retyped on either side fails here, not only deep in a trial."""
+    from daytona_api_client_async import ListSandboxesResponse, Sandbox, SandboxListItem
+    from daytona_toolbox_api_client_async import ExecuteResponse
+
+    from helios.testing.daytona_fake import FakeSandbox
+
+    box = FakeSandbox(id="s1", name="s1", user="root", env={"A": "1"}, labels={"l": "v"},
+                      cpu=1, memory=1, disk=3, network_block_all=True, target="us",
+                      build={"dockerfileContent": f"FROM {IMAGE}\n"})  # fmt: skip
+    shape = daytona._dto(box)
+    sandbox = Sandbox.from_dict(shape)
+    assert sandbox is not None and sandbox.network_block_all and sandbox.state == "creating"
+    assert SandboxListItem.from_dict(shape) is not None
+    listed = ListSandboxesResponse.from_dict({"items": [shape], "nextCursor": None})
+    assert listed is not None and listed.items[0].labels == {"l": "v"}
+    answer = ExecuteResponse.from_dict({"exitCode": 3, "result": "out"})
+    assert answer is not None and (answer.exit_code, answer.result) == (3, "out")
+    with pytest.raises(ValueError):  # the models are strict: a missing field is refused
+        Sandbox.from_dict({k: v for k, v in shape.items() if k != "toolboxProxyUrl"})
