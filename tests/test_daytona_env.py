@@ -311,3 +311,28 @@ def test_the_fakes_answers_are_what_the_sdks_models_take(daytona: DaytonaFake) -
     assert answer is not None and (answer.exit_code, answer.result) == (3, "out")
     with pytest.raises(ValueError):  # the models are strict: a missing field is refused
         Sandbox.from_dict({k: v for k, v in shape.items() if k != "toolboxProxyUrl"})
+
+
+def test_a_cancel_during_a_quota_wait_stops_at_once(
+    daytona: DaytonaFake, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Between tries nothing is being made: Ctrl-C does not wait out the back-off."""
+    monkeypatch.setattr(_retry, "QUOTA_BASE_DELAY", 120.0)
+    daytona.quota_failures = 1
+    env = _env("dtn-quota-cancel")
+
+    async def go() -> float:
+        start = asyncio.ensure_future(env.start())
+
+        async def refused() -> bool:
+            return any(r.path == "/api/sandbox" and r.body for r in daytona.received)
+
+        await until(refused, "the quota error")
+        cancelled = asyncio.get_running_loop().time()
+        start.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await start
+        return asyncio.get_running_loop().time() - cancelled
+
+    assert asyncio.run(go()) < 10  # not the minute of back-off
+    assert daytona.creates == 0 and not daytona.live()

@@ -103,21 +103,29 @@ class DaytonaEnvironment(Environment):
             raise EnvironmentStartError(f"sandbox setup failed: {setup.stderr.strip()[:200]}")
 
     async def _create(self, params: Any, found: Keys) -> Any:
-        """The sandbox, shielded: a cancel waits for the create, then deletes it."""
+        """The sandbox, shielded: a cancel during a create request waits for it, then
+        deletes what it made; a cancel between tries (a quota's back-off) stops at once."""
         timeout = self.spec.build_timeout + START_GRACE
         tries = 0
+        in_flight = False
 
         async def attempt() -> Any:
-            nonlocal tries
+            nonlocal tries, in_flight
             tries += 1
             if tries > 1:  # a failed try may have left a sandbox behind
                 await remove_instance(self._client, found, self.instance)
-            return await self._client.create(params, timeout=timeout)
+            in_flight = True
+            try:
+                return await self._client.create(params, timeout=timeout)
+            finally:
+                in_flight = False
 
         task = asyncio.ensure_future(with_retries(attempt, "create sandbox", found.shown_url))
         try:
             return await asyncio.shield(task)
         except asyncio.CancelledError:
+            if not in_flight:  # waiting to try again: nothing is being made
+                task.cancel()
             await run_to_end(self._abandon(task, found))
             raise
         except EnvironmentUnavailable:
@@ -128,7 +136,8 @@ class DaytonaEnvironment(Environment):
             raise EnvironmentStartError(f"daytona: {str(exc)[:300]}") from None
 
     async def _abandon(self, task: asyncio.Future[Any], found: Keys) -> None:
-        """After a cancel: let the create end, then delete what it made."""
+        """After a cancel: let the create end, then delete what it made (and any
+        sandbox with this instance's label: a try cut off after Daytona took it)."""
         try:
             sandbox = await task
         except BaseException:
