@@ -18,6 +18,7 @@ import contextlib
 import logging
 import secrets
 import shlex
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -204,6 +205,19 @@ class DaytonaEnvironment(Environment):
 
     async def upload(self, src: Path, dst: str) -> None:
         await transfer.upload(self._require().fs, self._as_root, src, dst)
+
+    async def prepare_and_upload(
+        self, prepare: str, uploads: Sequence[tuple[Path, str]]
+    ) -> ExecResult:
+        if uploads:  # the first upload in the same command as `prepare`
+            (src, dst), rest = uploads[0], uploads[1:]
+            done = await transfer.prepare_and_upload(self._require().fs, self._as_root,
+                                                     prepare, src, dst)  # fmt: skip
+            if done is not None:
+                for more_src, more_dst in rest:
+                    await self.upload(more_src, more_dst)
+                return done
+        return await super().prepare_and_upload(prepare, uploads)
 
     async def download(self, src: str, dst: Path) -> list[str]:
         return await transfer.download(self._require().fs, self._as_root, src, dst)

@@ -27,6 +27,7 @@ from helios.environments.shell.transfer import (
     TAR_DONE,
     complaints,
     download_script,
+    prepared_upload_script,
     refuse,
     upload_script,
 )
@@ -54,6 +55,26 @@ async def upload(fs: Any, run: Run, src: Path, dst: str) -> None:
                        f"code=$?; rm -f -- {quoted}; exit $code")  # fmt: skip
     if not result.ok:
         raise EnvironmentExecError(f"upload to {dst} failed: {result.stderr.strip()[:200]}")
+
+
+async def prepare_and_upload(fs: Any, run: Run, prepare: str, src: Path,
+                             dst: str) -> ExecResult | None:  # fmt: skip
+    """`prepare`, then the folder `src` unpacked straight into `dst` (which `prepare`
+    leaves empty), in one command once the archive is staged: the verifier's reset
+    and its tests. None when it did not succeed (the two steps apart then say which
+    failed)."""
+    if not await asyncio.to_thread(src.is_dir):
+        return None
+    archive = await asyncio.to_thread(_tar.pack, src, "payload")
+    staged = staging_path("upload")
+    try:
+        await fs.upload_file(archive, staged)
+    except Exception:
+        return None
+    quoted = shlex.quote(staged)
+    result = await run(f"({prepared_upload_script(prepare, dst)}) < {quoted}\n"
+                       f"code=$?; rm -f -- {quoted}; exit $code")  # fmt: skip
+    return result if result.ok else None
 
 
 async def download(fs: Any, run: Run, src: str, dst: Path) -> list[str]:
