@@ -8,6 +8,7 @@ import asyncio
 import json
 import os
 import re
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -118,6 +119,20 @@ def test_a_run_records_what_is_set_without_a_urls_password() -> None:
         "HELIOS_DOCKER_NETWORK": "bridge", "HELIOS_SEARXNG_URL": "https://search.example/",
     }  # fmt: skip
     assert read.searxng_url == "https://ada:s3cret@search.example/"  # used as given
+
+
+def test_daytonas_key_is_a_secret_never_recorded() -> None:
+    from helios.secrets import redact
+
+    key = "dtn-settings-" + uuid.uuid4().hex
+    read = HeliosSettings.read({
+        "DAYTONA_API_KEY": key, "DAYTONA_API_URL": "https://u:pw-" + key[:8] + "@d.example/api",
+        "DAYTONA_TARGET": "eu",
+    })  # fmt: skip
+    assert read.daytona_api_key == key and read.daytona_target == "eu"
+    assert read.recorded() == {"DAYTONA_API_URL": "https://d.example/api", "DAYTONA_TARGET": "eu"}
+    assert read.identity() == {}
+    assert redact(f"failed with {key}") == "failed with [REDACTED]"
 
 
 @pytest.mark.parametrize(

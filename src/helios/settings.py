@@ -1,6 +1,7 @@
-"""Helios's own environment variables (`HELIOS_*`): every one is declared and read
-here, and nowhere else, so that `helios --help`, the README and a run's `run.json`
-can list them, and a run records the values it ran with.
+"""Helios's own environment variables (`HELIOS_*`, and the daytona provider's
+`DAYTONA_*`): every one is declared and read here, and nowhere else, so that
+`helios --help`, the README and a run's `run.json` can list them, and a run
+records the values it ran with (a key never: it is registered as a secret).
 
 A variable that changes what a run produces (a docker network, a price table) is
 part of the run's identity: `--resume` with another value is refused, as a
@@ -25,7 +26,7 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
 
-from helios.secrets import public_url
+from helios.secrets import public_url, register_secret, register_url
 
 
 @dataclass(frozen=True)
@@ -36,6 +37,8 @@ class Variable:
     changes_results: bool = False
     #: a URL whose userinfo (a password) is redacted when recorded
     url: bool = False
+    #: a key: registered as a secret when read, never recorded
+    secret: bool = False
 
 
 VARIABLES: tuple[Variable, ...] = (
@@ -59,6 +62,12 @@ VARIABLES: tuple[Variable, ...] = (
     Variable("HELIOS_WEB_TIMEOUT", "seconds for one web request (default 20)"),
     Variable("HELIOS_WEB_MAX_BYTES", "bytes read of one web page (default 5 MB)",
              changes_results=True),
+    # the Daytona provider's keys (the names Daytona's own tools read)
+    Variable("DAYTONA_API_KEY", "the key of `--provider daytona` (never recorded)",
+             secret=True),
+    Variable("DAYTONA_API_URL", "Daytona's API (default: Daytona's cloud)", url=True),
+    Variable("DAYTONA_TARGET", "the region of Daytona sandboxes (default: the "
+             "organization's)"),
 )  # fmt: skip
 BY_NAME = {v.name: v for v in VARIABLES}
 TRUE = ("1", "true", "yes")
@@ -73,7 +82,13 @@ class HeliosSettings:
     @classmethod
     def read(cls, environ: Mapping[str, str] | None = None) -> HeliosSettings:
         env = os.environ if environ is None else environ
-        return cls({v.name: env[v.name] for v in VARIABLES if env.get(v.name)})
+        values = {v.name: env[v.name] for v in VARIABLES if env.get(v.name)}
+        for variable in VARIABLES:  # a key is redacted wherever it might be echoed
+            if variable.secret:
+                register_secret(values.get(variable.name))
+            elif variable.url:
+                register_url(values.get(variable.name))
+        return cls(values)
 
     def get(self, name: str) -> str | None:
         if name not in BY_NAME:
@@ -116,6 +131,18 @@ class HeliosSettings:
         return self.get("HELIOS_SEARXNG_URL")
 
     @property
+    def daytona_api_key(self) -> str | None:
+        return self.get("DAYTONA_API_KEY")
+
+    @property
+    def daytona_api_url(self) -> str | None:
+        return self.get("DAYTONA_API_URL")
+
+    @property
+    def daytona_target(self) -> str | None:
+        return self.get("DAYTONA_TARGET")
+
+    @property
     def web_allow_private(self) -> bool:
         return (self.get("HELIOS_WEB_ALLOW_PRIVATE") or "").lower() in TRUE
 
@@ -129,10 +156,11 @@ class HeliosSettings:
 
     # -- what a run records --------------------------------------------------------
     def recorded(self) -> dict[str, str]:
-        """Every set variable, for `run.json`: URLs without their userinfo."""
+        """Every set variable, for `run.json`: URLs without their userinfo, no key."""
         return {
             name: public_url(value) if BY_NAME[name].url else value
             for name, value in sorted(self.values.items())
+            if not BY_NAME[name].secret
         }
 
     def identity(self) -> dict[str, str]:

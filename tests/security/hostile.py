@@ -95,7 +95,8 @@ class Hostile:
     solve: str = "true\n"
     test: str = "echo 0 > /logs/verifier/reward.txt\n"
     toml_extra: str = ""
-    providers: tuple[str, ...] = ("local", "docker")
+    #: the engines it is meant for (daytona: the provider against the loopback Daytona)
+    providers: tuple[str, ...] = ("local", "docker", "daytona")
     #: extra files: path relative to the task folder → text
     files: dict[str, str] = field(default_factory=dict)
     dockerfile_extra: str = ""
@@ -251,6 +252,8 @@ def catalogue(ctx: Context) -> list[Hostile]:
                 " > /logs/verifier/reward.txt\n"
             ),
             toml_extra="pids = 100\n",
+            # Daytona's API has no bound on processes: its own sandbox is the bound
+            providers=("local", "docker"),
         ),
         Hostile(
             "memory-hog",

@@ -11,7 +11,7 @@ import shutil
 import socket
 import threading
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -95,6 +95,8 @@ class BatchOutcome:
     records: dict[str, dict[str, Any]]
     ctx: Context
     hostiles: dict[str, Hostile]
+    #: daytona: the sandboxes the loopback Daytona still had once the batch ended
+    sandboxes_left: list[str] = field(default_factory=list)
 
 
 def run_hostile_batch(root: Path, provider: str) -> BatchOutcome:

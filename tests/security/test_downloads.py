@@ -27,6 +27,9 @@ from helios.environments.shell.safe_copy import Bounds, UnsafeDownload, copy_out
 from helios.environments.spec import SandboxSpec
 
 from ..conftest import TaskMaker
+from ..daytona_helpers import daytona
+
+__all__ = ["daytona"]  # the fixture, asked for by name
 
 
 def _tar(members: list[tuple[tarfile.TarInfo, bytes | None]]) -> io.BytesIO:
@@ -190,11 +193,13 @@ def _big_log_task(make_task: TaskMaker) -> None:
     )
 
 
-@pytest.mark.parametrize("provider", ["local", "docker"])
+@pytest.mark.parametrize("provider", ["local", "docker", "daytona"])
 def test_a_verifier_writing_a_12_mb_log_and_an_honest_reward_passes(
     provider: str, make_task: TaskMaker, tmp_path: Path, request: pytest.FixtureRequest
 ) -> None:
-    request.getfixturevalue("need_docker" if provider == "docker" else "need_bwrap")
+    # daytona: the loopback Daytona, its key in the environment
+    fixture = {"docker": "need_docker", "daytona": "daytona"}.get(provider, "need_bwrap")
+    request.getfixturevalue(fixture)
     _big_log_task(make_task)
     runner = ParallelRunner(tmp_path / "tasks", agent="oracle", provider=provider,
                             output_dir=tmp_path / "out", show_progress=False)  # fmt: skip

@@ -1,5 +1,6 @@
 """The hostile-task suite (issue 8): each task goes through the real task door with
-the oracle agent, on the local provider and on docker; one batch per provider.
+the oracle agent, on the local provider, on docker, and on daytona (against the
+loopback Daytona, its sandboxes docker containers); one batch per provider.
 
 Every forged reward is 0, every escape is refused, every limit holds, and the
 host is untouched (its files, its /tmp, no sandbox, container or process left).
@@ -16,15 +17,17 @@ import pytest
 
 from helios.environments.local.cleanup import sandbox_processes
 from helios.environments.local.root import read_owner, sandbox_base
+from helios.testing.daytona_fake import DaytonaFake, local_object_storage
 
 from ..conftest import _need
+from ..waiting import wait_until
 from .hostile import HOST_REWARD, KEY_CANARY, Context, catalogue
 from .hostile_batch import BatchOutcome, run_hostile_batch
 
 #: docker twice: its containers' init is Helios's shell server, or (`docker-api`, as
 #: for a remote daemon) the image's `sh` waiting on a `sleep`, with each command a
 #: request to the Engine API
-PROVIDERS = ("local", "docker", "docker-api")
+PROVIDERS = ("local", "docker", "docker-api", "daytona")
 #: which providers each hostile task is meant for (a placeholder context: only the names count)
 _NOWHERE = Path("/nonexistent")
 _MEANT_FOR = {h.name: h.providers for h in catalogue(Context(_NOWHERE, _NOWHERE, _NOWHERE, 0))}
@@ -60,7 +63,7 @@ def outcome(
     bwrap_available: bool,
 ) -> BatchOutcome:
     provider: str = request.param
-    if _engine(provider) == "docker":
+    if _engine(provider) in ("docker", "daytona"):
         _need("HELIOS_REQUIRE_DOCKER", docker_available, "a Docker engine")
     else:
         _need("HELIOS_REQUIRE_BWRAP", bwrap_available, "bubblewrap")
@@ -69,8 +72,23 @@ def outcome(
         with pytest.MonkeyPatch.context() as patch:
             if provider == "docker-api":
                 patch.setenv("HELIOS_DOCKER_SHELL", "0")
-            batches[provider] = run_hostile_batch(root, _engine(provider))
+            if provider == "daytona":
+                batches[provider] = _daytona_batch(root, patch)
+            else:
+                batches[provider] = run_hostile_batch(root, _engine(provider))
     return batches[provider]
+
+
+def _daytona_batch(root: Path, patch: pytest.MonkeyPatch) -> BatchOutcome:
+    with DaytonaFake() as fake, local_object_storage(fake):
+        patch.setenv("DAYTONA_API_KEY", fake.api_key)
+        patch.setenv("DAYTONA_API_URL", fake.api_url)
+        outcome = run_hostile_batch(root, "daytona")
+        # deletes go on after the batch (Daytona answers at once): wait for them
+        wait_until(lambda: not [b for b in fake.live() if b.state != "destroying"],
+                   "every sandbox deleted")  # fmt: skip
+        outcome.sandboxes_left = [b.id for b in fake.live() if b.state != "destroying"]
+    return outcome
 
 
 #: a check made on both providers' batches
@@ -137,9 +155,10 @@ def test_hostile_task_folders_are_invalid_with_one_line(
     assert not outcome.ctx.traversal_dir.exists()
 
 
-@on_both
-@pytest.mark.parametrize(("name", "limit"), [("fork-bomb", 100), ("memory-hog", 0)])
-def test_limits_hold(outcome: BatchOutcome, name: str, limit: int) -> None:
+@pytest.mark.parametrize(("outcome", "name"), cases("fork-bomb", "memory-hog"),
+                         indirect=["outcome"])  # fmt: skip
+def test_limits_hold(outcome: BatchOutcome, name: str) -> None:
+    limit = {"fork-bomb": 100, "memory-hog": 0}[name]
     record = _record(outcome, name)
     assert record["reward"] == 0.0, record
     oracle = outcome.run_dir / str(record["folder"]) / "agent" / "oracle.txt"
@@ -182,7 +201,8 @@ def test_host_untouched(outcome: BatchOutcome) -> None:
     holders = [h for h in sandbox_base().glob("helios-sandbox-*") if read_owner(h)[1] == run_id]
     assert holders == []
     assert [h for h in sandbox_processes().values() if not h.exists()] == []
-    if outcome.runner.provider == "docker":
+    assert outcome.sandboxes_left == []
+    if outcome.runner.provider in ("docker", "daytona"):
         left = subprocess.run(
             ["docker", "ps", "-aq", "--filter", f"label=helios.run={run_id}"],
             capture_output=True, text=True, check=True,

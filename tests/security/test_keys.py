@@ -1,4 +1,5 @@
-"""API keys never reach a sandbox, and never any output file.
+"""API keys never reach a sandbox, and never any output file (on daytona, its
+own key neither).
 
 Helios's own environment holds keys; a scripted bash turn prints everything a
 sandboxed process can read (its environment, /proc/1/environ, every
@@ -20,6 +21,10 @@ from helios.environments.spec import SandboxSpec
 from helios.testing.mock_llm import MockLLMServer
 
 from ..conftest import TaskMaker
+from ..daytona_helpers import KEY as DAYTONA_KEY
+from ..daytona_helpers import daytona
+
+__all__ = ["daytona"]  # the fixture, asked for by name
 
 MODEL_KEY = "sk-model-canary-" + uuid.uuid4().hex
 OTHER_KEY = "sk-ant-other-canary-" + uuid.uuid4().hex
@@ -44,11 +49,13 @@ def keys_in_environment(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def _provider(request: pytest.FixtureRequest, provider: str) -> None:
-    request.getfixturevalue("need_docker" if provider == "docker" else "need_bwrap")
+    """The provider's engine (daytona: the loopback Daytona, its key in the environment)."""
+    fixture = {"docker": "need_docker", "daytona": "daytona"}.get(provider, "need_bwrap")
+    request.getfixturevalue(fixture)
 
 
 @pytest.mark.usefixtures("keys_in_environment")
-@pytest.mark.parametrize("provider", ["local", "docker"])
+@pytest.mark.parametrize("provider", ["local", "docker", "daytona"])
 def test_a_bash_turn_that_prints_the_environment_leaks_no_key(
     provider: str, make_task: TaskMaker, tmp_path: Path, request: pytest.FixtureRequest
 ) -> None:
@@ -69,10 +76,11 @@ def test_a_bash_turn_that_prints_the_environment_leaks_no_key(
     for path in files:
         text = path.read_text(errors="replace")
         assert MODEL_KEY not in text and OTHER_KEY not in text, path
+        assert DAYTONA_KEY not in text, path
 
 
 @pytest.mark.usefixtures("keys_in_environment")
-@pytest.mark.parametrize("provider", ["local", "docker"])
+@pytest.mark.parametrize("provider", ["local", "docker", "daytona"])
 def test_no_key_in_any_process_environment_of_the_sandbox(
     provider: str, request: pytest.FixtureRequest
 ) -> None:
@@ -92,5 +100,5 @@ def test_no_key_in_any_process_environment_of_the_sandbox(
 
     seen = asyncio.run(go())
     assert "DECLARED=by-the-task" in seen  # what the task declares is there
-    assert MODEL_KEY not in seen and OTHER_KEY not in seen
+    assert MODEL_KEY not in seen and OTHER_KEY not in seen and DAYTONA_KEY not in seen
     assert "API_KEY" not in seen

@@ -1,5 +1,6 @@
 """What comes out of a sandbox (issue 18: bad inputs and exhaustion), through the real
-task door on local, docker (its init's stream) and docker's Engine API: nothing the
+task door on local, docker (its init's stream), docker's Engine API and daytona
+(against the loopback Daytona): nothing the
 agent (or the tests it steers) puts in /logs/artifacts or /logs/verifier makes its
 trial an infrastructure error, and a refused download costs no time.
 
@@ -16,6 +17,7 @@ trial an infrastructure error, and a refused download costs no time.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 from dataclasses import dataclass
@@ -27,13 +29,15 @@ import pytest
 import helios.environments.shell.safe_copy as _safe_copy
 from helios.environments.local.program import ENV_SWITCH, server_program
 from helios.tasks.runner import ParallelRunner
+from helios.testing.daytona_fake import DaytonaFake, local_object_storage
 
 from ..conftest import _need
 from ..harbor_tasks import task, write
 
 #: local twice: its persistent shell's tar, or (`local-one-shot`) a bwrap per command
-#: copying into a transfer folder; docker twice: its init's stream, or the Engine API
-PROVIDERS = ("local", "local-one-shot", "docker", "docker-api")
+#: copying into a transfer folder; docker twice: its init's stream, or the Engine API;
+#: daytona: the loopback Daytona (its sandboxes docker containers)
+PROVIDERS = ("local", "local-one-shot", "docker", "docker-api", "daytona")
 
 #: makes odd entries in the folder $1 (perl: `cd` in sh cannot go past PATH_MAX)
 ODD = r"""
@@ -134,7 +138,13 @@ def _run(root: Path, provider: str) -> Outcome:
             output_dir=root / "out", quiet=True, show_progress=False,
         )  # fmt: skip
         try:
-            asyncio.run(runner.run())
+            with contextlib.ExitStack() as stack:
+                if provider == "daytona":
+                    fake = stack.enter_context(DaytonaFake())
+                    stack.enter_context(local_object_storage(fake))
+                    patch.setenv("DAYTONA_API_KEY", fake.api_key)
+                    patch.setenv("DAYTONA_API_URL", fake.api_url)
+                asyncio.run(runner.run())
         finally:
             server_program.cache_clear()
     assert runner.run_dir is not None
@@ -159,7 +169,7 @@ def outcome(
     bwrap_available: bool,
 ) -> Outcome:
     provider: str = request.param
-    if provider.startswith("docker"):
+    if provider.startswith(("docker", "daytona")):
         _need("HELIOS_REQUIRE_DOCKER", docker_available, "a Docker engine")
     else:
         _need("HELIOS_REQUIRE_BWRAP", bwrap_available, "bubblewrap")

@@ -5,8 +5,8 @@ Each example runs as its own process, in a folder laid out as the docs assume
 default provider (docker) and the agent Helios chooses: the built-in tool agent, or
 the computer agent for the comparison of the seed's computer-use default model. The
 models it names are answered by the scripted server on 127.0.0.1 through the providers' base-URL
-variables; "daytona" is a provider plugin installed through the entry-point group,
-standing in for the cloud with local containers.
+variables; "daytona" is the real provider and SDK against the loopback Daytona
+(`helios.testing.daytona_fake`), whose sandboxes are local containers.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pytest
 
+from helios.testing.daytona_fake import DaytonaFake
 from helios.testing.mock_llm import MockLLMServer
 
 from ..desktop_helpers import GUI_EXAMPLES, need_desktop
@@ -46,12 +47,6 @@ TEST_SH = (
     "#!/bin/sh\ngrep -qx ok /app/out.txt && echo 1 > /logs/verifier/reward.txt "
     "|| echo 0 > /logs/verifier/reward.txt\n"
 )
-PLUGIN = """
-from helios.environments.docker import DockerEnvironment
-
-class DaytonaStandIn(DockerEnvironment):
-    name = "daytona"
-"""
 
 
 def _task(folder: Path, instruction: str) -> None:
@@ -75,15 +70,6 @@ def workspace(tmp_path_factory: pytest.TempPathFactory) -> Path:
     _task(tasks / "benchmark" / "beta", SOLVABLE)
     _task(tasks / "pdfbench" / "pdfbench_eyemed_01", SOLVABLE)
     _task(tasks / "pdfbench" / "pdfbench_other_01", SOLVABLE)
-    plugins = root / "plugins"
-    dist = plugins / "helios_daytona_standin-0.1.dist-info"
-    dist.mkdir(parents=True)
-    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: helios-daytona-standin\n"
-                                   "Version: 0.1\n")  # fmt: skip
-    (dist / "entry_points.txt").write_text(
-        "[helios.environments]\ndaytona = helios_daytona_standin:DaytonaStandIn\n"
-    )
-    (plugins / "helios_daytona_standin.py").write_text(PLUGIN)
     return root
 
 
@@ -94,7 +80,11 @@ def server() -> object:
 
 
 def _run_example(
-    code: str, workspace: Path, server: MockLLMServer, gemini: str | None = None
+    code: str,
+    workspace: Path,
+    server: MockLLMServer,
+    gemini: str | None = None,
+    **more: str,
 ) -> str:
     env = {
         **os.environ,
@@ -103,7 +93,7 @@ def _run_example(
         "GEMINI_API_KEY": "docs-example",
         # Gemini's OpenAI-compatible wire, or (computer use) its native one
         "GEMINI_BASE_URL": gemini or server.openai_base_url,
-        "PYTHONPATH": str(workspace / "plugins"),
+        **more,
     }
     script = workspace / "example.py"
     script.write_text(code)
@@ -169,9 +159,19 @@ def test_comparing_models(tmp_path: Path) -> None:
     assert gemini["agent"] == "computer" and claude["agent"] == "computer"
 
 
-def test_using_a_provider_plugin(workspace: Path, server: MockLLMServer) -> None:
-    out = _run_example(examples.USING_DAYTONA, workspace, server)
-    assert "Cloud execution: 1.000 mean reward" in out
+def test_using_daytona(workspace: Path, server: MockLLMServer) -> None:
+    """The seed's "Using Daytona": the real SDK, against the loopback Daytona."""
+    with DaytonaFake(api_key="docs-daytona-key") as daytona:
+        out = _run_example(
+            examples.USING_DAYTONA,
+            workspace,
+            server,
+            DAYTONA_API_KEY=daytona.api_key,
+            DAYTONA_API_URL=daytona.api_url,
+        )
+        assert "Cloud execution: 1.000 mean reward" in out
+        assert daytona.creates == 2  # the two pdfbench tasks, each in its own sandbox
+        assert not daytona.live() or all(b.state == "destroying" for b in daytona.live())
 
 
 def test_saving_results_to_json(workspace: Path, server: MockLLMServer) -> None:

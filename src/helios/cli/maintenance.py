@@ -25,15 +25,20 @@ def cleanup_command(
     ] = False,
     debug: Annotated[bool, typer.Option("--debug", help="Show tracebacks.")] = False,
 ) -> None:
-    """Remove leftover Helios containers and local sandboxes.
+    """Remove leftover Helios containers and local sandboxes (and Daytona sandboxes,
+    when DAYTONA_API_KEY is set).
 
     Without --run it skips every batch whose process is still alive (--force
     takes them too)."""
+    from helios.environments.daytona import DaytonaEnvironment
+    from helios.environments.daytona.client import keys as daytona_keys
     from helios.environments.docker import DockerEnvironment
     from helios.environments.docker.cleanup import remove_images
     from helios.environments.local import LocalEnvironment
 
-    async def go() -> tuple[list[str], list[str], list[str]]:
+    with_daytona = daytona_keys() is not None
+
+    async def go() -> tuple[list[str], list[str], list[str], list[str]]:
         try:
             containers = await DockerEnvironment.cleanup_run(run, force=force)
         except Exception as exc:
@@ -43,13 +48,21 @@ def cleanup_command(
             containers = []
         removed_images = await remove_images() if images else []
         sandboxes = await LocalEnvironment.cleanup_run(run, force=force)
-        return containers, removed_images, sandboxes
+        clouds: list[str] = []
+        if with_daytona:  # by label, in the account the keys name
+            try:
+                clouds = await DaytonaEnvironment.cleanup_run(run, force=force)
+            except Exception as exc:
+                err_console.print(f"[yellow]daytona skipped:[/] {shown(str(exc))}",
+                                  highlight=False, soft_wrap=True)  # fmt: skip
+        return containers, removed_images, sandboxes, clouds
 
     try:
-        containers, removed_images, sandboxes = run_coroutine(go())
+        containers, removed_images, sandboxes, clouds = run_coroutine(go())
     except (Exception, Interrupted) as exc:
         handle_errors(exc, debug)
+    daytona = f", {len(clouds)} Daytona sandbox(es)" if with_daytona else ""
     console.print(
         f"removed {len(containers)} container(s), {len(removed_images)} image(s), "
-        f"{len(sandboxes)} orphaned local sandbox(es)"
+        f"{len(sandboxes)} orphaned local sandbox(es){daytona}"
     )

@@ -35,7 +35,11 @@ AgentOpt = Annotated[
                  "for a computer-use model (…computer-use…) or a task with a desktop, else tool."),
 ]  # fmt: skip
 ProviderOpt = Annotated[
-    str, typer.Option("--provider", help="Sandbox: docker (default) or local (bubblewrap).")
+    str,
+    typer.Option(
+        "--provider",
+        help="Sandbox: docker (default), local (bubblewrap) or daytona (cloud: the daytona extra).",
+    ),
 ]
 OutputOpt = Annotated[
     Path,

@@ -1,4 +1,4 @@
-"""Provider lookup: the built-ins (docker, local, null) plus plugins from the
+"""Provider lookup: the built-ins (docker, local, daytona, null) plus plugins from the
 `helios.environments` entry point (`helios.plugins`)."""
 
 from __future__ import annotations
@@ -14,11 +14,13 @@ ENTRY_POINT_GROUP = "helios.environments"
 
 
 def _builtins() -> dict[str, type[Environment]]:
+    from helios.environments.daytona import DaytonaEnvironment
     from helios.environments.docker import DockerEnvironment
     from helios.environments.local import LocalEnvironment
     from helios.environments.null import NullEnvironment
 
-    return {"docker": DockerEnvironment, "local": LocalEnvironment, "null": NullEnvironment}
+    return {"docker": DockerEnvironment, "local": LocalEnvironment, "null": NullEnvironment,
+            "daytona": DaytonaEnvironment}  # fmt: skip
 
 
 def _adopt(loaded: object) -> type[Environment] | None:
