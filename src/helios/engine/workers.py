@@ -221,11 +221,20 @@ def _can_fork() -> bool:
         pass
     else:
         return False
-    try:
-        kernel_threads = len(os.listdir("/proc/self/task"))
-    except OSError:
+    if threading.active_count() != 1:
         return False
-    return threading.active_count() == 1 and kernel_threads == 1
+    # A thread just joined (the signal watch's, `SignalWatch.paused`) has released its
+    # lock but may not have left the kernel yet: a moment for it.
+    deadline = time.monotonic() + 0.5
+    while True:
+        try:
+            if len(os.listdir("/proc/self/task")) == 1:
+                return True
+        except OSError:
+            return False
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.001)
 
 
 def _fork_worker(earlier: list[_Spare]) -> _Spare:
