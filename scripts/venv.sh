@@ -10,7 +10,8 @@ if ! "$PYTHON" -c 'import sys; sys.exit(sys.version_info < (3, 11))'; then
 fi
 [ -x .venv/bin/python ] || "$PYTHON" -m venv .venv
 extra=""
-[ "${1:-}" = "dev" ] && extra="[dev]"
+# dev: the test tools, and Ray, so that the multi-node tests of --executor ray run
+[ "${1:-}" = "dev" ] && extra="[dev,ray]"
 .venv/bin/python -m pip install -q --disable-pip-version-check -e ".$extra" 2>&1 \
     | grep -v "^WARNING: Location" || true
 .venv/bin/python -c 'import helios' || { echo "install failed" >&2; exit 1; }

@@ -209,6 +209,8 @@ class ParallelRunner:
                 processes=s.workers or default_workers(s.n_concurrent),
                 sandbox_starts=s.starts_at_once,
                 retry_errors=s.retry_errors,
+                executor=s.executor,
+                ray_address=s.ray_address,
             ),
             sandbox=SandboxConfig(provider=s.provider),
             outputs=OutputsConfig(
