@@ -1,0 +1,292 @@
+"""`--executor ray` (issue 23) on a real three-node Ray cluster on loopback.
+
+The cluster (`tests/ray_cluster.py`: a head and two worker nodes with their own
+`helios_slot` counts) runs in a network namespace that has only loopback, and so does
+every driver (`helios batch` joins it with nsenter): Ray 2.60 turns 127.0.0.1 into
+the machine's own interface address in the host's network, which tests must not use.
+One cluster serves the whole module (a node takes seconds to start on 2 cores); the
+test that kills a worker node runs after those that count on three nodes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from helios.environments.local.cleanup import remove_holder
+
+from .conftest import TaskMaker, helios_cmd
+from .test_resume_sweeps_sandboxes import _assert_gone, _mounted_sandboxes
+from .test_workers import _outputs
+from .waiting import wait_until
+
+pytest.importorskip("ray")
+pytestmark = pytest.mark.usefixtures("need_bwrap")
+
+HERE = Path(__file__).resolve().parent
+
+
+@dataclass
+class Cluster:
+    address: str
+    #: the pid of the process that holds the cluster, inside the namespace
+    pid: int
+    nodes: list[dict[str, Any]]
+    #: HELIOS_SANDBOX_DIR of the nodes and the drivers
+    sandboxes: Path
+    env: dict[str, str]
+
+    def cmd(self, *args: str) -> list[str]:
+        """A command run inside the cluster's network namespace."""
+        return ["nsenter", f"--net=/proc/{self.pid}/ns/net", "--", *args]
+
+    def helios(self, *args: str) -> list[str]:
+        return self.cmd(*helios_cmd(*args, "--executor", "ray", "--ray-address", self.address))
+
+    def connections(self) -> list[str]:
+        """The local and peer address of every TCP connection in the namespace."""
+        shown = subprocess.run(self.cmd("ss", "-tnH"), capture_output=True, text=True,
+                               check=True, timeout=30).stdout  # fmt: skip
+        return [field for line in shown.splitlines() for field in line.split()[3:5]]
+
+
+@pytest.fixture(scope="module")
+def cluster() -> Iterator[Cluster]:
+    if os.geteuid() != 0 or shutil.which("nsenter") is None:
+        pytest.skip("a network namespace needs root and nsenter")
+    sandboxes = Path(tempfile.mkdtemp(prefix="helios-ray-sandboxes-", dir="/tmp"))
+    sandboxes.chmod(0o755)
+    state = sandboxes.parent / f"{sandboxes.name}.json"
+    path = os.pathsep.join(filter(None, [str(HERE.parent / "src"), os.environ.get("PYTHONPATH")]))
+    env = {**os.environ, "HELIOS_SANDBOX_DIR": str(sandboxes), "RAY_USAGE_STATS_ENABLED": "0",
+           "PYTHONPATH": path}  # fmt: skip
+    script = f"ip link set lo up; exec {sys.executable} {HERE / 'ray_cluster.py'} {state}"
+    holder = subprocess.Popen(["unshare", "--net", "sh", "-c", script], env=env,
+                              stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
+                              stderr=subprocess.PIPE)  # fmt: skip
+    try:
+
+        def ready() -> bool:
+            assert holder.poll() is None, f"the cluster did not start: {_tail(holder)}"
+            return state.exists()
+
+        wait_until(ready, "the Ray cluster is up", within=180)
+        found = json.loads(state.read_text())
+        yield Cluster(found["address"], found["pid"], found["nodes"], sandboxes, env)
+    finally:
+        assert holder.stdin is not None
+        holder.stdin.close()
+        try:
+            holder.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            holder.kill()
+            holder.wait()
+        for leftover in sandboxes.iterdir():
+            asyncio.run(remove_holder(leftover))
+        shutil.rmtree(sandboxes, ignore_errors=True)
+        state.unlink(missing_ok=True)
+
+
+def _tail(proc: subprocess.Popen[bytes]) -> str:
+    assert proc.stderr is not None
+    lines = proc.stderr.read().decode(errors="replace").splitlines()
+    return "\n".join(line for line in lines if "network_util" not in line)[-2000:]
+
+
+def _records(run_dir: Path) -> list[dict[str, Any]]:
+    path = run_dir / "results.jsonl"
+    lines = path.read_text().splitlines() if path.exists() else []
+    return [json.loads(line) for line in lines]
+
+
+def _only_loopback(cluster: Cluster) -> None:
+    addresses = cluster.connections()
+    assert addresses  # the nodes are connected to the head
+    loopback = ("127.0.0.1:", "[::ffff:127.0.0.1]:")  # the second: v4 on a v6 socket
+    assert all(a.startswith(loopback) for a in addresses), addresses
+
+
+def test_a_batch_on_three_nodes_writes_what_one_machine_writes(
+    cluster: Cluster, make_task: TaskMaker, tmp_path: Path
+) -> None:
+    for i in range(6):
+        make_task(f"t{i}", solve=f"echo {i} > /app/answer; ls /app\n",
+                  test="cat /app/answer; echo 1 > /logs/verifier/reward.txt\n")  # fmt: skip
+    tasks = str(tmp_path / "tasks")
+    common = ("--provider", "local", "--agent", "oracle", "-k", "2", "-n", "5", "-q")
+    on_ray = subprocess.run(
+        cluster.helios("batch", tasks, *common, "-o", str(tmp_path / "ray")),
+        env=cluster.env, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert on_ray.returncode == 0, on_ray.stderr
+    _only_loopback(cluster)
+    alone = subprocess.run(
+        helios_cmd("batch", tasks, *common, "--workers", "1", "-o", str(tmp_path / "one")),
+        env=cluster.env, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert alone.returncode == 0, alone.stderr
+    (ray_dir,) = (tmp_path / "ray").iterdir()
+    (one_dir,) = (tmp_path / "one").iterdir()
+    ray_files, one_files = _outputs(ray_dir), _outputs(one_dir)
+    assert len(one_files) > 60  # config, result, oracle, verifier files of 12 trials
+    assert ray_files.keys() == one_files.keys()
+    for name in one_files:
+        assert ray_files[name] == one_files[name], name
+    assert all(record["status"] == "passed" for record in _records(ray_dir))
+
+
+def _descendants(pid: int) -> list[int]:
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                parent = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+            children.setdefault(parent, []).append(int(entry.name))
+    found, todo = [], [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            found.append(child)
+            todo.append(child)
+    return found
+
+
+def _runs_a_trial(pid: int, marker: str) -> bool:
+    """Whether a process under `pid` runs a command line holding `marker`."""
+    for child in _descendants(pid):
+        try:
+            if marker in Path(f"/proc/{child}/cmdline").read_bytes().decode(errors="replace"):
+                return True
+        except OSError:
+            continue
+    return False
+
+
+def test_the_driver_killed_then_resumed_finishes_once_and_leaves_no_sandbox(
+    cluster: Cluster, make_task: TaskMaker, tmp_path: Path
+) -> None:
+    tasks = [make_task(f"t{i}", solve="sleep 600\n") for i in range(4)]
+    out = tmp_path / "out"
+    command = cluster.helios("batch", str(tmp_path / "tasks"), "--provider", "local", "--agent",
+                             "oracle", "-n", "4", "-q", "-o", str(out))  # fmt: skip
+    driver = subprocess.Popen(command, env=cluster.env, stdout=subprocess.DEVNULL,
+                              stderr=subprocess.PIPE)  # fmt: skip
+    try:
+
+        def sandboxes_up() -> bool:
+            assert driver.poll() is None, _tail(driver)
+            run_file = next(out.glob("batch_*/run.json"), None)
+            if run_file is None:
+                return False
+            run_id = json.loads(run_file.read_text())["run_id"]
+            return len(_mounted_sandboxes(cluster.sandboxes, run_id)) == 4
+
+        wait_until(sandboxes_up, "4 sandboxes up on the cluster", within=180)
+    finally:
+        driver.kill()  # kill -9: the driver cleans nothing up
+        driver.wait(timeout=30)
+    (run_dir,) = out.iterdir()
+    run_id = json.loads((run_dir / "run.json").read_text())["run_id"]
+    left = _mounted_sandboxes(cluster.sandboxes, run_id)
+    assert len(left) == 4  # nothing removed them (Ray stops a dead driver's tasks only)
+    for task in tasks:  # the resumed trials finish at once
+        (task / "solution" / "solve.sh").write_text("#!/bin/sh\ntrue\n")
+    resumed = subprocess.run([*command, "--resume", str(run_dir)], env=cluster.env,
+                             capture_output=True, text=True, timeout=300)  # fmt: skip
+    assert resumed.returncode == 0, resumed.stderr
+    _assert_gone(left, cluster.sandboxes)
+    records = _records(run_dir)
+    assert sorted(r["task_name"] for r in records) == ["t0", "t1", "t2", "t3"]
+    assert all(r["status"] == "passed" for r in records)
+    assert json.loads((run_dir / "batch_summary.json").read_text())["passed"] == 4
+
+
+def test_ctrl_c_stops_the_trials_on_the_nodes_and_their_sandboxes(
+    cluster: Cluster, make_task: TaskMaker, tmp_path: Path
+) -> None:
+    for i in range(3):
+        make_task(f"t{i}", solve="sleep 600\n")
+    out = tmp_path / "out"
+    command = cluster.helios("batch", str(tmp_path / "tasks"), "--provider", "local", "--agent",
+                             "oracle", "-n", "3", "-q", "-o", str(out))  # fmt: skip
+    driver = subprocess.Popen(command, env=cluster.env, stdout=subprocess.DEVNULL,
+                              stderr=subprocess.PIPE)  # fmt: skip
+    run_id = ""
+
+    def sandboxes_up() -> bool:
+        nonlocal run_id
+        assert driver.poll() is None, _tail(driver)
+        run_file = next(out.glob("batch_*/run.json"), None)
+        if run_file is None:
+            return False
+        run_id = json.loads(run_file.read_text())["run_id"]
+        return len(_mounted_sandboxes(cluster.sandboxes, run_id)) == 3
+
+    try:
+        wait_until(sandboxes_up, "3 sandboxes up on the cluster", within=180)
+        left = _mounted_sandboxes(cluster.sandboxes, run_id)
+        driver.send_signal(signal.SIGINT)
+        asked = time.monotonic()
+        assert driver.wait(timeout=60) == 130, _tail(driver)
+        assert time.monotonic() - asked < 30  # the trials stopped, not waited for
+    finally:
+        if driver.poll() is None:
+            driver.kill()
+            driver.wait()
+    _assert_gone(left, cluster.sandboxes)
+    (run_dir,) = out.iterdir()
+    assert _records(run_dir) == []  # stopped, not failed: they run again on resume
+
+
+def test_a_worker_node_killed_mid_batch_loses_and_duplicates_nothing(
+    cluster: Cluster, make_task: TaskMaker, tmp_path: Path
+) -> None:
+    # Runs last: the cluster has one worker node less afterwards.
+    for i in range(10):
+        make_task(f"t{i}", solve="sleep 3\n")
+    out = tmp_path / "out"
+    command = cluster.helios("batch", str(tmp_path / "tasks"), "--provider", "local", "--agent",
+                             "oracle", "-n", "5", "-q", "-o", str(out))  # fmt: skip
+    driver = subprocess.Popen(command, env=cluster.env, stdout=subprocess.DEVNULL,
+                              stderr=subprocess.PIPE)  # fmt: skip
+    victim = cluster.nodes[-1]["raylet_pid"]
+    try:
+
+        def busy() -> bool:
+            assert driver.poll() is None, _tail(driver)
+            return _runs_a_trial(victim, "sleep")
+
+        wait_until(busy, "a trial running on the last worker node", within=180)
+        # The node goes as a machine would: its raylet and everything under it at once.
+        doomed = [victim, *_descendants(victim)]
+        for pid in doomed:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        assert driver.wait(timeout=300) == 0, _tail(driver)
+    finally:
+        if driver.poll() is None:
+            driver.kill()
+            driver.wait()
+    (run_dir,) = out.iterdir()
+    records = _records(run_dir)
+    names = sorted(r["task_name"] for r in records)
+    assert names == sorted(f"t{i}" for i in range(10))  # each once: none lost, none twice
+    assert all(r["status"] == "passed" for r in records), records
+    rerun = [r for r in records if r.get("node_retries")]
+    assert rerun  # the trials of the dead node ran again elsewhere, and say so
+    assert json.loads((run_dir / "batch_summary.json").read_text())["passed"] == 10
