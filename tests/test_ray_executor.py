@@ -14,6 +14,7 @@ import asyncio
 import contextlib
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -29,7 +30,8 @@ import pytest
 
 from helios.environments.local.cleanup import remove_holder
 
-from .conftest import TaskMaker, helios_cmd
+from .conftest import TaskMaker, helios_cmd, mock_llm_cmd
+from .datagen.conftest import SCRIPT, cli_env, read_jsonl, write_dataset
 from .test_resume_sweeps_sandboxes import _assert_gone, _mounted_sandboxes
 from .test_workers import _outputs
 from .waiting import wait_until
@@ -38,6 +40,7 @@ pytest.importorskip("ray")
 pytestmark = pytest.mark.usefixtures("need_bwrap")
 
 HERE = Path(__file__).resolve().parent
+KEY = "sk-ray-test-key"
 
 
 @dataclass
@@ -147,6 +150,60 @@ def test_a_batch_on_three_nodes_writes_what_one_machine_writes(
     for name in one_files:
         assert ray_files[name] == one_files[name], name
     assert all(record["status"] == "passed" for record in _records(ray_dir))
+
+
+def test_generate_on_three_nodes_writes_what_one_machine_writes(
+    cluster: Cluster, tmp_path: Path
+) -> None:
+    script = tmp_path / "script.json"
+    script.write_text(json.dumps(SCRIPT))
+    port_file = tmp_path / "port"
+    # The scripted model serves inside the cluster's namespace, on its 127.0.0.1.
+    server = subprocess.Popen(cluster.cmd(*mock_llm_cmd(script, port_file, KEY)),
+                              env=cluster.env, stdout=subprocess.DEVNULL,
+                              stderr=subprocess.DEVNULL)  # fmt: skip
+    try:
+        wait_until(lambda: port_file.exists() and port_file.read_text().strip(), "the model")
+        url = f"http://127.0.0.1:{port_file.read_text().strip()}/v1"
+        dataset = write_dataset(tmp_path / "p.jsonl", [f"Task {i}: go." for i in range(6)])
+        args = [f"--dataset_file={dataset}", "--batch_size=2", "--model=mock", f"--base_url={url}",
+                f"--api_key={KEY}", "--num_workers=4", "--distribution=terminal_only",
+                "--seed=7", "-q"]  # fmt: skip
+        env = {**cli_env(), **{k: cluster.env[k] for k in ("HELIOS_SANDBOX_DIR", "PYTHONPATH")}}
+        for name, where in (("ray", ("--executor", "ray", "--ray-address", cluster.address)),
+                            ("one", ("--executor", "local"))):  # fmt: skip
+            done = subprocess.run(
+                cluster.cmd(*helios_cmd("generate", *args, "--run_name=r",
+                                        f"--output_dir={tmp_path / name}", *where)),
+                cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300,
+            )  # fmt: skip
+            assert done.returncode == 0, done.stderr
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+    on_ray, alone = _generated(tmp_path / "ray" / "r"), _generated(tmp_path / "one" / "r")
+    assert len(read_jsonl(tmp_path / "ray" / "r" / "trajectories.jsonl")) == 6
+    assert on_ray.keys() == alone.keys()
+    for name in alone:
+        assert on_ray[name] == alone[name], name
+
+
+#: what differs between two generate runs of the same prompts by design: clocks, and a
+#: row's offset in its batch file (rows are appended as their prompts end)
+GENERATE_VOLATILE = re.compile(r"(_at|_seconds|^last_updated|^offset)$")
+
+
+def _generated(run_dir: Path) -> dict[str, Any]:
+    """A generate run's files, without what differs by design."""
+
+    def steady(value: Any) -> Any:
+        if isinstance(value, dict):
+            return {k: steady(v) for k, v in value.items() if not GENERATE_VOLATILE.search(k)}
+        if isinstance(value, list):
+            return [steady(v) for v in value]
+        return value
+
+    return {name: steady(value) for name, value in _outputs(run_dir).items()}
 
 
 def _descendants(pid: int) -> list[int]:
@@ -290,3 +347,28 @@ def test_a_worker_node_killed_mid_batch_loses_and_duplicates_nothing(
     rerun = [r for r in records if r.get("node_retries")]
     assert rerun  # the trials of the dead node ran again elsewhere, and say so
     assert json.loads((run_dir / "batch_summary.json").read_text())["passed"] == 10
+
+
+def test_ray_address_without_the_ray_executor_is_one_clear_line(
+    make_task: TaskMaker, tmp_path: Path
+) -> None:
+    make_task("t0")
+    done = subprocess.run(
+        helios_cmd("batch", str(tmp_path / "tasks"), "--provider", "local", "--agent", "oracle",
+                   "--ray-address", "auto", "-o", str(tmp_path / "out")),
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 2
+    assert "--ray-address needs --executor ray" in done.stderr
+    assert "Traceback" not in done.stderr and not (tmp_path / "out").exists()
+
+
+def test_without_ray_installed_the_ray_executor_says_how_to_get_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from helios.engine import ray_executor
+    from helios.errors import ConfigError
+
+    monkeypatch.setitem(sys.modules, "ray", None)  # `import ray` fails as if not installed
+    with pytest.raises(ConfigError, match=r"pip install 'helios-harness\[ray\]'"):
+        ray_executor._ray()

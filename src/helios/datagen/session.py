@@ -75,6 +75,7 @@ def run_config(settings: GenerateSettings) -> RunConfig:
         concurrency=ConcurrencyConfig(
             in_flight=s.in_flight, retry_errors=True,
             sandbox_starts=s.in_flight if s.provider == "local" else 4,
+            executor="ray" if s.executor == "ray" else "local", ray_address=s.ray_address,
         ),
         sandbox=SandboxConfig(provider=s.provider),
         outputs=OutputsConfig(fixed=s.run_dir / STORE_DIR),
