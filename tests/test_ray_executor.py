@@ -28,7 +28,9 @@ from typing import Any
 
 import pytest
 
+from helios.datagen.settings import GenerateSettings
 from helios.environments.local.cleanup import remove_holder
+from helios.tasks.settings import TaskBatchSettings
 
 from .conftest import TaskMaker, helios_cmd, mock_llm_cmd
 from .datagen.conftest import SCRIPT, cli_env, read_jsonl, write_dataset
@@ -150,6 +152,35 @@ def test_a_batch_on_three_nodes_writes_what_one_machine_writes(
     for name in one_files:
         assert ray_files[name] == one_files[name], name
     assert all(record["status"] == "passed" for record in _records(ray_dir))
+
+
+#: `ParallelRunner(..., executor="ray")` in a script (argv: tasks, output, address)
+API_SCRIPT = """
+import asyncio, sys
+import ray
+from helios import ParallelRunner
+
+runner = ParallelRunner(sys.argv[1], provider="local", agent="oracle", n_concurrent=3,
+                        output_dir=sys.argv[2], show_progress=False, executor="ray",
+                        ray_address=sys.argv[3])
+batch = asyncio.run(runner.run())
+print(batch.passed, batch.total_tasks, ray.is_initialized())
+"""
+
+
+def test_parallel_runner_takes_the_ray_executor(
+    cluster: Cluster, make_task: TaskMaker, tmp_path: Path
+) -> None:
+    for i in range(3):
+        make_task(f"t{i}")
+    done = subprocess.run(
+        cluster.cmd(sys.executable, "-c", API_SCRIPT, str(tmp_path / "tasks"),
+                    str(tmp_path / "out"), cluster.address),
+        env=cluster.env, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    # every trial passed, and the connection to the cluster is closed once it is done
+    assert done.stdout.split() == ["3", "3", "False"]
 
 
 def test_generate_on_three_nodes_writes_what_one_machine_writes(
@@ -370,5 +401,12 @@ def test_without_ray_installed_the_ray_executor_says_how_to_get_it(
     from helios.errors import ConfigError
 
     monkeypatch.setitem(sys.modules, "ray", None)  # `import ray` fails as if not installed
-    with pytest.raises(ConfigError, match=r"pip install 'helios-harness\[ray\]'"):
+    hint = r"pip install 'helios-harness\[ray\]'"
+    with pytest.raises(ConfigError, match=hint):
         ray_executor._ray()
+    # refused as the settings are made: before a run folder or anything else
+    with pytest.raises(ConfigError, match=hint):
+        TaskBatchSettings(executor="ray")
+    with pytest.raises(ConfigError, match=hint):
+        GenerateSettings(dataset_file=Path("p.jsonl"), batch_size=1, run_name="r",
+                         executor="ray")  # fmt: skip

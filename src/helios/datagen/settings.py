@@ -84,6 +84,10 @@ class GenerateSettings:
                               field="--executor")  # fmt: skip
         if self.ray_address is not None and self.executor != "ray":
             raise ConfigError("--ray-address needs --executor ray", field="--ray-address")
+        if self.executor == "ray":
+            from helios.engine.ray_executor import require_ray
+
+            require_ray()
 
     @property
     def in_flight(self) -> int:

@@ -48,6 +48,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import importlib
+import importlib.util
 import io
 import logging
 import shutil
@@ -85,6 +86,16 @@ _ARCHIVE_TOP = "trial"
 #: seen at once, not when the loop's next timer fires
 _WAKE_EVERY = 0.2
 INSTALL_HINT = "pip install 'helios-harness[ray]'"
+
+
+def require_ray() -> None:
+    """Refuse `--executor ray` before anything starts when Ray is not installed."""
+    try:
+        found = importlib.util.find_spec("ray") is not None
+    except ValueError:  # in sys.modules as None: an import of it fails
+        found = False
+    if not found:
+        _ray()
 
 
 def _ray() -> Any:

@@ -56,6 +56,10 @@ class TaskBatchSettings:
                               field="--executor")  # fmt: skip
         if self.ray_address is not None and self.executor != "ray":
             raise ConfigError("--ray-address needs --executor ray", field="--ray-address")
+        if self.executor == "ray":
+            from helios.engine.ray_executor import require_ray
+
+            require_ray()
         if self.workers is not None and self.workers < 1:
             raise ConfigError("--workers must be at least 1", field="--workers")
         self.output_dir = Path(self.output_dir)
