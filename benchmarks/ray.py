@@ -116,6 +116,10 @@ def main() -> int:
                 cluster.add_node(num_cpus=1, resources={"helios_slot": args.slots})
             cluster.wait_for_nodes()
             ray.init(address=cluster.address, log_to_driver=False)
+            # what a connected driver costs with nothing to do (Ray's own threads)
+            idle, began = _cpu(), time.perf_counter()
+            time.sleep(5)
+            idle_rate = (_cpu() - idle) / (time.perf_counter() - began)
             # one small batch first: the nodes' worker processes start and import Helios
             run_batch(door, 3 * in_flight, in_flight, scratch / "warm", "ray", cluster.address)
             profile = cProfile.Profile() if args.profile else None
@@ -135,6 +139,9 @@ def main() -> int:
         back = done * args.file_kb / 1024 / wall
         print(f"{name:28s} {done} recorded  driver CPU {1000 * cpu / done:6.2f} ms/trial  "
               f"{done / wall:7.1f} trials/s  {back:6.2f} MB/s back")  # fmt: skip
+    background = 1000 * idle_rate * on_ray[1] / on_ray[2]
+    print(f"of which a connected driver's idle CPU ({100 * idle_rate:.1f}% of a core), spread "
+          f"over this batch's trials: {background:.2f} ms/trial")  # fmt: skip
     overhead = 1000 * (on_ray[0] / on_ray[2] - local[0] / local[2])
     print(
         f"Ray executor's driver CPU over the local engine: {overhead:+.2f} ms/trial "

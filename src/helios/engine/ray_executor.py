@@ -79,6 +79,8 @@ log = logging.getLogger(__name__)
 SLOT_RESOURCE = "helios_slot"
 #: how many times Ray runs a unit again after its node or worker process died
 NODE_RETRIES = 3
+#: how long the sweep of every node may take (a node that cannot run it is not waited for)
+SWEEP_TIMEOUT = 120.0
 #: the name a trial folder has inside its archive
 _ARCHIVE_TOP = "trial"
 #: how often a trial's loop on a node wakes up, so that a `ray.cancel` (delivered as
@@ -126,9 +128,12 @@ class NodeResult:
 # -- on a node -------------------------------------------------------------------------
 
 
-def _node_run(setup: WorkerSetup, unit: Any) -> NodeResult:
-    """A Ray task: run one unit on this node, in a scratch folder of its own."""
+def _node_run(payload: bytes, unit: Any) -> NodeResult:
+    """A Ray task: run one unit on this node, in a scratch folder of its own. `payload`
+    is the batch's `WorkerSetup`, pickled once by the driver: unpickled per unit, so that
+    each has its own door, context and model services (a worker process runs many)."""
     ray = _ray()
+    setup: WorkerSetup = ray.cloudpickle.loads(payload)
     scratch = Path(tempfile.mkdtemp(prefix="helios-ray-trial-"))
     try:
         result, totals = asyncio.run(_run_here(setup, unit, scratch))
@@ -291,7 +296,13 @@ async def _sweep(ray: Any, provider: str | None, run_id: str, why: str,
         pinned = NodeAffinitySchedulingStrategy(node["NodeID"], soft=False)
         refs.append(sweep.options(scheduling_strategy=pinned).remote(provider, run_id, settings,
                                                                      check))  # fmt: skip
-    outcomes = await asyncio.gather(*refs, return_exceptions=True)
+    try:
+        outcomes = await asyncio.wait_for(asyncio.gather(*refs, return_exceptions=True),
+                                          SWEEP_TIMEOUT)  # fmt: skip
+    except TimeoutError:
+        log.info("the sweep of run %s's sandboxes (%s) took over %g s: not waited for",
+                 run_id, why, SWEEP_TIMEOUT)  # fmt: skip
+        return
     for node, outcome in zip(nodes, outcomes, strict=True):
         where = node.get("NodeManagerAddress", node["NodeID"])
         if isinstance(outcome, BaseException):
@@ -324,11 +335,17 @@ class _RayBatch:
             toolsets=registered_toolsets(),
             settings=helios_settings(),
         )
-        self.setup = ray.put(setup)
+        # The setup travels inside the task's function, which Ray exports once and each
+        # worker process imports once: a unit's task carries the unit alone.
+        payload = ray.cloudpickle.dumps(setup)
+
+        def run_unit(unit: Any) -> NodeResult:
+            return _node_run(payload, unit)
+
         self.remote = ray.remote(
             num_cpus=0, resources={SLOT_RESOURCE: 1}, max_retries=NODE_RETRIES,
             retry_exceptions=False, scheduling_strategy="SPREAD",
-        )(_node_run)  # fmt: skip
+        )(run_unit)  # fmt: skip
         #: the refs in flight, with their unit
         self.in_flight: dict[Any, Any] = {}
         self.collectors: set[asyncio.Task[None]] = set()
@@ -345,7 +362,7 @@ class _RayBatch:
             if self.service.aborted is not None:
                 break
             self.service._emit(TrialStarted(unit.trial_id, unit.label))
-            ref = self.remote.remote(self.setup, unit)
+            ref = self.remote.remote(unit)
             self.in_flight[ref] = unit
             task = asyncio.create_task(self._collect(ref, unit))
             self.collectors.add(task)
