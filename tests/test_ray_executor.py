@@ -410,3 +410,27 @@ def test_without_ray_installed_the_ray_executor_says_how_to_get_it(
     with pytest.raises(ConfigError, match=hint):
         GenerateSettings(dataset_file=Path("p.jsonl"), batch_size=1, run_name="r",
                          executor="ray")  # fmt: skip
+
+
+def test_without_an_address_a_local_ray_instance_runs_the_batch(
+    make_task: TaskMaker, tmp_path: Path
+) -> None:
+    if os.geteuid() != 0:
+        pytest.skip("a network namespace needs root")
+    for i in range(3):
+        make_task(f"t{i}")
+    out = tmp_path / "out"
+    batch = helios_cmd("batch", str(tmp_path / "tasks"), "--provider", "local", "--agent",
+                       "oracle", "-n", "2", "-q", "-o", str(out), "--executor", "ray")  # fmt: skip
+    # In a namespace of its own, whose last process is this batch: once it exits, any Ray
+    # process it left would be found by the `ps` that follows it there.
+    script = 'ip link set lo up; "$@" >/dev/null; code=$?; ps -e -o comm=; exit $code'
+    env = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0"}
+    done = subprocess.run(["unshare", "--net", "--pid", "--fork", "--mount-proc", "sh", "-c",
+                           script, "sh", *batch],
+                          env=env, capture_output=True, text=True, timeout=300)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    (run_dir,) = out.iterdir()
+    assert [r["status"] for r in _records(run_dir)] == ["passed"] * 3
+    left = [name for name in done.stdout.split() if name not in ("sh", "ps")]
+    assert left == [], left  # the local instance was stopped with the batch
