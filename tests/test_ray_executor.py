@@ -394,6 +394,23 @@ def test_ray_address_without_the_ray_executor_is_one_clear_line(
     assert "Traceback" not in done.stderr and not (tmp_path / "out").exists()
 
 
+def test_an_address_nothing_answers_on_is_one_clear_line_at_once(
+    make_task: TaskMaker, tmp_path: Path, closed_port: int
+) -> None:
+    make_task("t0")
+    began = time.monotonic()
+    done = subprocess.run(
+        helios_cmd("batch", str(tmp_path / "tasks"), "--provider", "local", "--agent", "oracle",
+                   "-q", "-o", str(tmp_path / "out"), "--executor", "ray", "--ray-address",
+                   f"127.0.0.1:{closed_port}"),
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 2, done.stderr
+    assert f"cannot reach the Ray cluster at 127.0.0.1:{closed_port}" in done.stderr
+    assert "Traceback" not in done.stderr
+    assert time.monotonic() - began < 60  # not Ray's minutes of retries
+
+
 def test_without_ray_installed_the_ray_executor_says_how_to_get_it(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:

@@ -53,6 +53,7 @@ import io
 import logging
 import shutil
 import signal
+import socket
 import tarfile
 import tempfile
 import time
@@ -79,6 +80,8 @@ log = logging.getLogger(__name__)
 SLOT_RESOURCE = "helios_slot"
 #: how many times Ray runs a unit again after its node or worker process died
 NODE_RETRIES = 3
+#: how long the cluster's head may take to accept a connection
+CONNECT_TIMEOUT = 10.0
 #: how long the sweep of every node may take (a node that cannot run it is not waited for)
 SWEEP_TIMEOUT = 120.0
 #: the name a trial folder has inside its archive
@@ -235,6 +238,8 @@ def connected(address: str | None, slots: int) -> Iterator[Any]:
     if ray.is_initialized():
         yield ray
         return
+    if address is not None:
+        _reachable(address)
     # ray.init sets its own SIGTERM handler (exit at once): Helios's signal watch
     # (`engine/interrupts.py`) must keep both signals, to stop the trials first.
     handlers = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
@@ -263,6 +268,19 @@ def connected(address: str | None, slots: int) -> Iterator[Any]:
         yield ray
     finally:
         ray.shutdown()
+
+
+def _reachable(address: str) -> None:
+    """Refuse a `host:port` that nothing answers on, at once: `ray.init` would wait for
+    it for minutes, in a call that no signal interrupts."""
+    host, _, port = address.rpartition(":")
+    if not host or not port.isdigit() or "://" in address:
+        return  # "auto", or a form Ray resolves itself
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), timeout=CONNECT_TIMEOUT).close()
+    except OSError as exc:
+        raise ConfigError(f"cannot reach the Ray cluster at {address}: "
+                          f"{exc.strerror or exc}", field="--ray-address") from None  # fmt: skip
 
 
 async def run_on_ray(service: ShardedBatch, units: Sequence[Any], ctx: EpisodeContext,
