@@ -147,6 +147,9 @@ def test_a_batch_on_three_nodes_writes_what_one_machine_writes(
     (ray_dir,) = (tmp_path / "ray").iterdir()
     (one_dir,) = (tmp_path / "one").iterdir()
     ray_files, one_files = _outputs(ray_dir), _outputs(one_dir)
+    # run.json says where the run ran, for `--resume RUN_DIR` alone; the rest is the same
+    assert ray_files["run.json"].pop("executor") == "ray"
+    assert ray_files["run.json"].pop("ray_address") == cluster.address
     assert len(one_files) > 60  # config, result, oracle, verifier files of 12 trials
     assert ray_files.keys() == one_files.keys()
     for name in one_files:
@@ -274,6 +277,7 @@ def test_the_driver_killed_then_resumed_finishes_once_and_leaves_no_sandbox(
                              "oracle", "-n", "4", "-q", "-o", str(out))  # fmt: skip
     driver = subprocess.Popen(command, env=cluster.env, stdout=subprocess.DEVNULL,
                               stderr=subprocess.PIPE)  # fmt: skip
+    left: list[Path] = []
     try:
 
         def sandboxes_up() -> bool:
@@ -282,20 +286,22 @@ def test_the_driver_killed_then_resumed_finishes_once_and_leaves_no_sandbox(
             if run_file is None:
                 return False
             run_id = json.loads(run_file.read_text())["run_id"]
-            return len(_mounted_sandboxes(cluster.sandboxes, run_id)) == 4
+            left[:] = _mounted_sandboxes(cluster.sandboxes, run_id)
+            return len(left) == 4
 
         wait_until(sandboxes_up, "4 sandboxes up on the cluster", within=180)
     finally:
         driver.kill()  # kill -9: the driver cleans nothing up
         driver.wait(timeout=30)
     (run_dir,) = out.iterdir()
-    run_id = json.loads((run_dir / "run.json").read_text())["run_id"]
-    left = _mounted_sandboxes(cluster.sandboxes, run_id)
-    assert len(left) == 4  # nothing removed them (Ray stops a dead driver's tasks only)
+    # Ray then stops the dead driver's tasks, which may stop some of their sandboxes;
+    # what they leave is the resume's to remove.
     for task in tasks:  # the resumed trials finish at once
         (task / "solution" / "solve.sh").write_text("#!/bin/sh\ntrue\n")
-    resumed = subprocess.run([*command, "--resume", str(run_dir)], env=cluster.env,
-                             capture_output=True, text=True, timeout=300)  # fmt: skip
+    # `--resume RUN_DIR` alone: the run says it ran on this cluster
+    resumed = subprocess.run(cluster.cmd(*helios_cmd("batch", "--resume", str(run_dir))),
+                             env=cluster.env, capture_output=True, text=True,
+                             timeout=300)  # fmt: skip
     assert resumed.returncode == 0, resumed.stderr
     _assert_gone(left, cluster.sandboxes)
     records = _records(run_dir)
