@@ -216,6 +216,12 @@ def test_generate_on_three_nodes_writes_what_one_machine_writes(
         server.terminate()
         server.wait(timeout=30)
     on_ray, alone = _generated(tmp_path / "ray" / "r"), _generated(tmp_path / "one" / "r")
+    # run.json says where each ran (`--resume` continues there); the rest is the same
+    where = {name: files[".helios/run.json"]["settings"] for name, files in
+             (("ray", on_ray), ("one", alone))}  # fmt: skip
+    for name, address in (("ray", cluster.address), ("one", None)):
+        executor = "ray" if address else "local"
+        assert (where[name].pop("executor"), where[name].pop("ray_address")) == (executor, address)
     assert len(read_jsonl(tmp_path / "ray" / "r" / "trajectories.jsonl")) == 6
     assert on_ray.keys() == alone.keys()
     for name in alone:
