@@ -246,7 +246,10 @@ def connected(address: str | None, slots: int) -> Iterator[Any]:
     options: dict[str, Any] = {"log_to_driver": False, "logging_level": logging.WARNING,
                                "configure_logging": False}  # fmt: skip
     if address is None:
-        options.update(include_dashboard=False, resources={SLOT_RESOURCE: slots})
+        # "local": a new instance, even when this machine runs a cluster (which Ray would
+        # otherwise join: that is `--ray-address auto`)
+        options.update(address="local", include_dashboard=False,
+                       resources={SLOT_RESOURCE: slots})  # fmt: skip
     else:
         options["address"] = address
     try:
