@@ -108,6 +108,8 @@ def test_resume_of_another_kind_of_run_is_one_clear_line(tmp_path: Path) -> None
         ('{"kind": "batch", "n_attempts": 0}', "[n_attempts]: expected a positive number"),
         ('{"kind": "batch", "model": ["a"]}', "[model]: expected str, got list"),
         ('{"kind": "batch", "n_concurrent": true}', "[n_concurrent]: expected int, got bool"),
+        ('{"kind": "batch", "executor": "cloud"}', "[executor]: expected one of local, ray"),
+        ('{"kind": "batch", "ray_address": 6379}', "[ray_address]: expected str, got int"),
         ("{not json", "cannot read the run's settings"),
         ("[1, 2]", "not a run's settings (expected an object)"),
     ],

@@ -20,7 +20,9 @@ from helios.cli.common import (
     shown,
 )
 from helios.cli.options import (
+    ExecutorOpt,
     InteractiveOpt,
+    RayAddressOpt,
     TrialOptions,
     trial_options,
 )
@@ -85,7 +87,9 @@ def _execute(
     runner: ParallelRunner | None = None
     try:
         runner = ParallelRunner(tasks, settings=settings)
-        workers = settings.workers or default_workers(settings.n_concurrent)
+        # On Ray the trials run on the cluster's nodes: no worker process here.
+        local = settings.executor == "local"
+        workers = (settings.workers or default_workers(settings.n_concurrent)) if local else 1
         batch = run_coroutine(_watched(runner.run(), settings.watch), workers=workers)
     except Interrupted as exc:
         if runner is not None and runner.run_dir is not None:
@@ -127,8 +131,8 @@ def _execute(
 
 @trial_options(
     "ctx", "tasks_dir", "n_concurrent", "n_attempts", "model", "output", "quiet", "pattern",
-    "provider", "agent", "resume", "retry_errors", "force", "fail_under", "workers", "base_url",
-    "api_key",
+    "provider", "agent", "resume", "retry_errors", "force", "fail_under", "workers", "executor",
+    "ray_address", "base_url", "api_key",
     "max_turns", "system_prompt_file", "max_tokens", "temperature", "reasoning_effort",
     "no_reasoning", "openrouter_routing", "prices", "watch", "debug",
 )  # fmt: skip
@@ -171,6 +175,8 @@ def batch_command(
             "--workers", min=1, help="Processes that run trials (default: the cores, at most -n)."
         ),
     ] = None,
+    executor: ExecutorOpt = "local",
+    ray_address: RayAddressOpt = None,
 ) -> None:
     """Run every task under TASKS_DIR, k attempts each, n at a time."""
     run = _recorded(resume, ("batch",), options.debug)
@@ -180,8 +186,8 @@ def batch_command(
         fail(WATCH_WITH_ATTEMPTS)
     settings = _settings(
         options, n_concurrent=n_concurrent, quiet=quiet, pattern=pattern, resume=resume,
-        retry_errors=retry_errors, force=force, workers=workers,
-        watch=_view_mode(options.watch, False),
+        retry_errors=retry_errors, force=force, workers=workers, executor=executor,
+        ray_address=ray_address, watch=_view_mode(options.watch, False),
     )  # fmt: skip
     if run is not None:
         resume_settings(ctx, settings, run)

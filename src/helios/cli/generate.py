@@ -24,6 +24,7 @@ from helios.cli.common import (
     shown,
 )
 from helios.cli.common import run_coroutine as run_async
+from helios.cli.options import ExecutorOpt, RayAddressOpt
 from helios.datagen.settings import default_model, load_prefill, split_list
 from helios.display.console import SafeConsole, plain
 from helios.errors import InputError
@@ -215,6 +216,8 @@ def generate_command(
     ] = 3600.0,
     prices: Annotated[Path | None, _opt("--prices", help="JSON of extra model prices.")] = None,
     quiet: Annotated[bool, _opt("--quiet", "-q", help="Only the live line.")] = False,
+    executor: ExecutorOpt = "local",
+    ray_address: RayAddressOpt = None,
     debug: Annotated[bool, _opt("--debug", help="Show tracebacks.")] = False,
 ) -> None:
     """Turn a JSONL file of prompts into tool-use trajectories (Hermes batch-runner flags)."""
@@ -249,7 +252,8 @@ def generate_command(
         max_tokens=max_tokens, max_samples=max_samples, output_dir=output_dir,
         provider=provider, concurrency=concurrency, keep_no_reasoning=keep_no_reasoning,
         seed=seed, distributions_file=distributions_file, routing=routing, image=image,
-        prompt_timeout=prompt_timeout, prices=prices, quiet=quiet,
+        prompt_timeout=prompt_timeout, prices=prices, quiet=quiet, executor=executor,
+        ray_address=ray_address,
         reasoning_effort=reasoning_effort, reasoning_disabled=reasoning_disabled,
     )  # fmt: skip
     _run(options, prefill_messages_file, resume, debug or verbose)

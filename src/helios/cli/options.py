@@ -102,6 +102,18 @@ InteractiveOpt = Annotated[
                  help="As --watch, and the person at the browser may take control of the "
                  "desktop. Not with -k > 1."),
 ]  # fmt: skip
+ExecutorOpt = Annotated[
+    str,
+    typer.Option("--executor",
+                 help="Where trials run: local (this machine) or ray (the nodes of a Ray "
+                 "cluster; pip install 'helios-harness[ray]')."),
+]  # fmt: skip
+RayAddressOpt = Annotated[
+    str | None,
+    typer.Option("--ray-address",
+                 help="With --executor ray: the cluster's head (host:port), or auto (the one "
+                 "`ray start` made here). Default: start a local Ray instance."),
+]  # fmt: skip
 PricesOpt = Annotated[
     Path | None,
     typer.Option("--prices", help="JSON of extra model prices (USD per 1M tokens)."),

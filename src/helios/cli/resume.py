@@ -34,8 +34,10 @@ RECORDED_TYPES: dict[str, type] = {
     "agent": str, "model": str, "provider": str, "base_url": str, "prices": str,
     "pattern": str, "dataset_file": str, "distribution": str, "n_attempts": int,
     "n_concurrent": int, "workers": int, "agent_settings": dict, "generation": dict,
-    "settings": dict,
+    "settings": dict, "executor": str, "ray_address": str,
 }  # fmt: skip
+#: the executors a run.json may name
+EXECUTORS = ("local", "ray")
 
 
 def recorded_run(run_dir: Path, kinds: tuple[str, ...]) -> dict[str, Any]:
@@ -59,6 +61,9 @@ def recorded_run(run_dir: Path, kinds: tuple[str, ...]) -> dict[str, Any]:
             continue
         if isinstance(value, bool) or not isinstance(value, kind_of):
             raise InputError(f"expected {kind_of.__name__}, got {type(value).__name__}",
+                             file=str(path), field=name)  # fmt: skip
+        if name == "executor" and value not in EXECUTORS:
+            raise InputError(f"expected one of {', '.join(EXECUTORS)}, got {value!r}",
                              file=str(path), field=name)  # fmt: skip
         if isinstance(value, int) and value < (0 if name == "workers" else 1):
             raise InputError(f"expected a positive number, got {value}", file=str(path),
@@ -102,6 +107,7 @@ def resume_settings(
     if isinstance(generation, dict) and not any(given(ctx, n) for n in GENERATION_OPTIONS):
         settings.models.generation = GenerationConfig.from_identity(generation)
     for name, field in (("n_concurrent", "n_concurrent"), ("pattern", "pattern"),
-                        ("workers", "workers")):  # fmt: skip
+                        ("workers", "workers"), ("executor", "executor"),
+                        ("ray_address", "ray_address")):  # fmt: skip
         if run.get(name) is not None and name in ctx.params and not given(ctx, name):
             setattr(settings, field, run[name])

@@ -23,7 +23,7 @@ import os
 import re
 import threading
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 STORE_DIR = ".helios"
 TRAJECTORIES = "trajectories.jsonl"
@@ -77,6 +77,14 @@ class RowWriter:
         self.run_dir = run_dir
         self._lock = threading.Lock()
         self._handles: dict[int, IO[bytes]] = {}
+
+    def __getstate__(self) -> dict[str, Any]:
+        # Sent with its door to the nodes of `--executor ray`, which never write rows
+        # (the driver does): the folder alone, no open file, no lock.
+        return {"run_dir": self.run_dir}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__init__(state["run_dir"])  # type: ignore[misc]
 
     def append(self, batch: int, line: bytes) -> tuple[str, int, int]:
         """(file name, byte offset, length) of the row, once it is on disk."""

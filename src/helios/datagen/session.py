@@ -48,7 +48,7 @@ RESUMABLE = ("batch_size", "base_url", "routing", "provider", "max_turns", "num_
              "concurrency", "max_tokens", "reasoning_effort", "reasoning_disabled",
              "providers_allowed", "providers_ignored", "providers_order", "provider_sort",
              "keep_no_reasoning", "image", "prompt_timeout", "prices",
-             "distributions_file")  # fmt: skip
+             "distributions_file", "executor", "ray_address")  # fmt: skip
 
 
 def resumable_settings(settings: GenerateSettings) -> dict[str, Any]:
@@ -75,6 +75,7 @@ def run_config(settings: GenerateSettings) -> RunConfig:
         concurrency=ConcurrencyConfig(
             in_flight=s.in_flight, retry_errors=True,
             sandbox_starts=s.in_flight if s.provider == "local" else 4,
+            executor="ray" if s.executor == "ray" else "local", ray_address=s.ray_address,
         ),
         sandbox=SandboxConfig(provider=s.provider),
         outputs=OutputsConfig(fixed=s.run_dir / STORE_DIR),

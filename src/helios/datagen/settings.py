@@ -64,6 +64,10 @@ class GenerateSettings:
     prices: Path | None = None
     quiet: bool = False
     show_progress: bool = True
+    #: where prompts run: "local" (this machine) or "ray" (a Ray cluster's nodes)
+    executor: str = "local"
+    #: with executor "ray": the cluster's address, "auto", or None (a local Ray instance)
+    ray_address: str | None = None
 
     def __post_init__(self) -> None:
         # a str path (as a Hermes user writes `output_dir="data"`) works like a Path
@@ -75,6 +79,15 @@ class GenerateSettings:
             self.prices = Path(self.prices)
         if not self.model:
             self.model = default_model(self.routing)
+        if self.executor not in ("local", "ray"):
+            raise ConfigError(f"unknown executor {self.executor!r} (use local or ray)",
+                              field="--executor")  # fmt: skip
+        if self.ray_address is not None and self.executor != "ray":
+            raise ConfigError("--ray-address needs --executor ray", field="--ray-address")
+        if self.executor == "ray":
+            from helios.engine.ray_executor import require_ray
+
+            require_ray()
 
     @property
     def in_flight(self) -> int:

@@ -26,7 +26,7 @@ import logging
 import uuid
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar
 
 from helios.engine.door import Door, Unit, Verdict
 from helios.engine.episode import EpisodeContext
@@ -101,6 +101,12 @@ class BatchOptions:
     start_backoff: float = 2.0
     #: processes that run units (see engine/workers.py); 1 = this one alone
     workers: int = 1
+    #: where units run: "local" (this machine: `workers` processes) or "ray" (the tasks
+    #: of a Ray cluster, see engine/ray_executor.py)
+    executor: Literal["local", "ray"] = "local"
+    #: with "ray": the cluster's address ("auto": the one `ray start` made here); None
+    #: starts a local Ray instance
+    ray_address: str | None = None
     #: keep every result in `recorded` (the door's summary needs them); False keeps
     #: only `counts`, so memory does not grow with the number of units
     keep_results: bool = True
@@ -213,10 +219,17 @@ class BatchService(Generic[U, R]):
             keep_results=False,
         )
         workers = min(self.options.workers, self.options.n_concurrent, len(plan.pending))
-        if self.store is not None and not self.store.readonly:
+        on_ray = self.options.executor == "ray"
+        # On Ray the sweep runs on every node of the cluster (`run_on_ray`).
+        if self.store is not None and not self.store.readonly and not on_ray:
             await self._remove_sandboxes(ctx.run_id, "left by an earlier invocation")
         try:
-            if workers > 1:
+            if on_ray:
+                from helios.engine.ray_executor import run_on_ray
+
+                await run_on_ray(self, plan.pending, ctx, self.options.ray_address,
+                                 self.options.provider)  # fmt: skip
+            elif workers > 1:
                 from helios.engine.workers import run_sharded
 
                 await run_sharded(self, plan.pending, ctx, workers)
@@ -231,7 +244,9 @@ class BatchService(Generic[U, R]):
                 self.store.flush()
         return self.recorded
 
-    async def _record(self, unit: U, result: R) -> None:
+    async def _record(self, unit: U, result: R, extra: Mapping[str, Any] | None = None) -> None:
+        """Write the result's files, then its completion record (with `extra` keys of
+        the executor's, e.g. how many times Ray ran it), then events and callbacks."""
         # Decide the fatal stop before the first await: the scheduler hands the
         # freed slot to the next unit as soon as this coroutine yields.
         self._check_fatal(self.door.verdict(result))
@@ -244,7 +259,8 @@ class BatchService(Generic[U, R]):
             result = self.door.crashed(unit, ErrorInfo.from_exception(exc, "record"))
         if self.store is not None:
             try:
-                self.store.append(self.door.to_record(unit, result))
+                record = self.door.to_record(unit, result)
+                self.store.append({**record, **extra} if extra else record)
             except OSError as exc:
                 # The record is rolled back: this unit runs again on resume.
                 self._stop(f"cannot record results in {self.store.run_dir}: {exc.strerror}")

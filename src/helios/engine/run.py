@@ -33,7 +33,7 @@ from contextlib import AbstractContextManager, nullcontext, suppress
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -66,6 +66,11 @@ class ConcurrencyConfig(BaseModel):
     sandbox_starts: int = Field(default=4, ge=1)
     #: with a resume, run errored units again too
     retry_errors: bool = False
+    #: where units run: "local" (this machine, `processes` of it) or "ray" (a Ray
+    #: cluster's nodes; engine/ray_executor.py)
+    executor: Literal["local", "ray"] = "local"
+    #: with "ray": the cluster's address, "auto", or None (start a local Ray instance)
+    ray_address: str | None = None
 
 
 class SandboxConfig(BaseModel):
@@ -167,9 +172,11 @@ class Run:
         return self
 
     async def open(self, config: RunConfig) -> RunStore | None:
-        """Check the provider, then open (or create) the run's folder, locked."""
+        """Check the provider, then open (or create) the run's folder, locked. On Ray
+        the provider is checked on every node instead (the driver may have none)."""
         self._config = config
-        if self._preflight and config.sandbox.provider is not None:
+        on_ray = config.concurrency.executor == "ray"
+        if self._preflight and config.sandbox.provider is not None and not on_ray:
             await provider_class(config.sandbox.provider).preflight()
         self._store = self._open_store(config)
         if self._store is not None:
@@ -251,6 +258,8 @@ class Run:
                 retry_errors=c.retry_errors,
                 provider=self.config.sandbox.provider,
                 workers=c.processes,
+                executor=c.executor,
+                ray_address=c.ray_address,
             ),
             emit=emit,
             services=services or self.services,

@@ -79,7 +79,7 @@ import threading
 import time
 import traceback
 import types
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -130,7 +130,9 @@ class ShardedBatch(Protocol):
 
     def _emit(self, event: Any) -> None: ...
 
-    async def _record(self, unit: Any, result: Any) -> None: ...
+    async def _record(
+        self, unit: Any, result: Any, extra: Mapping[str, Any] | None = None
+    ) -> None: ...
 
 
 #: what a worker's interpreter runs (argv: its socket's descriptor, then the parent's

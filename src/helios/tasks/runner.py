@@ -210,6 +210,8 @@ class ParallelRunner:
                 processes=s.workers or default_workers(s.n_concurrent),
                 sandbox_starts=s.starts_at_once,
                 retry_errors=s.retry_errors,
+                executor=s.executor,
+                ray_address=s.ray_address,
             ),
             sandbox=SandboxConfig(provider=s.provider),
             outputs=OutputsConfig(
@@ -229,6 +231,9 @@ class ParallelRunner:
             "n_concurrent": s.n_concurrent, "pattern": s.pattern, "workers": s.workers,
             "base_url": public_url(base_url) if base_url else None,
             "prices": str(s.models.prices.absolute()) if s.models.prices else None,
+            # a run on a Ray cluster is resumed on it (a local one records nothing here)
+            **({"executor": s.executor, "ray_address": s.ray_address}
+               if s.executor == "ray" else {}),
         }  # fmt: skip
 
     # -- running -------------------------------------------------------------

@@ -33,6 +33,11 @@ class TaskBatchSettings:
     #: processes that run trials (one writer keeps the store); None = the number
     #: of cores, capped by n_concurrent (the CLI's default)
     workers: int | None = 1
+    #: where trials run: "local" (this machine) or "ray" (a Ray cluster's nodes)
+    executor: Literal["local", "ray"] = "local"
+    #: with executor "ray": the cluster's address ("auto": the one `ray start` made
+    #: here); None starts a local Ray instance
+    ray_address: str | None = None
     #: run folders are named <prefix>_YYYYMMDD_HHMMSS
     run_prefix: str = "batch"
     models: ModelOptions = field(default_factory=ModelOptions)
@@ -46,6 +51,15 @@ class TaskBatchSettings:
     def __post_init__(self) -> None:
         if self.n_concurrent < 1 or self.n_attempts < 1:
             raise ConfigError("-n and -k must be at least 1", field="-n/-k")
+        if self.executor not in ("local", "ray"):
+            raise ConfigError(f"unknown executor {self.executor!r} (use local or ray)",
+                              field="--executor")  # fmt: skip
+        if self.ray_address is not None and self.executor != "ray":
+            raise ConfigError("--ray-address needs --executor ray", field="--ray-address")
+        if self.executor == "ray":
+            from helios.engine.ray_executor import require_ray
+
+            require_ray()
         if self.workers is not None and self.workers < 1:
             raise ConfigError("--workers must be at least 1", field="--workers")
         self.output_dir = Path(self.output_dir)

@@ -1,0 +1,470 @@
+"""`--executor ray`: a batch's units run as Ray tasks across a cluster; this process
+(the driver) plans, holds the run's lock and is the only writer, as with `--workers`.
+
+`BatchService.run` calls `run_on_ray` in place of the scheduler or `run_sharded`, so
+every door gets it at once. Ray is an optional extra (`helios-harness[ray]`), imported
+only here and only when asked for.
+
+Connecting. `address` None starts a local Ray instance that declares `-n` trial slots;
+"auto" attaches to the cluster `ray start` made on this machine; any other address is
+a cluster's head (`host:port`). A process that has Ray connected already (a script
+of an RL stack) is used as it is, and left connected. A cluster whose nodes declare
+no `helios_slot` is refused with one line: no trial could ever start there.
+
+One unit, one Ray task (`_node_run`), with `resources={"helios_slot": 1}`: each node
+runs as many at once as it declares (`ray start --resources='{"helios_slot": 8}'`),
+and the driver keeps at most `-n` in flight over the whole cluster, submitting them
+in input order as one ends. The task runs the door's `run_unit` in its own event
+loop on the node, its trial folder in a node-local scratch folder, and returns the
+result, the trial folder as one tar archive and the model usage. The driver unpacks
+the archive into the run folder with the host-side checks every sandbox download
+goes through (`environments.shell.safe_copy.extract_tar`: no link, no absolute
+path, no `..`, bounded), then records through `BatchService._record` (the door's
+files, then the completion record, then events and callbacks). Nothing is written
+on a shared file system, and none is needed; the nodes need Helios installed, the
+task folders at the same paths, and their sandbox provider (docker or bwrap).
+
+Failures. A node or worker process that dies mid-task is a system failure: Ray runs
+the task again elsewhere (`NODE_RETRIES`), and the record says so (`node_retries`).
+A task that still fails is recorded as crashed (`NodeLost`, an error that
+`--retry-errors` runs again). A second result for a trial already recorded is
+dropped: nothing is counted twice.
+
+Sweeps. Before any unit starts, one small task per alive node (pinned to it with
+`NodeAffinitySchedulingStrategy`, needing no slot) checks the sandbox provider there
+and removes the sandboxes labelled with this run's id (`cleanup_run`): those a driver
+killed with -9 left behind (Ray stops a dead driver's tasks; their sandboxes stay).
+The run's lock is held, so no live driver owns them. A node whose provider is not
+usable stops the batch before it starts, with one line naming the node.
+
+Interrupts. Ctrl-C or SIGTERM cancels the tasks in flight (`ray.cancel`: the trial's
+loop is cancelled on the node, and the trial stops its sandbox as it would in one
+process), records what still comes back (bounded by `STOP_GRACE`), then sweeps
+every node for what is left. The stopped units run again on resume.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import importlib
+import importlib.util
+import io
+import logging
+import shutil
+import signal
+import socket
+import tarfile
+import tempfile
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from helios.agents.toolsets.registry import register_toolset, registered_toolsets
+from helios.engine._worker_side import WorkerSetup
+from helios.engine.episode import EpisodeContext
+from helios.engine.workers import STOP_GRACE, ShardedBatch, _worker_services
+from helios.errors import ConfigError
+from helios.events import TrialStarted
+from helios.failures import ErrorInfo
+from helios.secrets import register_secret, registered
+from helios.settings import HeliosSettings, active
+from helios.settings import current as helios_settings
+from helios.slots import Slot
+
+log = logging.getLogger(__name__)
+
+#: the custom resource a node declares: how many trials it runs at once
+SLOT_RESOURCE = "helios_slot"
+#: how many times Ray runs a unit again after its node or worker process died
+NODE_RETRIES = 3
+#: how long the cluster's head may take to accept a connection
+CONNECT_TIMEOUT = 10.0
+#: how long the sweep of every node may take (a node that cannot run it is not waited for)
+SWEEP_TIMEOUT = 120.0
+#: the name a trial folder has inside its archive
+_ARCHIVE_TOP = "trial"
+#: how often a trial's loop on a node wakes up, so that a `ray.cancel` (delivered as
+#: a pending KeyboardInterrupt, which Python takes only between two bytecodes) is
+#: seen at once, not when the loop's next timer fires
+_WAKE_EVERY = 0.2
+INSTALL_HINT = "pip install 'helios-harness[ray]'"
+
+
+def require_ray() -> None:
+    """Refuse `--executor ray` before anything starts when Ray is not installed."""
+    try:
+        found = importlib.util.find_spec("ray") is not None
+    except ValueError:  # in sys.modules as None: an import of it fails
+        found = False
+    if not found:
+        _ray()
+
+
+def _ray() -> Any:
+    try:
+        return importlib.import_module("ray")
+    except ImportError:
+        raise ConfigError(
+            f"--executor ray needs Ray, which is not installed: {INSTALL_HINT}",
+            field="--executor",
+        ) from None
+
+
+@dataclass(frozen=True)
+class NodeResult:
+    """What a trial's Ray task returns to the driver."""
+
+    result: Any
+    #: the trial folder as a tar archive (its top name `_ARCHIVE_TOP`); None: no folder
+    archive: bytes | None
+    #: the model usage of this trial (its own model services' totals)
+    totals: Any
+    #: the node's address, for messages
+    node: str
+    #: 0, or how many times Ray ran it again after a system failure
+    attempt: int
+
+
+# -- on a node -------------------------------------------------------------------------
+
+
+def _node_run(payload: bytes, unit: Any) -> NodeResult:
+    """A Ray task: run one unit on this node, in a scratch folder of its own. `payload`
+    is the batch's `WorkerSetup`, pickled once by the driver: unpickled per unit, so that
+    each has its own door, context and model services (a worker process runs many)."""
+    ray = _ray()
+    setup: WorkerSetup = ray.cloudpickle.loads(payload)
+    scratch = Path(tempfile.mkdtemp(prefix="helios-ray-trial-"))
+    try:
+        result, totals = asyncio.run(_run_here(setup, unit, scratch))
+        folder = unit.folder
+        archive = _pack(scratch / folder) if folder is not None else None
+        worker = ray._private.worker.global_worker
+        return NodeResult(
+            result=result,
+            archive=archive,
+            totals=totals,
+            node=ray.util.get_node_ip_address(),
+            attempt=int(worker.core_worker.get_current_task_attempt_number()),
+        )
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+async def _run_here(setup: WorkerSetup, unit: Any, scratch: Path) -> tuple[Any, Any]:
+    for secret in setup.secrets:
+        register_secret(secret)
+    for toolset in setup.toolsets:
+        register_toolset(toolset)
+    waker = _Waker()
+    waker.start()
+    services = setup.services
+    ctx = replace(setup.ctx, run_dir=scratch, start_gate=asyncio.Semaphore(1), emit=None,
+                  services=services)  # fmt: skip
+    door = setup.door
+    slot = Slot(asyncio.Semaphore(1))
+    await slot.acquire()
+    try:
+        with active(setup.settings or HeliosSettings.read()):
+            try:
+                result = await door.run_unit(unit, ctx, slot)
+            except Exception as exc:
+                result = door.crashed(unit, ErrorInfo.from_exception(exc, "internal"))
+    finally:
+        slot.release()
+        waker.stop()
+        if services is not None:
+            await services.close()
+    return result, services.totals if services is not None else None
+
+
+class _Waker:
+    """Wakes the loop every `_WAKE_EVERY` seconds until stopped."""
+
+    def __init__(self) -> None:
+        self.handle: asyncio.TimerHandle | None = None
+
+    def start(self) -> None:
+        self.handle = asyncio.get_running_loop().call_later(_WAKE_EVERY, self.start)
+
+    def stop(self) -> None:
+        if self.handle is not None:
+            self.handle.cancel()
+
+
+def _pack(folder: Path) -> bytes | None:
+    """The trial folder as a tar (links stored as links: the driver skips them)."""
+    if not folder.is_dir():
+        return None
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w") as archive:
+        archive.add(str(folder), arcname=_ARCHIVE_TOP, recursive=True)
+    return buffer.getvalue()
+
+
+def _node_sweep(provider: str, run_id: str, settings: HeliosSettings | None,
+                check: bool) -> tuple[str | None, int]:  # fmt: skip
+    """A Ray task pinned to one node: check its sandbox provider (`check`), then remove
+    this run's sandboxes there. Returns (what is wrong with the provider, or None;
+    how many sandboxes went)."""
+    from helios.environments.registry import provider_class
+
+    async def sweep() -> tuple[str | None, int]:
+        with active(settings or HeliosSettings.read()):
+            cls = provider_class(provider)
+            problem = None
+            if check:
+                try:
+                    await cls.preflight()
+                except Exception as exc:
+                    problem = str(exc) or type(exc).__name__
+            removed = await cls.cleanup_run(run_id)
+            return problem, len(removed)
+
+    return asyncio.run(sweep())
+
+
+# -- the driver ------------------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def connected(address: str | None, slots: int) -> Iterator[Any]:
+    """Ray, connected to `address` (see the module's docstring) for the block; a
+    connection made here is closed after it."""
+    ray = _ray()
+    if ray.is_initialized():
+        yield ray
+        return
+    if address is not None:
+        _reachable(address)
+    # ray.init sets its own SIGTERM handler (exit at once): Helios's signal watch
+    # (`engine/interrupts.py`) must keep both signals, to stop the trials first.
+    handlers = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
+    options: dict[str, Any] = {"log_to_driver": False, "logging_level": logging.WARNING,
+                               "configure_logging": False}  # fmt: skip
+    if address is None:
+        # "local": a new instance, even when this machine runs a cluster (which Ray would
+        # otherwise join: that is `--ray-address auto`)
+        options.update(address="local", include_dashboard=False,
+                       resources={SLOT_RESOURCE: slots})  # fmt: skip
+    else:
+        options["address"] = address
+    try:
+        ray.init(**options)
+    except ConnectionError as exc:
+        raise ConfigError(f"cannot reach the Ray cluster at {address}: {exc}",
+                          field="--ray-address") from None  # fmt: skip
+    finally:
+        for sig, handler in handlers.items():
+            if handler is not None:
+                signal.signal(sig, handler)
+    try:
+        if not ray.cluster_resources().get(SLOT_RESOURCE):
+            raise ConfigError(
+                f"the Ray cluster at {address} declares no {SLOT_RESOURCE}, so no trial could "
+                f"start: start each node with ray start --resources='{{\"{SLOT_RESOURCE}\": N}}'",
+                field="--ray-address",
+            )
+        yield ray
+    finally:
+        ray.shutdown()
+
+
+def _reachable(address: str) -> None:
+    """Refuse a `host:port` that nothing answers on, at once: `ray.init` would wait for
+    it for minutes, in a call that no signal interrupts."""
+    host, _, port = address.rpartition(":")
+    if not host or not port.isdigit() or "://" in address:
+        return  # "auto", or a form Ray resolves itself
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), timeout=CONNECT_TIMEOUT).close()
+    except OSError as exc:
+        raise ConfigError(f"cannot reach the Ray cluster at {address}: "
+                          f"{exc.strerror or exc}", field="--ray-address") from None  # fmt: skip
+
+
+async def run_on_ray(service: ShardedBatch, units: Sequence[Any], ctx: EpisodeContext,
+                     address: str | None, provider: str | None) -> None:  # fmt: skip
+    """Run `units` as Ray tasks; record them here, as they come back. `provider`: the
+    sandbox provider whose sandboxes of this run the sweeps remove (None: none)."""
+    with connected(address, service.options.n_concurrent) as ray:
+        await _sweep(ray, provider, ctx.run_id, "left by an earlier invocation", check=True)
+        batch = _RayBatch(ray, service, units, ctx)
+        try:
+            await batch.run()
+        except BaseException:
+            await asyncio.shield(batch.stop())
+            await asyncio.shield(_sweep(ray, provider, ctx.run_id, "after an interrupt"))
+            raise
+
+
+async def _sweep(ray: Any, provider: str | None, run_id: str, why: str,
+                 check: bool = False) -> None:  # fmt: skip
+    """Remove this run's sandboxes on every alive node (and, with `check`, refuse a
+    node whose provider is not usable)."""
+    if provider is None:
+        return
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+    sweep = ray.remote(num_cpus=0, max_retries=0)(_node_sweep)
+    nodes = [node for node in ray.nodes() if node.get("Alive")]
+    settings = helios_settings()
+    refs = []
+    for node in nodes:
+        pinned = NodeAffinitySchedulingStrategy(node["NodeID"], soft=False)
+        refs.append(sweep.options(scheduling_strategy=pinned).remote(provider, run_id, settings,
+                                                                     check))  # fmt: skip
+    try:
+        outcomes = await asyncio.wait_for(asyncio.gather(*refs, return_exceptions=True),
+                                          SWEEP_TIMEOUT)  # fmt: skip
+    except TimeoutError:
+        log.info("the sweep of run %s's sandboxes (%s) took over %g s: not waited for",
+                 run_id, why, SWEEP_TIMEOUT)  # fmt: skip
+        return
+    for node, outcome in zip(nodes, outcomes, strict=True):
+        where = node.get("NodeManagerAddress", node["NodeID"])
+        if isinstance(outcome, BaseException):
+            log.info("could not sweep node %s (%s): %s", where, why, outcome)
+            continue
+        problem, removed = outcome
+        if problem is not None:
+            raise ConfigError(f"the sandbox provider {provider!r} is not usable on Ray node "
+                              f"{where}: {problem}", field="--provider")  # fmt: skip
+        if removed:
+            log.info("removed %d sandbox(es) of run %s on node %s %s", removed, run_id, where, why)
+
+
+class _RayBatch:
+    """The driver's side of one batch: submit, collect, record."""
+
+    def __init__(self, ray: Any, service: ShardedBatch, units: Sequence[Any],
+                 ctx: EpisodeContext) -> None:  # fmt: skip
+        self.ray, self.service, self.units = ray, service, units
+        self.run_dir = ctx.run_dir
+        setup = WorkerSetup(
+            door=service.door,
+            ctx=replace(
+                ctx, start_gate=asyncio.Semaphore(1), emit=None, services=None, run_dir=None
+            ),
+            services=_worker_services(service.services),
+            events=False,
+            slots=1,
+            secrets=registered(),
+            toolsets=registered_toolsets(),
+            settings=helios_settings(),
+        )
+        # The setup travels inside the task's function, which Ray exports once and each
+        # worker process imports once: a unit's task carries the unit alone.
+        payload = ray.cloudpickle.dumps(setup)
+
+        def run_unit(unit: Any) -> NodeResult:
+            return _node_run(payload, unit)
+
+        self.remote = ray.remote(
+            num_cpus=0, resources={SLOT_RESOURCE: 1}, max_retries=NODE_RETRIES,
+            retry_exceptions=False, scheduling_strategy="SPREAD",
+        )(run_unit)  # fmt: skip
+        #: the refs in flight, with their unit
+        self.in_flight: dict[Any, Any] = {}
+        self.collectors: set[asyncio.Task[None]] = set()
+        self.room = asyncio.Event()
+        self.recorded: set[str] = set()
+        self.stopping = False
+
+    async def run(self) -> None:
+        limit = self.service.options.n_concurrent
+        for unit in self.units:
+            while len(self.in_flight) >= limit:
+                self.room.clear()
+                await self.room.wait()
+            if self.service.aborted is not None:
+                break
+            self.service._emit(TrialStarted(unit.trial_id, unit.label))
+            ref = self.remote.remote(unit)
+            self.in_flight[ref] = unit
+            task = asyncio.create_task(self._collect(ref, unit))
+            self.collectors.add(task)
+            task.add_done_callback(self.collectors.discard)
+        while self.collectors:
+            await asyncio.wait(set(self.collectors))
+
+    async def _collect(self, ref: Any, unit: Any) -> None:
+        try:
+            try:
+                outcome: NodeResult = await ref
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                if self.stopping:
+                    return  # cancelled by the interrupt: it runs again on resume
+                await self._record(unit, self._lost(unit, exc), {})
+                return
+            await self._arrived(unit, outcome)
+        finally:
+            self.in_flight.pop(ref, None)
+            self.room.set()
+
+    def _lost(self, unit: Any, exc: BaseException) -> Any:
+        ray_errors = self.ray.exceptions
+        cause = exc
+        if isinstance(exc, ray_errors.RayTaskError):
+            cause = exc.cause if isinstance(exc.cause, BaseException) else exc
+        kind = "NodeLost" if not isinstance(exc, ray_errors.RayTaskError) else type(cause).__name__
+        message = str(cause).strip().splitlines()[0] if str(cause).strip() else kind
+        error = ErrorInfo(type=kind, message=f"{message[:300]} (Ray ran it {1 + NODE_RETRIES} "
+                          "times)" if kind == "NodeLost" else message[:300],
+                          phase="internal")  # fmt: skip
+        return self.service.door.crashed(unit, error)
+
+    async def _arrived(self, unit: Any, outcome: NodeResult) -> None:
+        result = outcome.result
+        if unit.trial_id in self.recorded:
+            log.info("dropped a second result for trial %s (from node %s)",
+                     unit.trial_id, outcome.node)  # fmt: skip
+            return
+        if outcome.archive is not None and self.run_dir is not None and unit.folder is not None:
+            try:
+                skipped = await asyncio.to_thread(self._unpack, unit, outcome)
+            except OSError as exc:
+                result = self.service.door.crashed(unit, ErrorInfo.from_exception(exc, "record"))
+            else:
+                if skipped:
+                    log.info("trial %s: %d entries of its folder not copied from node %s: %s",
+                             unit.label, len(skipped), outcome.node,
+                             ", ".join(skipped[:5]))  # fmt: skip
+        self._add_totals(outcome.totals)
+        extra = {"node_retries": outcome.attempt} if outcome.attempt else {}
+        await self._record(unit, result, extra)
+
+    def _unpack(self, unit: Any, outcome: NodeResult) -> list[str]:
+        from helios.environments.shell.safe_copy import extract_tar
+
+        assert self.run_dir is not None and outcome.archive is not None
+        what = f"the files of trial {unit.label} from node {outcome.node}"
+        return extract_tar(io.BytesIO(outcome.archive), self.run_dir / unit.folder, what=what)
+
+    async def _record(self, unit: Any, result: Any, extra: dict[str, Any]) -> None:
+        if unit.trial_id in self.recorded:
+            return
+        self.recorded.add(unit.trial_id)
+        await self.service._record(unit, result, extra or None)
+
+    def _add_totals(self, totals: Any) -> None:
+        services = self.service.services
+        if services is not None and totals is not None:
+            services.totals.add(totals)
+
+    async def stop(self) -> None:
+        """Cancel the tasks in flight; record what still comes back (bounded)."""
+        self.stopping = True
+        for ref in list(self.in_flight):
+            with contextlib.suppress(Exception):
+                self.ray.cancel(ref, recursive=True)
+        deadline = time.monotonic() + STOP_GRACE
+        while self.collectors and time.monotonic() < deadline:
+            await asyncio.wait(set(self.collectors), timeout=deadline - time.monotonic())
+        for task in self.collectors:
+            task.cancel()

@@ -1,0 +1,467 @@
+"""`--executor ray` (issue 23) on a real three-node Ray cluster on loopback.
+
+The cluster (`tests/ray_cluster.py`: a head and two worker nodes with their own
+`helios_slot` counts) runs in a network namespace that has only loopback, and so does
+every driver (`helios batch` joins it with nsenter): Ray 2.60 turns 127.0.0.1 into
+the machine's own interface address in the host's network, which tests must not use.
+One cluster serves the whole module (a node takes seconds to start on 2 cores); the
+test that kills a worker node runs after those that count on three nodes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from helios.datagen.settings import GenerateSettings
+from helios.environments.local.cleanup import remove_holder
+from helios.tasks.settings import TaskBatchSettings
+
+from .conftest import TaskMaker, helios_cmd, mock_llm_cmd
+from .datagen.conftest import SCRIPT, cli_env, read_jsonl, write_dataset
+from .test_resume_sweeps_sandboxes import _assert_gone, _mounted_sandboxes
+from .test_workers import _outputs
+from .waiting import wait_until
+
+pytest.importorskip("ray")
+pytestmark = pytest.mark.usefixtures("need_bwrap")
+
+HERE = Path(__file__).resolve().parent
+KEY = "sk-ray-test-key"
+
+
+@dataclass
+class Cluster:
+    address: str
+    #: the pid of the process that holds the cluster, inside the namespace
+    pid: int
+    nodes: list[dict[str, Any]]
+    #: HELIOS_SANDBOX_DIR of the nodes and the drivers
+    sandboxes: Path
+    env: dict[str, str]
+
+    def cmd(self, *args: str) -> list[str]:
+        """A command run inside the cluster's network namespace."""
+        return ["nsenter", f"--net=/proc/{self.pid}/ns/net", "--", *args]
+
+    def helios(self, *args: str) -> list[str]:
+        return self.cmd(*helios_cmd(*args, "--executor", "ray", "--ray-address", self.address))
+
+    def connections(self) -> list[str]:
+        """The local and peer address of every TCP connection in the namespace."""
+        shown = subprocess.run(self.cmd("ss", "-tnH"), capture_output=True, text=True,
+                               check=True, timeout=30).stdout  # fmt: skip
+        return [field for line in shown.splitlines() for field in line.split()[3:5]]
+
+
+@pytest.fixture(scope="module")
+def cluster() -> Iterator[Cluster]:
+    if os.geteuid() != 0 or shutil.which("nsenter") is None:
+        pytest.skip("a network namespace needs root and nsenter")
+    sandboxes = Path(tempfile.mkdtemp(prefix="helios-ray-sandboxes-", dir="/tmp"))
+    sandboxes.chmod(0o755)
+    state = sandboxes.parent / f"{sandboxes.name}.json"
+    path = os.pathsep.join(filter(None, [str(HERE.parent / "src"), os.environ.get("PYTHONPATH")]))
+    env = {**os.environ, "HELIOS_SANDBOX_DIR": str(sandboxes), "RAY_USAGE_STATS_ENABLED": "0",
+           "PYTHONPATH": path}  # fmt: skip
+    script = f"ip link set lo up; exec {sys.executable} {HERE / 'ray_cluster.py'} {state}"
+    holder = subprocess.Popen(["unshare", "--net", "sh", "-c", script], env=env,
+                              stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
+                              stderr=subprocess.PIPE)  # fmt: skip
+    try:
+
+        def ready() -> bool:
+            assert holder.poll() is None, f"the cluster did not start: {_tail(holder)}"
+            return state.exists()
+
+        wait_until(ready, "the Ray cluster is up", within=180)
+        found = json.loads(state.read_text())
+        yield Cluster(found["address"], found["pid"], found["nodes"], sandboxes, env)
+    finally:
+        assert holder.stdin is not None
+        holder.stdin.close()
+        try:
+            holder.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            holder.kill()
+            holder.wait()
+        for leftover in sandboxes.iterdir():
+            asyncio.run(remove_holder(leftover))
+        shutil.rmtree(sandboxes, ignore_errors=True)
+        state.unlink(missing_ok=True)
+
+
+def _tail(proc: subprocess.Popen[bytes]) -> str:
+    assert proc.stderr is not None
+    lines = proc.stderr.read().decode(errors="replace").splitlines()
+    return "\n".join(line for line in lines if "network_util" not in line)[-2000:]
+
+
+def _records(run_dir: Path) -> list[dict[str, Any]]:
+    path = run_dir / "results.jsonl"
+    lines = path.read_text().splitlines() if path.exists() else []
+    return [json.loads(line) for line in lines]
+
+
+def _only_loopback(cluster: Cluster) -> None:
+    addresses = cluster.connections()
+    assert addresses  # the nodes are connected to the head
+    loopback = ("127.0.0.1:", "[::ffff:127.0.0.1]:")  # the second: v4 on a v6 socket
+    assert all(a.startswith(loopback) for a in addresses), addresses
+
+
+def test_a_batch_on_three_nodes_writes_what_one_machine_writes(
+    cluster: Cluster, make_task: TaskMaker, tmp_path: Path
+) -> None:
+    for i in range(6):
+        make_task(f"t{i}", solve=f"echo {i} > /app/answer; ls /app\n",
+                  test="cat /app/answer; echo 1 > /logs/verifier/reward.txt\n")  # fmt: skip
+    tasks = str(tmp_path / "tasks")
+    common = ("--provider", "local", "--agent", "oracle", "-k", "2", "-n", "5", "-q")
+    on_ray = subprocess.run(
+        cluster.helios("batch", tasks, *common, "-o", str(tmp_path / "ray")),
+        env=cluster.env, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert on_ray.returncode == 0, on_ray.stderr
+    _only_loopback(cluster)
+    alone = subprocess.run(
+        helios_cmd("batch", tasks, *common, "--workers", "1", "-o", str(tmp_path / "one")),
+        env=cluster.env, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert alone.returncode == 0, alone.stderr
+    (ray_dir,) = (tmp_path / "ray").iterdir()
+    (one_dir,) = (tmp_path / "one").iterdir()
+    ray_files, one_files = _outputs(ray_dir), _outputs(one_dir)
+    # run.json says where the run ran, for `--resume RUN_DIR` alone; the rest is the same
+    assert ray_files["run.json"].pop("executor") == "ray"
+    assert ray_files["run.json"].pop("ray_address") == cluster.address
+    assert len(one_files) > 60  # config, result, oracle, verifier files of 12 trials
+    assert ray_files.keys() == one_files.keys()
+    for name in one_files:
+        assert ray_files[name] == one_files[name], name
+    assert all(record["status"] == "passed" for record in _records(ray_dir))
+
+
+#: `ParallelRunner(..., executor="ray")` in a script (argv: tasks, output, address)
+API_SCRIPT = """
+import asyncio, sys
+import ray
+from helios import ParallelRunner
+
+runner = ParallelRunner(sys.argv[1], provider="local", agent="oracle", n_concurrent=3,
+                        output_dir=sys.argv[2], show_progress=False, executor="ray",
+                        ray_address=sys.argv[3])
+batch = asyncio.run(runner.run())
+print(batch.passed, batch.total_tasks, ray.is_initialized())
+"""
+
+
+def test_parallel_runner_takes_the_ray_executor(
+    cluster: Cluster, make_task: TaskMaker, tmp_path: Path
+) -> None:
+    for i in range(3):
+        make_task(f"t{i}")
+    done = subprocess.run(
+        cluster.cmd(sys.executable, "-c", API_SCRIPT, str(tmp_path / "tasks"),
+                    str(tmp_path / "out"), cluster.address),
+        env=cluster.env, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    # every trial passed, and the connection to the cluster is closed once it is done
+    assert done.stdout.split() == ["3", "3", "False"]
+
+
+def test_generate_on_three_nodes_writes_what_one_machine_writes(
+    cluster: Cluster, tmp_path: Path
+) -> None:
+    script = tmp_path / "script.json"
+    script.write_text(json.dumps(SCRIPT))
+    port_file = tmp_path / "port"
+    # The scripted model serves inside the cluster's namespace, on its 127.0.0.1.
+    server = subprocess.Popen(cluster.cmd(*mock_llm_cmd(script, port_file, KEY)),
+                              env=cluster.env, stdout=subprocess.DEVNULL,
+                              stderr=subprocess.DEVNULL)  # fmt: skip
+    try:
+        wait_until(lambda: port_file.exists() and port_file.read_text().strip(), "the model")
+        url = f"http://127.0.0.1:{port_file.read_text().strip()}/v1"
+        dataset = write_dataset(tmp_path / "p.jsonl", [f"Task {i}: go." for i in range(6)])
+        args = [f"--dataset_file={dataset}", "--batch_size=2", "--model=mock", f"--base_url={url}",
+                f"--api_key={KEY}", "--num_workers=4", "--distribution=terminal_only",
+                "--seed=7", "-q"]  # fmt: skip
+        env = {**cli_env(), **{k: cluster.env[k] for k in ("HELIOS_SANDBOX_DIR", "PYTHONPATH")}}
+        for name, where in (("ray", ("--executor", "ray", "--ray-address", cluster.address)),
+                            ("one", ("--executor", "local"))):  # fmt: skip
+            done = subprocess.run(
+                cluster.cmd(*helios_cmd("generate", *args, "--run_name=r",
+                                        f"--output_dir={tmp_path / name}", *where)),
+                cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300,
+            )  # fmt: skip
+            assert done.returncode == 0, done.stderr
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+    on_ray, alone = _generated(tmp_path / "ray" / "r"), _generated(tmp_path / "one" / "r")
+    # run.json says where each ran (`--resume` continues there); the rest is the same
+    where = {name: files[".helios/run.json"]["settings"] for name, files in
+             (("ray", on_ray), ("one", alone))}  # fmt: skip
+    for name, address in (("ray", cluster.address), ("one", None)):
+        executor = "ray" if address else "local"
+        assert (where[name].pop("executor"), where[name].pop("ray_address")) == (executor, address)
+    assert len(read_jsonl(tmp_path / "ray" / "r" / "trajectories.jsonl")) == 6
+    assert on_ray.keys() == alone.keys()
+    for name in alone:
+        assert on_ray[name] == alone[name], name
+
+
+#: what differs between two generate runs of the same prompts by design: clocks, and a
+#: row's offset in its batch file (rows are appended as their prompts end)
+GENERATE_VOLATILE = re.compile(r"(_at|_seconds|^last_updated|^offset)$")
+
+
+def _generated(run_dir: Path) -> dict[str, Any]:
+    """A generate run's files, without what differs by design."""
+
+    def steady(value: Any) -> Any:
+        if isinstance(value, dict):
+            return {k: steady(v) for k, v in value.items() if not GENERATE_VOLATILE.search(k)}
+        if isinstance(value, list):
+            return [steady(v) for v in value]
+        return value
+
+    return {name: steady(value) for name, value in _outputs(run_dir).items()}
+
+
+def _descendants(pid: int) -> list[int]:
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                parent = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+            children.setdefault(parent, []).append(int(entry.name))
+    found, todo = [], [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            found.append(child)
+            todo.append(child)
+    return found
+
+
+def _runs_a_trial(pid: int, marker: str) -> bool:
+    """Whether a process under `pid` runs a command line holding `marker`."""
+    for child in _descendants(pid):
+        try:
+            if marker in Path(f"/proc/{child}/cmdline").read_bytes().decode(errors="replace"):
+                return True
+        except OSError:
+            continue
+    return False
+
+
+def test_the_driver_killed_then_resumed_finishes_once_and_leaves_no_sandbox(
+    cluster: Cluster, make_task: TaskMaker, tmp_path: Path
+) -> None:
+    tasks = [make_task(f"t{i}", solve="sleep 600\n") for i in range(4)]
+    out = tmp_path / "out"
+    command = cluster.helios("batch", str(tmp_path / "tasks"), "--provider", "local", "--agent",
+                             "oracle", "-n", "4", "-q", "-o", str(out))  # fmt: skip
+    driver = subprocess.Popen(command, env=cluster.env, stdout=subprocess.DEVNULL,
+                              stderr=subprocess.PIPE)  # fmt: skip
+    left: list[Path] = []
+    try:
+
+        def sandboxes_up() -> bool:
+            assert driver.poll() is None, _tail(driver)
+            run_file = next(out.glob("batch_*/run.json"), None)
+            if run_file is None:
+                return False
+            run_id = json.loads(run_file.read_text())["run_id"]
+            left[:] = _mounted_sandboxes(cluster.sandboxes, run_id)
+            return len(left) == 4
+
+        wait_until(sandboxes_up, "4 sandboxes up on the cluster", within=180)
+    finally:
+        driver.kill()  # kill -9: the driver cleans nothing up
+        driver.wait(timeout=30)
+    (run_dir,) = out.iterdir()
+    # Ray then stops the dead driver's tasks, which may stop some of their sandboxes;
+    # what they leave is the resume's to remove.
+    for task in tasks:  # the resumed trials finish at once
+        (task / "solution" / "solve.sh").write_text("#!/bin/sh\ntrue\n")
+    # `--resume RUN_DIR` alone: the run says it ran on this cluster
+    resumed = subprocess.run(cluster.cmd(*helios_cmd("batch", "--resume", str(run_dir))),
+                             env=cluster.env, capture_output=True, text=True,
+                             timeout=300)  # fmt: skip
+    assert resumed.returncode == 0, resumed.stderr
+    _assert_gone(left, cluster.sandboxes)
+    records = _records(run_dir)
+    assert sorted(r["task_name"] for r in records) == ["t0", "t1", "t2", "t3"]
+    assert all(r["status"] == "passed" for r in records)
+    assert json.loads((run_dir / "batch_summary.json").read_text())["passed"] == 4
+
+
+def test_ctrl_c_stops_the_trials_on_the_nodes_and_their_sandboxes(
+    cluster: Cluster, make_task: TaskMaker, tmp_path: Path
+) -> None:
+    for i in range(3):
+        make_task(f"t{i}", solve="sleep 600\n")
+    out = tmp_path / "out"
+    command = cluster.helios("batch", str(tmp_path / "tasks"), "--provider", "local", "--agent",
+                             "oracle", "-n", "3", "-q", "-o", str(out))  # fmt: skip
+    driver = subprocess.Popen(command, env=cluster.env, stdout=subprocess.DEVNULL,
+                              stderr=subprocess.PIPE)  # fmt: skip
+    run_id = ""
+
+    def sandboxes_up() -> bool:
+        nonlocal run_id
+        assert driver.poll() is None, _tail(driver)
+        run_file = next(out.glob("batch_*/run.json"), None)
+        if run_file is None:
+            return False
+        run_id = json.loads(run_file.read_text())["run_id"]
+        return len(_mounted_sandboxes(cluster.sandboxes, run_id)) == 3
+
+    try:
+        wait_until(sandboxes_up, "3 sandboxes up on the cluster", within=180)
+        left = _mounted_sandboxes(cluster.sandboxes, run_id)
+        driver.send_signal(signal.SIGINT)
+        asked = time.monotonic()
+        assert driver.wait(timeout=60) == 130, _tail(driver)
+        assert time.monotonic() - asked < 30  # the trials stopped, not waited for
+    finally:
+        if driver.poll() is None:
+            driver.kill()
+            driver.wait()
+    _assert_gone(left, cluster.sandboxes)
+    (run_dir,) = out.iterdir()
+    assert _records(run_dir) == []  # stopped, not failed: they run again on resume
+
+
+def test_a_worker_node_killed_mid_batch_loses_and_duplicates_nothing(
+    cluster: Cluster, make_task: TaskMaker, tmp_path: Path
+) -> None:
+    # Runs last: the cluster has one worker node less afterwards.
+    for i in range(10):
+        make_task(f"t{i}", solve="sleep 3\n")
+    out = tmp_path / "out"
+    command = cluster.helios("batch", str(tmp_path / "tasks"), "--provider", "local", "--agent",
+                             "oracle", "-n", "5", "-q", "-o", str(out))  # fmt: skip
+    driver = subprocess.Popen(command, env=cluster.env, stdout=subprocess.DEVNULL,
+                              stderr=subprocess.PIPE)  # fmt: skip
+    victim = cluster.nodes[-1]["raylet_pid"]
+    try:
+
+        def busy() -> bool:
+            assert driver.poll() is None, _tail(driver)
+            return _runs_a_trial(victim, "sleep")
+
+        wait_until(busy, "a trial running on the last worker node", within=180)
+        # The node goes as a machine would: its raylet and everything under it at once.
+        doomed = [victim, *_descendants(victim)]
+        for pid in doomed:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        assert driver.wait(timeout=300) == 0, _tail(driver)
+    finally:
+        if driver.poll() is None:
+            driver.kill()
+            driver.wait()
+    (run_dir,) = out.iterdir()
+    records = _records(run_dir)
+    names = sorted(r["task_name"] for r in records)
+    assert names == sorted(f"t{i}" for i in range(10))  # each once: none lost, none twice
+    assert all(r["status"] == "passed" for r in records), records
+    rerun = [r for r in records if r.get("node_retries")]
+    assert rerun  # the trials of the dead node ran again elsewhere, and say so
+    assert json.loads((run_dir / "batch_summary.json").read_text())["passed"] == 10
+
+
+def test_ray_address_without_the_ray_executor_is_one_clear_line(
+    make_task: TaskMaker, tmp_path: Path
+) -> None:
+    make_task("t0")
+    done = subprocess.run(
+        helios_cmd("batch", str(tmp_path / "tasks"), "--provider", "local", "--agent", "oracle",
+                   "--ray-address", "auto", "-o", str(tmp_path / "out")),
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 2
+    assert "--ray-address needs --executor ray" in done.stderr
+    assert "Traceback" not in done.stderr and not (tmp_path / "out").exists()
+
+
+def test_an_address_nothing_answers_on_is_one_clear_line_at_once(
+    make_task: TaskMaker, tmp_path: Path, closed_port: int
+) -> None:
+    make_task("t0")
+    began = time.monotonic()
+    done = subprocess.run(
+        helios_cmd("batch", str(tmp_path / "tasks"), "--provider", "local", "--agent", "oracle",
+                   "-q", "-o", str(tmp_path / "out"), "--executor", "ray", "--ray-address",
+                   f"127.0.0.1:{closed_port}"),
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 2, done.stderr
+    assert f"cannot reach the Ray cluster at 127.0.0.1:{closed_port}" in done.stderr
+    assert "Traceback" not in done.stderr
+    assert time.monotonic() - began < 60  # not Ray's minutes of retries
+
+
+def test_without_ray_installed_the_ray_executor_says_how_to_get_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from helios.engine import ray_executor
+    from helios.errors import ConfigError
+
+    monkeypatch.setitem(sys.modules, "ray", None)  # `import ray` fails as if not installed
+    hint = r"pip install 'helios-harness\[ray\]'"
+    with pytest.raises(ConfigError, match=hint):
+        ray_executor._ray()
+    # refused as the settings are made: before a run folder or anything else
+    with pytest.raises(ConfigError, match=hint):
+        TaskBatchSettings(executor="ray")
+    with pytest.raises(ConfigError, match=hint):
+        GenerateSettings(dataset_file=Path("p.jsonl"), batch_size=1, run_name="r",
+                         executor="ray")  # fmt: skip
+
+
+def test_without_an_address_a_local_ray_instance_runs_the_batch(
+    cluster: Cluster, make_task: TaskMaker, tmp_path: Path
+) -> None:
+    # The module's cluster runs on this machine meanwhile (it is in /tmp/ray): a batch
+    # without an address starts its own instance, it does not join that one (which Ray's
+    # own default does, and which this namespace could not even reach).
+    assert cluster.address
+    for i in range(3):
+        make_task(f"t{i}")
+    out = tmp_path / "out"
+    batch = helios_cmd("batch", str(tmp_path / "tasks"), "--provider", "local", "--agent",
+                       "oracle", "-n", "2", "-q", "-o", str(out), "--executor", "ray")  # fmt: skip
+    # In a namespace of its own, whose last process is this batch: once it exits, any Ray
+    # process it left would be found by the `ps` that follows it there.
+    script = 'ip link set lo up; "$@" >/dev/null; code=$?; ps -e -o comm=; exit $code'
+    env = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0"}
+    done = subprocess.run(["unshare", "--net", "--pid", "--fork", "--mount-proc", "sh", "-c",
+                           script, "sh", *batch],
+                          env=env, capture_output=True, text=True, timeout=300)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    (run_dir,) = out.iterdir()
+    assert [r["status"] for r in _records(run_dir)] == ["passed"] * 3
+    left = [name for name in done.stdout.split() if name not in ("sh", "ps")]
+    assert left == [], left  # the local instance was stopped with the batch
