@@ -12,13 +12,16 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import io
 import json
 import os
+import pickle
 import re
 import shutil
 import signal
 import subprocess
 import sys
+import tarfile
 import tempfile
 import time
 from collections.abc import Iterator
@@ -465,3 +468,80 @@ def test_without_an_address_a_local_ray_instance_runs_the_batch(
     assert [r["status"] for r in _records(run_dir)] == ["passed"] * 3
     left = [name for name in done.stdout.split() if name not in ("sh", "ps")]
     assert left == [], left  # the local instance was stopped with the batch
+
+
+class _NoRay:
+    """What `_RayBatch` asks of Ray before any task runs, for the driver's side alone."""
+
+    cloudpickle = pickle
+
+    @staticmethod
+    def remote(**options: Any) -> Any:
+        return lambda function: function
+
+
+def _archive(members: list[tuple[str, bytes | str]]) -> bytes:
+    """A tar: (name, bytes) is a file, (name, "->target") a symlink."""
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w") as tar:
+        for name, content in members:
+            info = tarfile.TarInfo(name)
+            if isinstance(content, str):
+                info.type, info.linkname = tarfile.SYMTYPE, content.removeprefix("->")
+                tar.addfile(info)
+            else:
+                info.size = len(content)
+                tar.addfile(info, io.BytesIO(content))
+    return buffer.getvalue()
+
+
+def _arrive(tmp_path: Path, archive: bytes) -> tuple[Path, dict[str, Any]]:
+    """One node result with `archive` reaches the driver; (its trial folder, record)."""
+    from helios.engine.batch import BatchService
+    from helios.engine.episode import EpisodeContext
+    from helios.engine.ray_executor import NodeResult, _RayBatch
+    from helios.engine.store import RunStore
+
+    from .thin_door import PromptDoor, PromptUnit
+
+    store = RunStore.create(tmp_path / "run", {"run_id": "r"})
+    service: BatchService[Any, Any] = BatchService(door=PromptDoor(), store=store)
+    unit = PromptUnit("p good", 0, folder="t0")
+    result = {"trial_id": unit.trial_id, "line": 0, "status": "passed"}
+
+    async def go() -> None:
+        ctx = EpisodeContext(run_id="r", run_dir=store.run_dir, start_gate=asyncio.Semaphore(1))
+        batch = _RayBatch(_NoRay(), service, [unit], ctx)
+        await batch._arrived(unit, NodeResult(result, archive, None, "10.0.0.9", 0))
+        # the same trial again (a node's rerun): dropped
+        await batch._arrived(unit, NodeResult(result, archive, None, "10.0.0.8", 1))
+
+    try:
+        asyncio.run(go())
+    finally:
+        store.close()
+    (record,) = _records(store.run_dir)  # one line: the second result was dropped
+    return store.run_dir / "t0", record
+
+
+def test_the_driver_unpacks_a_trial_folder_with_the_sandbox_downloads_checks(
+    tmp_path: Path,
+) -> None:
+    archive = _archive([
+        ("trial/agent/trajectory.json", b"{}"), ("trial/link", "->/etc/passwd"),
+        ("trial/../../escaped.txt", b"out"), ("/absolute.txt", b"out"), ("trial/ok", b"1"),
+    ])  # fmt: skip
+    folder, record = _arrive(tmp_path, archive)
+    assert record["status"] == "passed"
+    assert (folder / "agent" / "trajectory.json").read_bytes() == b"{}"
+    assert (folder / "ok").read_bytes() == b"1"
+    assert not (folder / "link").exists() and not (folder / "link").is_symlink()
+    written = {p.name for p in tmp_path.rglob("*")}
+    assert "escaped.txt" not in written and "absolute.txt" not in written
+    assert not Path("/absolute.txt").exists()
+
+
+def test_an_archive_the_driver_refuses_records_the_trial_as_an_error(tmp_path: Path) -> None:
+    folder, record = _arrive(tmp_path, b"not a tar archive" * 100)
+    assert record["status"] == "error"  # recorded (re-run by --retry-errors), not lost
+    assert not folder.exists() or not any(folder.iterdir())

@@ -66,6 +66,7 @@ from helios.agents.toolsets.registry import register_toolset, registered_toolset
 from helios.engine._worker_side import WorkerSetup
 from helios.engine.episode import EpisodeContext
 from helios.engine.workers import STOP_GRACE, ShardedBatch, _worker_services
+from helios.environments.shell.safe_copy import UnsafeDownload, extract_tar
 from helios.errors import ConfigError
 from helios.events import TrialStarted
 from helios.failures import ErrorInfo
@@ -402,21 +403,28 @@ class _RayBatch:
                     return  # cancelled by the interrupt: it runs again on resume
                 await self._record(unit, self._lost(unit, exc), {})
                 return
-            await self._arrived(unit, outcome)
+            try:
+                await self._arrived(unit, outcome)
+            except Exception as exc:  # a bug: the unit is still recorded, the batch goes on
+                log.error("trial %s: its result from node %s could not be recorded: %s: %s",
+                          unit.label, outcome.node, type(exc).__name__, exc)  # fmt: skip
+                error = ErrorInfo.from_exception(exc, "record")
+                await self._record(unit, self.service.door.crashed(unit, error), {})
         finally:
             self.in_flight.pop(ref, None)
             self.room.set()
 
     def _lost(self, unit: Any, exc: BaseException) -> Any:
-        ray_errors = self.ray.exceptions
-        cause = exc
-        if isinstance(exc, ray_errors.RayTaskError):
+        """The crashed result of a unit whose task failed: its node or process was lost
+        past Ray's reruns (`NodeLost`), or the task itself raised (its error's type)."""
+        if isinstance(exc, self.ray.exceptions.RayTaskError):
             cause = exc.cause if isinstance(exc.cause, BaseException) else exc
-        kind = "NodeLost" if not isinstance(exc, ray_errors.RayTaskError) else type(cause).__name__
-        message = str(cause).strip().splitlines()[0] if str(cause).strip() else kind
-        error = ErrorInfo(type=kind, message=f"{message[:300]} (Ray ran it {1 + NODE_RETRIES} "
-                          "times)" if kind == "NodeLost" else message[:300],
-                          phase="internal")  # fmt: skip
+            kind, note = type(cause).__name__, ""
+        else:
+            cause, kind, note = exc, "NodeLost", f" (after up to {NODE_RETRIES} reruns)"
+        text = str(cause).strip()
+        message = (text.splitlines()[0] if text else kind)[:300] + note
+        error = ErrorInfo(type=kind, message=message, phase="internal")
         return self.service.door.crashed(unit, error)
 
     async def _arrived(self, unit: Any, outcome: NodeResult) -> None:
@@ -428,7 +436,7 @@ class _RayBatch:
         if outcome.archive is not None and self.run_dir is not None and unit.folder is not None:
             try:
                 skipped = await asyncio.to_thread(self._unpack, unit, outcome)
-            except OSError as exc:
+            except (OSError, UnsafeDownload) as exc:  # a full disk; an archive refused
                 result = self.service.door.crashed(unit, ErrorInfo.from_exception(exc, "record"))
             else:
                 if skipped:
@@ -440,8 +448,6 @@ class _RayBatch:
         await self._record(unit, result, extra)
 
     def _unpack(self, unit: Any, outcome: NodeResult) -> list[str]:
-        from helios.environments.shell.safe_copy import extract_tar
-
         assert self.run_dir is not None and outcome.archive is not None
         what = f"the files of trial {unit.label} from node {outcome.node}"
         return extract_tar(io.BytesIO(outcome.archive), self.run_dir / unit.folder, what=what)
