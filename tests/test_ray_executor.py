@@ -189,6 +189,33 @@ def test_parallel_runner_takes_the_ray_executor(
     assert done.stdout.split() == ["3", "3", "False"]
 
 
+#: a batch on the cluster with an event sink (argv: address): the events it saw
+EVENTS_SCRIPT = """
+import asyncio, sys
+from collections import Counter
+from helios.engine.batch import BatchOptions, BatchService
+from helios.testing.waiting_door import WaitingDoor, WaitingUnit
+
+events = []
+service = BatchService(door=WaitingDoor(1.0, 10), store=None, emit=events.append,
+                       options=BatchOptions(n_concurrent=5, executor="ray",
+                                            ray_address=sys.argv[1]))
+asyncio.run(service.run(service.plan([WaitingUnit(i) for i in range(5)])))
+print(sorted(Counter(type(e).__name__ for e in events).items()))
+"""
+
+
+def test_the_trials_events_reach_the_drivers_display(cluster: Cluster) -> None:
+    done = subprocess.run(cluster.cmd(sys.executable, "-c", EVENTS_SCRIPT, cluster.address),
+                          env=cluster.env, capture_output=True, text=True,
+                          timeout=300)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    # each trial's phase, sent from its node, as well as the driver's own start and end
+    expected = [("BatchPlanned", 1), ("PhaseChanged", 5), ("TrialFinished", 5),
+                ("TrialStarted", 5)]  # fmt: skip
+    assert done.stdout.strip() == str(expected)
+
+
 def test_generate_on_three_nodes_writes_what_one_machine_writes(
     cluster: Cluster, tmp_path: Path
 ) -> None:

@@ -24,6 +24,11 @@ files, then the completion record, then events and callbacks). Nothing is writte
 on a shared file system, and none is needed; the nodes need Helios installed, the
 task folders at the same paths, and their sandbox provider (docker or bwrap).
 
+Events. When the batch has a display, the trials' events (phases, turns, retries) go
+from the nodes to a small actor on the driver's node (`EventBox`), without waiting; the
+driver takes them every `EVENTS_EVERY` seconds and hands them to the display. A trial is
+shown as started when it is handed to the cluster.
+
 Failures. A node or worker process that dies mid-task is a system failure: Ray runs
 the task again elsewhere (`NODE_RETRIES`), and the record says so (`node_retries`).
 A task that still fails is recorded as crashed (`NodeLost`, an error that
@@ -68,7 +73,7 @@ from helios.engine.episode import EpisodeContext
 from helios.engine.workers import STOP_GRACE, ShardedBatch, _worker_services
 from helios.environments.shell.safe_copy import UnsafeDownload, extract_tar
 from helios.errors import ConfigError
-from helios.events import TrialStarted
+from helios.events import DesktopReady, TrialStarted
 from helios.failures import ErrorInfo
 from helios.secrets import register_secret, registered
 from helios.settings import HeliosSettings, active
@@ -81,6 +86,8 @@ log = logging.getLogger(__name__)
 SLOT_RESOURCE = "helios_slot"
 #: how many times Ray runs a unit again after its node or worker process died
 NODE_RETRIES = 3
+#: how often the driver takes the trials' events from the nodes (for the live display)
+EVENTS_EVERY = 0.5
 #: how long the cluster's head may take to accept a connection
 CONNECT_TIMEOUT = 10.0
 #: how long the sweep of every node may take (a node that cannot run it is not waited for)
@@ -132,7 +139,7 @@ class NodeResult:
 # -- on a node -------------------------------------------------------------------------
 
 
-def _node_run(payload: bytes, unit: Any) -> NodeResult:
+def _node_run(payload: bytes, unit: Any, events: Any = None) -> NodeResult:
     """A Ray task: run one unit on this node, in a scratch folder of its own. `payload`
     is the batch's `WorkerSetup`, pickled once by the driver: unpickled per unit, so that
     each has its own door, context and model services (a worker process runs many)."""
@@ -140,7 +147,7 @@ def _node_run(payload: bytes, unit: Any) -> NodeResult:
     setup: WorkerSetup = ray.cloudpickle.loads(payload)
     scratch = Path(tempfile.mkdtemp(prefix="helios-ray-trial-"))
     try:
-        result, totals = asyncio.run(_run_here(setup, unit, scratch))
+        result, totals = asyncio.run(_run_here(setup, unit, scratch, events))
         folder = unit.folder
         archive = _pack(scratch / folder) if folder is not None else None
         worker = ray._private.worker.global_worker
@@ -155,7 +162,8 @@ def _node_run(payload: bytes, unit: Any) -> NodeResult:
         shutil.rmtree(scratch, ignore_errors=True)
 
 
-async def _run_here(setup: WorkerSetup, unit: Any, scratch: Path) -> tuple[Any, Any]:
+async def _run_here(setup: WorkerSetup, unit: Any, scratch: Path,
+                    events: Any) -> tuple[Any, Any]:  # fmt: skip
     for secret in setup.secrets:
         register_secret(secret)
     for toolset in setup.toolsets:
@@ -163,7 +171,8 @@ async def _run_here(setup: WorkerSetup, unit: Any, scratch: Path) -> tuple[Any, 
     waker = _Waker()
     waker.start()
     services = setup.services
-    ctx = replace(setup.ctx, run_dir=scratch, start_gate=asyncio.Semaphore(1), emit=None,
+    emit = _Forward(events).emit if events is not None else None
+    ctx = replace(setup.ctx, run_dir=scratch, start_gate=asyncio.Semaphore(1), emit=emit,
                   services=services)  # fmt: skip
     door = setup.door
     slot = Slot(asyncio.Semaphore(1))
@@ -180,6 +189,33 @@ async def _run_here(setup: WorkerSetup, unit: Any, scratch: Path) -> tuple[Any, 
         if services is not None:
             await services.close()
     return result, services.totals if services is not None else None
+
+
+class _Forward:
+    """A trial's events, sent to the driver's events actor as they come (fire and
+    forget: a trial never waits for the display). A desktop's URL is the node's own,
+    so `DesktopReady` stays here."""
+
+    def __init__(self, events: Any) -> None:
+        self.events = events
+
+    def emit(self, event: Any) -> None:
+        if not isinstance(event, DesktopReady):
+            self.events.put.remote(event)
+
+
+class EventBox:
+    """A Ray actor on the driver's node: the trials' events, until the driver takes them."""
+
+    def __init__(self) -> None:
+        self.events: list[Any] = []
+
+    def put(self, event: Any) -> None:
+        self.events.append(event)
+
+    def take(self) -> list[Any]:
+        taken, self.events = self.events, []
+        return taken
 
 
 class _Waker:
@@ -360,9 +396,12 @@ class _RayBatch:
         # The setup travels inside the task's function, which Ray exports once and each
         # worker process imports once: a unit's task carries the unit alone.
         payload = ray.cloudpickle.dumps(setup)
+        #: where the nodes send the trials' events (the live display's), if it is shown
+        self.events = self._event_box() if service.emit is not None else None
+        events = self.events
 
         def run_unit(unit: Any) -> NodeResult:
-            return _node_run(payload, unit)
+            return _node_run(payload, unit, events)
 
         self.remote = ray.remote(
             num_cpus=0, resources={SLOT_RESOURCE: 1}, max_retries=NODE_RETRIES,
@@ -375,7 +414,40 @@ class _RayBatch:
         self.recorded: set[str] = set()
         self.stopping = False
 
+    def _event_box(self) -> Any:
+        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+        here = NodeAffinitySchedulingStrategy(self.ray.get_runtime_context().get_node_id(),
+                                              soft=True)  # fmt: skip
+        box = self.ray.remote(num_cpus=0, scheduling_strategy=here)(EventBox)
+        return box.remote()
+
+    async def _relay(self) -> None:
+        """Hand the nodes' events to the display, every `EVENTS_EVERY` seconds."""
+        while True:
+            await self._relay_once()
+            await asyncio.sleep(EVENTS_EVERY)
+
+    async def _relay_once(self) -> None:
+        if self.events is None:
+            return
+        with contextlib.suppress(Exception):  # the display's events are never the batch's end
+            for event in await self.events.take.remote():
+                self.service._emit(event)
+
     async def run(self) -> None:
+        relay = asyncio.create_task(self._relay()) if self.events is not None else None
+        try:
+            await self._run()
+        finally:
+            if relay is not None:
+                relay.cancel()
+                await self._relay_once()  # the last ones
+            if self.events is not None:
+                with contextlib.suppress(Exception):
+                    self.ray.kill(self.events)
+
+    async def _run(self) -> None:
         limit = self.service.options.n_concurrent
         for unit in self.units:
             while len(self.in_flight) >= limit:
