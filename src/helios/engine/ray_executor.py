@@ -67,6 +67,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from helios._proc import run_to_end, within
 from helios.agents.toolsets.registry import register_toolset, registered_toolsets
 from helios.engine._worker_side import WorkerSetup
 from helios.engine.episode import EpisodeContext
@@ -333,8 +334,9 @@ async def run_on_ray(service: ShardedBatch, units: Sequence[Any], ctx: EpisodeCo
         try:
             await batch.run()
         except BaseException:
-            await asyncio.shield(batch.stop())
-            await asyncio.shield(_sweep(ray, provider, ctx.run_id, "after an interrupt"))
+            # To their end, even if cancelled again meanwhile (a second signal exits).
+            await run_to_end(batch.stop())
+            await run_to_end(_sweep(ray, provider, ctx.run_id, "after an interrupt"))
             raise
 
 
@@ -355,8 +357,7 @@ async def _sweep(ray: Any, provider: str | None, run_id: str, why: str,
         refs.append(sweep.options(scheduling_strategy=pinned).remote(provider, run_id, settings,
                                                                      check))  # fmt: skip
     try:
-        outcomes = await asyncio.wait_for(asyncio.gather(*refs, return_exceptions=True),
-                                          SWEEP_TIMEOUT)  # fmt: skip
+        outcomes = await within(SWEEP_TIMEOUT, asyncio.gather(*refs, return_exceptions=True))
     except TimeoutError:
         log.info("the sweep of run %s's sandboxes (%s) took over %g s: not waited for",
                  run_id, why, SWEEP_TIMEOUT)  # fmt: skip
