@@ -5,11 +5,13 @@
 every door gets it at once. Ray is an optional extra (`helios-harness[ray]`), imported
 only here and only when asked for.
 
-Connecting. `address` None starts a local Ray instance that declares `-n` trial slots;
-"auto" attaches to the cluster `ray start` made on this machine; any other address is
-a cluster's head (`host:port`). A process that has Ray connected already (a script
-of an RL stack) is used as it is, and left connected. A cluster whose nodes declare
-no `helios_slot` is refused with one line: no trial could ever start there.
+Connecting. `address` None starts a new local Ray instance that declares `-n` trial
+slots (never joining a cluster that runs on this machine: that is "auto"); "auto"
+attaches to the cluster `ray start` made on this machine; any other address is a
+cluster's head (`host:port`; one that nothing answers on is refused at once). A process
+that has Ray connected already (a script of an RL stack) is used as it is, and left
+connected. A cluster whose nodes declare no `helios_slot` is refused with one line: no
+trial could ever start there.
 
 One unit, one Ray task (`_node_run`), with `resources={"helios_slot": 1}`: each node
 runs as many at once as it declares (`ray start --resources='{"helios_slot": 8}'`),
@@ -38,7 +40,7 @@ dropped: nothing is counted twice.
 Sweeps. Before any unit starts, one small task per alive node (pinned to it with
 `NodeAffinitySchedulingStrategy`, needing no slot) checks the sandbox provider there
 and removes the sandboxes labelled with this run's id (`cleanup_run`): those a driver
-killed with -9 left behind (Ray stops a dead driver's tasks; their sandboxes stay).
+killed with -9 left behind (Ray stops a dead driver's tasks; their sandboxes may stay).
 The run's lock is held, so no live driver owns them. A node whose provider is not
 usable stops the batch before it starts, with one line naming the node.
 
