@@ -121,6 +121,16 @@ def _records(run_dir: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in lines]
 
 
+def _scratch(run_id: str) -> Path:
+    """Where the nodes (this machine) keep the trial folders of a run while they run."""
+    return Path(tempfile.gettempdir()) / "helios-ray" / run_id
+
+
+def _no_scratch_left(run_dir: Path) -> None:
+    """No node keeps the run's trial folders once it is done."""
+    assert not _scratch(json.loads((run_dir / "run.json").read_text())["run_id"]).exists()
+
+
 def _only_loopback(cluster: Cluster) -> None:
     addresses = cluster.connections()
     assert addresses  # the nodes are connected to the head
@@ -340,6 +350,7 @@ def test_the_driver_killed_then_resumed_finishes_once_and_leaves_no_sandbox(
                              timeout=300)  # fmt: skip
     assert resumed.returncode == 0, resumed.stderr
     _assert_gone(left, cluster.sandboxes)
+    _no_scratch_left(run_dir)
     records = _records(run_dir)
     assert sorted(r["task_name"] for r in records) == ["t0", "t1", "t2", "t3"]
     assert all(r["status"] == "passed" for r in records)
@@ -407,6 +418,10 @@ def test_a_worker_node_killed_mid_batch_loses_and_duplicates_nothing(
         for pid in doomed:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
+        # the run's trial folders on the nodes, the killed trial's among them
+        (run_file,) = out.glob("batch_*/run.json")
+        scratch = _scratch(json.loads(run_file.read_text())["run_id"])
+        assert any(scratch.iterdir())
         assert driver.wait(timeout=300) == 0, _tail(driver)
     finally:
         if driver.poll() is None:
@@ -420,6 +435,7 @@ def test_a_worker_node_killed_mid_batch_loses_and_duplicates_nothing(
     rerun = [r for r in records if r.get("node_retries")]
     assert rerun  # the trials of the dead node ran again elsewhere, and say so
     assert json.loads((run_dir / "batch_summary.json").read_text())["passed"] == 10
+    _no_scratch_left(run_dir)  # not even the killed node's trial folders
 
 
 def test_ray_address_without_the_ray_executor_is_one_clear_line(

@@ -148,7 +148,9 @@ def _node_run(payload: bytes, unit: Any, events: Any = None) -> NodeResult:
     each has its own door, context and model services (a worker process runs many)."""
     ray = _ray()
     setup: WorkerSetup = ray.cloudpickle.loads(payload)
-    scratch = Path(tempfile.mkdtemp(prefix="helios-ray-trial-"))
+    base = _scratch_base(setup.ctx.run_id)
+    base.mkdir(mode=0o700, parents=True, exist_ok=True)
+    scratch = Path(tempfile.mkdtemp(prefix="trial-", dir=base))
     try:
         result, totals = asyncio.run(_run_here(setup, unit, scratch, events))
         folder = unit.folder
@@ -245,14 +247,25 @@ def _pack(folder: Path) -> bytes | None:
     return buffer.getvalue()
 
 
-def _node_sweep(provider: str, run_id: str, settings: HeliosSettings | None,
+def _scratch_base(run_id: str) -> Path:
+    """Where a node keeps the trial folders of one run while they run: removed whole
+    by the sweeps, so a trial whose process was killed leaves nothing for long."""
+    name = "".join(c if c.isalnum() or c in "-_" else "_" for c in run_id) or "_"
+    return Path(tempfile.gettempdir()) / "helios-ray" / name
+
+
+def _node_sweep(provider: str | None, run_id: str, settings: HeliosSettings | None,
                 check: bool) -> tuple[str | None, int]:  # fmt: skip
-    """A Ray task pinned to one node: check its sandbox provider (`check`), then remove
-    this run's sandboxes there. Returns (what is wrong with the provider, or None;
-    how many sandboxes went)."""
+    """A Ray task pinned to one node: remove this run's scratch folder there, check its
+    sandbox provider (`check`), then remove this run's sandboxes there. Returns (what is
+    wrong with the provider, or None; how many sandboxes went)."""
     from helios.environments.registry import provider_class
 
+    shutil.rmtree(_scratch_base(run_id), ignore_errors=True)
+
     async def sweep() -> tuple[str | None, int]:
+        if provider is None:
+            return None, 0
         with active(settings or HeliosSettings.read()):
             cls = provider_class(provider)
             problem = None
@@ -335,6 +348,7 @@ async def run_on_ray(service: ShardedBatch, units: Sequence[Any], ctx: EpisodeCo
         batch = _RayBatch(ray, service, units, ctx)
         try:
             await batch.run()
+            await _sweep(ray, provider, ctx.run_id, "at the end")
         except BaseException:
             # To their end, even if cancelled again meanwhile (a second signal exits).
             await run_to_end(batch.stop())
@@ -344,10 +358,8 @@ async def run_on_ray(service: ShardedBatch, units: Sequence[Any], ctx: EpisodeCo
 
 async def _sweep(ray: Any, provider: str | None, run_id: str, why: str,
                  check: bool = False) -> None:  # fmt: skip
-    """Remove this run's sandboxes on every alive node (and, with `check`, refuse a
-    node whose provider is not usable)."""
-    if provider is None:
-        return
+    """Remove this run's scratch folders and sandboxes on every alive node (and, with
+    `check`, refuse a node whose provider is not usable)."""
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
     sweep = ray.remote(num_cpus=0, max_retries=0)(_node_sweep)
