@@ -91,6 +91,8 @@ SLOT_RESOURCE = "helios_slot"
 NODE_RETRIES = 3
 #: how often the driver takes the trials' events from the nodes (for the live display)
 EVENTS_EVERY = 0.5
+#: how long the last events may take to reach the driver once the batch is done
+RELAY_GRACE = 10.0
 #: how long the cluster's head may take to accept a connection
 CONNECT_TIMEOUT = 10.0
 #: how long the sweep of every node may take (a node that cannot run it is not waited for)
@@ -413,6 +415,8 @@ class _RayBatch:
         payload = ray.cloudpickle.dumps(setup)
         #: where the nodes send the trials' events (the live display's), if it is shown
         self.events = self._event_box() if service.emit is not None else None
+        #: set once no more results are awaited: the relay takes the last events and ends
+        self.done = asyncio.Event()
         events = self.events
 
         def run_unit(unit: Any) -> NodeResult:
@@ -438,10 +442,14 @@ class _RayBatch:
         return box.remote()
 
     async def _relay(self) -> None:
-        """Hand the nodes' events to the display, every `EVENTS_EVERY` seconds."""
-        while True:
+        """Hand the nodes' events to the display, every `EVENTS_EVERY` seconds, and the
+        last ones once the batch is done. Never cancelled in a take: the box has given
+        those events away already."""
+        while not self.done.is_set():
             await self._relay_once()
-            await asyncio.sleep(EVENTS_EVERY)
+            with contextlib.suppress(TimeoutError):
+                await within(EVENTS_EVERY, self.done.wait())
+        await self._relay_once()
 
     async def _relay_once(self) -> None:
         if self.events is None:
@@ -455,9 +463,10 @@ class _RayBatch:
         try:
             await self._run()
         finally:
+            self.done.set()
             if relay is not None:
-                relay.cancel()
-                await self._relay_once()  # the last ones
+                with contextlib.suppress(Exception):
+                    await within(RELAY_GRACE, relay)
             if self.events is not None:
                 with contextlib.suppress(Exception):
                     self.ray.kill(self.events)
