@@ -128,7 +128,8 @@ def _scratch(run_id: str) -> Path:
 
 def _no_scratch_left(run_dir: Path) -> None:
     """No node keeps the run's trial folders once it is done."""
-    assert not _scratch(json.loads((run_dir / "run.json").read_text())["run_id"]).exists()
+    scratch = _scratch(json.loads((run_dir / "run.json").read_text())["run_id"])
+    assert not scratch.exists(), sorted(str(p) for p in scratch.rglob("*"))
 
 
 def _only_loopback(cluster: Cluster) -> None:
