@@ -4,6 +4,7 @@ and no error), and the hot-path profiler prints its tables."""
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import sys
@@ -65,3 +66,13 @@ def test_the_viewer_benchmark_prints_each_row() -> None:
         assert re.search(rf"^{re.escape(row)}.*\d+ ms", out, re.M), out
     assert "(300 match)" in out and "(1,300 trials)" in out
     assert re.search(r"server peak RSS \(VmHWM\): \d+ MB", out), out
+
+
+def test_the_ray_executor_benchmark_prints_the_driver_cpu_of_both() -> None:
+    pytest.importorskip("ray")
+    if os.geteuid() != 0:
+        pytest.skip("its cluster runs in a network namespace of its own: root")
+    out = _bench("ray.py", "-N", "24", "--slots", "2", "--unit-ms", "10", "--file-kb", "1")
+    for row in ("local engine, this process", "Ray executor, 3 nodes"):
+        assert re.search(rf"^{row} +24 recorded  driver CPU +\d+\.\d\d ms/trial", out, re.M), out
+    assert re.search(r"over the local engine: [+-]\d+\.\d\d ms/trial", out), out

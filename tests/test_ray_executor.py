@@ -12,13 +12,16 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import io
 import json
 import os
+import pickle
 import re
 import shutil
 import signal
 import subprocess
 import sys
+import tarfile
 import tempfile
 import time
 from collections.abc import Iterator
@@ -118,6 +121,17 @@ def _records(run_dir: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in lines]
 
 
+def _scratch(run_id: str) -> Path:
+    """Where the nodes (this machine) keep the trial folders of a run while they run."""
+    return Path(tempfile.gettempdir()) / "helios-ray" / run_id
+
+
+def _no_scratch_left(run_dir: Path) -> None:
+    """No node keeps the run's trial folders once it is done."""
+    scratch = _scratch(json.loads((run_dir / "run.json").read_text())["run_id"])
+    assert not scratch.exists(), sorted(str(p) for p in scratch.rglob("*"))
+
+
 def _only_loopback(cluster: Cluster) -> None:
     addresses = cluster.connections()
     assert addresses  # the nodes are connected to the head
@@ -184,6 +198,33 @@ def test_parallel_runner_takes_the_ray_executor(
     assert done.returncode == 0, done.stderr
     # every trial passed, and the connection to the cluster is closed once it is done
     assert done.stdout.split() == ["3", "3", "False"]
+
+
+#: a batch on the cluster with an event sink (argv: address): the events it saw
+EVENTS_SCRIPT = """
+import asyncio, sys
+from collections import Counter
+from helios.engine.batch import BatchOptions, BatchService
+from helios.testing.waiting_door import WaitingDoor, WaitingUnit
+
+events = []
+service = BatchService(door=WaitingDoor(1.0, 10), store=None, emit=events.append,
+                       options=BatchOptions(n_concurrent=5, executor="ray",
+                                            ray_address=sys.argv[1]))
+asyncio.run(service.run(service.plan([WaitingUnit(i) for i in range(5)])))
+print(sorted(Counter(type(e).__name__ for e in events).items()))
+"""
+
+
+def test_the_trials_events_reach_the_drivers_display(cluster: Cluster) -> None:
+    done = subprocess.run(cluster.cmd(sys.executable, "-c", EVENTS_SCRIPT, cluster.address),
+                          env=cluster.env, capture_output=True, text=True,
+                          timeout=300)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    # each trial's phase, sent from its node, as well as the driver's own start and end
+    expected = [("BatchPlanned", 1), ("PhaseChanged", 5), ("TrialFinished", 5),
+                ("TrialStarted", 5)]  # fmt: skip
+    assert done.stdout.strip().splitlines()[-1] == str(expected), done.stdout + done.stderr
 
 
 def test_generate_on_three_nodes_writes_what_one_machine_writes(
@@ -310,6 +351,7 @@ def test_the_driver_killed_then_resumed_finishes_once_and_leaves_no_sandbox(
                              timeout=300)  # fmt: skip
     assert resumed.returncode == 0, resumed.stderr
     _assert_gone(left, cluster.sandboxes)
+    _no_scratch_left(run_dir)
     records = _records(run_dir)
     assert sorted(r["task_name"] for r in records) == ["t0", "t1", "t2", "t3"]
     assert all(r["status"] == "passed" for r in records)
@@ -377,6 +419,10 @@ def test_a_worker_node_killed_mid_batch_loses_and_duplicates_nothing(
         for pid in doomed:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
+        # the run's trial folders on the nodes, the killed trial's among them
+        (run_file,) = out.glob("batch_*/run.json")
+        scratch = _scratch(json.loads(run_file.read_text())["run_id"])
+        assert any(scratch.iterdir())
         assert driver.wait(timeout=300) == 0, _tail(driver)
     finally:
         if driver.poll() is None:
@@ -390,6 +436,7 @@ def test_a_worker_node_killed_mid_batch_loses_and_duplicates_nothing(
     rerun = [r for r in records if r.get("node_retries")]
     assert rerun  # the trials of the dead node ran again elsewhere, and say so
     assert json.loads((run_dir / "batch_summary.json").read_text())["passed"] == 10
+    _no_scratch_left(run_dir)  # not even the killed node's trial folders
 
 
 def test_ray_address_without_the_ray_executor_is_one_clear_line(
@@ -465,3 +512,80 @@ def test_without_an_address_a_local_ray_instance_runs_the_batch(
     assert [r["status"] for r in _records(run_dir)] == ["passed"] * 3
     left = [name for name in done.stdout.split() if name not in ("sh", "ps")]
     assert left == [], left  # the local instance was stopped with the batch
+
+
+class _NoRay:
+    """What `_RayBatch` asks of Ray before any task runs, for the driver's side alone."""
+
+    cloudpickle = pickle
+
+    @staticmethod
+    def remote(**options: Any) -> Any:
+        return lambda function: function
+
+
+def _archive(members: list[tuple[str, bytes | str]]) -> bytes:
+    """A tar: (name, bytes) is a file, (name, "->target") a symlink."""
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w") as tar:
+        for name, content in members:
+            info = tarfile.TarInfo(name)
+            if isinstance(content, str):
+                info.type, info.linkname = tarfile.SYMTYPE, content.removeprefix("->")
+                tar.addfile(info)
+            else:
+                info.size = len(content)
+                tar.addfile(info, io.BytesIO(content))
+    return buffer.getvalue()
+
+
+def _arrive(tmp_path: Path, archive: bytes) -> tuple[Path, dict[str, Any]]:
+    """One node result with `archive` reaches the driver; (its trial folder, record)."""
+    from helios.engine.batch import BatchService
+    from helios.engine.episode import EpisodeContext
+    from helios.engine.ray_executor import NodeResult, _RayBatch
+    from helios.engine.store import RunStore
+
+    from .thin_door import PromptDoor, PromptUnit
+
+    store = RunStore.create(tmp_path / "run", {"run_id": "r"})
+    service: BatchService[Any, Any] = BatchService(door=PromptDoor(), store=store)
+    unit = PromptUnit("p good", 0, folder="t0")
+    result = {"trial_id": unit.trial_id, "line": 0, "status": "passed"}
+
+    async def go() -> None:
+        ctx = EpisodeContext(run_id="r", run_dir=store.run_dir, start_gate=asyncio.Semaphore(1))
+        batch = _RayBatch(_NoRay(), service, [unit], ctx)
+        await batch._arrived(unit, NodeResult(result, archive, None, "10.0.0.9", 0))
+        # the same trial again (a node's rerun): dropped
+        await batch._arrived(unit, NodeResult(result, archive, None, "10.0.0.8", 1))
+
+    try:
+        asyncio.run(go())
+    finally:
+        store.close()
+    (record,) = _records(store.run_dir)  # one line: the second result was dropped
+    return store.run_dir / "t0", record
+
+
+def test_the_driver_unpacks_a_trial_folder_with_the_sandbox_downloads_checks(
+    tmp_path: Path,
+) -> None:
+    archive = _archive([
+        ("trial/agent/trajectory.json", b"{}"), ("trial/link", "->/etc/passwd"),
+        ("trial/../../escaped.txt", b"out"), ("/absolute.txt", b"out"), ("trial/ok", b"1"),
+    ])  # fmt: skip
+    folder, record = _arrive(tmp_path, archive)
+    assert record["status"] == "passed"
+    assert (folder / "agent" / "trajectory.json").read_bytes() == b"{}"
+    assert (folder / "ok").read_bytes() == b"1"
+    assert not (folder / "link").exists() and not (folder / "link").is_symlink()
+    written = {p.name for p in tmp_path.rglob("*")}
+    assert "escaped.txt" not in written and "absolute.txt" not in written
+    assert not Path("/absolute.txt").exists()
+
+
+def test_an_archive_the_driver_refuses_records_the_trial_as_an_error(tmp_path: Path) -> None:
+    folder, record = _arrive(tmp_path, b"not a tar archive" * 100)
+    assert record["status"] == "error"  # recorded (re-run by --retry-errors), not lost
+    assert not folder.exists() or not any(folder.iterdir())

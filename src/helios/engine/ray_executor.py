@@ -5,11 +5,13 @@
 every door gets it at once. Ray is an optional extra (`helios-harness[ray]`), imported
 only here and only when asked for.
 
-Connecting. `address` None starts a local Ray instance that declares `-n` trial slots;
-"auto" attaches to the cluster `ray start` made on this machine; any other address is
-a cluster's head (`host:port`). A process that has Ray connected already (a script
-of an RL stack) is used as it is, and left connected. A cluster whose nodes declare
-no `helios_slot` is refused with one line: no trial could ever start there.
+Connecting. `address` None starts a new local Ray instance that declares `-n` trial
+slots (never joining a cluster that runs on this machine: that is "auto"); "auto"
+attaches to the cluster `ray start` made on this machine; any other address is a
+cluster's head (`host:port`; one that nothing answers on is refused at once). A process
+that has Ray connected already (a script of an RL stack) is used as it is, and left
+connected. A cluster whose nodes declare no `helios_slot` is refused with one line: no
+trial could ever start there.
 
 One unit, one Ray task (`_node_run`), with `resources={"helios_slot": 1}`: each node
 runs as many at once as it declares (`ray start --resources='{"helios_slot": 8}'`),
@@ -24,6 +26,11 @@ files, then the completion record, then events and callbacks). Nothing is writte
 on a shared file system, and none is needed; the nodes need Helios installed, the
 task folders at the same paths, and their sandbox provider (docker or bwrap).
 
+Events. When the batch has a display, the trials' events (phases, turns, retries) go
+from the nodes to a small actor on the driver's node (`EventBox`), without waiting; the
+driver takes them every `EVENTS_EVERY` seconds and hands them to the display. A trial is
+shown as started when it is handed to the cluster.
+
 Failures. A node or worker process that dies mid-task is a system failure: Ray runs
 the task again elsewhere (`NODE_RETRIES`), and the record says so (`node_retries`).
 A task that still fails is recorded as crashed (`NodeLost`, an error that
@@ -33,7 +40,7 @@ dropped: nothing is counted twice.
 Sweeps. Before any unit starts, one small task per alive node (pinned to it with
 `NodeAffinitySchedulingStrategy`, needing no slot) checks the sandbox provider there
 and removes the sandboxes labelled with this run's id (`cleanup_run`): those a driver
-killed with -9 left behind (Ray stops a dead driver's tasks; their sandboxes stay).
+killed with -9 left behind (Ray stops a dead driver's tasks; their sandboxes may stay).
 The run's lock is held, so no live driver owns them. A node whose provider is not
 usable stops the batch before it starts, with one line naming the node.
 
@@ -62,12 +69,14 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from helios._proc import run_to_end, within
 from helios.agents.toolsets.registry import register_toolset, registered_toolsets
 from helios.engine._worker_side import WorkerSetup
 from helios.engine.episode import EpisodeContext
 from helios.engine.workers import STOP_GRACE, ShardedBatch, _worker_services
+from helios.environments.shell.safe_copy import UnsafeDownload, extract_tar
 from helios.errors import ConfigError
-from helios.events import TrialStarted
+from helios.events import DesktopReady, TrialStarted
 from helios.failures import ErrorInfo
 from helios.secrets import register_secret, registered
 from helios.settings import HeliosSettings, active
@@ -80,6 +89,10 @@ log = logging.getLogger(__name__)
 SLOT_RESOURCE = "helios_slot"
 #: how many times Ray runs a unit again after its node or worker process died
 NODE_RETRIES = 3
+#: how often the driver takes the trials' events from the nodes (for the live display)
+EVENTS_EVERY = 0.5
+#: how long the last events may take to reach the driver once the batch is done
+RELAY_GRACE = 10.0
 #: how long the cluster's head may take to accept a connection
 CONNECT_TIMEOUT = 10.0
 #: how long the sweep of every node may take (a node that cannot run it is not waited for)
@@ -131,15 +144,17 @@ class NodeResult:
 # -- on a node -------------------------------------------------------------------------
 
 
-def _node_run(payload: bytes, unit: Any) -> NodeResult:
+def _node_run(payload: bytes, unit: Any, events: Any = None) -> NodeResult:
     """A Ray task: run one unit on this node, in a scratch folder of its own. `payload`
     is the batch's `WorkerSetup`, pickled once by the driver: unpickled per unit, so that
     each has its own door, context and model services (a worker process runs many)."""
     ray = _ray()
     setup: WorkerSetup = ray.cloudpickle.loads(payload)
-    scratch = Path(tempfile.mkdtemp(prefix="helios-ray-trial-"))
+    base = _scratch_base(setup.ctx.run_id)
+    base.mkdir(mode=0o700, parents=True, exist_ok=True)
+    scratch = Path(tempfile.mkdtemp(prefix="trial-", dir=base))
     try:
-        result, totals = asyncio.run(_run_here(setup, unit, scratch))
+        result, totals = asyncio.run(_run_here(setup, unit, scratch, events))
         folder = unit.folder
         archive = _pack(scratch / folder) if folder is not None else None
         worker = ray._private.worker.global_worker
@@ -154,7 +169,8 @@ def _node_run(payload: bytes, unit: Any) -> NodeResult:
         shutil.rmtree(scratch, ignore_errors=True)
 
 
-async def _run_here(setup: WorkerSetup, unit: Any, scratch: Path) -> tuple[Any, Any]:
+async def _run_here(setup: WorkerSetup, unit: Any, scratch: Path,
+                    events: Any) -> tuple[Any, Any]:  # fmt: skip
     for secret in setup.secrets:
         register_secret(secret)
     for toolset in setup.toolsets:
@@ -162,7 +178,8 @@ async def _run_here(setup: WorkerSetup, unit: Any, scratch: Path) -> tuple[Any, 
     waker = _Waker()
     waker.start()
     services = setup.services
-    ctx = replace(setup.ctx, run_dir=scratch, start_gate=asyncio.Semaphore(1), emit=None,
+    emit = _Forward(events).emit if events is not None else None
+    ctx = replace(setup.ctx, run_dir=scratch, start_gate=asyncio.Semaphore(1), emit=emit,
                   services=services)  # fmt: skip
     door = setup.door
     slot = Slot(asyncio.Semaphore(1))
@@ -179,6 +196,33 @@ async def _run_here(setup: WorkerSetup, unit: Any, scratch: Path) -> tuple[Any, 
         if services is not None:
             await services.close()
     return result, services.totals if services is not None else None
+
+
+class _Forward:
+    """A trial's events, sent to the driver's events actor as they come (fire and
+    forget: a trial never waits for the display). A desktop's URL is the node's own,
+    so `DesktopReady` stays here."""
+
+    def __init__(self, events: Any) -> None:
+        self.events = events
+
+    def emit(self, event: Any) -> None:
+        if not isinstance(event, DesktopReady):
+            self.events.put.remote(event)
+
+
+class EventBox:
+    """A Ray actor on the driver's node: the trials' events, until the driver takes them."""
+
+    def __init__(self) -> None:
+        self.events: list[Any] = []
+
+    def put(self, event: Any) -> None:
+        self.events.append(event)
+
+    def take(self) -> list[Any]:
+        taken, self.events = self.events, []
+        return taken
 
 
 class _Waker:
@@ -205,14 +249,25 @@ def _pack(folder: Path) -> bytes | None:
     return buffer.getvalue()
 
 
-def _node_sweep(provider: str, run_id: str, settings: HeliosSettings | None,
+def _scratch_base(run_id: str) -> Path:
+    """Where a node keeps the trial folders of one run while they run: removed whole
+    by the sweeps, so a trial whose process was killed leaves nothing for long."""
+    name = "".join(c if c.isalnum() or c in "-_" else "_" for c in run_id) or "_"
+    return Path(tempfile.gettempdir()) / "helios-ray" / name
+
+
+def _node_sweep(provider: str | None, run_id: str, settings: HeliosSettings | None,
                 check: bool) -> tuple[str | None, int]:  # fmt: skip
-    """A Ray task pinned to one node: check its sandbox provider (`check`), then remove
-    this run's sandboxes there. Returns (what is wrong with the provider, or None;
-    how many sandboxes went)."""
+    """A Ray task pinned to one node: remove this run's scratch folder there, check its
+    sandbox provider (`check`), then remove this run's sandboxes there. Returns (what is
+    wrong with the provider, or None; how many sandboxes went)."""
     from helios.environments.registry import provider_class
 
+    shutil.rmtree(_scratch_base(run_id), ignore_errors=True)
+
     async def sweep() -> tuple[str | None, int]:
+        if provider is None:
+            return None, 0
         with active(settings or HeliosSettings.read()):
             cls = provider_class(provider)
             problem = None
@@ -295,18 +350,18 @@ async def run_on_ray(service: ShardedBatch, units: Sequence[Any], ctx: EpisodeCo
         batch = _RayBatch(ray, service, units, ctx)
         try:
             await batch.run()
+            await _sweep(ray, provider, ctx.run_id, "at the end")
         except BaseException:
-            await asyncio.shield(batch.stop())
-            await asyncio.shield(_sweep(ray, provider, ctx.run_id, "after an interrupt"))
+            # To their end, even if cancelled again meanwhile (a second signal exits).
+            await run_to_end(batch.stop())
+            await run_to_end(_sweep(ray, provider, ctx.run_id, "after an interrupt"))
             raise
 
 
 async def _sweep(ray: Any, provider: str | None, run_id: str, why: str,
                  check: bool = False) -> None:  # fmt: skip
-    """Remove this run's sandboxes on every alive node (and, with `check`, refuse a
-    node whose provider is not usable)."""
-    if provider is None:
-        return
+    """Remove this run's scratch folders and sandboxes on every alive node (and, with
+    `check`, refuse a node whose provider is not usable)."""
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
     sweep = ray.remote(num_cpus=0, max_retries=0)(_node_sweep)
@@ -318,8 +373,7 @@ async def _sweep(ray: Any, provider: str | None, run_id: str, why: str,
         refs.append(sweep.options(scheduling_strategy=pinned).remote(provider, run_id, settings,
                                                                      check))  # fmt: skip
     try:
-        outcomes = await asyncio.wait_for(asyncio.gather(*refs, return_exceptions=True),
-                                          SWEEP_TIMEOUT)  # fmt: skip
+        outcomes = await within(SWEEP_TIMEOUT, asyncio.gather(*refs, return_exceptions=True))
     except TimeoutError:
         log.info("the sweep of run %s's sandboxes (%s) took over %g s: not waited for",
                  run_id, why, SWEEP_TIMEOUT)  # fmt: skip
@@ -359,9 +413,14 @@ class _RayBatch:
         # The setup travels inside the task's function, which Ray exports once and each
         # worker process imports once: a unit's task carries the unit alone.
         payload = ray.cloudpickle.dumps(setup)
+        #: where the nodes send the trials' events (the live display's), if it is shown
+        self.events = self._event_box() if service.emit is not None else None
+        #: set once no more results are awaited: the relay takes the last events and ends
+        self.done = asyncio.Event()
+        events = self.events
 
         def run_unit(unit: Any) -> NodeResult:
-            return _node_run(payload, unit)
+            return _node_run(payload, unit, events)
 
         self.remote = ray.remote(
             num_cpus=0, resources={SLOT_RESOURCE: 1}, max_retries=NODE_RETRIES,
@@ -374,7 +433,45 @@ class _RayBatch:
         self.recorded: set[str] = set()
         self.stopping = False
 
+    def _event_box(self) -> Any:
+        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+        here = NodeAffinitySchedulingStrategy(self.ray.get_runtime_context().get_node_id(),
+                                              soft=True)  # fmt: skip
+        box = self.ray.remote(num_cpus=0, scheduling_strategy=here)(EventBox)
+        return box.remote()
+
+    async def _relay(self) -> None:
+        """Hand the nodes' events to the display, every `EVENTS_EVERY` seconds, and the
+        last ones once the batch is done. Never cancelled in a take: the box has given
+        those events away already."""
+        while not self.done.is_set():
+            await self._relay_once()
+            with contextlib.suppress(TimeoutError):
+                await within(EVENTS_EVERY, self.done.wait())
+        await self._relay_once()
+
+    async def _relay_once(self) -> None:
+        if self.events is None:
+            return
+        with contextlib.suppress(Exception):  # the display's events are never the batch's end
+            for event in await self.events.take.remote():
+                self.service._emit(event)
+
     async def run(self) -> None:
+        relay = asyncio.create_task(self._relay()) if self.events is not None else None
+        try:
+            await self._run()
+        finally:
+            self.done.set()
+            if relay is not None:
+                with contextlib.suppress(Exception):
+                    await within(RELAY_GRACE, relay)
+            if self.events is not None:
+                with contextlib.suppress(Exception):
+                    self.ray.kill(self.events)
+
+    async def _run(self) -> None:
         limit = self.service.options.n_concurrent
         for unit in self.units:
             while len(self.in_flight) >= limit:
@@ -402,21 +499,28 @@ class _RayBatch:
                     return  # cancelled by the interrupt: it runs again on resume
                 await self._record(unit, self._lost(unit, exc), {})
                 return
-            await self._arrived(unit, outcome)
+            try:
+                await self._arrived(unit, outcome)
+            except Exception as exc:  # a bug: the unit is still recorded, the batch goes on
+                log.error("trial %s: its result from node %s could not be recorded: %s: %s",
+                          unit.label, outcome.node, type(exc).__name__, exc)  # fmt: skip
+                error = ErrorInfo.from_exception(exc, "record")
+                await self._record(unit, self.service.door.crashed(unit, error), {})
         finally:
             self.in_flight.pop(ref, None)
             self.room.set()
 
     def _lost(self, unit: Any, exc: BaseException) -> Any:
-        ray_errors = self.ray.exceptions
-        cause = exc
-        if isinstance(exc, ray_errors.RayTaskError):
+        """The crashed result of a unit whose task failed: its node or process was lost
+        past Ray's reruns (`NodeLost`), or the task itself raised (its error's type)."""
+        if isinstance(exc, self.ray.exceptions.RayTaskError):
             cause = exc.cause if isinstance(exc.cause, BaseException) else exc
-        kind = "NodeLost" if not isinstance(exc, ray_errors.RayTaskError) else type(cause).__name__
-        message = str(cause).strip().splitlines()[0] if str(cause).strip() else kind
-        error = ErrorInfo(type=kind, message=f"{message[:300]} (Ray ran it {1 + NODE_RETRIES} "
-                          "times)" if kind == "NodeLost" else message[:300],
-                          phase="internal")  # fmt: skip
+            kind, note = type(cause).__name__, ""
+        else:
+            cause, kind, note = exc, "NodeLost", f" (after up to {NODE_RETRIES} reruns)"
+        text = str(cause).strip()
+        message = (text.splitlines()[0] if text else kind)[:300] + note
+        error = ErrorInfo(type=kind, message=message, phase="internal")
         return self.service.door.crashed(unit, error)
 
     async def _arrived(self, unit: Any, outcome: NodeResult) -> None:
@@ -428,7 +532,7 @@ class _RayBatch:
         if outcome.archive is not None and self.run_dir is not None and unit.folder is not None:
             try:
                 skipped = await asyncio.to_thread(self._unpack, unit, outcome)
-            except OSError as exc:
+            except (OSError, UnsafeDownload) as exc:  # a full disk; an archive refused
                 result = self.service.door.crashed(unit, ErrorInfo.from_exception(exc, "record"))
             else:
                 if skipped:
@@ -440,8 +544,6 @@ class _RayBatch:
         await self._record(unit, result, extra)
 
     def _unpack(self, unit: Any, outcome: NodeResult) -> list[str]:
-        from helios.environments.shell.safe_copy import extract_tar
-
         assert self.run_dir is not None and outcome.archive is not None
         what = f"the files of trial {unit.label} from node {outcome.node}"
         return extract_tar(io.BytesIO(outcome.archive), self.run_dir / unit.folder, what=what)

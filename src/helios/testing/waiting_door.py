@@ -10,6 +10,7 @@ from typing import Any
 
 from helios.engine.door import Verdict
 from helios.engine.episode import EpisodeContext, unit_dir
+from helios.events import PhaseChanged
 from helios.failures import ErrorInfo
 from helios.slots import Slot
 
@@ -33,8 +34,8 @@ class WaitingUnit:
 
 @dataclass
 class WaitingDoor:
-    """A unit waits `seconds` (its sandbox and model time), then leaves a file of
-    `file_bytes` in its folder."""
+    """A unit says it is "waiting" (an event), waits `seconds` (its sandbox and model
+    time), then leaves a file of `file_bytes` in its folder."""
 
     seconds: float
     file_bytes: int
@@ -42,6 +43,8 @@ class WaitingDoor:
 
     async def run_unit(self, unit: WaitingUnit, ctx: EpisodeContext,
                        slot: Slot) -> dict[str, Any]:  # fmt: skip
+        if ctx.emit is not None:
+            ctx.emit(PhaseChanged(unit.trial_id, "waiting"))
         await asyncio.sleep(self.seconds)
         folder = unit_dir(ctx, unit.folder)
         if folder is not None:
