@@ -53,7 +53,15 @@ def child(name: str, raw: str) -> None:
     try:
         cpu0, kids0 = time.process_time(), _children_cpu()
         wall0 = time.monotonic()
-        done = workloads.WORKLOADS[name](params, out)
+        profile_to = os.environ.get("HELIOS_BENCH_PROFILE")
+        if profile_to:  # where the workload's own process spends its CPU (cProfile)
+            import cProfile
+
+            with cProfile.Profile() as profiler:
+                done = workloads.WORKLOADS[name](params, out)
+            profiler.dump_stats(profile_to)
+        else:
+            done = workloads.WORKLOADS[name](params, out)
         wall = time.monotonic() - wall0
         cpu, kids = time.process_time() - cpu0, _children_cpu() - kids0
     finally:

@@ -1,8 +1,16 @@
 from __future__ import annotations
 
+import random
+
 import pytest
 
-from helios.engine.metrics import bootstrap_ci, mean_pass_at_k, pass_at_k, pass_at_k_table
+from helios.engine.metrics import (
+    bootstrap_ci,
+    mean_pass_at_k,
+    pass_at_k,
+    pass_at_k_ci_table,
+    pass_at_k_table,
+)
 
 
 @pytest.mark.parametrize(
@@ -72,3 +80,18 @@ def test_pass_at_k_intervals_resample_tasks_with_their_own_attempts() -> None:
         assert table[f"pass@{k}"] == (means[25], means[975])
         assert table[f"pass@{k}"][0] <= sum(scores) / 5 <= table[f"pass@{k}"][1]
     assert pass_at_k_ci_table({}) == {}
+
+
+def test_bootstrap_ci_of_equal_values_is_that_value_without_resampling(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # One task tried 500 times has 500 pass@k, each a bootstrap over one value: the
+    # batch's end spent seconds resampling what cannot vary (the local benchmark's parent).
+    def no_draws(*args: object, **kwargs: object) -> list[float]:
+        raise AssertionError("resampled values that are all equal")
+
+    monkeypatch.setattr(random.Random, "choices", no_draws)
+    assert bootstrap_ci([0.1, 0.1, 0.1]) == (0.1, 0.1)  # not their float mean 0.10000000000000002
+    assert pass_at_k_ci_table({"only": [True, False] * 250})["pass@500"] == (1.0, 1.0)
+    with pytest.raises(AssertionError):
+        bootstrap_ci([0.0, 1.0])

@@ -119,6 +119,9 @@ def bootstrap_ci(
     good there, and resampling would cost `samples` × n draws."""
     if not values:
         return (0.0, 0.0)
+    low, high = min(values), max(values)
+    if low == high:  # every resample's mean is that value (one task; all passed)
+        return (low, high)
     n = len(values)
     if n > BOOTSTRAP_MAX:
         return _normal_ci(values, confidence)
