@@ -62,6 +62,16 @@ class Cluster:
         """A command run inside the cluster's network namespace."""
         return ["nsenter", f"--net=/proc/{self.pid}/ns/net", "--", *args]
 
+    @property
+    def mounts(self) -> Path:
+        """The nodes' mount table (their sandboxes' mounts are made there)."""
+        return Path(f"/proc/{self.pid}/mountinfo")
+
+    def on_nodes(self, *args: str) -> list[str]:
+        """A command that sees the files the nodes see (the test's own are hidden)."""
+        return ["nsenter", f"--net=/proc/{self.pid}/ns/net", f"--mount=/proc/{self.pid}/ns/mnt",
+                "--", *args]  # fmt: skip
+
     def helios(self, *args: str) -> list[str]:
         return self.cmd(*helios_cmd(*args, "--executor", "ray", "--ray-address", self.address))
 
@@ -73,7 +83,10 @@ class Cluster:
 
 
 @pytest.fixture(scope="module")
-def cluster() -> Iterator[Cluster]:
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    """The nodes run in a mount namespace of their own, where the tests' folders (task
+    folders, datasets, run folders) are hidden under an empty tmpfs: what a node needs
+    must come through Ray, as on machines that share no file system."""
     if os.geteuid() != 0 or shutil.which("nsenter") is None:
         pytest.skip("a network namespace needs root and nsenter")
     sandboxes = Path(tempfile.mkdtemp(prefix="helios-ray-sandboxes-", dir="/tmp"))
@@ -82,8 +95,10 @@ def cluster() -> Iterator[Cluster]:
     path = os.pathsep.join(filter(None, [str(HERE.parent / "src"), os.environ.get("PYTHONPATH")]))
     env = {**os.environ, "HELIOS_SANDBOX_DIR": str(sandboxes), "RAY_USAGE_STATS_ENABLED": "0",
            "PYTHONPATH": path}  # fmt: skip
-    script = f"ip link set lo up; exec {sys.executable} {HERE / 'ray_cluster.py'} {state}"
-    holder = subprocess.Popen(["unshare", "--net", "sh", "-c", script], env=env,
+    hidden = tmp_path_factory.getbasetemp()
+    script = (f"ip link set lo up && mount -t tmpfs -o size=1m,mode=755 driver-only {hidden} "
+              f"&& exec {sys.executable} {HERE / 'ray_cluster.py'} {state}")  # fmt: skip
+    holder = subprocess.Popen(["unshare", "--net", "--mount", "sh", "-c", script], env=env,
                               stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
                               stderr=subprocess.PIPE)  # fmt: skip
     try:
@@ -153,6 +168,11 @@ def test_a_batch_on_three_nodes_writes_what_one_machine_writes(
     )  # fmt: skip
     assert on_ray.returncode == 0, on_ray.stderr
     _only_loopback(cluster)
+    # the nodes ran the trials without seeing the task folders: Ray brought them
+    assert subprocess.run(cluster.on_nodes("ls", f"{tasks}/t0"), capture_output=True,
+                          timeout=30).returncode != 0  # fmt: skip
+    assert subprocess.run(cluster.cmd("ls", f"{tasks}/t0"), capture_output=True,
+                          timeout=30).returncode == 0  # fmt: skip
     alone = subprocess.run(
         helios_cmd("batch", tasks, *common, "--workers", "1", "-o", str(tmp_path / "one")),
         env=cluster.env, capture_output=True, text=True, timeout=300,
@@ -328,12 +348,15 @@ def test_the_driver_killed_then_resumed_finishes_once_and_leaves_no_sandbox(
     try:
 
         def sandboxes_up() -> bool:
-            assert driver.poll() is None, _tail(driver)
+            if driver.poll() is not None:
+                ran = [_records(run) for run in out.glob("batch_*")]
+                raise AssertionError(f"the driver ended ({driver.returncode}): {ran}\n"
+                                     f"{_tail(driver)}")  # fmt: skip
             run_file = next(out.glob("batch_*/run.json"), None)
             if run_file is None:
                 return False
             run_id = json.loads(run_file.read_text())["run_id"]
-            left[:] = _mounted_sandboxes(cluster.sandboxes, run_id)
+            left[:] = _mounted_sandboxes(cluster.sandboxes, run_id, cluster.mounts)
             return len(left) == 4
 
         wait_until(sandboxes_up, "4 sandboxes up on the cluster", within=180)
@@ -350,7 +373,7 @@ def test_the_driver_killed_then_resumed_finishes_once_and_leaves_no_sandbox(
                              env=cluster.env, capture_output=True, text=True,
                              timeout=300)  # fmt: skip
     assert resumed.returncode == 0, resumed.stderr
-    _assert_gone(left, cluster.sandboxes)
+    _assert_gone(left, cluster.sandboxes, cluster.mounts)
     _no_scratch_left(run_dir)
     records = _records(run_dir)
     assert sorted(r["task_name"] for r in records) == ["t0", "t1", "t2", "t3"]
@@ -377,11 +400,11 @@ def test_ctrl_c_stops_the_trials_on_the_nodes_and_their_sandboxes(
         if run_file is None:
             return False
         run_id = json.loads(run_file.read_text())["run_id"]
-        return len(_mounted_sandboxes(cluster.sandboxes, run_id)) == 3
+        return len(_mounted_sandboxes(cluster.sandboxes, run_id, cluster.mounts)) == 3
 
     try:
         wait_until(sandboxes_up, "3 sandboxes up on the cluster", within=180)
-        left = _mounted_sandboxes(cluster.sandboxes, run_id)
+        left = _mounted_sandboxes(cluster.sandboxes, run_id, cluster.mounts)
         driver.send_signal(signal.SIGINT)
         asked = time.monotonic()
         assert driver.wait(timeout=60) == 130, _tail(driver)
@@ -390,7 +413,7 @@ def test_ctrl_c_stops_the_trials_on_the_nodes_and_their_sandboxes(
         if driver.poll() is None:
             driver.kill()
             driver.wait()
-    _assert_gone(left, cluster.sandboxes)
+    _assert_gone(left, cluster.sandboxes, cluster.mounts)
     (run_dir,) = out.iterdir()
     assert _records(run_dir) == []  # stopped, not failed: they run again on resume
 
@@ -589,3 +612,73 @@ def test_an_archive_the_driver_refuses_records_the_trial_as_an_error(tmp_path: P
     folder, record = _arrive(tmp_path, b"not a tar archive" * 100)
     assert record["status"] == "error"  # recorded (re-run by --retry-errors), not lost
     assert not folder.exists() or not any(folder.iterdir())
+
+
+def test_a_task_folder_reaches_a_node_as_the_same_files(tmp_path: Path) -> None:
+    """What the driver sends of a folder, unpacked on a node, has the checksum the
+    task was loaded with: files, modes, empty folders, links inside followed; a link
+    out of the folder (made after the load checked it) is not sent."""
+    from helios.engine.ray_executor import _unpack_input, pack_input
+    from helios.tasks.task import tree_checksum
+
+    task = tmp_path / "task"
+    (task / "environment").mkdir(parents=True)
+    (task / "tests").mkdir()
+    (task / "empty").mkdir()
+    (task / "tests" / "test.sh").write_text("#!/bin/sh\necho 1\n")
+    (task / "tests" / "test.sh").chmod(0o755)
+    (task / "environment" / "data.bin").write_bytes(bytes(range(256)) * 64)
+    (task / "tests" / "same-data").symlink_to("../environment/data.bin")
+    loaded = tree_checksum(task)
+    (tmp_path / "secret").write_text("host only")
+    (task / "environment" / "leak").symlink_to(tmp_path / "secret")
+
+    copy = tmp_path / "node" / "copy"
+    copy.parent.mkdir()
+    _unpack_input(pack_input(task), copy)
+    assert tree_checksum(copy) == loaded
+    assert (copy / "empty").is_dir()
+    assert (copy / "tests" / "test.sh").stat().st_mode & 0o111
+    assert not (copy / "tests" / "same-data").is_symlink()  # a file of its own there
+    assert not (copy / "environment" / "leak").exists()
+    assert "host only" not in {p.read_text(errors="replace") for p in copy.rglob("*")
+                               if p.is_file()}  # fmt: skip
+
+
+def test_a_task_folder_too_large_to_send_is_one_clear_error(tmp_path: Path) -> None:
+    from helios.engine.ray_executor import InputTooLarge, pack_input
+
+    (tmp_path / "task").mkdir()
+    (tmp_path / "task" / "big").write_bytes(b"x" * 4096)
+    with pytest.raises(InputTooLarge, match=r"task holds over 0 MiB: too large to send"):
+        pack_input(tmp_path / "task", max_bytes=1024)
+
+
+def test_two_processes_unpacking_one_task_on_a_node_both_get_one_copy(tmp_path: Path) -> None:
+    """Two worker processes of a node may both find no copy yet: both unpack, the
+    first rename wins, the other's is dropped, and neither fails."""
+    import multiprocessing
+
+    from helios.engine.ray_executor import pack_input
+    from helios.tasks.task import tree_checksum
+
+    task = tmp_path / "task"
+    task.mkdir()
+    for i in range(200):
+        (task / f"f{i}").write_text(str(i) * 100)
+    archive = tmp_path / "archive.tar"
+    archive.write_bytes(pack_input(task))
+    target = tmp_path / "inputs" / "copy"
+    target.parent.mkdir()
+    context = multiprocessing.get_context("spawn")
+    with context.Pool(2) as pool:
+        outcomes = pool.starmap(_unpack_from, [(archive, target)] * 6)
+    assert outcomes == [None] * 6
+    assert tree_checksum(target) == tree_checksum(task)
+    assert [p.name for p in target.parent.iterdir()] == ["copy"]  # no staging left
+
+
+def _unpack_from(archive: Path, target: Path) -> None:
+    from helios.engine.ray_executor import _unpack_input
+
+    _unpack_input(archive.read_bytes(), target)

@@ -54,10 +54,14 @@ def _wait(
     raise AssertionError(f"timed out waiting for {what}")
 
 
-def _mounted_sandboxes(base: Path, run_id: str) -> list[Path]:
-    """The run's sandbox folders whose root is mounted."""
+#: the mount table of this process's mount namespace
+OWN_MOUNTS = Path("/proc/self/mountinfo")
+
+
+def _mounted_sandboxes(base: Path, run_id: str, table: Path = OWN_MOUNTS) -> list[Path]:
+    """The run's sandbox folders whose root is mounted (as `table` lists mounts)."""
     return [h for h in base.glob(f"{SANDBOX_PREFIX}*")
-            if read_owner(h)[1] == run_id and mounts_under(h / "root")]  # fmt: skip
+            if read_owner(h)[1] == run_id and mounts_under(h / "root", table)]  # fmt: skip
 
 
 def _run_id(run_file: Path) -> str | None:
@@ -84,9 +88,9 @@ def _kill_when_sandboxes_are_up(
     return left
 
 
-def _assert_gone(left: list[Path], base: Path) -> None:
+def _assert_gone(left: list[Path], base: Path, table: Path = OWN_MOUNTS) -> None:
     assert [h for h in left if h.exists()] == []
-    assert mounts_under(base) == []
+    assert mounts_under(base, table) == []
     assert [pid for pid, holder in sandbox_processes().items() if holder in left] == []
 
 

@@ -4,8 +4,10 @@ drives a door; the worker processes of `--workers` run its units)."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Protocol, TypeVar
+from pathlib import Path
+from typing import Any, Protocol, TypeVar, runtime_checkable
 
 from helios.engine.episode import EpisodeContext
 from helios.failures import ErrorInfo
@@ -59,3 +61,18 @@ class Door(Protocol[U_contra, R]):
         ...
 
     def verdict(self, result: R) -> Verdict: ...
+
+
+@runtime_checkable
+class ReadsFolders(Protocol[U_contra]):
+    """A door whose units read host folders (a task's folder). An executor whose
+    nodes do not share the driver's file system (`--executor ray`) ships each folder
+    once per node and runs the unit on the node's copy."""
+
+    def inputs(self, unit: U_contra) -> Mapping[str, Path]:
+        """The folders the unit reads, by a key naming their content (its hash)."""
+        ...
+
+    def with_inputs(self, unit: U_contra, copies: Mapping[str, Path]) -> Any:
+        """The unit, reading its folders from `copies` (by the same keys)."""
+        ...

@@ -23,8 +23,15 @@ the archive into the run folder with the host-side checks every sandbox download
 goes through (`environments.shell.safe_copy.extract_tar`: no link, no absolute
 path, no `..`, bounded), then records through `BatchService._record` (the door's
 files, then the completion record, then events and callbacks). Nothing is written
-on a shared file system, and none is needed; the nodes need Helios installed, the
-task folders at the same paths, and their sandbox provider (docker or bwrap).
+on a shared file system, and none is needed; the nodes need Helios installed and
+their sandbox provider (docker or bwrap).
+
+Inputs. A door whose units read host folders (`ReadsFolders`: the task door's task
+folders) has each folder packed once by the driver and put in Ray's object store once,
+by its content hash; a node fetches it the first time one of its trials needs it,
+unpacks it into the run's scratch folder (`inputs/`), and runs the trial on that copy
+(records still name the driver's folder). Later trials of the task on that node use
+the copy; the sweep at the end removes it with the rest of the run's scratch.
 
 Events. When the batch has a display, the trials' events (phases, turns, retries) go
 from the nodes to a small actor on the driver's node (`EventBox`), without waiting; the
@@ -54,6 +61,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import importlib
 import importlib.util
 import io
@@ -72,6 +80,7 @@ from typing import Any
 from helios._proc import run_to_end, within
 from helios.agents.toolsets.registry import register_toolset, registered_toolsets
 from helios.engine._worker_side import WorkerSetup
+from helios.engine.door import ReadsFolders
 from helios.engine.episode import EpisodeContext
 from helios.engine.workers import STOP_GRACE, ShardedBatch, _worker_services
 from helios.environments.shell.safe_copy import UnsafeDownload, extract_tar
@@ -97,6 +106,8 @@ RELAY_GRACE = 10.0
 CONNECT_TIMEOUT = 10.0
 #: how long the sweep of every node may take (a node that cannot run it is not waited for)
 SWEEP_TIMEOUT = 120.0
+#: the most a folder a unit reads (a task folder) may hold to be sent to the nodes
+MAX_INPUT_BYTES = 1 << 30
 #: the name a trial folder has inside its archive
 _ARCHIVE_TOP = "trial"
 #: how often a trial's loop on a node wakes up, so that a `ray.cancel` (delivered as
@@ -144,14 +155,18 @@ class NodeResult:
 # -- on a node -------------------------------------------------------------------------
 
 
-def _node_run(payload: bytes, unit: Any, events: Any = None) -> NodeResult:
+def _node_run(payload: bytes, unit: Any, events: Any = None,
+              inputs: dict[str, Any] | None = None) -> NodeResult:  # fmt: skip
     """A Ray task: run one unit on this node, in a scratch folder of its own. `payload`
     is the batch's `WorkerSetup`, pickled once by the driver: unpickled per unit, so that
-    each has its own door, context and model services (a worker process runs many)."""
+    each has its own door, context and model services (a worker process runs many).
+    `inputs`: the object refs of the folders the unit reads, by their key."""
     ray = _ray()
     setup: WorkerSetup = ray.cloudpickle.loads(payload)
     base = _scratch_base(setup.ctx.run_id)
     base.mkdir(mode=0o700, parents=True, exist_ok=True)
+    if inputs and isinstance(setup.door, ReadsFolders):
+        unit = setup.door.with_inputs(unit, _node_inputs(ray, base, inputs))
     scratch = Path(tempfile.mkdtemp(prefix="trial-", dir=base))
     try:
         result, totals = asyncio.run(_run_here(setup, unit, scratch, events))
@@ -237,6 +252,70 @@ class _Waker:
     def stop(self) -> None:
         if self.handle is not None:
             self.handle.cancel()
+
+
+def _node_inputs(ray: Any, base: Path, inputs: dict[str, Any]) -> dict[str, Path]:
+    """This node's copy of each input folder, fetched and unpacked the first time a
+    trial here needs it. Two worker processes that race on one both unpack; the first
+    rename wins and the other copy is dropped."""
+    root = base / "inputs"
+    root.mkdir(mode=0o700, exist_ok=True)
+    copies: dict[str, Path] = {}
+    for key, ref in inputs.items():
+        target = root / hashlib.sha256(key.encode()).hexdigest()[:32]
+        if not target.is_dir():
+            _unpack_input(ray.get(ref), target)
+        copies[key] = target
+    return copies
+
+
+def _unpack_input(archive: bytes, target: Path) -> None:
+    staging = Path(tempfile.mkdtemp(prefix=".unpacking-", dir=target.parent))
+    try:
+        with tarfile.open(fileobj=io.BytesIO(archive), mode="r:") as tar:
+            # The driver made it from the user's own folder (it also sends the code
+            # a node runs); the data filter still refuses links out and odd members.
+            tar.extractall(staging / "copy", filter="data")
+        try:
+            (staging / "copy").rename(target)
+        except OSError:
+            if not target.is_dir():
+                raise
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+
+
+class InputTooLarge(ValueError):
+    """A folder a unit reads that is past what the driver sends through Ray."""
+
+
+def pack_input(root: Path, max_bytes: int = MAX_INPUT_BYTES) -> bytes:
+    """A folder a unit reads, as the tar archive a node unpacks: the entries
+    `tree_checksum` hashes (links inside the folder followed, as the checksum follows
+    them), with their modes, in sorted order. A link that leads out of the folder is
+    left out (loading the task refused those already: one made since is not sent)."""
+    top = root.resolve()
+    entries = []
+    size = 0
+    for path in sorted(root.rglob("*")):
+        if path.is_symlink() and not path.resolve().is_relative_to(top):
+            log.warning("%s: a link out of the folder, not sent to the Ray nodes", path)
+            continue
+        if path.is_file():
+            size += path.stat().st_size
+        elif not path.is_dir():
+            continue
+        if size > max_bytes:
+            raise InputTooLarge(
+                f"{root} holds over {max_bytes >> 20} MiB: too large to send to the Ray "
+                "nodes (the driver sends a task folder whole)"
+            )
+        entries.append(path)
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w", dereference=True) as tar:
+        for path in entries:
+            tar.add(path, arcname=path.relative_to(root).as_posix(), recursive=False)
+    return buffer.getvalue()
 
 
 def _pack(folder: Path) -> bytes | None:
@@ -419,8 +498,8 @@ class _RayBatch:
         self.done = asyncio.Event()
         events = self.events
 
-        def run_unit(unit: Any) -> NodeResult:
-            return _node_run(payload, unit, events)
+        def run_unit(unit: Any, inputs: dict[str, Any]) -> NodeResult:
+            return _node_run(payload, unit, events, inputs)
 
         self.remote = ray.remote(
             num_cpus=0, resources={SLOT_RESOURCE: 1}, max_retries=NODE_RETRIES,
@@ -432,6 +511,8 @@ class _RayBatch:
         self.room = asyncio.Event()
         self.recorded: set[str] = set()
         self.stopping = False
+        #: the object ref of each input folder put in the object store, by its key
+        self.inputs: dict[str, Any] = {}
 
     def _event_box(self) -> Any:
         from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
@@ -479,14 +560,36 @@ class _RayBatch:
                 await self.room.wait()
             if self.service.aborted is not None:
                 break
+            try:
+                inputs = await self._inputs(unit)
+            except (OSError, InputTooLarge) as exc:  # unreadable, or too large to send
+                error = ErrorInfo.from_exception(exc, "setup")
+                await self._record(unit, self.service.door.crashed(unit, error), {})
+                continue
             self.service._emit(TrialStarted(unit.trial_id, unit.label))
-            ref = self.remote.remote(unit)
+            # inside a dict, the refs are not fetched with the task: a node fetches
+            # one only if it has no copy yet
+            ref = self.remote.remote(unit, inputs)
             self.in_flight[ref] = unit
             task = asyncio.create_task(self._collect(ref, unit))
             self.collectors.add(task)
             task.add_done_callback(self.collectors.discard)
         while self.collectors:
             await asyncio.wait(set(self.collectors))
+
+    async def _inputs(self, unit: Any) -> dict[str, Any]:
+        """The refs of the folders `unit` reads; each put in the object store once."""
+        door = self.service.door
+        if not isinstance(door, ReadsFolders):
+            return {}
+        wanted = door.inputs(unit)
+        for key, folder in wanted.items():
+            if key not in self.inputs:
+                self.inputs[key] = await asyncio.to_thread(self._put, folder)
+        return {key: self.inputs[key] for key in wanted}
+
+    def _put(self, folder: Path) -> Any:
+        return self.ray.put(pack_input(folder))
 
     async def _collect(self, ref: Any, unit: Any) -> None:
         try:

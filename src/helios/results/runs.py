@@ -20,7 +20,6 @@ its later line wins, as on a resume.
 
 from __future__ import annotations
 
-import os
 import posixpath
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -32,14 +31,11 @@ import msgspec
 from helios.engine.jsonl import TORN, RecordStream
 from helios.engine.store import RESULTS_FILE, RUN_FILE
 from helios.errors import InputError
+from helios.results.folders import find_runs, run_folder
 from helios.safe_json import JsonValueError, parse_json
 
 BATCH_SUMMARY = "batch_summary.json"
 TOOLCALLS_SUMMARY = "toolcalls_summary.json"
-#: where `helios generate` keeps its engine store, inside its run folder
-GENERATE_STORE = ".helios"
-#: folders under a run folder that hold no runs of their own
-_NOT_RUNS = {"_incomplete", GENERATE_STORE}
 
 
 class NotARun(InputError):
@@ -102,15 +98,6 @@ def _read_json(path: Path) -> dict[str, Any]:
     return data
 
 
-def _is_generate(path: Path) -> bool:
-    return (path / GENERATE_STORE / RUN_FILE).is_file()
-
-
-def is_run_folder(path: Path) -> bool:
-    """A folder a door wrote as its run (run.json at its top, or generate's store)."""
-    return (path / RUN_FILE).is_file() or _is_generate(path)
-
-
 def _text(value: object) -> str | None:
     return value if isinstance(value, str) else None
 
@@ -128,7 +115,8 @@ def load_run(path: Path, label: str | None = None) -> RunResults:
         raise NotARun(f"{path}: no such folder")
     if not path.is_dir():
         raise NotARun(f"{path}: not a folder (give the run folder, which holds {RUN_FILE})")
-    if _is_generate(path) and not (path / RUN_FILE).is_file():
+    found = run_folder(path)
+    if found is not None and found.is_generate_store:
         raise NotARun(
             f"{path} is a `helios generate` run: its rows have no pass or fail to compare"
         )
@@ -320,23 +308,6 @@ def _ordered(tasks: dict[str, list[Attempt]]) -> dict[str, list[Attempt]]:
     return {name: sorted(tasks[name], key=lambda a: a.attempt) for name in sorted(tasks)}
 
 
-def find_runs(path: Path) -> list[Path]:
-    """`path` if it is a run folder, else the run folders under it, sorted (a folder
-    of runs: `helios batch -o results/model-a/` … makes `results/`). A run folder's
-    own subfolders are not searched."""
-    if not path.is_dir() or is_run_folder(path):
-        return [path]
-    found: list[Path] = []
-    for here, dirs, _ in os.walk(path):
-        folder = Path(here)
-        if folder != path and is_run_folder(folder):
-            found.append(folder)
-            dirs.clear()
-            continue
-        dirs[:] = sorted(d for d in dirs if d not in _NOT_RUNS)
-    return sorted(found)
-
-
 @dataclass
 class LoadedRuns:
     runs: list[RunResults]
@@ -350,10 +321,10 @@ def load_runs(paths: Sequence[Path]) -> LoadedRuns:
     neither, or holds no run."""
     loaded = LoadedRuns(runs=[])
     for given in paths:
-        found = find_runs(given)
-        if found == [given]:
+        if not given.is_dir() or run_folder(given) is not None:
             loaded.runs.append(load_run(given))
             continue
+        found = [run.folder for run in find_runs(given)]
         if not found:
             raise NotARun(
                 f"{given} is not a Helios run folder (no {RUN_FILE}) and holds none; give "

@@ -4,7 +4,8 @@ its record and its verdict."""
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +28,18 @@ class TaskDoor:
         if folder is not None:
             await asyncio.to_thread(write_json_atomic, folder / "config.json", spec_config(unit))
         return await run_trial(unit, ctx, slot)
+
+    def inputs(self, unit: TrialSpec) -> dict[str, Path]:
+        """The host folder a trial reads, by its content hash: its task's folder (an
+        executor whose nodes do not share this file system ships it to them)."""
+        return {unit.task.checksum: unit.task.path}
+
+    def with_inputs(self, unit: TrialSpec, copies: Mapping[str, Path]) -> TrialSpec:
+        """The trial reading its task from `copies` (a node's copy, by content hash);
+        its records still name the task's own folder."""
+        task = unit.task
+        moved = task.model_copy(update={"path": copies[task.checksum], "origin": task.source})
+        return replace(unit, task=moved)
 
     def write_files(self, unit: TrialSpec, result: TrialResult) -> None:
         data = result.model_dump(mode="json")
@@ -64,7 +77,7 @@ def spec_config(spec: TrialSpec) -> dict[str, Any]:
     return {
         "trial_id": spec.trial_id,
         "task": spec.task.name,
-        "task_path": str(spec.task.path),
+        "task_path": str(spec.task.source),
         "task_checksum": spec.task.checksum,
         "attempt": spec.attempt,
         "agent": spec.agent,

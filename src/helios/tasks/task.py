@@ -50,8 +50,12 @@ class Task(BaseModel):
 
     model_config = ConfigDict(frozen=True)
 
+    #: where the task's files are read from
     path: Path
     name: str
+    #: the folder the task was loaded from, when `path` is a copy of it (a Ray node's
+    #: copy of the driver's folder); records name the original (`source`)
+    origin: Path | None = None
     #: what tells this task apart from an identical one elsewhere: its path relative
     #: to the batch's root (the common parent of the batch's task folders)
     key: str = ""
@@ -69,6 +73,11 @@ class Task(BaseModel):
     unknown_keys: tuple[str, ...] = ()
     #: a multi-step task's instructions, by step name
     step_instructions: dict[str, str] = {}
+
+    @property
+    def source(self) -> Path:
+        """The folder the task was loaded from: what records and configs name."""
+        return self.origin or self.path
 
     @property
     def environment_dir(self) -> Path:

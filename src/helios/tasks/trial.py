@@ -62,7 +62,7 @@ class TrialSpec:
         return {
             "trial_id": self.trial_id,
             "task_name": task.name,
-            "task_path": str(task.path),
+            "task_path": str(task.source),
             "attempt": self.attempt,
             "agent": self.agent,
             "model": self.model,

@@ -14,6 +14,7 @@ from urllib.parse import quote
 from aiohttp import web
 
 from helios.results import compare_runs, load_run
+from helios.results.folders import RunFolder
 from helios.view.documents import (
     Links,
     live_desktops,
@@ -27,7 +28,7 @@ from helios.view.documents import (
 from helios.view.query import BadQuery, Query
 from helios.view.records import RecordIndex
 from helios.view.roots import Roots
-from helios.view.runs import RESULTS, RunFolder, describe, find_runs
+from helios.view.runs import RESULTS, describe, find_runs
 
 ROOTS = web.AppKey("roots", Roots)
 INDEXES = web.AppKey("indexes", dict[Path, RecordIndex])

@@ -19,6 +19,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from helios.results.folders import RunFolder
 from helios.view.documents import (
     record_document,
     run_document,
@@ -28,7 +29,7 @@ from helios.view.documents import (
 )
 from helios.view.records import RecordIndex
 from helios.view.roots import OutsideRoots, Roots
-from helios.view.runs import RESULTS, RunFolder, describe, find_runs
+from helios.view.runs import RESULTS, describe, find_runs
 from helios.view.steps import MAX_STEPS_PAGE, NotATIF
 
 #: trials of one run whose details (files, steps) go into the bundle; the table has all

@@ -11,10 +11,12 @@ from pathlib import Path
 from typing import Any
 
 from helios.display.watch import DESKTOPS_FILE
+from helios.results.folders import RunFolder
+from helios.results.folders import run_folder as find_run_folder
 from helios.view import steps, trial
 from helios.view.records import RecordIndex, Row
 from helios.view.roots import OutsideRoots, Roots
-from helios.view.runs import RUN_FILE, STORE_DIR, RunFolder, describe, read_summary
+from helios.view.runs import describe, read_summary, summary_file
 
 #: a record's free text sent with a table row is cut to this
 MAX_CELL = 300
@@ -26,24 +28,23 @@ Links = Callable[[Path], str | None]
 
 
 def run_folder(folder: Path) -> RunFolder:
-    if (folder / RUN_FILE).is_file():
-        return RunFolder(folder, folder)
-    if (folder / STORE_DIR / RUN_FILE).is_file():
-        return RunFolder(folder, folder / STORE_DIR)
-    raise FileNotFoundError(f"{folder.name} is not a Helios run folder (no run.json)")
+    run = find_run_folder(folder)
+    if run is None:
+        raise FileNotFoundError(f"{folder.name} is not a Helios run folder (no run.json)")
+    return run
 
 
 def run_document(roots: Roots, run: RunFolder, index: RecordIndex) -> dict[str, Any]:
     head = describe(roots, run, index)
     summary: dict[str, Any] | None = None
-    summary_file = run.summary_file
-    if summary_file is not None:
-        summary, error = read_summary(summary_file)  # the rows: the table's, page by page
+    summary_at = summary_file(run)
+    if summary_at is not None:
+        summary, error = read_summary(summary_at)  # the rows: the table's, page by page
         if summary is None:
             head["summary_error"] = error
     desktops = live_desktops(run.folder) if head.get("status") == "running" else []
     return {**head, "summary": summary, "desktops": desktops,
-            "summary_file": summary_file.name if summary_file else None}  # fmt: skip
+            "summary_file": summary_at.name if summary_at else None}  # fmt: skip
 
 
 #: where they are served: the watching process's loopback server, nothing else

@@ -8,27 +8,24 @@ toolcalls report's at the top with `results.jsonl` beside it, a generate run's i
 
 from __future__ import annotations
 
-import os
 from collections import OrderedDict
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import msgspec
 
+from helios.engine.store import RUN_FILE
+from helios.results.folders import RunFolder
+from helios.results.folders import find_runs as find_run_folders
 from helios.view.records import RecordIndex
 from helios.view.roots import Roots
 from helios.view.state import is_running
 
-RUN_FILE = "run.json"
 RESULTS = "results.jsonl"
-STORE_DIR = ".helios"  # a generate run's engine store
 #: the per-trial rows a summary may hold
 PER_TRIAL = ("tasks", "rows", "results")
 SUMMARIES = ("batch_summary.json", "toolcalls_summary.json", "statistics.json")
 DOORS = ("batch", "run", "generate", "toolcalls")
-#: how deep under a served folder runs are looked for
-MAX_DEPTH = 4
 #: files bigger than this are not parsed as a run's JSON (a hostile or damaged file)
 MAX_JSON_BYTES = 64 * 1024 * 1024
 
@@ -88,48 +85,18 @@ def _parse(
     return value, None
 
 
-@dataclass(frozen=True)
-class RunFolder:
-    """A run: `folder` is what the person sees, `store` holds run.json and results."""
-
-    folder: Path
-    store: Path
-
-    @property
-    def summary_file(self) -> Path | None:
-        for name in SUMMARIES:
-            if (self.folder / name).is_file():
-                return self.folder / name
-        return None
+def summary_file(run: RunFolder) -> Path | None:
+    """The summary its door wrote at the end, if it is there."""
+    for name in SUMMARIES:
+        if (run.folder / name).is_file():
+            return run.folder / name
+    return None
 
 
 def find_runs(roots: Roots) -> list[RunFolder]:
-    """Every run folder under the roots (not following symlinks), newest name first."""
-    found: dict[Path, RunFolder] = {}
-    for root in roots.folders:
-        _walk(root, 0, found)
+    """Every run folder under the roots (not following links), newest name first."""
+    found = {run.folder: run for root in roots.folders for run in find_run_folders(root)}
     return sorted(found.values(), key=lambda run: run.folder.name, reverse=True)
-
-
-def _walk(folder: Path, depth: int, found: dict[Path, RunFolder]) -> None:
-    if (folder / RUN_FILE).is_file():
-        if folder.name == STORE_DIR:
-            found[folder.parent] = RunFolder(folder.parent, folder)
-        else:
-            found[folder] = RunFolder(folder, folder)
-        return
-    if (folder / STORE_DIR / RUN_FILE).is_file():
-        found[folder] = RunFolder(folder, folder / STORE_DIR)
-        return
-    if depth >= MAX_DEPTH:
-        return
-    try:
-        entries = list(os.scandir(folder))
-    except OSError:
-        return
-    for entry in entries:
-        if entry.is_dir(follow_symlinks=False) and not entry.name.startswith("_"):
-            _walk(Path(entry.path), depth + 1, found)
 
 
 def run_status(run: RunFolder, summary: dict[str, Any] | None) -> str:
@@ -144,8 +111,8 @@ def describe(roots: Roots, run: RunFolder, index: RecordIndex) -> dict[str, Any]
     """One line of the runs list (and the head of a run's page), from `index` as it
     was last refreshed."""
     meta, meta_error = read_json(run.store / RUN_FILE)
-    summary_file = run.summary_file
-    summary, _ = read_summary(summary_file) if summary_file else (None, None)
+    summary_at = summary_file(run)
+    summary, _ = read_summary(summary_at) if summary_at else (None, None)
     meta = meta or {}
     totals = index.totals.as_dict()
     seconds = meta.get("seconds")
@@ -153,7 +120,7 @@ def describe(roots: Roots, run: RunFolder, index: RecordIndex) -> dict[str, Any]
         seconds = summary["duration_seconds"]
     kind = meta.get("kind")
     if kind not in DOORS:
-        kind = "generate" if run.store != run.folder else "batch"
+        kind = "generate" if run.is_generate_store else "batch"
     return {
         "key": roots.key(run.folder),
         "name": run.folder.name,

@@ -162,12 +162,13 @@ def _umount_call(libc: ctypes.CDLL, point: str) -> bool:
     return bool(libc.umount2(os.fsencode(point), _MNT_DETACH) == 0)
 
 
-def mounts_under(path: Path) -> list[str]:
-    """Mount points at or below `path`, deepest first."""
+def mounts_under(path: Path, table: Path = Path("/proc/self/mountinfo")) -> list[str]:
+    """Mount points at or below `path`, deepest first (in this process's mount
+    namespace, or the one whose `mountinfo` is `table`)."""
     prefix = str(path)
     found: list[str] = []
     try:
-        lines = Path("/proc/self/mountinfo").read_text().splitlines()
+        lines = table.read_text().splitlines()
     except OSError:
         return []
     for line in lines:
