@@ -191,6 +191,26 @@ def test_a_batch_on_three_nodes_writes_what_one_machine_writes(
     assert all(record["status"] == "passed" for record in _records(ray_dir))
 
 
+def test_fail_under_on_the_cluster_exits_as_on_one_machine(
+    cluster: Cluster, make_task: TaskMaker, tmp_path: Path
+) -> None:
+    make_task("good")
+    make_task("bad", test="echo 0 > /logs/verifier/reward.txt\n")
+    tasks = str(tmp_path / "tasks")
+    common = ("--provider", "local", "--agent", "oracle", "-q", "--fail-under", "0.9")
+    on_ray = subprocess.run(cluster.helios("batch", tasks, *common, "-o", str(tmp_path / "r")),
+                            env=cluster.env, capture_output=True, text=True,
+                            timeout=300)  # fmt: skip
+    alone = subprocess.run(helios_cmd("batch", tasks, *common, "-o", str(tmp_path / "one")),
+                           env=cluster.env, capture_output=True, text=True,
+                           timeout=300)  # fmt: skip
+    assert alone.returncode not in (0, None), alone.stderr
+    assert on_ray.returncode == alone.returncode, on_ray.stderr
+    gate = [line for line in on_ray.stderr.splitlines() if "--fail-under" in line]
+    assert gate == [line for line in alone.stderr.splitlines() if "--fail-under" in line]
+    assert gate and "50.0%" in gate[0], on_ray.stderr
+
+
 #: `ParallelRunner(..., executor="ray")` in a script (argv: tasks, output, address)
 API_SCRIPT = """
 import asyncio, sys
@@ -652,6 +672,71 @@ def test_a_task_folder_too_large_to_send_is_one_clear_error(tmp_path: Path) -> N
     (tmp_path / "task" / "big").write_bytes(b"x" * 4096)
     with pytest.raises(InputTooLarge, match=r"task holds over 0 MiB: too large to send"):
         pack_input(tmp_path / "task", max_bytes=1024)
+
+
+class _FolderDoor:
+    """The toy door, its units reading one folder (as a task's trials read theirs)."""
+
+    def __init__(self, folder: Path) -> None:
+        from .thin_door import PromptDoor
+
+        self.folder, self.door = folder, PromptDoor()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.door, name)
+
+    def inputs(self, unit: Any) -> dict[str, Path]:
+        return {"folder": self.folder}
+
+    def with_inputs(self, unit: Any, copies: dict[str, Path]) -> Any:
+        return unit
+
+    def crashed(self, unit: Any, error: Any) -> dict[str, Any]:
+        return {**self.door.crashed(unit, error), "error": error.message}
+
+
+class _Sent(_NoRay):
+    """Counts what the driver puts in the object store."""
+
+    put_calls = 0
+
+    def put(self, value: Any) -> Any:
+        _Sent.put_calls += 1
+
+
+def test_a_task_folder_too_large_to_send_records_its_trial_as_an_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The trial is recorded (run again by --retry-errors), with one line saying why;
+    the batch goes on, and nothing is sent to the cluster."""
+    from helios.engine import ray_executor
+    from helios.engine.batch import BatchService
+    from helios.engine.episode import EpisodeContext
+    from helios.engine.store import RunStore
+
+    from .thin_door import PromptUnit
+
+    big = tmp_path / "big"
+    big.mkdir()
+    (big / "data").write_bytes(b"x" * 4096)
+
+    monkeypatch.setattr(ray_executor, "MAX_INPUT_BYTES", 1024)
+    store = RunStore.create(tmp_path / "run", {"run_id": "r"})
+    service: BatchService[Any, Any] = BatchService(door=_FolderDoor(big), store=store)
+    unit = PromptUnit("p good", 0, folder="t0")
+
+    async def go() -> None:
+        ctx = EpisodeContext(run_id="r", run_dir=store.run_dir, start_gate=asyncio.Semaphore(1))
+        await ray_executor._RayBatch(_Sent(), service, [unit], ctx)._run()
+
+    try:
+        asyncio.run(go())
+    finally:
+        store.close()
+    (record,) = _records(store.run_dir)
+    assert record["status"] == "error", record
+    assert "too large to send to the Ray nodes" in json.dumps(record)
+    assert _Sent.put_calls == 0
 
 
 def test_two_processes_unpacking_one_task_on_a_node_both_get_one_copy(tmp_path: Path) -> None:

@@ -589,7 +589,7 @@ class _RayBatch:
         return {key: self.inputs[key] for key in wanted}
 
     def _put(self, folder: Path) -> Any:
-        return self.ray.put(pack_input(folder))
+        return self.ray.put(pack_input(folder, MAX_INPUT_BYTES))
 
     async def _collect(self, ref: Any, unit: Any) -> None:
         try:
