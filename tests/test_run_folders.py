@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from helios.results.folders import RunFolder, find_runs, run_folder
 from helios.results.runs import load_runs
 from helios.view.roots import Roots
@@ -52,3 +54,23 @@ def test_a_run_folder_is_told_apart_by_its_run_json(tmp_path: Path) -> None:
     assert run_folder(gen / ".helios") == RunFolder(gen, gen / ".helios")
     assert run_folder(gen).is_generate_store and not run_folder(batch).is_generate_store
     assert run_folder(tmp_path) is None
+
+
+def test_a_run_file_too_large_to_parse_is_one_line_not_a_read_of_it_whole(
+    tmp_path: Path,
+) -> None:
+    """A hostile or damaged summary of gigabytes is not read (the viewer and compare
+    share the bound): compare still reads the run from its records, with one line;
+    a run.json that large is not a run it can read."""
+    from helios.results.folders import MAX_JSON_BYTES
+    from helios.results.runs import NotARun, load_run
+
+    run = _run(tmp_path / "batch")
+    with (run / "batch_summary.json").open("wb") as summary:
+        summary.truncate(MAX_JSON_BYTES + 1)  # sparse: costs no disk
+    loaded = load_run(run)
+    assert [p for p in loaded.problems if "larger than 64 MB, not read" in p], loaded.problems
+    with (run / "run.json").open("r+b") as meta:
+        meta.truncate(MAX_JSON_BYTES + 1)
+    with pytest.raises(NotARun, match=r"run\.json: larger than 64 MB, not read"):
+        load_run(run)

@@ -17,6 +17,9 @@ from helios.engine.store import RUN_FILE
 
 #: how deep under a given folder runs are looked for (`results/model-a/batch_…` is 2)
 MAX_DEPTH = 5
+#: a run's JSON file (run.json, a summary) past this size is not parsed: a hostile or
+#: damaged file (a 100,000-trial batch_summary.json is about 50 MB)
+MAX_JSON_BYTES = 64 * 1024 * 1024
 
 
 @dataclass(frozen=True)

@@ -31,7 +31,7 @@ import msgspec
 from helios.engine.jsonl import TORN, RecordStream
 from helios.engine.store import RESULTS_FILE, RUN_FILE
 from helios.errors import InputError
-from helios.results.folders import find_runs, run_folder
+from helios.results.folders import MAX_JSON_BYTES, find_runs, run_folder
 from helios.safe_json import JsonValueError, parse_json
 
 BATCH_SUMMARY = "batch_summary.json"
@@ -88,6 +88,8 @@ class RunResults:
 
 def _read_json(path: Path) -> dict[str, Any]:
     try:
+        if path.stat().st_size > MAX_JSON_BYTES:
+            raise NotARun(f"{path}: larger than {MAX_JSON_BYTES >> 20} MB, not read")
         data = parse_json(path.read_bytes())
     except JsonValueError as exc:
         raise NotARun(f"{path}: {exc}") from None

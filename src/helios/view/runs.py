@@ -15,7 +15,7 @@ from typing import Any
 import msgspec
 
 from helios.engine.store import RUN_FILE
-from helios.results.folders import RunFolder
+from helios.results.folders import MAX_JSON_BYTES, RunFolder
 from helios.results.folders import find_runs as find_run_folders
 from helios.view.records import RecordIndex
 from helios.view.roots import Roots
@@ -26,8 +26,6 @@ RESULTS = "results.jsonl"
 PER_TRIAL = ("tasks", "rows", "results")
 SUMMARIES = ("batch_summary.json", "toolcalls_summary.json", "statistics.json")
 DOORS = ("batch", "run", "generate", "toolcalls")
-#: files bigger than this are not parsed as a run's JSON (a hostile or damaged file)
-MAX_JSON_BYTES = 64 * 1024 * 1024
 
 
 #: parsed JSON files by (path, size, mtime): a 100,000-trial batch_summary.json is
