@@ -1,4 +1,4 @@
-.PHONY: demo test lint clean
+.PHONY: demo test lint docs clean
 
 # Install and run the example tasks with the oracle in the local sandbox.
 demo:
@@ -8,8 +8,13 @@ demo:
 test:
 	./scripts/test.sh
 
+# Serve the docs site on http://127.0.0.1:8000 as you edit it (installs the docs extra first if needed).
+docs:
+	[ -x .venv/bin/mkdocs ] || ./scripts/venv.sh docs
+	.venv/bin/mkdocs serve
+
 lint:
 	.venv/bin/ruff check src tests benchmarks && .venv/bin/mypy --strict src
 
 clean:
-	rm -rf output .pytest_cache .mypy_cache .ruff_cache
+	rm -rf output site .pytest_cache .mypy_cache .ruff_cache
