@@ -295,7 +295,7 @@ def test_cli_subprocess_serves_and_exits_on_sigterm(tmp_path: Path) -> None:
 
 
 def test_every_cli_option_has_a_help_text() -> None:
-    """The README sends readers to `--help` for the fault options: each must say what it does."""
+    """The docs send readers to `--help` for the fault options: each must say what it does."""
     from helios.testing.mock_llm import build_parser
 
     options = [a for a in build_parser()._actions if a.option_strings]

@@ -39,7 +39,9 @@ def _context(command: Any, name: str, parent: Any | None) -> Any:
     )
 
 
-def walk(command: Any, name: str = "helios", parent: Any | None = None) -> list[tuple[str, str, str]]:
+def walk(
+    command: Any, name: str = "helios", parent: Any | None = None
+) -> list[tuple[str, str, str]]:
     """(full name, one-line summary, --help text) for the command and everything under it."""
     ctx = _context(command, name, parent)
     path = ctx.command_path

@@ -1,5 +1,6 @@
-"""The README's YAML config for `helios toolcalls`, run as a new user would: copied with
-the agent module the README shows into an empty folder, then `helios toolcalls --config`."""
+"""The docs' YAML config for `helios toolcalls` (docs/toolcalls.md), run as a new user would:
+copied with the agent module the page shows into an empty folder, then `helios toolcalls
+--config`."""
 
 from __future__ import annotations
 
@@ -10,12 +11,12 @@ from pathlib import Path
 
 import pytest
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+PAGE = Path(__file__).resolve().parents[2] / "docs" / "toolcalls.md"
 
 
 def _blocks() -> list[tuple[str, str]]:
-    """The README's fenced code blocks, as (language, text)."""
-    text = README.read_text("utf-8")
+    """The page's fenced code blocks, as (language, text)."""
+    text = PAGE.read_text("utf-8")
     return re.findall(r"^```(\w*)\n(.*?)^```$", text, flags=re.M | re.S)
 
 
@@ -31,7 +32,7 @@ def _readme_files() -> dict[str, str]:
 @pytest.mark.espeak
 def test_the_readme_toolcalls_config_runs_in_an_empty_folder(tmp_path: Path) -> None:
     files = _readme_files()
-    assert "agents:KeywordAgent" in files["c.yaml"]  # the module the README says to write
+    assert "agents:KeywordAgent" in files["c.yaml"]  # the module the page says to write
     for name, text in files.items():
         (tmp_path / name).write_text(text, encoding="utf-8")
     result = subprocess.run(
