@@ -36,14 +36,13 @@ sys.path.insert(0, str(ROOT / "src"))
 sys.path.insert(0, str(ROOT / "tests"))
 
 from headless_browser import open_page  # noqa: E402
-
 from helios.testing.mock_llm import MockLLMServer  # noqa: E402
 
 SIZE = (1280, 860)
 #: the tasks whose scripted answers are left out (matched by their instruction's text)
 UNSOLVED = ("/app/sales.csv", "/app/logs/")
-GIVE_UP = {"match": "*", "turns": [{"text": "I am done.",
-                                    "tool_calls": [{"name": "submit", "arguments": {}}]}]}  # fmt: skip
+SUBMIT = {"name": "submit", "arguments": {}}
+GIVE_UP = {"match": "*", "turns": [{"text": "I am done.", "tool_calls": [SUBMIT]}]}
 
 
 def script() -> dict[str, Any]:
