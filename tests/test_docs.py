@@ -50,6 +50,16 @@ def test_the_cli_reference_has_every_command_with_its_help() -> None:
     assert cli_reference.MARKER in (DOCS / "cli.md").read_text("utf-8")
 
 
+def test_the_first_screen_says_how_to_run_without_a_key_and_where_outputs_go() -> None:
+    # a newcomer's first screen: about 30 source lines of the home page
+    first = "\n".join((DOCS / "index.md").read_text("utf-8").splitlines()[:30])
+    assert "## Run a batch without an API key" in first and "make demo" in first
+    assert "## Where each output lives" in first
+    for output in ("batch_summary.json", "results.jsonl", "result.json", "trajectory.json",
+                   "test-stdout.txt", "trajectories.jsonl"):  # fmt: skip
+        assert output in first
+
+
 def test_every_page_is_in_the_nav() -> None:
     config = yaml.load((ROOT / "mkdocs.yml").read_text("utf-8"), Loader=yaml.BaseLoader)
 
