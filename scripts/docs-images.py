@@ -109,7 +109,7 @@ def main() -> int:
         with MockLLMServer(script=script()) as server:
             run = run_batch(out, server.openai_base_url)
         summary = json.loads((run / "batch_summary.json").read_text())
-        print(f"run: {summary['passed']}/{summary['total_tasks']} passed, "
+        print(f"run: {summary['passed']} passed, {summary['failed']} failed, "
               f"mean reward {summary['mean_reward']:.3f}")  # fmt: skip
         records = [json.loads(line) for line in (run / "results.jsonl").read_text().splitlines()]
         passed = next(r for r in records if r.get("status") == "passed"
