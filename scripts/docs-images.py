@@ -35,7 +35,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "src"))
 sys.path.insert(0, str(ROOT / "tests"))
 
-from headless_browser import open_page  # noqa: E402
+from headless_browser import Page, open_page  # noqa: E402
 from helios.testing.mock_llm import MockLLMServer  # noqa: E402
 
 SIZE = (1280, 860)
@@ -88,12 +88,20 @@ def route(url: str, path: str, **params: str) -> str:
     return f"{url}#{path}?{urllib.parse.urlencode(params)}"
 
 
+async def exact_size(page: Page) -> None:
+    """The page's viewport at SIZE (the window's frame would take some of it)."""
+    await page.call("Emulation.setDeviceMetricsOverride", width=SIZE[0], height=SIZE[1],
+                    deviceScaleFactor=1, mobile=False)  # fmt: skip
+
+
 async def shoot(url: str, run_key: str, passed_folder: str, images: Path) -> None:
     async with open_page(route(url, "/run", run=run_key, status="failed"), SIZE) as page:
+        await exact_size(page)
         await page.until("document.querySelectorAll('#trials-table tbody tr').length === 4")
         await page.until("document.fonts.status === 'loaded'")
         (images / "view-run.png").write_bytes(await page.screenshot())
     async with open_page(route(url, "/trial", run=run_key, folder=passed_folder), SIZE) as page:
+        await exact_size(page)
         await page.until("document.querySelectorAll('#steps .step').length >= 3")
         (images / "view-trial.png").write_bytes(await page.screenshot())
 
