@@ -57,6 +57,13 @@ class ConfigError(InputError):
     kind = "ConfigError"
 
 
+class SetupError(HeliosError):
+    """This machine lacks something Helios needs (a program, an image): one line
+    that names it and how to get it, found once before a batch starts (exit 2)."""
+
+    kind = "SetupError"
+
+
 class EnvironmentError_(HeliosError):
     kind = "EnvironmentError"
 
