@@ -78,6 +78,13 @@ class EnvironmentBuildError(EnvironmentError_):
     kind = "EnvironmentBuildError"
 
 
+class BaseImageMissing(EnvironmentBuildError):
+    """An image the sandbox starts from is not on this machine and cannot be pulled
+    (Helios's desktop image is built, never pulled): named, with how to get it."""
+
+    kind = "BaseImageMissing"
+
+
 class EnvironmentStartError(EnvironmentError_):
     kind = "EnvironmentStartError"
 
