@@ -265,6 +265,7 @@ async def _start_desktop(
             vnc_socket=endpoint.socket if endpoint else None,
             vnc_namespace=endpoint.namespace if endpoint else None,
             interactive=endpoint.interactive if endpoint else False,
+            folder=str(session.dir) if session.dir is not None else None,
         ))  # fmt: skip
     return desktop
 
