@@ -15,11 +15,12 @@ from helios.environments.base import Environment
 from helios.environments.desktop.desktop import SERVICE_BROWSER
 from helios.errors import EnvironmentExecError
 
-#: Every process whose argv holds Chromium's renderer flag gets SIGSTOP, in passes
-#: until one finds none left running (a renderer started meanwhile is caught by the
-#: next). The flag is spelled in two parts so that this script's own `sh` (whose
-#: argv holds the script) never matches. `grep` is in every Debian image
-#: (Essential); the script itself is spared by its pid.
+#: Every process whose argv holds Chromium's renderer flag gets SIGSTOP (or, to thaw,
+#: SIGCONT), in passes until one finds none left to signal (a renderer started
+#: meanwhile is caught by the next). Shell builtins only (`read` skips the NULs of
+#: /proc/<pid>/cmdline; `kill`): no program of the image that a root agent may have
+#: replaced runs. The flag is spelled in two parts so that this script's own `sh`
+#: (whose argv holds the script) never matches; it spares itself by its pid anyway.
 _SIGNAL = r"""
 flag="--type=""renderer"
 pass=0
@@ -28,15 +29,18 @@ while :; do
   for d in /proc/[0-9]*; do
     p=${d#/proc/}
     [ "$p" = $$ ] && continue
-    grep -qa -e "$flag" "$d/cmdline" 2>/dev/null || continue
-    state=
-    read -r l 2>/dev/null <"$d/stat" && state=${l##*) } && state=${state%% *}
+    l=
+    read -r l 2>/dev/null <"$d/cmdline" || [ -n "$l" ] || continue
+    case $l in *"$flag"*) ;; *) continue;; esac
+    l=
+    read -r l 2>/dev/null <"$d/stat" || [ -n "$l" ] || continue
+    state=${l##*) }; state=${state%% *}
     case $state in Z|X|"") continue;; esac
     case $state in T|t) [ "$sig" = STOP ] && continue;; *) [ "$sig" = CONT ] && continue;; esac
     kill -"$sig" "$p" 2>/dev/null && found=$((found + 1))
   done
   [ $found = 0 ] && break
-  [ $pass -lt 20 ] || { echo "renderers still changing after $pass passes"; exit 3; }
+  [ $pass -lt 50 ] || { echo "renderers still changing after $pass passes"; exit 3; }
 done
 """
 FREEZE = 'sig=STOP\n' + _SIGNAL
