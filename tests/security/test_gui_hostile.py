@@ -185,3 +185,64 @@ def test_the_agents_page_stops_with_the_agent(provider: str, tmp_path: Path) -> 
     said = "\n".join(p.read_text() for p in runner.run_dir.rglob("verifier/*stdout*"))
     assert record["status"] != "error", record.get("error")
     assert record.get("reward") == 1.0, (record, said)
+
+
+STEPS_TOML = """\
+version = "1.0"
+schema_version = "1.4"
+multi_step_reward_strategy = "final"
+[metadata]
+category = "computer-use"
+[agent]
+timeout_sec = 60.0
+[verifier]
+timeout_sec = 60.0
+[environment]
+memory_mb = 2048
+[environment.desktop]
+start_url = "file:///app/page.html"
+[[steps]]
+name = "load"
+[[steps]]
+name = "watch"
+"""
+#: the second step's agent waits for the page's timer, which can fire only once the
+#: pages the first step's agent left run again
+SEES_THE_TIMER = """
+    export DISPLAY=:1
+    i=0
+    until wmctrl -l | grep -q 'Form accepted' || [ $i -gt 400 ]; do sleep 0.05; i=$((i+1)); done
+    wmctrl -l | grep -q 'Form accepted' && echo yes > /tmp/timer-fired
+"""
+
+
+@pytest.mark.docker
+@pytest.mark.desktop
+@pytest.mark.slow
+def test_the_next_steps_agent_gets_the_pages_running_again(tmp_path: Path) -> None:
+    """Pages stop between a step's agent and its tests, and run again for the next
+    step's agent: it goes on with the desktop the first one left, live."""
+    need_desktop("docker")
+    tasks = tmp_path / "tasks"
+    _task(tasks, "steps", "true\n", "docker")
+    folder = tasks / "steps"
+    (folder / "task.toml").write_text(STEPS_TOML)
+    for name, solve, test in (
+        ("load", LOADS_TIMER_PAGE, "echo 1 > /logs/verifier/reward.txt\n"),
+        ("watch", SEES_THE_TIMER,
+         "[ -e /tmp/timer-fired ] && echo 1 > /logs/verifier/reward.txt "
+         "|| echo 0 > /logs/verifier/reward.txt\n"),
+    ):  # fmt: skip
+        base = folder / "steps" / name
+        (base / "solution").mkdir(parents=True)
+        (base / "tests").mkdir()
+        (base / "instruction.md").write_text(f"Step {name}.\n")
+        (base / "solution" / "solve.sh").write_text("#!/bin/sh\n" + solve)
+        (base / "tests" / "test.sh").write_text("#!/bin/sh\nmkdir -p /logs/verifier\n" + test)
+    runner = ParallelRunner(tasks, agent="oracle", provider="docker", n_concurrent=1,
+                            output_dir=tmp_path / "out", show_progress=False)  # fmt: skip
+    asyncio.run(runner.run())
+    assert runner.run_dir is not None
+    (record,) = [json.loads(line) for line in (runner.run_dir / "results.jsonl").open()]
+    assert record["status"] != "error", record.get("error")
+    assert record.get("reward") == 1.0, record
