@@ -165,11 +165,12 @@ echo "$reward" > /logs/verifier/reward.txt
 """
 
 
-@pytest.mark.docker
-@pytest.mark.bwrap
 @pytest.mark.desktop
 @pytest.mark.slow
-@pytest.mark.parametrize("provider", ["docker", "local"])
+@pytest.mark.parametrize("provider", [
+    pytest.param("docker", marks=pytest.mark.docker, id="docker"),
+    pytest.param("local", marks=pytest.mark.bwrap, id="local"),
+])  # fmt: skip
 def test_the_agents_page_stops_with_the_agent(provider: str, tmp_path: Path) -> None:
     """A page the agent loaded whose timer forges the title after the agent stopped
     leaves the tests the title the agent left: its scripts stop with the agent."""
