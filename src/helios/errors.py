@@ -57,6 +57,13 @@ class ConfigError(InputError):
     kind = "ConfigError"
 
 
+class SetupError(HeliosError):
+    """This machine lacks something Helios needs (a program, an image): one line
+    that names it and how to get it, found once before a batch starts (exit 2)."""
+
+    kind = "SetupError"
+
+
 class EnvironmentError_(HeliosError):
     kind = "EnvironmentError"
 
@@ -69,6 +76,13 @@ class EnvironmentUnavailable(EnvironmentError_):
 
 class EnvironmentBuildError(EnvironmentError_):
     kind = "EnvironmentBuildError"
+
+
+class BaseImageMissing(EnvironmentBuildError):
+    """An image the sandbox starts from is not on this machine and cannot be pulled
+    (Helios's desktop image is built, never pulled): named, with how to get it."""
+
+    kind = "BaseImageMissing"
 
 
 class EnvironmentStartError(EnvironmentError_):

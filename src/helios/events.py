@@ -82,6 +82,9 @@ class DesktopReady:
     vnc_namespace: int | None = None
     #: the viewer may take control (`--interactive`)
     interactive: bool = False
+    #: the trial's folder on the host (its screenshots), None when it keeps none: once
+    #: the trial ends, `--watch` shows its last screenshot from there
+    folder: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

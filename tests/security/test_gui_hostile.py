@@ -121,3 +121,129 @@ def test_a_hostile_agent_cannot_forge_the_desktop_the_tests_read(
     errors = {r["task_name"]: r.get("error") for r in records if r["status"] == "error"}
     assert not errors, errors
     assert rewards == {"control": 1.0, **{name: 0.0 for name in HOSTILE}}, rewards
+
+
+# -- the agent's page keeps running into the tests ----------------------------
+#: seconds after it loads that the agent's page forges its title
+FORGE_AFTER = 4
+TIMER_PAGE = (
+    "<!doctype html><title>start</title><body style='background:#43a047'>start<script>"
+    f"setTimeout(() => {{ document.title = 'Form accepted'; }}, {FORGE_AFTER * 1000});"
+    "</script></body>\n"
+)
+#: the agent loads its page (a click first, so the window has the keyboard), checks its
+#: title is "start", and leaves the time it saw it
+LOADS_TIMER_PAGE = f"""
+    export DISPLAY=:1
+    cat > /tmp/timer.html <<'HTML'
+{TIMER_PAGE}HTML
+    chmod 644 /tmp/timer.html
+    i=0; until wmctrl -l | grep -q WAITING || [ $i -gt 400 ]; do sleep 0.05; i=$((i+1)); done
+    xdotool mousemove 400 300 click 1
+    xdotool key --clearmodifiers ctrl+l key --clearmodifiers ctrl+a
+    xdotool type --delay 5 file:///tmp/timer.html
+    xdotool key --clearmodifiers Return
+    i=0; until wmctrl -l | grep -q ' start' || [ $i -gt 400 ]; do sleep 0.05; i=$((i+1)); done
+    wmctrl -l
+    date +%s > /tmp/page-loaded
+"""
+#: the tests read the title once the page's timer is past (by the clock the agent
+#: left): reward 1 only if it is still the one the agent left, "start"
+READS_AFTER_THE_TIMER = f"""#!/bin/sh
+mkdir -p /logs/verifier
+export DISPLAY=:1
+loaded=$(cat /tmp/page-loaded 2>/dev/null || echo 0)
+echo 0 > /logs/verifier/reward.txt
+[ "$loaded" -gt 0 ] || {{ echo "the agent never saw its page"; exit 0; }}
+while [ "$(date +%s)" -le $(( loaded + {FORGE_AFTER} + 2 )) ]; do sleep 0.2; done
+titles=$(wmctrl -l 2>&1); echo "$titles"
+reward=0
+if echo "$titles" | grep -q ' start' && ! echo "$titles" | grep -q 'Form accepted'; then
+    reward=1
+fi
+echo "$reward" > /logs/verifier/reward.txt
+"""
+
+
+@pytest.mark.desktop
+@pytest.mark.slow
+@pytest.mark.parametrize("provider", [
+    pytest.param("docker", marks=pytest.mark.docker, id="docker"),
+    pytest.param("local", marks=pytest.mark.bwrap, id="local"),
+])  # fmt: skip
+def test_the_agents_page_stops_with_the_agent(provider: str, tmp_path: Path) -> None:
+    """A page the agent loaded whose timer forges the title after the agent stopped
+    leaves the tests the title the agent left: its scripts stop with the agent."""
+    need_desktop(provider)
+    tasks = tmp_path / "tasks"
+    _task(tasks, "page-timer", LOADS_TIMER_PAGE, provider)
+    (tasks / "page-timer" / "tests" / "test.sh").write_text(READS_AFTER_THE_TIMER)
+    runner = ParallelRunner(tasks, agent="oracle", provider=provider, n_concurrent=1,
+                            output_dir=tmp_path / "out", show_progress=False)  # fmt: skip
+    asyncio.run(runner.run())
+    assert runner.run_dir is not None
+    (record,) = [json.loads(line) for line in (runner.run_dir / "results.jsonl").open()]
+    said = "\n".join(p.read_text() for p in runner.run_dir.rglob("verifier/*stdout*"))
+    assert record["status"] != "error", record.get("error")
+    assert record.get("reward") == 1.0, (record, said)
+
+
+STEPS_TOML = """\
+version = "1.0"
+schema_version = "1.4"
+multi_step_reward_strategy = "final"
+[metadata]
+category = "computer-use"
+[agent]
+timeout_sec = 60.0
+[verifier]
+timeout_sec = 60.0
+[environment]
+memory_mb = 2048
+[environment.desktop]
+start_url = "file:///app/page.html"
+[[steps]]
+name = "load"
+[[steps]]
+name = "watch"
+"""
+#: the second step's agent waits for the page's timer, which can fire only once the
+#: pages the first step's agent left run again
+SEES_THE_TIMER = """
+    export DISPLAY=:1
+    i=0
+    until wmctrl -l | grep -q 'Form accepted' || [ $i -gt 400 ]; do sleep 0.05; i=$((i+1)); done
+    wmctrl -l | grep -q 'Form accepted' && echo yes > /tmp/timer-fired
+"""
+
+
+@pytest.mark.docker
+@pytest.mark.desktop
+@pytest.mark.slow
+def test_the_next_steps_agent_gets_the_pages_running_again(tmp_path: Path) -> None:
+    """Pages stop between a step's agent and its tests, and run again for the next
+    step's agent: it goes on with the desktop the first one left, live."""
+    need_desktop("docker")
+    tasks = tmp_path / "tasks"
+    _task(tasks, "steps", "true\n", "docker")
+    folder = tasks / "steps"
+    (folder / "task.toml").write_text(STEPS_TOML)
+    for name, solve, test in (
+        ("load", LOADS_TIMER_PAGE, "echo 1 > /logs/verifier/reward.txt\n"),
+        ("watch", SEES_THE_TIMER,
+         "[ -e /tmp/timer-fired ] && echo 1 > /logs/verifier/reward.txt "
+         "|| echo 0 > /logs/verifier/reward.txt\n"),
+    ):  # fmt: skip
+        base = folder / "steps" / name
+        (base / "solution").mkdir(parents=True)
+        (base / "tests").mkdir()
+        (base / "instruction.md").write_text(f"Step {name}.\n")
+        (base / "solution" / "solve.sh").write_text("#!/bin/sh\n" + solve)
+        (base / "tests" / "test.sh").write_text("#!/bin/sh\nmkdir -p /logs/verifier\n" + test)
+    runner = ParallelRunner(tasks, agent="oracle", provider="docker", n_concurrent=1,
+                            output_dir=tmp_path / "out", show_progress=False)  # fmt: skip
+    asyncio.run(runner.run())
+    assert runner.run_dir is not None
+    (record,) = [json.loads(line) for line in (runner.run_dir / "results.jsonl").open()]
+    assert record["status"] != "error", record.get("error")
+    assert record.get("reward") == 1.0, record

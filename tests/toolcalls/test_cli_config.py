@@ -241,3 +241,29 @@ def test_ctrl_c_exits_130_quickly(tmp_path: Path) -> None:
     assert process.returncode == 130, out + err
     assert "interrupted" in err and "Traceback" not in err
     assert time.monotonic() - started < 15
+
+
+SEVEN_SPOKEN = """
+agent: cli_agents:Echo
+tests:
+  - id: spoken
+    prompts: ["book a", "book b", "book c", "book d", "book e", "book f", "book g"]
+    expect: [{name: book}]
+"""
+
+
+def test_a_missing_espeak_ng_is_one_setup_line_and_exits_2(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The default synthesizer without espeak-ng on PATH: checked once before the
+    batch, one line naming it and how to install it, exit 2 (not one failure per run
+    and exit 1)."""
+    empty = tmp_path / "bin"
+    empty.mkdir()
+    monkeypatch.setenv("PATH", str(empty))
+    code, out = _invoke(tmp_path, SEVEN_SPOKEN)
+    assert code == 2, out
+    lines = [line for line in out.splitlines() if "espeak-ng" in line]
+    assert len(lines) == 1, out
+    assert "apt-get install espeak-ng" in lines[0]
+    assert "error:" in lines[0]

@@ -15,6 +15,10 @@ While a batch is watched, the desktops being served are also listed in its run
 folder (`desktops.json`, mode 0600: the URLs carry the token), rewritten as they
 come and go and removed when the server stops, so `helios view` links each GUI
 trial in flight to its live desktop.
+
+When a trial ends its sandbox goes, but its URL stays until the batch ends: it then
+shows the trial's last screenshot (the screen the verifier saw, `final.png`, else
+the agent's newest one), read-only, from the trial's folder on the host.
 """
 
 from __future__ import annotations
@@ -22,8 +26,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import os
 import secrets
 import socket
+import stat
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -36,6 +42,7 @@ from helios.atomic_write import write_text_atomic
 from helios.engine.events import DesktopReady
 from helios.environments.desktop.vnc import connect
 from helios.text import visible
+from helios.trajectories.images import FINAL_SCREEN, IMAGES_DIR
 
 NOVNC_DIR = Path("/usr/share/novnc")
 HOST = "127.0.0.1"
@@ -44,6 +51,9 @@ SUBPROTOCOL = "binary"
 CHUNK = 1 << 16
 #: the desktops being served, in the run folder of the batch being watched
 DESKTOPS_FILE = "desktops.json"
+#: the largest screenshot an ended trial's URL serves
+MAX_SCREENSHOT_BYTES = 64 * 1024 * 1024
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
 _active: WatchServer | None = None
 
@@ -79,6 +89,8 @@ class _Desktop:
     socket: str
     namespace: int
     interactive: bool
+    #: the trial's host folder (its screenshots), if it keeps one
+    folder: str | None = None
 
 
 class WatchServer:
@@ -89,6 +101,8 @@ class WatchServer:
         self.token = secrets.token_urlsafe(16)
         self.port = 0
         self._desktops: dict[str, _Desktop] = {}
+        #: the desktops of trials that ended: their last screenshot, until the batch ends
+        self._ended: dict[str, _Desktop] = {}
         self._runner: web.AppRunner | None = None
         self._bridges: set[asyncio.Task[None]] = set()
         self._published: Path | None = None
@@ -132,14 +146,18 @@ class WatchServer:
         """Serve the desktop of `event`; its URL, or None when it has no view."""
         if event.vnc_socket is None or event.vnc_namespace is None:
             return None
+        self._ended.pop(event.trial_id, None)
         self._desktops[event.trial_id] = _Desktop(
-            event.label, event.vnc_socket, event.vnc_namespace, event.interactive
+            event.label, event.vnc_socket, event.vnc_namespace, event.interactive, event.folder
         )
         self._publish()
         return self.url(event.trial_id)
 
     def remove(self, trial_id: str) -> None:
-        if self._desktops.pop(trial_id, None) is not None:
+        """The trial ended: its live view goes, and its URL shows its last screenshot."""
+        desktop = self._desktops.pop(trial_id, None)
+        if desktop is not None:
+            self._ended[trial_id] = desktop
             self._publish()
 
     # -- serving -------------------------------------------------------------
@@ -147,6 +165,7 @@ class WatchServer:
         app = web.Application()
         app.router.add_get(f"/{self.token}/desktops/{{trial}}/websockify", self._bridge)
         app.router.add_get(f"/{self.token}/desktops/{{trial}}/", self._viewer)
+        app.router.add_get(f"/{self.token}/desktops/{{trial}}/{FINAL_SCREEN}", self._final)
         app.router.add_get(f"/{self.token}/", self._index)
         if self.novnc.is_dir():
             app.router.add_static("/novnc/", self.novnc, follow_symlinks=False)
@@ -175,8 +194,9 @@ class WatchServer:
     async def _index(self, request: web.Request) -> web.Response:
         """A list of the desktops being served, each a link to its view."""
         rows = "".join(
-            f'<li><a href="{self.url(tid)}">{_html(d.label)}</a> ({tid[:12]})</li>'
-            for tid, d in self._desktops.items()
+            f'<li><a href="{self.url(tid)}">{_html(d.label)}</a> ({tid[:12]}){ended}</li>'
+            for desktops, ended in ((self._desktops, ""), (self._ended, ": ended, its last screen"))
+            for tid, d in desktops.items()
         )
         rows = rows or "<li>none yet</li>"
         body = f"<!doctype html><title>Helios desktops</title><ul>{rows}</ul>"
@@ -184,9 +204,27 @@ class WatchServer:
 
     async def _viewer(self, request: web.Request) -> web.Response:
         trial = request.match_info["trial"]
+        ended = self._ended.get(trial)
+        if ended is not None:
+            body = (f"<!doctype html><title>{_html(ended.label)}: ended</title>"
+                    f"<p>{_html(ended.label)} has ended: its last screen (read-only)</p>"
+                    f'<img alt="no screenshot was kept" src="{FINAL_SCREEN}" '
+                    'style="max-width:100%">')  # fmt: skip
+            return web.Response(text=body, content_type="text/html")
         if trial not in self._desktops:
-            raise web.HTTPNotFound(text="no such desktop (the trial may have ended)")
+            raise web.HTTPNotFound(text="no such desktop")
         raise web.HTTPFound(self.viewer_url(trial))
+
+    async def _final(self, request: web.Request) -> web.Response:
+        """An ended trial's last screenshot, as PNG."""
+        ended = self._ended.get(request.match_info["trial"])
+        if ended is None or ended.folder is None:
+            raise web.HTTPNotFound(text="no screenshot of this trial")
+        data = await asyncio.to_thread(last_screenshot, Path(ended.folder))
+        if data is None:
+            raise web.HTTPNotFound(text="no screenshot of this trial was kept")
+        return web.Response(body=data, content_type="image/png",
+                            headers={"Cache-Control": "no-store"})  # fmt: skip
 
     async def _bridge(self, request: web.Request) -> web.StreamResponse:
         desktop = self._desktops.get(request.match_info["trial"])
@@ -249,6 +287,44 @@ async def serving(novnc: Path = NOVNC_DIR) -> AsyncIterator[WatchServer]:
     finally:
         _active = previous
         await server.stop()
+
+
+def last_screenshot(trial: Path) -> bytes | None:
+    """The trial's last screen: the newest `final.png` of its steps' `agent/images`
+    (the screen the verifier saw), else its newest screenshot; None if it kept none.
+    Links are never followed and a file past MAX_SCREENSHOT_BYTES is not read."""
+    folders = [trial / "agent" / IMAGES_DIR]
+    with contextlib.suppress(OSError), os.scandir(trial) as entries:
+        folders += [Path(e.path) / "agent" / IMAGES_DIR for e in entries
+                    if e.is_dir(follow_symlinks=False)]  # fmt: skip
+    finals: list[tuple[float, Path]] = []
+    others: list[tuple[float, Path]] = []
+    for folder in folders:
+        if any(part.is_symlink() for part in (folder.parent, folder)):
+            continue
+        with contextlib.suppress(OSError), os.scandir(folder) as entries:
+            for entry in entries:
+                if entry.name.endswith(".png") and entry.is_file(follow_symlinks=False):
+                    kept = (entry.stat(follow_symlinks=False).st_mtime, Path(entry.path))
+                    (finals if entry.name == FINAL_SCREEN else others).append(kept)
+    for _, path in sorted(finals, reverse=True) + sorted(others, reverse=True):
+        data = _read_png(path)
+        if data is not None:
+            return data
+    return None
+
+
+def _read_png(path: Path) -> bytes | None:
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:
+        return None
+    with os.fdopen(fd, "rb") as file:
+        info = os.fstat(file.fileno())
+        if not stat.S_ISREG(info.st_mode) or info.st_size > MAX_SCREENSHOT_BYTES:
+            return None
+        data = file.read(MAX_SCREENSHOT_BYTES + 1)
+    return data if data.startswith(PNG_MAGIC) and len(data) <= MAX_SCREENSHOT_BYTES else None
 
 
 def _html(text: str) -> str:

@@ -108,7 +108,16 @@ async def _work(sock: socket.socket) -> None:
                 if not writer.is_closing():  # the parent is gone: nobody to show it to
                     writer.write(frame(("event", event)))
 
-        ctx = replace(setup.ctx, emit=emit, services=setup.services)
+        services = setup.services
+        if services is not None:  # also the interrupted trials' count, display or not
+            totals_of = services  # the copies the agents make share its totals
+
+            def send_totals() -> None:  # the parent's live line, after each model call
+                if not writer.is_closing():
+                    writer.write(frame(("usage", totals_of.totals)))
+
+            services.on_call = send_totals
+        ctx = replace(setup.ctx, emit=emit, services=services)
         try:
             with active(setup.settings or HeliosSettings.read()):
                 await Runner(setup.door, ctx, reader, writer, setup.slots).run()

@@ -11,7 +11,8 @@ Invariants:
 - the agent starts only once the sandbox's healthcheck (if any) has passed;
   a sandbox that never turns healthy is an infrastructure error, not retried;
 - the scorer runs only after the agent has stopped, and only if it exists;
-  before it, every process in the sandbox is killed (`Environment.stop_processes`);
+  before it, every process in the sandbox is killed (`Environment.stop_processes`)
+  and the scripts of the browser's pages are stopped (`desktop.pages`);
 - a teardown failure is recorded beside the outcome (`teardown_error`), never in it;
 - an agent timeout is a partial ending: the conversation so far is kept and
   the unit is still scored.
@@ -40,6 +41,7 @@ from helios.agents.registry import create_agent
 from helios.engine.events import EventSink, PhaseChanged, Retrying
 from helios.engine.scheduler import Slot, backoff_sleep
 from helios.environments.base import Environment
+from helios.environments.desktop.pages import freeze_pages
 from helios.environments.health import wait_healthy
 from helios.environments.registry import create_environment
 from helios.environments.spec import SandboxSpec
@@ -302,6 +304,7 @@ class EpisodeSession:
         with self.timing("verifier"):
             # Nothing the agent started may still run while it is scored.
             await env.stop_processes()
+            await freeze_pages(env)  # a page the agent loaded in the browser service too
             if out_dir is None:
                 out_dir = self.dir / scorer.phase if self.dir is not None else Path()
             return await scorer.score(env, self.episode.outcome, out_dir)

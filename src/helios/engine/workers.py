@@ -50,7 +50,8 @@ in a caller's loop), `preforked` forks nothing and workers are spawned.
 Messages are length-prefixed pickles over a socket pair per worker (`_wire.py`):
 - parent → worker: ("setup", WorkerSetup) first; then ("unit", index, unit) |
   ("stop",) no more starts | ("end",) no more units;
-- worker → parent: ("event", event) | ("result", index, result, totals) |
+- worker → parent: ("event", event) | ("usage", totals) after each model call (the
+  live line's figures; only when the parent shows events) | ("result", index, result, totals) |
   ("unstarted", index) a unit it was sent but did not start after a stop.
 
 A worker that dies (kill -9) has its units in flight recorded as crashed (an
@@ -434,6 +435,10 @@ class _Feeder:
             kind = message[0]
             if kind == "event":
                 service._emit(message[1])
+                continue
+            if kind == "usage":  # the worker's totals after a model call: the live line
+                worker.totals = message[1]
+                self._add_totals()
                 continue
             index = message[1]
             worker.in_flight.discard(index)

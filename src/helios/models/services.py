@@ -4,6 +4,7 @@ endpoint, the adaptive limiter, the retry policy, prices and live counters."""
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -47,6 +48,9 @@ class ModelServices:
     #: batch-wide running totals for the live display
     totals: Usage = field(default_factory=Usage)
     started: float = field(default_factory=time.monotonic)
+    #: called after each model call has been added to `totals` (a worker process
+    #: sends its totals to the parent's live display); shared by the copies
+    on_call: Callable[[], None] | None = field(default=None, repr=False, compare=False)
     _model: Model | None = None
     #: the same services over another wire (`with_api`), made once per batch
     _wires: dict[str, ModelServices] = field(default_factory=dict, repr=False)
@@ -107,6 +111,8 @@ class ModelServices:
         if usage is not None:
             usage.add(call_usage)
         call_usage.retries = retries
+        if self.on_call is not None:
+            self.on_call()
         return response
 
     def live_line(self) -> str:

@@ -42,6 +42,7 @@ from helios.environments.base import Environment
 from helios.environments.desktop import vnc
 from helios.environments.desktop.actions import Geometry
 from helios.environments.desktop.desktop import Desktop, DesktopUnavailable
+from helios.environments.desktop.pages import freeze_pages, thaw_pages
 from helios.environments.health import describe, wait_healthy
 from helios.environments.view import as_user
 from helios.errors import HeliosError
@@ -100,6 +101,8 @@ class TaskBody:
     runs: list[StepRun] = field(default_factory=list)
     #: the desktop started for the trial (None: the task has none, or not yet)
     _desktop: Desktop | None = field(default=None, repr=False)
+    #: the browser's pages are stopped (`freeze_pages`) since the last agent ended
+    _frozen: bool = field(default=False, repr=False)
 
     async def run(self, session: EpisodeSession, env: Environment) -> None:
         if self.environment_files is not None:
@@ -145,6 +148,9 @@ class TaskBody:
                 await _setup(env, plan)
         session.phase("agent")
         with session.timing("agent"):
+            if self._frozen:  # the previous step's pages: this step's agent goes on with them
+                await thaw_pages(env)
+                self._frozen = False
             baseline = env.network
             if plan.agent_network is not None:
                 await env.set_network(plan.agent_network)
@@ -163,6 +169,7 @@ class TaskBody:
         session.phase("verifier")
         with session.timing("verifier"), _kept_or_scratch(folder) as base:
             await env.stop_processes()  # nothing the agent started runs while it is scored
+            self._frozen = await freeze_pages(env)  # nor its pages' scripts, in the browser
             if self._desktop is not None and folder is not None:
                 await _keep_final_screen(self._desktop, folder / "agent" / IMAGES_DIR)
             if plan.verifier.sandbox is None:
@@ -258,6 +265,7 @@ async def _start_desktop(
             vnc_socket=endpoint.socket if endpoint else None,
             vnc_namespace=endpoint.namespace if endpoint else None,
             interactive=endpoint.interactive if endpoint else False,
+            folder=str(session.dir) if session.dir is not None else None,
         ))  # fmt: skip
     return desktop
 

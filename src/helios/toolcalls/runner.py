@@ -192,6 +192,20 @@ def _synthesizer(synthesizer: Any, cache: AudioCache | bool | None) -> Synthesiz
     return synthesizer  # type: ignore[no-any-return]
 
 
+def check_setup(synthesizer: Any) -> None:
+    """Ask the synthesizer (through a cache) whether this machine can run it, once,
+    before any run (`check_setup()`, where it has one): a missing program is one
+    `SetupError`, not the same failure for every run."""
+    seen: set[int] = set()
+    while synthesizer is not None and id(synthesizer) not in seen:
+        seen.add(id(synthesizer))
+        check = getattr(synthesizer, "check_setup", None)
+        if callable(check):
+            check()
+            return
+        synthesizer = getattr(synthesizer, "inner", None)
+
+
 def _text_mode(agent: Any, synthesizer: Synthesizer | None) -> bool:
     can_read = callable(getattr(agent, "run_text", None))
     if synthesizer is None or getattr(agent, "accepts_audio", True) is False:
@@ -232,6 +246,8 @@ async def run_cases(
     check_runs(cases)
     synth = _synthesizer(synthesizer, cache)
     text_mode = _text_mode(agent, synth)
+    if not text_mode:
+        check_setup(synth)
     units = plan_units(cases)
     limit = max(1, min(max_concurrency or DEFAULT_MAX_CONCURRENCY, len(units) or 1))
     console = console or default_console()

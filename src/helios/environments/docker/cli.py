@@ -12,7 +12,18 @@ import asyncio
 from pathlib import Path
 
 from helios._proc import decode, run_process
-from helios.errors import EnvironmentBuildError, EnvironmentExecError, PhaseTimeout
+from helios.environments.docker.base_images import (
+    base_images,
+    is_desktop_image,
+    missing_base_images,
+    missing_desktop_image,
+)
+from helios.errors import (
+    BaseImageMissing,
+    EnvironmentBuildError,
+    EnvironmentExecError,
+    PhaseTimeout,
+)
 from helios.settings import current as helios_settings
 
 LABEL_MANAGED = "helios.managed"
@@ -61,6 +72,10 @@ class ImageBuilds:
             self._ready.add(tag)
 
     async def _build(self, tag: str, context: Path, timeout: float) -> None:
+        bases = await asyncio.to_thread(_bases_of, context)
+        for image in bases:
+            if is_desktop_image(image) and not await image_present(image):
+                raise BaseImageMissing(missing_desktop_image(image))
         args = ["build", "-q", "-t", tag, "--label", f"{LABEL_MANAGED}=true"]
         build_network = helios_settings().docker_build_network
         if build_network:
@@ -69,5 +84,28 @@ class ImageBuilds:
         if result.timed_out:
             raise PhaseTimeout("build", timeout)
         if result.returncode != 0:
-            tail = decode(result.stderr).strip().splitlines()[-3:]
-            raise EnvironmentBuildError(f"docker build of {context} failed: {' | '.join(tail)}")
+            tail = " | ".join(decode(result.stderr).strip().splitlines()[-3:])
+            missing = [image for image in bases if not await image_present(image)]
+            if missing:
+                raise BaseImageMissing(missing_base_images(missing, tail))
+            raise EnvironmentBuildError(f"docker build of {context} failed: {tail}")
+
+
+async def image_present(image: str) -> bool:
+    """Whether the engine has `image` (never pulls it)."""
+    code, _, _ = await docker("image", "inspect", image)
+    return code == 0
+
+
+async def check_desktop_image(image: str) -> None:
+    """`BaseImageMissing` if `image` is Helios's desktop image and is not here: no
+    registry serves it, so `docker run` would only fail on a registry's DNS."""
+    if is_desktop_image(image) and not await image_present(image):
+        raise BaseImageMissing(missing_desktop_image(image))
+
+
+def _bases_of(context: Path) -> list[str]:
+    try:
+        return base_images((context / "Dockerfile").read_text("utf-8", errors="replace"))
+    except OSError:
+        return []

@@ -43,6 +43,7 @@ from helios.environments.docker.cli import (
     LABEL_RUN,
     LABEL_TRIAL,
     ImageBuilds,
+    check_desktop_image,
     docker,
     docker_binary,
 )
@@ -135,6 +136,8 @@ class DockerEnvironment(ContainerServices):
     async def build(self) -> None:
         context = self.spec.build_context
         if self.spec.dockerfile is None or context is None:
+            if self.spec.image is not None:  # a prebuilt image: the desktop's is never pulled
+                await check_desktop_image(self.spec.image)
             return
         await _builds.ensure(self.image, context, self.spec.build_timeout)
 

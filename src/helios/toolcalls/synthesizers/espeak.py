@@ -7,7 +7,7 @@ import shutil
 from typing import Any, Literal
 
 from helios._proc import decode, run_process
-from helios.errors import ConfigError, HeliosError
+from helios.errors import HeliosError, SetupError
 from helios.toolcalls.audio import pcm16_to_wav, resample_pcm16, to_mono, wav_to_pcm16
 from helios.toolcalls.types import Audio
 
@@ -57,13 +57,23 @@ class EspeakSynthesizer:
             "sample_rate": self.sample_rate,
         }
 
-    def _command(self) -> list[str]:
+    def check_setup(self) -> None:
+        """`SetupError` (one line) if espeak-ng is not on this machine: the batch's
+        runner asks once, before any run, instead of every run failing alike."""
+        self._binary()
+
+    def _binary(self) -> str:
         binary = shutil.which(self.executable)
         if binary is None:
-            raise ConfigError(
-                f"{self.executable} not found: install espeak-ng (Debian/Ubuntu: "
-                "apt-get install espeak-ng), or pass another synthesizer"
+            raise SetupError(
+                f"{self.executable} not found on PATH: install espeak-ng (Debian/Ubuntu: "
+                "apt-get install espeak-ng), or use another synthesizer (synthesizer: null "
+                "is text mode)"
             )
+        return binary
+
+    def _command(self) -> list[str]:
+        binary = self._binary()
         command = [binary, "--stdout", "--stdin", "-v", self.voice, "-s", str(self.speed)]
         if self.pitch is not None:
             command += ["-p", str(self.pitch)]
