@@ -154,3 +154,21 @@ def test_the_command_tree_holds_every_command_loaded() -> None:
     batch = tree.commands["batch"]
     assert "--n-concurrent" in {opt for param in batch.params for opt in param.opts}
     assert list(tree.commands["tasks"].commands) == ["check"]
+
+
+REGISTRIES = """
+import json, sys
+from helios.agents.registry import agent_class, available_agents
+from helios.environments.registry import available_providers, sandbox_provider
+assert "daytona" in available_providers() and "tool" in available_agents()
+sandbox_provider("local"), agent_class("oracle")
+print("\\nMODULES " + json.dumps(sorted(sys.modules)))
+"""
+
+
+def test_a_registry_imports_only_the_builtin_asked_for() -> None:
+    modules = _modules(code=REGISTRIES)
+    assert "helios.environments.local" in modules and "helios.agents.oracle" in modules
+    unused = ("helios.environments.daytona", "helios.environments.docker", "aiodocker",
+              "helios.agents.tool_agent", "helios.agents.computer.agent")  # fmt: skip
+    assert _found(modules, unused) == []

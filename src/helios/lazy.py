@@ -46,6 +46,9 @@ class LazyImports(Mapping[str, T]):
         value: T = getattr(import_module(module), attribute)
         return value
 
+    def __contains__(self, name: object) -> bool:
+        return name in self._names  # without importing it
+
     def __iter__(self) -> Iterator[str]:
         return iter(self._names)
 
