@@ -76,3 +76,12 @@ def test_the_ray_executor_benchmark_prints_the_driver_cpu_of_both() -> None:
     for row in ("local engine, this process", "Ray executor, 3 nodes"):
         assert re.search(rf"^{row} +24 recorded  driver CPU +\d+\.\d\d ms/trial", out, re.M), out
     assert re.search(r"over the local engine: [+-]\d+\.\d\d ms/trial", out), out
+
+
+def test_the_startup_benchmark_prints_helios_and_its_peers() -> None:
+    out = _bench("startup.py", "--repeat", "1")
+    assert re.search(r"^helios --help +wall +\d+ ms +CPU +\d+ ms$", out, re.M), out
+    assert re.search(r"^helios batch --help +wall +\d+ ms +CPU +\d+ ms +\d+\.\dx", out, re.M), out
+    for peer in ("inspect", "harbor"):  # a figure and its ratio, or why there is none
+        assert re.search(rf"^{peer} --help +(wall .*\d+\.\dx helios --help|skipped: .+)$",
+                         out, re.M), out  # fmt: skip

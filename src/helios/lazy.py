@@ -4,9 +4,9 @@ for every package that does this."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from importlib import import_module
-from typing import Any
+from typing import Any, TypeVar
 
 
 def lazy_exports(
@@ -28,3 +28,29 @@ def lazy_exports(
         return sorted(set(namespace) | set(names))
 
     return getattr_, dir_
+
+
+T = TypeVar("T")
+
+
+class LazyImports(Mapping[str, T]):
+    """A registry's built-ins by name, each imported on first read: `names` maps a
+    name to "module:attribute". Listing the names imports nothing, so a command
+    that uses one sandbox provider does not import the others (Daytona's, Docker's)."""
+
+    def __init__(self, names: Mapping[str, str]) -> None:
+        self._names = dict(names)
+
+    def __getitem__(self, name: str) -> T:
+        module, _, attribute = self._names[name].partition(":")
+        value: T = getattr(import_module(module), attribute)
+        return value
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._names  # without importing it
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._names)
+
+    def __len__(self) -> int:
+        return len(self._names)

@@ -11,23 +11,26 @@ model is an error, said in one line.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from importlib.metadata import entry_points
 from typing import Any
 
 from helios.agents.base import Agent
 from helios.errors import ConfigError
+from helios.lazy import LazyImports
 from helios.plugins import Plugins
 
 ENTRY_POINT_GROUP = "helios.agents"
 
 
-def _builtins() -> dict[str, type[Agent]]:
-    from helios.agents.computer.agent import ComputerAgent
-    from helios.agents.nop import NopAgent
-    from helios.agents.oracle import OracleAgent
-    from helios.agents.tool_agent import ToolAgent
-
-    return {"tool": ToolAgent, "computer": ComputerAgent, "oracle": OracleAgent, "nop": NopAgent}
+def _builtins() -> Mapping[str, type[Agent]]:
+    """Each imported when asked for by name (the oracle needs no model client)."""
+    return LazyImports({
+        "tool": "helios.agents.tool_agent:ToolAgent",
+        "computer": "helios.agents.computer.agent:ComputerAgent",
+        "oracle": "helios.agents.oracle:OracleAgent",
+        "nop": "helios.agents.nop:NopAgent",
+    })  # fmt: skip
 
 
 def _adopt(loaded: object) -> type[Agent] | None:

@@ -1,22 +1,79 @@
-"""The `helios` command: one typer app, one module per command group."""
+"""The `helios` command: one typer app, one module per command group.
+
+The commands are listed here by name and imported only when used
+(`helios.cli.lazy_group`): `helios --help` imports none of them. To add a command,
+add a `LazyCommand` to `_Helios.lazy_commands` (or `_Tasks`') pointing at its function.
+"""
 
 from __future__ import annotations
+
+from typing import Any
 
 import typer
 
 from helios import __version__
-from helios.cli.batch import batch_command, run_command
-from helios.cli.compare import compare_command
-from helios.cli.generate import export_command, generate_command
-from helios.cli.help import ReadableCommand, ReadableGroup
-from helios.cli.maintenance import cleanup_command
-from helios.cli.tasks_check import tasks_check_command
-from helios.cli.toolcalls import toolcalls_command
-from helios.cli.view import view_command
+from helios.cli.lazy_group import LazyCommand, LazyGroup, load_all
+
+
+class _Helios(LazyGroup):
+    lazy_commands = (
+        LazyCommand("run", "helios.cli.batch:run_command", "Run one task and show its result."),
+        LazyCommand(
+            "batch",
+            "helios.cli.batch:batch_command",
+            "Run every task under TASKS_DIR, k attempts each, n at a time.",
+        ),
+        LazyCommand(
+            "generate",
+            "helios.cli.generate:generate_command",
+            "Turn a JSONL file of prompts into trajectories.",
+            own_line=True,
+        ),
+        LazyCommand(
+            "export",
+            "helios.cli.generate:export_command",
+            "Export a generate run's trajectories for training.",
+        ),
+        LazyCommand(
+            "cleanup",
+            "helios.cli.maintenance:cleanup_command",
+            "Remove leftover Helios containers and local sandboxes (and Daytona sandboxes,"
+            "\nwhen DAYTONA_API_KEY is set).",
+        ),
+        LazyCommand(
+            "toolcalls",
+            "helios.cli.toolcalls:toolcalls_command",
+            "Run the tool-call tests of a config.",
+            own_line=True,
+        ),
+        LazyCommand(
+            "compare",
+            "helios.cli.compare:compare_command",
+            "Compare runs task by task (flips, pass rates).",
+            own_line=True,
+        ),
+        LazyCommand(
+            "view",
+            "helios.cli.view:view_command",
+            "Look at runs in the browser.",
+            own_line=True,
+        ),
+    )
+
+
+class _Tasks(LazyGroup):
+    lazy_commands = (
+        LazyCommand(
+            "check",
+            "helios.cli.tasks_check:tasks_check_command",
+            "Check tasks: the oracle must reach 1.0 and nop must stay below it.",
+        ),
+    )
+
 
 app = typer.Typer(
     name="helios",
-    cls=ReadableGroup,
+    cls=_Helios,
     help="Run AI agents over many tasks at once, each in its own sandbox, scored by a verifier.",
     no_args_is_help=True,
     add_completion=False,
@@ -24,25 +81,8 @@ app = typer.Typer(
     rich_markup_mode=None,
 )
 tasks_app = typer.Typer(
-    help="Work with task folders.", no_args_is_help=True, rich_markup_mode=None, cls=ReadableGroup
+    help="Work with task folders.", no_args_is_help=True, rich_markup_mode=None, cls=_Tasks
 )
-
-
-app.command("run", cls=ReadableCommand)(run_command)
-app.command("batch", cls=ReadableCommand)(batch_command)
-app.command(
-    "generate", cls=ReadableCommand, short_help="Turn a JSONL file of prompts into trajectories."
-)(generate_command)
-app.command("export", cls=ReadableCommand)(export_command)
-app.command("cleanup", cls=ReadableCommand)(cleanup_command)
-app.command("toolcalls", cls=ReadableCommand, short_help="Run the tool-call tests of a config.")(
-    toolcalls_command
-)
-app.command(
-    "compare", cls=ReadableCommand, short_help="Compare runs task by task (flips, pass rates)."
-)(compare_command)
-app.command("view", cls=ReadableCommand, short_help="Look at runs in the browser.")(view_command)
-tasks_app.command("check", cls=ReadableCommand)(tasks_check_command)
 app.add_typer(tasks_app, name="tasks")
 
 
@@ -59,6 +99,13 @@ def _root(
     ),
 ) -> None:
     """Helios: run agents over tasks and prompts, in sandboxes, at scale."""
+
+
+def command_tree() -> Any:
+    """The whole `helios` click command, every command imported: what the CLI
+    reference is generated from (`typer.main.get_command(app)` gives the same tree,
+    each command imported when first read)."""
+    return load_all(typer.main.get_command(app))
 
 
 def main() -> None:

@@ -5,20 +5,10 @@ from __future__ import annotations
 import itertools
 from collections.abc import Coroutine
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from helios.cli.common import (
-    EXIT_BAD_INPUT,
-    EXIT_BELOW_THRESHOLD,
-    Interrupted,
-    err_console,
-    fail,
-    handle_errors,
-    run_coroutine,
-    shown,
-)
 from helios.cli.options import (
     ExecutorOpt,
     InteractiveOpt,
@@ -26,17 +16,20 @@ from helios.cli.options import (
     TrialOptions,
     trial_options,
 )
-from helios.cli.resume import recorded_run, resume_settings, resumed_options
-from helios.display import watch as watching
-from helios.engine import default_workers
-from helios.environments.desktop.vnc import ViewMode
-from helios.tasks.runner import ParallelRunner
-from helios.tasks.settings import TaskBatchSettings
-from helios.tasks.summary import BatchResult
+
+# What runs a batch is imported when one runs: `helios batch --help` builds the
+# command from its options alone.
+if TYPE_CHECKING:
+    from helios.environments.desktop.vnc import ViewMode
+    from helios.tasks.settings import TaskBatchSettings
+    from helios.tasks.summary import BatchResult
 
 
 def _settings(options: TrialOptions, **fields: Any) -> TaskBatchSettings:
     """The batch settings of a command: its shared options, parsed once, and `fields`."""
+    from helios.cli.common import handle_errors
+    from helios.tasks.settings import TaskBatchSettings
+
     try:
         parsed = options.agent_and_model()
         return TaskBatchSettings(
@@ -70,6 +63,9 @@ async def _watched(work: Coroutine[Any, Any, BatchResult], mode: ViewMode | None
     """`work` with its GUI trials' desktops served on 127.0.0.1 (`mode`), or as is."""
     if mode is None:
         return await work
+    from helios.cli.common import err_console
+    from helios.display import watch as watching
+
     async with watching.serving() as server:
         err_console.print(
             f"watching: the desktops are listed at {server.base}/{server.token}/",
@@ -84,6 +80,18 @@ def _execute(
     fail_under: float | None,
     debug: bool,
 ) -> BatchResult:
+    from helios.cli.common import (
+        EXIT_BAD_INPUT,
+        EXIT_BELOW_THRESHOLD,
+        Interrupted,
+        err_console,
+        handle_errors,
+        run_coroutine,
+        shown,
+    )
+    from helios.engine import default_workers
+    from helios.tasks.runner import ParallelRunner
+
     runner: ParallelRunner | None = None
     try:
         runner = ParallelRunner(tasks, settings=settings)
@@ -179,6 +187,9 @@ def batch_command(
     ray_address: RayAddressOpt = None,
 ) -> None:
     """Run every task under TASKS_DIR, k attempts each, n at a time."""
+    from helios.cli.common import fail
+    from helios.cli.resume import resume_settings, resumed_options
+
     run = _recorded(resume, ("batch",), options.debug)
     if run is not None:
         options = resumed_options(ctx, options, run)
@@ -198,6 +209,9 @@ def batch_command(
 def _recorded(resume: Path | None, kinds: tuple[str, ...], debug: bool) -> dict[str, Any] | None:
     if resume is None:
         return None
+    from helios.cli.common import handle_errors
+    from helios.cli.resume import recorded_run
+
     try:
         return recorded_run(resume, kinds)
     except Exception as exc:
@@ -205,6 +219,8 @@ def _recorded(resume: Path | None, kinds: tuple[str, ...], debug: bool) -> dict[
 
 
 def _recorded_tasks(run: dict[str, Any] | None, argument: str) -> list[Path]:
+    from helios.cli.common import fail
+
     paths = run.get("task_paths") if run is not None else None
     if not paths or not isinstance(paths, list):
         fail(f"missing {argument} (or --resume RUN_DIR of a run that records its tasks)")
@@ -230,6 +246,9 @@ def run_command(
     interactive: InteractiveOpt = False,
 ) -> None:
     """Run one task and show its result."""
+    from helios.cli.common import err_console, fail, shown
+    from helios.cli.resume import resume_settings, resumed_options
+
     run = _recorded(resume, ("run",), options.debug)
     if run is not None:
         options = resumed_options(ctx, options, run)

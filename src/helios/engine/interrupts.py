@@ -17,7 +17,6 @@ wakeup pipe (`signal.set_wakeup_fd`); a thread waits on that pipe and decides:
 
 from __future__ import annotations
 
-import asyncio
 import os
 import select
 import signal
@@ -27,6 +26,10 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from types import FrameType
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # imported when a run starts: `helios --help` needs no event loop
+    import asyncio
 
 #: seconds a run's event loop has to take the interrupt
 RESPONSE_GRACE = 5.0
@@ -142,6 +145,8 @@ class SignalWatch:
     def running(self, cancel: Callable[[], object]) -> Iterator[None]:
         """While the body runs on the current event loop, an interrupt calls `cancel`
         on that loop instead of exiting."""
+        import asyncio
+
         run = _Run(asyncio.get_running_loop(), cancel)
         with self._lock:
             self._run = run

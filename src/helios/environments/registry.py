@@ -3,24 +3,27 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from importlib.metadata import entry_points
 
 from helios.environments.base import Environment
 from helios.environments.spec import SandboxSpec
 from helios.errors import ConfigError
+from helios.lazy import LazyImports
 from helios.plugins import Plugins
 
 ENTRY_POINT_GROUP = "helios.environments"
 
 
-def _builtins() -> dict[str, type[Environment]]:
-    from helios.environments.daytona import DaytonaEnvironment
-    from helios.environments.docker import DockerEnvironment
-    from helios.environments.local import LocalEnvironment
-    from helios.environments.null import NullEnvironment
-
-    return {"docker": DockerEnvironment, "local": LocalEnvironment, "null": NullEnvironment,
-            "daytona": DaytonaEnvironment}  # fmt: skip
+def _builtins() -> Mapping[str, type[Environment]]:
+    """Each imported when asked for by name: a batch on `local` imports no Docker
+    client and no Daytona code."""
+    return LazyImports({
+        "docker": "helios.environments.docker:DockerEnvironment",
+        "local": "helios.environments.local:LocalEnvironment",
+        "null": "helios.environments.null:NullEnvironment",
+        "daytona": "helios.environments.daytona:DaytonaEnvironment",
+    })  # fmt: skip
 
 
 def _adopt(loaded: object) -> type[Environment] | None:
