@@ -32,6 +32,7 @@ from helios.engine.store import KEEP_LEFTOVERS, RunStore, write_json_atomic
 from helios.engine.workers import default_workers
 from helios.environments.registry import sandbox_provider
 from helios.errors import InputError
+from helios.models.pricing import unknown_reason
 from helios.models.routing import DEFAULT_MODEL
 from helios.models.services import ModelServices
 from helios.secrets import public_url
@@ -337,6 +338,11 @@ class ParallelRunner:
             if outcome.interrupted
             else None,
         )
+        if self.services is not None:
+            batch.out_tokens_per_second = self.services.out_tokens_per_second()
+            if not self.services.priced and batch.usage.cost_usd is not None:
+                # no call was priced (every trial errored, or a resume of such a run)
+                batch.usage.mark_cost_unknown(unknown_reason(self.services.spec.qualified))
         try:
             write_json_atomic(store.run_dir / SUMMARY_FILE, summary_document(batch))
         except OSError as exc:
