@@ -90,6 +90,8 @@ class ParallelRunner:
         **more: Any,
     ) -> None:
         if settings is None:
+            if quiet:  # the Python API's quiet prints nothing (the CLI's -q: one line)
+                more.setdefault("show_progress", False)
             settings = TaskBatchSettings.from_kwargs(
                 n_concurrent=n_concurrent, n_attempts=n_attempts, model=model, agent=agent,
                 provider=provider, output_dir=Path(output_dir), quiet=quiet, **more,
@@ -354,6 +356,10 @@ class ParallelRunner:
                 f"{escape(str(exc.strerror))}", highlight=False, soft_wrap=True,
             )  # fmt: skip
         shown = self.settings.show_progress and not self.settings.quiet
+        if self.settings.show_progress and self.settings.quiet:
+            # -q: the aggregate line, then where the results are
+            self.console.print(f"Output: {store.run_dir}", highlight=False, soft_wrap=True,
+                               markup=False)  # fmt: skip
         if shown and self.settings.view == "batch":
             for panel in final_panels(batch):
                 self.console.print(panel)
