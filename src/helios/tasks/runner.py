@@ -181,7 +181,7 @@ class ParallelRunner:
 
     def _report_loading(self, loaded: LoadedTasks) -> None:
         """One line per invalid or unsupported task, one for unknown keys."""
-        if not self.settings.show_progress:
+        if not (self.settings.show_progress and self.settings.report_inputs):
             return
         lines = [("invalid task", bad.error) for bad in loaded.invalid]
         lines += [("unsupported task", task.error) for task in loaded.unsupported]
