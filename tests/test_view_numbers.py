@@ -53,8 +53,8 @@ def _unpriced(index: int, **fields: Any) -> dict[str, Any]:
 
 def test_an_unknown_cost_is_unknown_not_zero(tmp_path: Path) -> None:
     out = tmp_path / "output"
-    write_run(out / "batch_unpriced", [_unpriced(0), _unpriced(1, status="error", reward=0.0,
-                                                              error="BadRequestError: no")])  # fmt: skip
+    errored = _unpriced(1, status="error", reward=0.0, error="BadRequestError: no")
+    write_run(out / "batch_unpriced", [_unpriced(0), errored])
 
     async def go(url: str) -> None:
         async with open_page(url, SIZE) as page:
@@ -110,9 +110,7 @@ def test_percentages_round_as_the_terminals(tmp_path: Path) -> None:
             assert "56.2%" in cells, cells
             key = (await _api(page, "runs"))["runs"][0]["key"]
             await page.evaluate(f"location.hash = '#/run?run={key}'")
-            shown = await page.until(
-                "(document.getElementById('run-pass-rate') || {}).textContent"
-            )
+            shown = await page.until("(document.getElementById('run-pass-rate') || {}).textContent")
             assert shown == "56.2%"
             # the rule itself, on more ties and non-ties (Python's format is the reference)
             for value in (0.5625, 0.0625, 0.1875, 0.3125, 0.123456, 0.99999, 0.0005, 0.00125):
@@ -140,9 +138,7 @@ def test_the_compare_page_writes_points_and_dollars(tmp_path: Path) -> None:
             delta = await page.evaluate("document.querySelector('.comparison .delta').textContent")
             assert "100.0% → 70.0%: -30.0 pp" in delta, delta
             assert " pp to " in delta and "%:" not in delta.replace("70.0%:", ""), delta
-            muted = await page.evaluate(
-                "document.querySelector('.comparison p.muted').textContent"
-            )
+            muted = await page.evaluate("document.querySelector('.comparison p.muted').textContent")
             assert "cost +$0.0150" in muted and " $ " not in muted, muted
 
     with view_server(str(out)) as url:
