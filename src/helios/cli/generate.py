@@ -324,9 +324,16 @@ def _run(options: dict[str, Any], prefill: Path | None, resume: bool, debug: boo
             highlight=False, soft_wrap=True,
         )  # fmt: skip
         raise typer.Exit(EXIT_BAD_INPUT)
+    first = shown(result.first_failure or "no error message")
+    if result.failed and result.failed >= result.prompts:
+        # nothing was generated: as a batch whose every trial errored, not a result
+        err_console.print(f"[red]every prompt failed[/] ({result.failed}); the first: {first} "
+                          "(all in failures.jsonl)", highlight=False, soft_wrap=True)  # fmt: skip
+        raise typer.Exit(EXIT_BAD_INPUT)
     if result.failed:
-        err_console.print(f"{result.failed} prompt(s) failed (see failures.jsonl); rerun with "
-                          "--resume to retry them", highlight=False, soft_wrap=True)  # fmt: skip
+        err_console.print(f"{result.failed} prompt(s) failed (see failures.jsonl); the first: "
+                          f"{first}; rerun with --resume to retry them",
+                          highlight=False, soft_wrap=True)  # fmt: skip
 
 
 def _list(distributions_file: Path | None, debug: bool) -> None:
