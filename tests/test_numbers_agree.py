@@ -155,3 +155,22 @@ def test_quiet_in_python_prints_nothing(make_task: TaskMaker, tmp_path: Path,
     assert batch.passed == 1
     captured = capfd.readouterr()
     assert captured.out == "" and captured.err == "", captured
+
+
+def test_tasks_check_shows_its_progress(make_task: TaskMaker, tmp_path: Path) -> None:
+    """Each of its two runs (oracle, then nop) has its live aggregate line and names
+    its run folder, which the viewer labels "tasks check" (tests/test_view_numbers.py)."""
+    check = "test -f /app/done && echo 1 > /logs/verifier/reward.txt"
+    make_task("one", test=f"{check} || echo 0 > /logs/verifier/reward.txt\n",
+              solve="touch /app/done\n")  # fmt: skip
+    out = tmp_path / "check"
+    done = _run("tasks", "check", str(tmp_path / "tasks"), "--provider", "local", "-o", str(out))
+    assert done.returncode == 0, done.stdout + done.stderr
+    lines = done.stdout.splitlines()
+    for agent, counts in (("oracle", "1/1 Passed: 1 | Failed: 0"),
+                          ("nop", "1/1 Passed: 0 | Failed: 1")):  # fmt: skip
+        at = lines.index(f"checking with {agent}:")
+        assert lines[at + 1].startswith(counts), lines
+        assert lines[at + 2].startswith(f"Output: {out}/check_{agent}"), lines
+    kinds = {json.loads(p.read_text())["kind"] for p in out.glob("*/run.json")}
+    assert kinds == {"check_oracle", "check_nop"}
