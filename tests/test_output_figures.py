@@ -1,7 +1,8 @@
 """What the output says, and that it says which figure is which: `quiet=True` in Python
 prints nothing, `-q` the aggregate line and the run folder; "out tok/s" is output
 tokens per wall second everywhere (the per-call speed is named apart); after an
-interrupt the panel's tokens are the recorded trials' and the stopped trials' tokens are stated beside them."""
+interrupt the panel's tokens are the recorded trials' and the stopped trials' tokens
+are stated beside them."""
 
 from __future__ import annotations
 
