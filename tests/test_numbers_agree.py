@@ -174,3 +174,23 @@ def test_tasks_check_shows_its_progress(make_task: TaskMaker, tmp_path: Path) ->
         assert lines[at + 2].startswith(f"Output: {out}/check_{agent}"), lines
     kinds = {json.loads(p.read_text())["kind"] for p in out.glob("*/run.json")}
     assert kinds == {"check_oracle", "check_nop"}
+
+
+def test_quiet_generate_in_python_prints_nothing(
+    tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    from helios.datagen import BatchRunner
+    from tests.datagen.conftest import SCRIPT as GENERATE_SCRIPT
+    from tests.datagen.conftest import write_dataset
+
+    dataset = write_dataset(tmp_path / "p.jsonl", ["Task 1: go.", "Plain 2: go."])
+    with MockLLMServer(script=GENERATE_SCRIPT) as server:
+        runner = BatchRunner(
+            dataset_file=dataset, batch_size=1, run_name="r", distribution="terminal_only",
+            base_url=server.openai_base_url, api_key="k", model="mock",
+            output_dir=tmp_path / "data", quiet=True,
+        )  # fmt: skip
+        result = runner.run()
+    assert result.rows == 1
+    captured = capfd.readouterr()
+    assert captured.out == "" and captured.err == "", captured

@@ -253,7 +253,7 @@ def generate_command(
         provider=provider, concurrency=concurrency, keep_no_reasoning=keep_no_reasoning,
         seed=seed, distributions_file=distributions_file, routing=routing, image=image,
         prompt_timeout=prompt_timeout, prices=prices, quiet=quiet, executor=executor,
-        ray_address=ray_address,
+        ray_address=ray_address, show_progress=True,  # -q keeps the live line
         reasoning_effort=reasoning_effort, reasoning_disabled=reasoning_disabled,
     )  # fmt: skip
     _run(options, prefill_messages_file, resume, debug or verbose)

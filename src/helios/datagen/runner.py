@@ -120,6 +120,8 @@ class BatchRunner:
         console: Console | None = None,
         **helios: Any,
     ) -> None:
+        if helios.get("quiet"):  # the Python API's quiet prints nothing (the CLI's -q: a line)
+            helios.setdefault("show_progress", False)
         self.settings = GenerateSettings(
             dataset_file=Path(dataset_file), batch_size=batch_size, run_name=run_name,
             distribution=distribution, max_turns=max_iterations, base_url=base_url,
