@@ -156,3 +156,29 @@ def test_tasks_check_runs_are_labelled_tasks_check(tmp_path: Path) -> None:
 
     with view_server(str(out)) as url:
         asyncio.run(go(url))
+
+
+def test_the_pass_rate_is_the_batchs_one_pass_rate(tmp_path: Path) -> None:
+    """1 valid task passed, 1 invalid: the panel, batch_summary.json and --fail-under say
+    50%, and so does the viewer (the raw 100% is beside it, named)."""
+    out = tmp_path / "output"
+    run = write_run(out / "batch_invalid", [record(0)])
+    summary = json.loads((run / "batch_summary.json").read_text())
+    summary |= {"pass_rate": 0.5, "raw_pass_rate": 1.0, "invalid": 1, "total_tasks": 2}
+    (run / "batch_summary.json").write_text(json.dumps(summary))
+
+    async def go(url: str) -> None:
+        async with open_page(url, SIZE) as page:
+            cells = await _cells(page, "batch_invalid")
+            assert "50.0%" in cells and "100.0%" not in cells, cells
+            key = (await _api(page, "runs"))["runs"][0]["key"]
+            await page.evaluate(f"location.hash = '#/run?run={key}'")
+            shown = await page.until(
+                "(document.getElementById('run-pass-rate') || {}).textContent"
+            )
+            assert shown == "50.0%"
+            text = await page.evaluate("document.getElementById('run-summary').textContent")
+            assert "Raw pass rate100.0% of the trials run" in text, text
+
+    with view_server(str(out)) as url:
+        asyncio.run(go(url))

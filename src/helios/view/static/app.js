@@ -305,6 +305,10 @@ function renderSummary(box, run, live) {
     ["Tokens", fmt(live.input_tokens) + " in / " + fmt(live.output_tokens) + " out"], ["Cost", el("span", { id: "run-cost" }, runCost(live.cost_usd))],
     ["Duration", secs(live.seconds)], ["Started", fmt(run.created_at)],
   ];
+  if (typeof live.raw_pass_rate === "number" && live.raw_pass_rate !== live.pass_rate) {
+    // the pass rate counts invalid tasks and trials not run as failed; this one does not
+    fields.push(["Raw pass rate", pct(live.raw_pass_rate) + " of the trials run"]);
+  }
   if (Array.isArray(summary.mean_reward_ci95)) fields.push(["Reward 95% CI", summary.mean_reward_ci95.map((v) => fmt(v, 3)).join(" – ")]);
   const children = [el("h2", {}, run.name), el("div", { class: "grid" }, fields.map(([k, v]) => el("div", {}, el("span", {}, k), v)))];
   if (run.error) children.push(el("p", { class: "status-failed" }, run.error));
