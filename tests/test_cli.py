@@ -40,7 +40,7 @@ def test_batch_local_oracle_and_summary(examples_copy: Path, tmp_path: Path) -> 
     (run_dir,) = (tmp_path / "out").iterdir()
     assert run_dir.name.startswith("batch_")
     summary = json.loads((run_dir / "batch_summary.json").read_text())
-    assert summary["passed"] == summary["total_tasks"] == 2 * summary["n_unique_tasks"]
+    assert summary["passed"] == summary["total_trials"] == 2 * summary["n_unique_tasks"]
 
 
 @pytest.mark.usefixtures("need_bwrap")
@@ -113,7 +113,7 @@ def test_examples_on_docker_k3_leave_no_container(examples_copy: Path, tmp_path:
     assert result.returncode == 0, result.stderr
     (run_dir,) = (tmp_path / "out").iterdir()
     summary = json.loads((run_dir / "batch_summary.json").read_text())
-    assert summary["passed"] == summary["total_tasks"] == 3 * summary["n_unique_tasks"]
+    assert summary["passed"] == summary["total_trials"] == 3 * summary["n_unique_tasks"]
     assert summary["pass_at_k"]["pass@3"] == 1.0
     # this run's containers: other batches may be running on the same engine
     run_id = json.loads((run_dir / "run.json").read_text())["run_id"]

@@ -118,8 +118,8 @@ def test_sigterm_then_resume(make_task: TaskMaker, tmp_path: Path) -> None:
     summary = json.loads((run_dir / "batch_summary.json").read_text())
     assert summary["interrupted"] is True
     # trials that finished before the signal are in the summary, not only in results.jsonl
-    assert summary["total_tasks"] == len(_ids(run_dir)) >= 1
-    assert summary["not_run"] == N_TASKS - summary["total_tasks"] > 0
+    assert summary["total_trials"] == len(_ids(run_dir)) >= 1
+    assert summary["not_run"] == N_TASKS - summary["total_trials"] > 0
     _resume(tasks, out, run_dir, "local")
 
 

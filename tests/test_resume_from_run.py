@@ -69,7 +69,7 @@ def test_batch_resumes_from_the_run_dir_alone(tmp_path: Path, scripted: MockLLMS
     )
     assert int(scripted.stats["requests"]) > requests
     summary = json.loads((run_dir / "batch_summary.json").read_text())
-    assert summary["passed"] == summary["total_tasks"] == 2
+    assert summary["passed"] == summary["total_trials"] == summary["total_tasks"] == 2
     # a setting given again that changes results is still refused
     other = _helios("batch", "--resume", str(run_dir), "-k", "2", cwd=elsewhere)
     assert other.returncode == 2 and "n_attempts" in other.stderr
@@ -87,7 +87,7 @@ def test_run_resumes_from_the_run_dir_alone(tmp_path: Path, scripted: MockLLMSer
     assert "Helios run" in again.stdout and "2 (1 already done)" in again.stdout
     assert "[Result] ✓ passed · reward 1 · total 1 · rows 1" in again.stdout
     summary = json.loads((run_dir / "batch_summary.json").read_text())
-    assert summary["passed"] == summary["total_tasks"] == 2
+    assert summary["passed"] == summary["total_trials"] == 2 and summary["total_tasks"] == 1
 
 
 def test_resume_of_another_kind_of_run_is_one_clear_line(tmp_path: Path) -> None:

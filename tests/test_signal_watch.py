@@ -108,3 +108,41 @@ def test_sigterm_outside_a_run_exits_at_once(tmp_path: Path) -> None:
     assert proc.returncode == 130, err
     assert err.decode().strip() == "interrupted (SIGTERM): exiting"
     assert time.monotonic() - sent < RESPONSE_GRACE
+
+SLEEPING_AGENT = '''
+import asyncio, pathlib
+from helios import toolcalls
+
+class Synth:
+    async def synthesize(self, text):
+        return toolcalls.Audio(data=b"\\x00" * 480, format="pcm", transcript=text)
+
+class Stuck:
+    async def run(self, audio):
+        pathlib.Path("{marker}").write_text("in")
+        await asyncio.sleep(600)
+        return toolcalls.AgentResponse(tool_calls=[])
+'''
+
+
+def test_timeout_s_int_is_one_interrupt(tmp_path: Path) -> None:
+    """`timeout -s INT` sends SIGINT to Helios and then to its process group: two
+    signals microseconds apart, for one request to stop. Helios stops as after one
+    Ctrl-C (its summary line, exit 130), not as after a second one."""
+    (tmp_path / "sleeping_agent.py").write_text(
+        SLEEPING_AGENT.replace("{marker}", str(tmp_path / "marker"))
+    )
+    (tmp_path / "c.yaml").write_text(textwrap.dedent(CONFIG).replace("stuck_agent",
+                                                                     "sleeping_agent"))  # fmt: skip
+    helios = [sys.executable, "-m", "helios", "toolcalls", "--config", str(tmp_path / "c.yaml")]
+    # SIGALRM is what `timeout` gets when its time is up: it then signals the child and
+    # its group (coreutils' own code path, without waiting for a fixed duration)
+    proc = subprocess.Popen(["timeout", "--preserve-status", "-s", "INT", "1000", *helios],
+                            cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            env=_env(tmp_path))  # fmt: skip
+    _wait_for(tmp_path / "marker", proc, 60)
+    proc.send_signal(signal.SIGALRM)
+    out, err = proc.communicate(timeout=RESPONSE_GRACE + 40)
+    assert b"second interrupt" not in err, err
+    assert proc.returncode == 130, (out, err)
+    assert b"interrupted" in out + err

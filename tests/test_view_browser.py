@@ -407,7 +407,7 @@ def test_two_runs_picked_in_the_list_are_compared(tmp_path: Path) -> None:
             )
             assert sorted(items) == sorted(names[:9])
             delta = await page.evaluate("document.querySelector('.comparison .delta').textContent")
-            assert "100.0% → 70.0%: -30.0%" in delta
+            assert "100.0% → 70.0%: -30.0 pp" in delta
             verdict = await page.evaluate("document.querySelector('.verdict').textContent")
             assert verdict == "B is significantly worse than A"
             models = await page.evaluate(

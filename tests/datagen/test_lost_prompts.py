@@ -41,10 +41,11 @@ def test_timed_out_prompts_are_failures_that_resume_runs(
 ) -> None:
     dataset = write_dataset(tmp_path / "p.jsonl", ["Task 1: go.", "Task 2: go."])
     args = hermes_args(mock_server, dataset, "t")
-    first = run_generate(tmp_path, *_with_url(args, silent_endpoint), "--prompt_timeout=2",
-                         check=True)  # fmt: skip
+    first = run_generate(tmp_path, *_with_url(args, silent_endpoint), "--prompt_timeout=2")
     run = tmp_path / "data" / "t"
-    assert "2 prompt(s) failed" in first.stderr
+    # every prompt failed: nothing was generated, exit 2 with the first reason
+    assert first.returncode == 2, first.stderr
+    assert "every prompt failed (2)" in first.stderr and "AgentTimeout" in first.stderr
     assert read_jsonl(run / "tombstones.jsonl") == []
     failures = read_jsonl(run / "failures.jsonl")
     assert [(f["prompt_index"], f["error"]["type"]) for f in failures] == [
@@ -63,7 +64,8 @@ def test_resume_runs_again_what_an_earlier_version_tombstoned_unanswered(
 ) -> None:
     dataset = write_dataset(tmp_path / "p.jsonl", ["Task 1: go.", "Plain 1"])
     args = hermes_args(mock_server, dataset, "old")
-    run_generate(tmp_path, *_with_url(args, silent_endpoint), "--prompt_timeout=2", check=True)
+    lost = run_generate(tmp_path, *_with_url(args, silent_endpoint), "--prompt_timeout=2")
+    assert lost.returncode == 2, lost.stderr  # every prompt failed
     run = tmp_path / "data" / "old"
     # What earlier versions recorded for a prompt whose time ran out before any answer.
     results = run / ".helios" / "results.jsonl"

@@ -90,6 +90,7 @@ def _execute(
         shown,
     )
     from helios.engine import default_workers
+    from helios.figures import percent
     from helios.tasks.runner import ParallelRunner
 
     runner: ParallelRunner | None = None
@@ -126,10 +127,10 @@ def _execute(
             soft_wrap=True,
         )
         raise typer.Exit(EXIT_BAD_INPUT)
-    if fail_under is not None and batch.gated_pass_rate < fail_under:
+    if fail_under is not None and batch.pass_rate < fail_under:
         err_console.print(
-            f"pass rate {batch.gated_pass_rate:.1%} (invalid and unsupported tasks and trials "
-            f"not run count as failed) is below --fail-under {fail_under:.1%}",
+            f"pass rate {percent(batch.pass_rate)} (invalid and unsupported tasks and trials "
+            f"not run count as failed) is below --fail-under {percent(fail_under)}",
             highlight=False,
             soft_wrap=True,
         )

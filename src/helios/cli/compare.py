@@ -19,6 +19,7 @@ from rich.text import Text
 
 from helios.cli.common import EXIT_BELOW_THRESHOLD, EXIT_OK, err_console, fail, shown
 from helios.display.console import SafeConsole, plain
+from helios.figures import percent, points
 from helios.results.compare import (
     DEFAULT_RESAMPLES,
     DEFAULT_SEED,
@@ -31,8 +32,6 @@ from helios.results.formats import (
     flip_titles,
     interval,
     money,
-    percent,
-    points,
     seconds,
     signed_money,
     signed_seconds,

@@ -253,7 +253,7 @@ def generate_command(
         provider=provider, concurrency=concurrency, keep_no_reasoning=keep_no_reasoning,
         seed=seed, distributions_file=distributions_file, routing=routing, image=image,
         prompt_timeout=prompt_timeout, prices=prices, quiet=quiet, executor=executor,
-        ray_address=ray_address,
+        ray_address=ray_address, show_progress=True,  # -q keeps the live line
         reasoning_effort=reasoning_effort, reasoning_disabled=reasoning_disabled,
     )  # fmt: skip
     _run(options, prefill_messages_file, resume, debug or verbose)
@@ -324,9 +324,16 @@ def _run(options: dict[str, Any], prefill: Path | None, resume: bool, debug: boo
             highlight=False, soft_wrap=True,
         )  # fmt: skip
         raise typer.Exit(EXIT_BAD_INPUT)
+    first = shown(result.first_failure or "no error message")
+    if result.failed and result.failed >= result.prompts:
+        # nothing was generated: as a batch whose every trial errored, not a result
+        err_console.print(f"[red]every prompt failed[/] ({result.failed}); the first: {first} "
+                          "(all in failures.jsonl)", highlight=False, soft_wrap=True)  # fmt: skip
+        raise typer.Exit(EXIT_BAD_INPUT)
     if result.failed:
-        err_console.print(f"{result.failed} prompt(s) failed (see failures.jsonl); rerun with "
-                          "--resume to retry them", highlight=False, soft_wrap=True)  # fmt: skip
+        err_console.print(f"{result.failed} prompt(s) failed (see failures.jsonl); the first: "
+                          f"{first}; rerun with --resume to retry them",
+                          highlight=False, soft_wrap=True)  # fmt: skip
 
 
 def _list(distributions_file: Path | None, debug: bool) -> None:

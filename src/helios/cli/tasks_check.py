@@ -59,16 +59,19 @@ async def _run(
     tasks_dir: Path, provider: str, n_concurrent: int, output: Path, pattern: str
 ) -> tuple[BatchResult, BatchResult]:
     def runner_for(agent: str) -> ParallelRunner:
+        # the live aggregate line (and the run folder after it), as `helios batch -q`
         return ParallelRunner(
             tasks_dir, n_concurrent=n_concurrent, agent=agent, provider=provider,
-            output_dir=output, pattern=pattern, quiet=True, show_progress=False,
-            run_prefix=f"check_{agent}",
+            output_dir=output, pattern=pattern, quiet=True, show_progress=True,
+            report_inputs=False, run_prefix=f"check_{agent}",
         )  # fmt: skip
 
     # One after the other, so -n bounds the trials in flight.
-    oracle = await runner_for("oracle").run()
-    nop = await runner_for("nop").run()
-    return oracle, nop
+    results = []
+    for agent in ("oracle", "nop"):
+        console.print(f"checking with {agent}:", highlight=False)
+        results.append(await runner_for(agent).run())
+    return results[0], results[1]
 
 
 def _features_table(loaded: LoadedTasks, provider: str) -> None:

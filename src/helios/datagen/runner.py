@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -69,6 +70,10 @@ class GenerateResult:
     rows: int = 0
     discarded: int = 0
     failed: int = 0
+    #: the prompts of the run (every prompt failed: `failed == prompts`)
+    prompts: int = 0
+    #: why the first failed prompt failed ("BadRequestError: ..."), None when none did
+    first_failure: str | None = None
     bad_lines: int = 0
     interrupted: bool = False
     #: why the run stopped starting prompts early (a rejected key), if it did
@@ -115,6 +120,8 @@ class BatchRunner:
         console: Console | None = None,
         **helios: Any,
     ) -> None:
+        if helios.get("quiet"):  # the Python API's quiet prints nothing (the CLI's -q: a line)
+            helios.setdefault("show_progress", False)
         self.settings = GenerateSettings(
             dataset_file=Path(dataset_file), batch_size=batch_size, run_name=run_name,
             distribution=distribution, max_turns=max_iterations, base_url=base_url,
@@ -311,10 +318,27 @@ class BatchRunner:
             n_failures,
         )
         self.result.statistics = statistics
+        self.result.prompts = len(units)
+        self.result.first_failure = first_failure(finals.values())
         if s.show_progress and not s.quiet:
             self.console.print(final_table(run, merged=merge.rows, failures=n_failures,
                                            tombstones=n_tombstones, seconds=outcome.seconds,
                                            interrupted=outcome.interrupted))  # fmt: skip
+
+
+def first_failure(finals: Iterable[dict[str, Any]]) -> str | None:
+    """The error of the failed prompt with the lowest index, in one line."""
+    failed = [r for r in finals if r.get("status") == "error"]
+    if not failed:
+        return None
+    record = min(failed, key=lambda r: (not isinstance(r.get("prompt_index"), int),
+                                        r.get("prompt_index") or 0))  # fmt: skip
+    error = record.get("error")
+    if isinstance(error, dict):
+        text = f"{error.get('type') or 'error'}: {error.get('message') or ''}".rstrip(": ")
+    else:
+        text = str(error or "no error message")
+    return visible(" ".join(text.split()), one_line=True)[:300]
 
 
 def _orphans(run_dir: Path, records: Any) -> int:

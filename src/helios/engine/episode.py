@@ -186,6 +186,8 @@ class EpisodeSession:
         self.spec, self.ctx, self.slot = spec, ctx, slot
         self.dir = unit_dir(ctx, spec.folder)
         self.episode = Episode(spec=spec, started_at=now_iso())
+        if ctx.services is not None:  # an unpriced model's cost is unknown from the start
+            self.episode.usage = ctx.services.empty_usage()
         #: the phase errors are attributed to
         self.current = "environment"
         self._open: list[Environment] = []

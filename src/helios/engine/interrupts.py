@@ -13,6 +13,10 @@ wakeup pipe (`signal.set_wakeup_fd`); a thread waits on that pipe and decides:
   it within RESPONSE_GRACE seconds (a loop blocked in C cannot), and then has
   CLEANUP_GRACE seconds to stop its sandboxes. A second signal, or either grace
   running out, exits at once; sandboxes left behind are `helios cleanup`'s.
+
+The same signal again within SAME_INTERRUPT seconds of the first is that same interrupt:
+`timeout -s INT` (coreutils) sends its signal to the child and then to the child's
+group, so Helios gets two SIGINTs microseconds apart for one request to stop.
 """
 
 from __future__ import annotations
@@ -36,6 +40,8 @@ RESPONSE_GRACE = 5.0
 #: seconds the cleanup after Ctrl-C / SIGTERM may take before Helios exits anyway
 CLEANUP_GRACE = 45.0
 EXIT_INTERRUPTED = 130
+#: seconds within which a further signal is the same interrupt, not a second one
+SAME_INTERRUPT = 0.05
 SIGNALS = (signal.SIGINT, signal.SIGTERM)
 #: a byte on the pipe that is no signal: "look at the deadline again"
 _WAKE = b"\0"
@@ -62,6 +68,8 @@ class _Run:
     loop: asyncio.AbstractEventLoop
     cancel: Callable[[], object]
     signalled: bool = False
+    #: the first signal, and when it came (time.monotonic)
+    first: tuple[int, float] = (0, 0.0)
     #: when the current grace ends, and what its end means
     deadline: float | None = None
     expiry: str = ""
@@ -195,9 +203,12 @@ class SignalWatch:
         if run is None:
             exit_now(f"interrupted ({_name(signum)}): exiting")
             return
+        now = time.monotonic()
         if run.signalled:
+            if run.first[0] == signum and now - run.first[1] < SAME_INTERRUPT:
+                return  # the same interrupt, sent again (to the process and its group)
             exit_now("second interrupt: exiting now; run `helios cleanup` for leftovers")
-        run.signalled = True
+        run.signalled, run.first = True, (signum, now)
         self._grace(run, RESPONSE_GRACE, f"no response to {_name(signum)}")
         try:
             run.loop.call_soon_threadsafe(self._take, run)

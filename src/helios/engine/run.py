@@ -274,7 +274,11 @@ class Run:
     ) -> None:
         """Run the plan, inside the live display if there is one."""
         with display if display is not None else nullcontext():
-            await service.run(plan)
+            try:
+                await service.run(plan)
+            finally:  # the display's last line and the final panel: one "out tok/s"
+                if service.services is not None:
+                    service.services.stop_clock()
 
     async def drive(
         self, door: Door[U, R], units: Sequence[U], *, finish: Callable[[RunOutcome[U, R]], T],

@@ -465,9 +465,7 @@ class _Feeder:
         services = self.service.services
         if services is None:
             return
-        from helios.usage import Usage
-
-        total = Usage()
+        total = services.empty_usage()
         for worker in self.pool:
             if worker.totals is not None:
                 total.add(worker.totals)
@@ -539,13 +537,12 @@ def _worker_services(services: ModelServices | None) -> ModelServices | None:
     if services is None:
         return None
     from helios.models.limiter import AdaptiveLimiter
-    from helios.usage import Usage
 
     limiter = services.limiter
     own = AdaptiveLimiter(initial=limiter.limit, minimum=limiter.minimum,
                           maximum=limiter.maximum, decrease=limiter.decrease,
                           cooldown=limiter.cooldown)  # fmt: skip
-    return replace(services, limiter=own, totals=Usage(), _model=None, _wires={})
+    return replace(services, limiter=own, totals=services.empty_usage(), _model=None, _wires={})
 
 
 class _Importable(pickle.Pickler):

@@ -9,9 +9,10 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from helios.figures import out_tokens_per_second
 from helios.models.base import GenerationConfig, Message, Model, ModelResponse
 from helios.models.limiter import AdaptiveLimiter
-from helios.models.pricing import PriceTable
+from helios.models.pricing import PriceTable, unknown_reason
 from helios.models.retry import OnRetry, RetryPolicy, call_with_retries
 from helios.models.routing import DEFAULT_MODEL, Api, ModelSpec
 from helios.slots import Slot
@@ -51,9 +52,28 @@ class ModelServices:
     #: called after each model call has been added to `totals` (a worker process
     #: sends its totals to the parent's live display); shared by the copies
     on_call: Callable[[], None] | None = field(default=None, repr=False, compare=False)
+    #: when the work ended (`stop_clock`): the figures stop moving then
+    ended: float | None = None
     _model: Model | None = None
     #: the same services over another wire (`with_api`), made once per batch
     _wires: dict[str, ModelServices] = field(default_factory=dict, repr=False)
+
+    def __post_init__(self) -> None:
+        # in place: services made by `with_api` share these totals
+        if self.totals.calls == 0 and self.totals.cost_usd == 0.0 and not self.priced:
+            self.totals.mark_cost_unknown(unknown_reason(self.spec.qualified))
+
+    @property
+    def priced(self) -> bool:
+        return self.prices.lookup(self.spec.qualified) is not None
+
+    def empty_usage(self) -> Usage:
+        """A usage with nothing counted yet: its cost is $0 with a price for the model,
+        and unknown (None, with the reason) without one, never a $0 for "unknown"."""
+        usage = Usage()
+        if not self.priced:
+            usage.mark_cost_unknown(unknown_reason(self.spec.qualified))
+        return usage
 
     def with_api(self, api: Api) -> ModelServices:
         """These services over another wire of the same provider (the computer agent
@@ -115,15 +135,28 @@ class ModelServices:
             self.on_call()
         return response
 
+    def stop_clock(self) -> None:
+        """The work is over: "out tok/s" is measured up to now, so the live line's last
+        figure and the final panel's are one number."""
+        if self.ended is None:
+            self.ended = time.monotonic()
+
+    def out_tokens_per_second(self) -> float:
+        """Output tokens of this invocation's model calls per second of its wall time
+        (from when the services opened to `stop_clock`, or now): the live line's and
+        the final panel's "out tok/s"."""
+        end = self.ended if self.ended is not None else time.monotonic()
+        return out_tokens_per_second(self.totals.output_tokens, end - self.started)
+
     def live_line(self) -> str:
-        """The model figures of a live display; "out tok/s" is output tokens per
-        second of wall time since the services opened (the final panels' figure)."""
+        """The model figures of a live display; "out tok/s" is
+        `out_tokens_per_second`. A model with no price shows "cost unknown" from
+        the start (never "$0.0000" while nothing is counted yet)."""
         t = self.totals
-        elapsed = max(time.monotonic() - self.started, 1e-9)
         return (
             f"limit {self.limiter.current} · {t.retries} retries · "
             f"{t.input_tokens + t.cache_read_tokens:,} in/{t.output_tokens:,} out tok · "
-            f"{t.output_tokens / elapsed:,.0f} out tok/s · {t.cost_text()}"
+            f"{self.out_tokens_per_second():,.0f} out tok/s · {t.cost_text()}"
         )
 
     async def close(self) -> None:

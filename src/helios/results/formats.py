@@ -15,6 +15,7 @@ import io
 import re
 from collections.abc import Iterable
 
+from helios.figures import percent, points
 from helios.results.compare import CompareReport, Comparison, RunSummary, TaskSide
 from helios.text import visible
 
@@ -62,13 +63,6 @@ def md(text: str) -> str:
     return _MARKDOWN_SPECIAL.sub(r"\\\1", visible(text, one_line=True))
 
 
-def percent(value: float) -> str:
-    return f"{value:.1%}"
-
-
-def points(value: float) -> str:
-    """A difference of two rates, in percentage points, signed."""
-    return f"{value * 100:+.1f} pp"
 
 
 def money(value: float | None) -> str:

@@ -7,6 +7,7 @@ from rich.table import Table
 from rich.text import Text
 
 from helios.display.console import plain
+from helios.figures import out_tokens_per_second, percent
 from helios.tasks.summary import BatchResult
 from helios.usage import Usage
 
@@ -29,8 +30,8 @@ def results_panel(batch: BatchResult) -> Panel:
     table = Table.grid(padding=(0, 2))
     table.add_column(style="bold")
     table.add_column(overflow="fold")  # a long output path wraps, never cut
-    total = batch.total_tasks
-    rate = f" ({batch.passed / total:.1%})" if total else ""
+    total = batch.total_trials
+    rate = f" ({percent(batch.pass_rate)})" if total or batch.invalid else ""
     table.add_row("Trials", str(total))
     table.add_row("Passed", f"[green]{batch.passed}[/]{rate}")
     table.add_row(
@@ -48,7 +49,9 @@ def results_panel(batch: BatchResult) -> Panel:
     usage = batch.usage
     if usage.calls:
         # the live line's figure: output tokens per second of the run's wall time
-        wall = usage.output_tokens / batch.duration if batch.duration > 0 else 0.0
+        wall = batch.out_tokens_per_second
+        if wall is None:
+            wall = out_tokens_per_second(usage.output_tokens, batch.duration)
         table.add_row(
             "Tokens",
             f"{_tokens_in(usage)} in · {usage.output_tokens:,} out · {wall:,.0f} out tok/s"
@@ -88,8 +91,8 @@ def pass_at_k_panel(batch: BatchResult) -> Panel:
             # pass@n with n attempts is the share of tasks with any passing attempt
             tasks_any = round(value * batch.n_unique_tasks)
             suffix = f" ({tasks_any}/{batch.n_unique_tasks} tasks)"
-        lines.append(f"{key}: {value:.1%}{suffix}")
-    lines.append(f"Raw: {batch.passed}/{batch.total_tasks} ({batch.pass_rate:.1%})")
+        lines.append(f"{key}: {percent(value)}{suffix}")
+    lines.append(f"Raw: {batch.passed}/{batch.total_trials} ({percent(batch.raw_pass_rate)})")
     return Panel("\n".join(lines), title="pass@k", expand=False, border_style="cyan")
 
 

@@ -70,13 +70,17 @@ class TrialResult(BaseModel):
 
     @property
     def reason(self) -> str:
-        """Why the trial did not pass, in one line: the error of a trial that errored;
-        else what the verifier said, or its error (empty when neither says anything)."""
+        """Why the trial did not pass, in one line: its typed error first (e.g.
+        "RewardFileMissing: ..."), then what the verifier said last; empty when
+        neither says anything. A verifier's line ("PASS: everything fine") never
+        hides the error that decided the outcome."""
         error = self.error
         shown_error = f"{error.type}: {error.message}" if error is not None else ""
-        if self.status == "error":
+        if self.status == "error" or not self.verifier_note:
             return one_line(shown_error, 240)
-        return self.verifier_note or one_line(shown_error, 240)
+        if not shown_error:
+            return self.verifier_note
+        return one_line(f"{shown_error} · verifier: {self.verifier_note}", 240)
 
     @property
     def passed(self) -> bool:

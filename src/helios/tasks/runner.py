@@ -32,6 +32,7 @@ from helios.engine.store import KEEP_LEFTOVERS, RunStore, write_json_atomic
 from helios.engine.workers import default_workers
 from helios.environments.registry import sandbox_provider
 from helios.errors import InputError
+from helios.models.pricing import unknown_reason
 from helios.models.routing import DEFAULT_MODEL
 from helios.models.services import ModelServices
 from helios.secrets import public_url
@@ -89,6 +90,8 @@ class ParallelRunner:
         **more: Any,
     ) -> None:
         if settings is None:
+            if quiet:  # the Python API's quiet prints nothing (the CLI's -q: one line)
+                more.setdefault("show_progress", False)
             settings = TaskBatchSettings.from_kwargs(
                 n_concurrent=n_concurrent, n_attempts=n_attempts, model=model, agent=agent,
                 provider=provider, output_dir=Path(output_dir), quiet=quiet, **more,
@@ -178,7 +181,7 @@ class ParallelRunner:
 
     def _report_loading(self, loaded: LoadedTasks) -> None:
         """One line per invalid or unsupported task, one for unknown keys."""
-        if not self.settings.show_progress:
+        if not (self.settings.show_progress and self.settings.report_inputs):
             return
         lines = [("invalid task", bad.error) for bad in loaded.invalid]
         lines += [("unsupported task", task.error) for task in loaded.unsupported]
@@ -337,6 +340,11 @@ class ParallelRunner:
             if outcome.interrupted
             else None,
         )
+        if self.services is not None:
+            batch.out_tokens_per_second = self.services.out_tokens_per_second()
+            if not self.services.priced and batch.usage.cost_usd is not None:
+                # no call was priced (every trial errored, or a resume of such a run)
+                batch.usage.mark_cost_unknown(unknown_reason(self.services.spec.qualified))
         try:
             write_json_atomic(store.run_dir / SUMMARY_FILE, summary_document(batch))
         except OSError as exc:
@@ -348,6 +356,10 @@ class ParallelRunner:
                 f"{escape(str(exc.strerror))}", highlight=False, soft_wrap=True,
             )  # fmt: skip
         shown = self.settings.show_progress and not self.settings.quiet
+        if self.settings.show_progress and self.settings.quiet:
+            # -q: the aggregate line, then where the results are
+            self.console.print(f"Output: {store.run_dir}", highlight=False, soft_wrap=True,
+                               markup=False)  # fmt: skip
         if shown and self.settings.view == "batch":
             for panel in final_panels(batch):
                 self.console.print(panel)

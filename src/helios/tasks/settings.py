@@ -30,6 +30,8 @@ class TaskBatchSettings:
     #: sandbox starts at once; None = min(n_concurrent, 4)
     max_starts: int | None = None
     show_progress: bool = True
+    #: one line per invalid or unsupported task as they load (off: the caller reports them)
+    report_inputs: bool = True
     #: processes that run trials (one writer keeps the store); None = the number
     #: of cores, capped by n_concurrent (the CLI's default)
     workers: int | None = 1

@@ -109,6 +109,9 @@ class BatchResult:
     #: usage of the model calls made by trials an interrupt stopped: counted live, but in
     #: no record (so not in `usage`); None when nothing was stopped
     stopped_usage: Usage | None = None
+    #: "out tok/s" as the live line measured it (this invocation's output tokens per
+    #: second of its wall time); None: the panel divides the usage by the duration
+    out_tokens_per_second: float | None = None
 
     @property
     def priced(self) -> bool:
@@ -133,16 +136,36 @@ class BatchResult:
         return None if value is None else value * 100.0
 
     @property
+    def total_trials(self) -> int:
+        """The trials that ran to a result (`total_tasks` is the same number, kept for
+        callers of the Python API; batch_summary.json's `total_tasks` counts tasks)."""
+        return self.total_tasks
+
+    @property
+    def n_tasks(self) -> int:
+        """The tasks of the batch: those planned (run or not) and the invalid and
+        unsupported ones."""
+        planned = (self.total_tasks + self.not_run) // max(self.n_attempts, 1)
+        return planned + len(self.invalid) + len(self.unsupported)
+
+    @property
     def pass_rate(self) -> float:
+        """The one pass rate (panel, batch_summary.json, `--fail-under`): passed trials
+        over the planned ones, where an invalid or unsupported task counts as failed
+        attempts and a trial not run as failed."""
+        skipped = len(self.invalid) + len(self.unsupported)
+        planned = self.total_tasks + self.not_run + skipped * self.n_attempts
+        return self.passed / planned if planned else 0.0
+
+    @property
+    def raw_pass_rate(self) -> float:
+        """Passed trials over the trials that ran (the valid tasks' only)."""
         return self.passed / self.total_tasks if self.total_tasks else 0.0
 
     @property
     def gated_pass_rate(self) -> float:
-        """The pass rate `--fail-under` checks: an invalid or unsupported task counts
-        as failed attempts."""
-        skipped = len(self.invalid) + len(self.unsupported)
-        planned = self.total_tasks + self.not_run + skipped * self.n_attempts
-        return self.passed / planned if planned else 0.0
+        """`pass_rate` (its earlier name)."""
+        return self.pass_rate
 
 
 def build_batch_result(
@@ -194,7 +217,8 @@ def summary_document(batch: BatchResult) -> dict[str, Any]:
     ci_low, ci_high = bootstrap_ci([r.reward for r in batch.results])
     usage = batch.usage
     doc: dict[str, Any] = {
-        "total_tasks": batch.total_tasks,
+        "total_tasks": batch.n_tasks,
+        "total_trials": batch.total_trials,
         "passed": batch.passed,
         "failed": batch.failed,
         "errored": batch.errored,
@@ -203,6 +227,7 @@ def summary_document(batch: BatchResult) -> dict[str, Any]:
         "mean_reward": round(batch.mean_reward, 6),
         "mean_reward_ci95": [round(ci_low, 6), round(ci_high, 6)],
         "pass_rate": round(batch.pass_rate, 6),
+        "raw_pass_rate": round(batch.raw_pass_rate, 6),
         "duration_seconds": round(batch.duration, 3),
         "model": batch.model,
         "agent": batch.agent,
@@ -230,11 +255,14 @@ def summary_document(batch: BatchResult) -> dict[str, Any]:
         "unsupported_tasks": [{"path": u.path, "reasons": u.reasons} for u in batch.unsupported],
         "unknown_keys": dict(sorted(batch.unknown_keys.items())),
     }
-    if batch.n_attempts > 1:
-        doc["n_attempts"] = batch.n_attempts
-        doc["pass_at_k"] = {k: round(v, 6) for k, v in batch.pass_at_k_table.items()}
-        doc["pass_at_k_ci95"] = {
-            k: [round(low, 6), round(high, 6)] for k, (low, high) in batch.pass_at_k_ci95.items()
-        }
-        doc["raw_pass_rate"] = round(batch.pass_rate, 6)
+    doc["n_attempts"] = batch.n_attempts
+    # null with one attempt: pass@k needs k > 1 (the key is always there)
+    doc["pass_at_k"] = (
+        {k: round(v, 6) for k, v in batch.pass_at_k_table.items()} if batch.n_attempts > 1 else None
+    )
+    doc["pass_at_k_ci95"] = (
+        {k: [round(low, 6), round(high, 6)] for k, (low, high) in batch.pass_at_k_ci95.items()}
+        if batch.n_attempts > 1
+        else None
+    )
     return doc

@@ -115,7 +115,7 @@ def _check(run_dir: Path, report: ChaosReport) -> None:
     report.duplicated = sum(n - 1 for n in ids.values())
     summary = json.loads((run_dir / "batch_summary.json").read_text())
     report.summary_consistent = (
-        summary["total_tasks"] == len(lines)
+        summary["total_trials"] == len(lines)
         and summary["passed"] == sum(json.loads(x)["status"] == "passed" for x in lines)
         and summary["not_run"] == 0
         and not summary["interrupted"]

@@ -143,7 +143,7 @@ def table_row(index: RecordIndex, row: Row) -> dict[str, Any]:
     return {
         "index": row.index,
         "task": row.task,
-        "attempt": row.attempt,
+        "attempt": row.attempt or None,  # a generate prompt has none (never "0")
         "status": row.status,
         "reward": row.reward,
         "duration": row.duration,

@@ -139,6 +139,8 @@ class Totals:
     reward_sum: float = 0.0
     rewarded: int = 0
     cost: float = 0.0
+    #: rows with no known cost (a model with no price): the run's cost is unknown
+    cost_unknown: int = 0
     tokens_in: int = 0
     tokens_out: int = 0
 
@@ -149,6 +151,8 @@ class Totals:
         if row.reward is not None:
             self.reward_sum += row.reward
             self.rewarded += 1
+        if row.cost is None and row.status != "damaged":
+            self.cost_unknown += 1
         self.cost += row.cost or 0.0
         self.tokens_in += row.tokens_in
         self.tokens_out += row.tokens_out
@@ -161,7 +165,9 @@ class Totals:
             "errors": dict(self.errors.most_common()),
             "pass_rate": self.statuses["passed"] / trials if trials else None,
             "mean_reward": self.reward_sum / self.rewarded if self.rewarded else None,
-            "cost_usd": self.cost,
+            # unknown (null) when any row's is: never a $0 for "no price"
+            "cost_usd": None if self.cost_unknown else self.cost,
+            "rows_written": self.statuses["ok"],
             "input_tokens": self.tokens_in,
             "output_tokens": self.tokens_out,
         }

@@ -8,6 +8,7 @@ toolcalls report's at the top with `results.jsonl` beside it, a generate run's i
 
 from __future__ import annotations
 
+import math
 from collections import OrderedDict
 from pathlib import Path
 from typing import Any
@@ -26,6 +27,14 @@ RESULTS = "results.jsonl"
 PER_TRIAL = ("tasks", "rows", "results")
 SUMMARIES = ("batch_summary.json", "toolcalls_summary.json", "statistics.json")
 DOORS = ("batch", "run", "generate", "toolcalls")
+#: the run_prefix (run.json's kind) of `helios tasks check`'s runs: check_oracle, check_nop
+CHECK_PREFIX = "check_"
+
+
+def _number(value: Any) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return float(value) if math.isfinite(value) else None
 
 
 #: parsed JSON files by (path, size, mtime): a 100,000-trial batch_summary.json is
@@ -117,8 +126,19 @@ def describe(roots: Roots, run: RunFolder, index: RecordIndex) -> dict[str, Any]
     if summary is not None and isinstance(summary.get("duration_seconds"), int | float):
         seconds = summary["duration_seconds"]
     kind = meta.get("kind")
-    if kind not in DOORS:
+    if isinstance(kind, str) and kind.startswith(CHECK_PREFIX):
+        kind = "tasks check"  # `helios tasks check`'s oracle and nop runs
+    elif kind not in DOORS:
         kind = "generate" if run.is_generate_store else "batch"
+    if kind == "generate":  # rows written, not a pass rate
+        totals["pass_rate"] = None
+    else:
+        del totals["rows_written"]
+        if summary is not None and not is_running(run.store):
+            # the door's one pass rate (an invalid task counts as failed) once it is done
+            for name in ("pass_rate", "raw_pass_rate"):
+                if _number(summary.get(name)) is not None:
+                    totals[name] = summary[name]
     return {
         "key": roots.key(run.folder),
         "name": run.folder.name,

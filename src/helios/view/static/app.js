@@ -127,13 +127,34 @@ async function getJSON(path, params) {
   return body;
 }
 
+// Rounding as the terminal's (helios/figures.py, Python's format): half to even on the
+// number's exact value. toFixed rounds a tie up, so 56.25 would be "56.3" (Python: "56.2").
+function fixed(value, digits) {
+  const plain = value.toFixed(digits);
+  if (!Number.isFinite(value) || Math.abs(value) >= 1e21) return plain;
+  const exact = Math.abs(value).toFixed(100);  // a double's exact decimal expansion
+  const dot = exact.indexOf(".");
+  if (!/^50*$/.test(exact.slice(dot + 1 + digits))) return plain;  // not a tie
+  const kept = digits ? exact.slice(0, dot + 1 + digits) : exact.slice(0, dot);
+  if (Number(kept[kept.length - 1]) % 2 !== 0) return plain;  // a tie toFixed rounded up to even
+  return (value < 0 ? "-" : "") + kept;
+}
 function fmt(value, digits) {
   if (value === null || value === undefined) return "–";
-  if (typeof value === "number") return digits === undefined ? String(value) : value.toFixed(digits);
+  if (typeof value === "number") return digits === undefined ? String(value) : fixed(value, digits);
   return String(value);
 }
-function pct(value) { return value === null || value === undefined ? "–" : (100 * value).toFixed(1) + "%"; }
-function money(value) { return value === null || value === undefined ? "–" : "$" + value.toFixed(4); }
+function pct(value) { return value === null || value === undefined ? "–" : fixed(100 * value, 1) + "%"; }
+function money(value) { return value === null || value === undefined ? "–" : "$" + fixed(value, 4); }
+// A run's cost: null is a cost nobody knows (no price for the model), never $0.
+function runCost(value) { return value === null || value === undefined ? "unknown" : money(value); }
+// A difference of dollars, as `helios compare` writes it: "+$0.0012", "-$1.50".
+function signedMoney(value) {
+  if (value === null || value === undefined) return "unknown";
+  const size = Math.abs(value);
+  const text = size === 0 ? "$0" : "$" + fixed(size, size >= 1 ? 2 : 4);
+  return (value < 0 ? "-" : "+") + text;
+}
 function secs(value) {
   if (value === null || value === undefined) return "–";
   if (value < 60) return value.toFixed(1) + "s";
@@ -193,10 +214,10 @@ async function showRuns(mine) {
     el("td", {}, fmt(run.agent)),
     el("td", {}, run.created_at ? run.created_at.replace("T", " ").slice(0, 19) : "–"),
     el("td", { class: "num trials" }, fmt(run.trials)),
-    el("td", { class: "num" }, pct(run.pass_rate)),
+    el("td", { class: "num" }, run.door === "generate" ? fmt(run.rows_written) + " rows" : pct(run.pass_rate)),
     el("td", {}, passAtK(run.pass_at_k)),
     el("td", { class: "num" }, fmt(run.mean_reward, 3)),
-    el("td", { class: "num" }, money(run.cost_usd)),
+    el("td", { class: "num" }, runCost(run.cost_usd)),
     el("td", { class: "num" }, secs(run.seconds)),
     statusCell(run.status)));
   const table = el("table", { id: "runs-table" }, el("thead", {}, el("tr", {}, head.map((h) => el("th", {}, h)))), el("tbody", {}, rows));
@@ -278,10 +299,16 @@ function renderSummary(box, run, live) {
     ["Status", el("span", { class: "status-" + live.status, id: "run-status" }, live.status)],
     ["Door", run.door], ["Model", fmt(run.model)], ["Agent", fmt(run.agent)], ["Provider", fmt(run.provider)],
     ["Trials", el("span", { id: "run-trials" }, fmt(live.trials))], ["By status", statuses],
-    ["Pass rate", pct(live.pass_rate)], ["Mean reward", fmt(live.mean_reward, 3)],
-    ["Tokens", fmt(live.input_tokens) + " in / " + fmt(live.output_tokens) + " out"], ["Cost", money(live.cost_usd)],
+    run.door === "generate" ? ["Rows written", el("span", { id: "rows-written" }, fmt(live.rows_written))]
+      : ["Pass rate", el("span", { id: "run-pass-rate" }, pct(live.pass_rate))],
+    ["Mean reward", fmt(live.mean_reward, 3)],
+    ["Tokens", fmt(live.input_tokens) + " in / " + fmt(live.output_tokens) + " out"], ["Cost", el("span", { id: "run-cost" }, runCost(live.cost_usd))],
     ["Duration", secs(live.seconds)], ["Started", fmt(run.created_at)],
   ];
+  if (typeof live.raw_pass_rate === "number" && live.raw_pass_rate !== live.pass_rate) {
+    // the pass rate counts invalid tasks and trials not run as failed; this one does not
+    fields.push(["Raw pass rate", pct(live.raw_pass_rate) + " of the trials run"]);
+  }
   if (Array.isArray(summary.mean_reward_ci95)) fields.push(["Reward 95% CI", summary.mean_reward_ci95.map((v) => fmt(v, 3)).join(" – ")]);
   const children = [el("h2", {}, run.name), el("div", { class: "grid" }, fields.map(([k, v]) => el("div", {}, el("span", {}, k), v)))];
   if (run.error) children.push(el("p", { class: "status-failed" }, run.error));
@@ -327,7 +354,10 @@ function filterForm(state, page) {
 }
 
 function renderTable(box, state, page) {
-  const head = el("tr", {}, COLUMNS.map(([key, label]) => el("th", {
+  // a generate run's prompts have no attempts (never "Attempt 0")
+  const generate = Boolean(page.run && page.run.door === "generate");
+  const columns = COLUMNS.filter(([key]) => !(generate && key === "attempt"));
+  const head = el("tr", {}, columns.map(([key, label]) => el("th", {
     class: "sortable" + (state.sort === key ? " sorted" + (state.desc ? " desc" : "") : ""), "data-sort": key,
     onclick: () => { location.hash = route("/run", runParams({ ...state, offset: 0, sort: key, desc: state.sort === key && !state.desc })); },
   }, label)), el("th", {}, "Note"));
@@ -337,7 +367,7 @@ function renderTable(box, state, page) {
     return el("tr", { class: target ? "link" : "", "data-index": row.index, onclick: target ? () => { location.hash = target; } : null },
       el("td", { class: "num" }, row.index + 1),
       el("td", {}, target ? el("a", { href: target }, row.task) : row.task),
-      el("td", { class: "num" }, row.attempt),
+      generate ? null : el("td", { class: "num" }, fmt(row.attempt)),
       statusCell(row.status),
       el("td", { class: "num" }, fmt(row.reward, 3)),
       el("td", { class: "num" }, secs(row.duration)),
@@ -561,10 +591,11 @@ const CHANGES = { regressed: "passed less often in B", fixed: "passed more often
   only_a: "only in A", only_b: "only in B" };
 const TASK_ROWS = 500;
 
+// A signed difference; unit "pp": of two rates (fractions), in percentage points.
 function signed(value, digits, unit) {
   if (value === null || value === undefined) return "–";
-  const text = (unit === "%" ? (100 * value).toFixed(digits) : value.toFixed(digits));
-  return (value > 0 ? "+" : "") + text + (unit || "");
+  const text = unit === "pp" ? fixed(100 * value, digits) : fixed(value, digits);
+  return (value > 0 ? "+" : "") + text + (unit === "pp" ? " pp" : unit || "");
 }
 
 function verdict(c) {
@@ -597,18 +628,18 @@ async function showCompare(mine, params) {
         run.problems.length ? el("div", { class: "status-failed" }, run.problems.length + " damaged record(s): " + run.problems[0]) : null),
       el("td", {}, fmt(run.model)), el("td", {}, fmt(run.agent)),
       el("td", { class: "num" }, fmt(run.tasks)), el("td", { class: "num" }, fmt(run.trials)),
-      el("td", { class: "num" }, pct(run.pass_rate)), el("td", { class: "num" }, fmt(run.mean_reward, 3)),
-      el("td", {}, passAtK(run.pass_at_k)), el("td", { class: "num" }, money(run.cost_usd)),
+      el("td", { class: "num" }, run.door === "generate" ? fmt(run.rows_written) + " rows" : pct(run.pass_rate)), el("td", { class: "num" }, fmt(run.mean_reward, 3)),
+      el("td", {}, passAtK(run.pass_at_k)), el("td", { class: "num" }, runCost(run.cost_usd)),
       el("td", { class: "num" }, secs(run.wall_seconds))))));
   const sections = report.comparisons.map((c, i) => {
     const b = letters[i + 1];
     const tasks = c.tasks.slice(0, TASK_ROWS);
     return el("div", { class: "panel comparison", "data-b": b },
       el("h2", {}, b + " against A"),
-      el("p", { class: "delta" }, "pass rate " + pct(c.pass_rate_a) + " → " + pct(c.pass_rate_b) + ": " + signed(c.pass_rate_delta, 1, "%"),
-        " (" + Math.round(c.ci.confidence * 100) + "% CI " + signed(c.ci.low, 1, "%") + " to " + signed(c.ci.high, 1, "%") + ", " + c.ci.method + ") ", verdict(c)),
+      el("p", { class: "delta" }, "pass rate " + pct(c.pass_rate_a) + " → " + pct(c.pass_rate_b) + ": " + signed(c.pass_rate_delta, 1, "pp"),
+        " (" + Math.round(c.ci.confidence * 100) + "% CI " + signed(c.ci.low, 1, "pp") + " to " + signed(c.ci.high, 1, "pp") + ", " + c.ci.method + ") ", verdict(c)),
       el("p", { class: "muted" }, c.shared_tasks + " shared tasks · mean reward " + signed(c.reward_delta, 3) +
-        " · cost " + signed(c.cost_delta_usd, 4) + " $ · trial time " + signed(c.duration_delta, 1) + " s"),
+        " · cost " + signedMoney(c.cost_delta_usd) + " · trial time " + signed(c.duration_delta, 1) + " s"),
       c.note ? el("p", { class: "status-interrupted note" }, c.note) : null,
       taskList("regressions-" + b, "Passed less often in " + b, c.regressions),
       taskList("fixes-" + b, "Passed more often in " + b, c.fixes),
@@ -619,7 +650,7 @@ async function showCompare(mine, params) {
             el("td", {}, t.task), el("td", {}, CHANGES[t.change] || t.change),
             el("td", { class: "num" }, t.a ? pct(t.a.pass_rate) : "–"), el("td", { class: "num" }, t.b ? pct(t.b.pass_rate) : "–"),
             el("td", { class: "num" }, signed(t.reward_delta, 3)), el("td", { class: "num" }, signed(t.duration_delta, 1)),
-            el("td", { class: "num" }, signed(t.cost_delta_usd, 4)))))),
+            el("td", { class: "num" }, signedMoney(t.cost_delta_usd)))))),
         c.tasks.length > tasks.length ? el("p", { class: "muted" }, "and " + (c.tasks.length - tasks.length) + " more: helios compare --tasks --limit 0 lists them all") : null));
   });
   setMain(el("div", { class: "panel" }, el("h2", {}, "Runs (A is the baseline)"), legend), ...sections);
