@@ -10,11 +10,10 @@ from helios.agents.computer.screen import capture
 from helios.agents.computer.settings import ComputerSettings
 from helios.environments.desktop.actions import Action, Geometry
 from helios.environments.desktop.desktop import Desktop
+from helios.errors import ConfigError
 
 from .desktop_helpers import FIXTURES, PROVIDERS, need_desktop, run_async, sandbox, title_shows
 from .png_reader import read_png
-
-pytestmark = [pytest.mark.desktop, pytest.mark.slow]
 
 SIZE = Geometry(800, 600)
 RED = (255, 0, 0)
@@ -37,6 +36,8 @@ def _find(png: bytes, colour: tuple[int, int, int]) -> tuple[int, int] | None:
     return (min(xs) + max(xs)) // 2, (min(ys) + max(ys)) // 2
 
 
+@pytest.mark.desktop
+@pytest.mark.slow
 @pytest.mark.parametrize("provider", _cases())
 def test_a_click_after_a_smooth_scroll_hits_what_the_screenshot_showed(provider: str) -> None:
     need_desktop(provider)
@@ -66,3 +67,42 @@ def test_a_click_after_a_smooth_scroll_hits_what_the_screenshot_showed(provider:
             assert hits == 1, "the target never showed in a screenshot"
 
     run_async(go())
+
+
+class _Frames:
+    """A screen whose frames are given in turn (the last one repeats)."""
+
+    geometry = SIZE
+
+    def __init__(self, *frames: bytes) -> None:
+        self.frames = list(frames)
+        self.taken = 0
+
+    async def screenshot(self, region: object = None, *, size: object = None) -> bytes:
+        self.taken += 1
+        return self.frames.pop(0) if len(self.frames) > 1 else self.frames[0]
+
+
+def test_a_screenshot_settles_on_two_equal_frames_within_its_bound() -> None:
+    import asyncio
+    import time
+
+    moving = _Frames(b"a", b"b", b"c", b"c")
+    assert asyncio.run(capture(moving, None, None, 5.0)) == b"c"  # type: ignore[arg-type]
+    assert moving.taken == 4
+    still = _Frames(b"a")
+    assert asyncio.run(capture(still, None, None, 5.0)) == b"a"  # type: ignore[arg-type]
+    assert still.taken == 2
+    never = _Frames(*(bytes([i % 256]) for i in range(100_000)))
+    mark = time.monotonic()
+    asyncio.run(capture(never, None, None, 0.2))  # type: ignore[arg-type]
+    assert time.monotonic() - mark < 2.0
+    unsettled = _Frames(b"a", b"b")
+    assert asyncio.run(capture(unsettled, None, None, 0.0)) == b"a"  # type: ignore[arg-type]
+    assert unsettled.taken == 1
+    assert ComputerSettings.read({"settle_seconds": "0.4"}).settle_seconds == 0.4
+    assert "settle_seconds" not in ComputerSettings.read({}).identity()
+    assert ComputerSettings.read({"settle_seconds": 0}).identity()["settle_seconds"] == 0
+    for bad in (-1, "soon", 31, True):
+        with pytest.raises(ConfigError, match="settle_seconds"):
+            ComputerSettings.read({"settle_seconds": bad})
