@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import binascii
+import contextlib
 import shlex
 import time
 from dataclasses import dataclass, replace
@@ -57,6 +58,8 @@ BROWSER_FLAGS = (
 )  # fmt: skip
 #: seconds a readiness condition may take on a loaded machine
 READY_TIMEOUT = 60.0
+#: seconds the browser's window may take to get the input focus
+FOCUS_TIMEOUT = 10.0
 #: seconds one action may take (a long `type` included)
 ACTION_TIMEOUT = 60.0
 #: the longest `wait` action, in seconds
@@ -237,10 +240,12 @@ class Desktop:
         """The browser's window holds the X input focus, so keys sent before any
         click (ctrl+l, a URL, Return) reach it. Checked, and set only when needed:
         activated through the window manager (EWMH), then focused directly, until X
-        says the focus is on it. `DesktopUnavailable` past the deadline."""
+        says the focus is on it. Within `FOCUS_TIMEOUT` at most, and never fatal: a
+        desktop whose focus cannot be set still takes clicks (and a click focuses)."""
         if not self.tools.xdotool:
             return
-        await self._until(SERVICE_BROWSER, _FOCUS_BROWSER, timeout)
+        with contextlib.suppress(DesktopUnavailable):
+            await self._until(SERVICE_BROWSER, _FOCUS_BROWSER, min(timeout, FOCUS_TIMEOUT))
 
     async def _service(self, name: str, command: str) -> None:
         await self.env.start_service(name, command, env={"DISPLAY": DISPLAY})
