@@ -27,7 +27,10 @@ pytestmark = [pytest.mark.desktop, pytest.mark.slow]
 
 TASK = Path(__file__).parent / "fixtures" / "harbor" / "computer-1-click-calibration"
 KEY = "sk-helios-harbor-task-5ecret"
-MODEL = "anthropic/claude-opus-4-5"
+#: model → the URL attribute of the mock it is reached on: Anthropic's computer tool
+#: (with zoom), and a generic JSON-action model
+MODELS = {"anthropic/claude-opus-4-5": "anthropic_base_url",
+          "openai-compatible/scripted-vision": "openai_base_url"}  # fmt: skip
 PAGE = "file:///app/click_calibration.html"
 #: the colours of the page's targets (its stylesheet)
 RED, BLUE, GREEN, YELLOW, PURPLE = "#e53935", "#1e40ff", "#00a000", "#ffd600", "#9c27b0"
@@ -66,13 +69,14 @@ def test_the_task_folder_is_in_harbors_format_without_a_start_url() -> None:
     assert "not a verbatim copy" in (TASK / "NOTICE").read_text().lower().replace("\n", " ")
 
 
+@pytest.mark.parametrize("model", sorted(MODELS))
 @pytest.mark.parametrize("provider", _cases())
-def test_the_scripted_model_passes_by_seeing(provider: str, tmp_path: Path) -> None:
+def test_the_scripted_model_passes_by_seeing(provider: str, model: str, tmp_path: Path) -> None:
     need_desktop(provider)
     with MockLLMServer(script=SCRIPT, require_key=KEY) as server:
         done = subprocess.run(
-            helios_cmd("run", str(TASK), "--agent", "computer", "-m", MODEL,
-                       "--base-url", server.anthropic_base_url, "--api-key", KEY,
+            helios_cmd("run", str(TASK), "--agent", "computer", "-m", model,
+                       "--base-url", getattr(server, MODELS[model]), "--api-key", KEY,
                        "--provider", provider, "-o", str(tmp_path)),
             capture_output=True, text=True, timeout=900, env={**os.environ, "COLUMNS": "200"},
         )  # fmt: skip
@@ -85,5 +89,5 @@ def test_the_scripted_model_passes_by_seeing(provider: str, tmp_path: Path) -> N
     (trajectory,) = run.glob("*/agent/trajectory.json")
     calls = [call["arguments"] for step in json.loads(trajectory.read_text())["steps"]
              for call in step.get("tool_calls") or []]  # fmt: skip
-    first = [(c.get("action"), c.get("text")) for c in calls[:3]]
+    first = [(c.get("action"), c.get("text") or "+".join(c.get("keys") or ())) for c in calls[:3]]
     assert first == [("key", "ctrl+l"), ("type", PAGE), ("key", "Return")], first
