@@ -7,6 +7,9 @@ ratios to the goals below; nothing here is asserted.
   computer agent does each step, median of --steps (goal ≤ 150 ms); and how the
   PNG reaches the host: base64 on the command's stdout (what `screenshot` does)
   against the sandbox's `download` of the file;
+- settled screenshot: what the computer agent's settle (`settle_seconds`, default
+  1.0: frames until two in a row are equal) adds to a step, move + screenshot
+  and scroll + screenshot on the form page, median of --steps;
 - memory: the proportional set size (PSS) of the sandbox's processes once the
   desktop is up, read inside the sandbox (each process's smaps_rollup);
 - GUI trials/s: `helios`'s task door with the oracle on examples/gui/browser-form,
@@ -29,6 +32,8 @@ import time
 import uuid
 from pathlib import Path
 
+from helios.agents.computer.screen import capture
+from helios.agents.computer.settings import DEFAULT_SETTLE_SECONDS
 from helios.environments.base import Environment
 from helios.environments.desktop.actions import Action, Geometry
 from helios.environments.desktop.desktop import Desktop
@@ -101,6 +106,33 @@ async def round_trips(provider: str, steps: int) -> tuple[list[float], list[floa
         await env.stop()
 
 
+async def settle_cost(provider: str, steps: int) -> dict[str, tuple[float, float]]:
+    """Per kind of step (a move, a scroll of one notch back and forth): the median
+    seconds of the action plus one screenshot, and plus a settled one."""
+    env = await sandbox(provider)
+    try:
+        desktop = await Desktop.start(env, Geometry(), start_url="file:///app/form.html")
+        await capture(desktop, None, None, DEFAULT_SETTLE_SECONDS)
+        found: dict[str, tuple[float, float]] = {}
+        for kind in ("move", "scroll"):
+            plain: list[float] = []
+            settled: list[float] = []
+            for i in range(steps):
+                for settle, into in ((0.0, plain), (DEFAULT_SETTLE_SECONDS, settled)):
+                    if kind == "move":
+                        action = Action("move", point=(100 + i % 50, 300 + len(into) % 7))
+                    else:
+                        action = Action("scroll", point=(500, 400), dy=1 if i % 2 == 0 else -1)
+                    mark = time.monotonic()
+                    await desktop.execute(action)
+                    await capture(desktop, None, None, settle)
+                    into.append(time.monotonic() - mark)
+            found[kind] = statistics.median(plain), statistics.median(settled)
+        return found
+    finally:
+        await env.stop()
+
+
 def gui_trials(provider: str, trials: int, desktops: int) -> tuple[float, int, int, list[str]]:
     """Wall seconds for `trials` oracle trials of browser-form, `desktops` at once;
     how many passed, how many ran, and why the others did not pass."""
@@ -156,6 +188,10 @@ def report(provider: str, args: argparse.Namespace) -> None:
     print(f"{provider:6} round trip {statistics.median(download) * 1000:.0f} ms with the PNG "
           f"by download instead: stdout/download = "
           f"{statistics.median(stdout) / statistics.median(download):.2f}")  # fmt: skip
+    for kind, (plain, settled) in asyncio.run(settle_cost(provider, args.steps)).items():
+        print(f"{provider:6} settled screenshot adds {(settled - plain) * 1000:+.0f} ms per "
+              f"{kind} step ({plain * 1000:.0f} -> {settled * 1000:.0f} ms, median of "
+              f"{args.steps}; settle_seconds {DEFAULT_SETTLE_SECONDS:g}); {load()}")  # fmt: skip
     if args.trials:
         wall, passed, ran, why = gui_trials(provider, args.trials, args.desktops)
         print(f"{provider:6} GUI trials {ran / wall:.2f}/s ({ran} oracle trials of browser-form, "

@@ -235,6 +235,8 @@ def rig(
 
 
 def run_agent(r: Rig, instruction: str = "Click the button.", **settings: Any) -> AgentOutcome:
+    # one screenshot a step, as these tests count them (settling: test_desktop_settle)
+    settings.setdefault("settle_seconds", 0)
     agent = ComputerAgent(**settings)
 
     async def go() -> AgentOutcome:

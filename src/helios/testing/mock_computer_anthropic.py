@@ -13,7 +13,14 @@ from collections.abc import Mapping
 from typing import Any
 
 from helios.agents.computer import keys as key_names
-from helios.testing.mock_gui import Placed, is_base64, place_all, screen_of, unavailable
+from helios.testing.mock_gui import (
+    Placed,
+    fill_answer,
+    is_base64,
+    place_all,
+    screen_of,
+    unavailable,
+)
 from helios.testing.mock_script import Conversation, InvalidRequest, Turn
 
 #: the beta each computer tool version needs
@@ -97,8 +104,16 @@ def _tool_uses(message: Mapping[str, Any]) -> list[dict[str, Any]]:
 def last_screenshot(messages: list[dict[str, Any]]) -> tuple[str | None, int]:
     """(the base64 of the last full screenshot, the number of images); every image
     block is checked on the way. A zoom's answer is a crop, not a full screenshot."""
+    last, _, count = last_images(messages)
+    return last, count
+
+
+def last_images(messages: list[dict[str, Any]]) -> tuple[str | None, str | None, int]:
+    """(the last full screenshot, the last image of any kind (a zoom's crop too),
+    the number of images), each image block checked on the way."""
     zooms: set[str] = set()
     last: str | None = None
+    any_last: str | None = None
     count = 0
     for i, message in enumerate(messages):
         if message["role"] == "assistant":
@@ -112,16 +127,17 @@ def last_screenshot(messages: list[dict[str, Any]]) -> tuple[str | None, int]:
             if not isinstance(block, dict):
                 continue
             if block.get("type") == "image":
-                last = _check_image(block, f"messages.{i}.content.{j}")
+                last = any_last = _check_image(block, f"messages.{i}.content.{j}")
                 count += 1
             elif block.get("type") == "tool_result" and isinstance(block.get("content"), list):
                 for k, inner in enumerate(block["content"]):
                     if isinstance(inner, dict) and inner.get("type") == "image":
                         data = _check_image(inner, f"messages.{i}.content.{j}.content.{k}")
                         count += 1
+                        any_last = data
                         if str(block.get("tool_use_id")) not in zooms:
                             last = data
-    return last, count
+    return last, any_last, count
 
 
 _CLICKS = {("left", 1): "left_click", ("right", 1): "right_click", ("middle", 1): "middle_click",
@@ -196,7 +212,7 @@ def gui_blocks(conv: Conversation, turn: Turn, turn_index: int) -> list[dict[str
     calls: list[tuple[str, dict[str, Any]]] = []
     for placed in place_all(turn.reply_gui, screen_of(conv.screenshot)):
         if placed.action == "done":
-            blocks.append({"type": "text", "text": placed.step.answer})
+            blocks.append({"type": "text", "text": fill_answer(placed.step, conv.last_image)})
         elif placed.action == "bash":
             if "bash" not in conv.context.get("names", ()):
                 raise unavailable(placed, "anthropic", "no bash tool declared")

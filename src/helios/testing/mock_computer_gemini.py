@@ -14,7 +14,7 @@ from typing import Any
 from helios.agents.computer import coordinates
 from helios.agents.computer import keys as key_names
 from helios.environments.desktop.actions import Geometry
-from helios.testing.mock_gui import Placed, place_all, screen_of, unavailable
+from helios.testing.mock_gui import Placed, fill_answer, place_all, screen_of, unavailable
 from helios.testing.mock_script import Conversation, InvalidRequest, Turn
 
 _ENVIRONMENTS = frozenset({"ENVIRONMENT_BROWSER"})
@@ -126,7 +126,7 @@ def gui_parts(conv: Conversation, turn: Turn) -> tuple[list[dict[str, Any]], str
     answer = ""
     for placed in place_all(turn.reply_gui, screen_of(conv.screenshot)):
         if placed.action == "done":
-            answer = placed.step.answer
+            answer = fill_answer(placed.step, conv.last_image or conv.screenshot)
         elif placed.action in ("zoom", "bash"):
             if placed.action not in functions:
                 raise unavailable(placed, "gemini", f"no {placed.action} function declared")

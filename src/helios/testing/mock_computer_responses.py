@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from helios.agents.computer import keys as key_names
-from helios.testing.mock_gui import Placed, place_all, screen_of, unavailable
+from helios.testing.mock_gui import Placed, fill_answer, place_all, screen_of, unavailable
 from helios.testing.mock_script import Conversation, InvalidRequest, Turn
 
 _ENVIRONMENTS = frozenset({"windows", "mac", "linux", "ubuntu", "browser"})
@@ -126,7 +126,7 @@ def gui_output(conv: Conversation, turn: Turn, t: int) -> tuple[list[dict[str, A
     answer = ""
     for placed in place_all(turn.reply_gui, screen_of(conv.screenshot)):
         if placed.action == "done":
-            answer = placed.step.answer
+            answer = fill_answer(placed.step, conv.last_image or conv.screenshot)
         elif placed.action in ("zoom", "bash"):
             name, arguments = _function_arguments(placed, functions)
             calls.append({"type": "function_call", "id": f"fc_mock_{t}_{len(calls)}",

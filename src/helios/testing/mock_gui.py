@@ -22,6 +22,8 @@ needs no coordinates:
     {"action": "zoom", "target": {"color": "#000000", "pad": 4}}
     {"action": "navigate", "url": "https://example.test/"}
     {"action": "done", "answer": "42"}
+    {"action": "done", "answer": "CODE: {read}"}   ({read}: the text read in the last
+                                                   image, a zoom's crop too: glyphs.py)
     {"action": "bash", "command": "ls /"}
 
 A target is {"color": "#rrggbb", "tolerance": 24} (the centre of the bounding box of
@@ -42,6 +44,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from helios.agents.computer import keys as key_names
+from helios.testing.glyphs import read_text
 from helios.testing.screens import Box, Rgb, Screen, ScreenError, parse_color
 
 KINDS = frozenset({"click", "move", "drag", "scroll", "type", "key", "hold_key", "wait",
@@ -275,6 +278,20 @@ def place(step: GuiStep, screen: Screen | None) -> Placed:
 
 def place_all(steps: tuple[GuiStep, ...], screen: Screen | None) -> list[Placed]:
     return [place(step, screen) for step in steps]
+
+
+def fill_answer(step: GuiStep, image: str | None) -> str:
+    """A done step's answer, its `{read}` replaced by the text the reader sees in
+    `image` (the base64 of the request's last image), by glyphs it renders itself."""
+    if "{read}" not in step.answer:
+        return step.answer
+    if image is None:
+        raise ScriptError("the done step reads an image, but the request carries none")
+    try:
+        text = read_text(base64.b64decode(image, validate=True))
+    except (binascii.Error, ValueError) as exc:
+        raise ScriptError(f"cannot read the last image: {exc}") from None
+    return step.answer.replace("{read}", text)
 
 
 def unavailable(step: GuiStep | Placed, wire: str, detail: str = "") -> ScriptError:

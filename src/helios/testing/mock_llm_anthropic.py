@@ -9,7 +9,7 @@ from typing import Any
 
 from aiohttp import web
 
-from helios.testing.mock_computer_anthropic import check_tools, gui_blocks, last_screenshot
+from helios.testing.mock_computer_anthropic import check_tools, gui_blocks, last_images
 from helios.testing.mock_script import (
     Conversation,
     InvalidRequest,
@@ -90,7 +90,7 @@ def parse_request(
     if strict_history:
         check_tool_history(messages)
     context = check_tools(body.get("tools"), headers or {})
-    screenshot, _ = last_screenshot(messages)
+    screenshot, last_image, _ = last_images(messages)
     first_user = next((m for m in messages if m["role"] == "user"), {})
     return Conversation(
         model=model,
@@ -99,6 +99,7 @@ def parse_request(
         prompt_tokens=prompt_tokens_of(body.get("system"), messages, body.get("tools")),
         stream=bool(body.get("stream")),
         screenshot=screenshot,
+        last_image=last_image,
         context=context,
     )
 

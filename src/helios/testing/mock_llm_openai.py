@@ -16,6 +16,7 @@ from aiohttp import web
 from helios.testing.mock_gui import (
     Placed,
     data_url_payload,
+    fill_answer,
     is_base64,
     place_all,
     screen_of,
@@ -135,7 +136,13 @@ def _zoom_only(message: dict[str, Any]) -> bool:
 def last_screenshot(messages: list[dict[str, Any]]) -> str | None:
     """The base64 of the last full screenshot (image parts after a turn of zoom calls are
     its crops); every image part is checked on the way."""
+    return last_images(messages)[0]
+
+
+def last_images(messages: list[dict[str, Any]]) -> tuple[str | None, str | None]:
+    """(the last full screenshot, the last image of any kind: a zoom's crop too)."""
     last: str | None = None
+    any_last: str | None = None
     zoomed = False
     for i, message in enumerate(messages):
         if message["role"] == "assistant":
@@ -147,10 +154,12 @@ def last_screenshot(messages: list[dict[str, Any]]) -> str | None:
         for j, part in enumerate(content):
             if isinstance(part, dict) and part.get("type") == "image_url":
                 payload = _image_payload(part, f"messages[{i}].content[{j}]")
+                if payload is not None:
+                    any_last = payload
                 if payload is not None and not zoomed:
                     last = payload
         zoomed = False
-    return last
+    return last, any_last
 
 
 def parse_request(
@@ -166,6 +175,7 @@ def parse_request(
     system = "\n".join(text_of(m.get("content")) for m in messages if m["role"] in _SYSTEM_ROLES)
     first_user = next((m for m in messages if m["role"] == "user"), {})
     options = body.get("stream_options")
+    screenshot, last_image = last_images(messages)
     return Conversation(
         model=model,
         haystack=f"{system}\n{text_of(first_user.get('content'))}",
@@ -173,7 +183,8 @@ def parse_request(
         prompt_tokens=prompt_tokens_of(messages, body.get("tools")),
         stream=bool(body.get("stream")),
         include_usage=isinstance(options, dict) and bool(options.get("include_usage")),
-        screenshot=last_screenshot(messages),
+        screenshot=screenshot,
+        last_image=last_image,
         context={"names": names},
     )
 
@@ -366,7 +377,10 @@ def with_gui_calls(conv: Conversation, turn: Turn) -> Turn:
         if step.action == "type" and step.clear:
             calls += [ToolCallSpec("computer", {"action": "key", "keys": keys})
                       for keys in (["ctrl", "a"], ["BackSpace"])]  # fmt: skip
-        calls.append(ToolCallSpec("computer", computer_arguments(placed)))
+        arguments = computer_arguments(placed)
+        if step.action == "done":
+            arguments["answer"] = fill_answer(step, conv.last_image)
+        calls.append(ToolCallSpec("computer", arguments))
         if step.action == "type" and step.enter:
             calls.append(ToolCallSpec("computer", {"action": "key", "keys": ["Return"]}))
     return replace(turn, tool_calls=(*turn.tool_calls, *calls), gui=())

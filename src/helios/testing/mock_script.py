@@ -288,6 +288,9 @@ class Conversation:
     include_usage: bool = False
     #: the last full screenshot the request carried (base64), where GUI steps aim
     screenshot: str | None = None
+    #: the last image of any kind the request carried (a zoom's crop too), base64:
+    #: what a done step's `{read}` is read from
+    last_image: str | None = None
     #: what the wire's reply needs of the request (its declared tools)
     context: Mapping[str, Any] = field(default_factory=dict)
 

@@ -270,7 +270,7 @@ class ComputerAgent(Agent):
     async def _screenshot(self, run: _Run, region: Region | None) -> ImageRef:
         try:
             async with asyncio.timeout(self.options.action_timeout):
-                data = await capture(run.screen, region, run.shot_size)
+                data = await capture(run.screen, region, run.shot_size, self.options.settle_seconds)
         except Exception as exc:
             raise DesktopLost(f"screenshot failed: {exc or type(exc).__name__}") from exc
         image = ImageRef.of(data)

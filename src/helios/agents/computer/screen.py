@@ -4,6 +4,7 @@ at the size the model must see them."""
 
 from __future__ import annotations
 
+import time
 from typing import Protocol
 
 from helios.environments.base import Environment
@@ -35,10 +36,27 @@ async def open_screen(env: Environment, geometry: Geometry | None, start_url: st
     return await Desktop.start(env, geometry, start_url=start_url)
 
 
-async def capture(screen: Screen, region: Region | None, size: Size | None) -> bytes:
+async def capture(
+    screen: Screen, region: Region | None, size: Size | None, settle: float = 0.0
+) -> bytes:
     """A screenshot as the model must see it: a region (a zoom) as taken; the whole
     screen at `size` when that is given (a model whose image limits are below the
-    desktop's size), scaled inside the sandbox so only the small image travels."""
+    desktop's size), scaled inside the sandbox so only the small image travels.
+
+    With `settle` > 0 the screen is let settle first: frames are taken until two in
+    a row are equal (a smooth scroll, an animation or a page load has ended), or
+    for at most `settle` seconds; the last frame is returned either way."""
+    shot = await _frame(screen, region, size)
+    ends = time.monotonic() + settle
+    while time.monotonic() < ends:
+        again = await _frame(screen, region, size)
+        if again == shot:
+            return again
+        shot = again
+    return shot
+
+
+async def _frame(screen: Screen, region: Region | None, size: Size | None) -> bytes:
     if region is not None or size is None:
         return await screen.screenshot(region)
     return await screen.screenshot(size=size)

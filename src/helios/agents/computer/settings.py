@@ -8,6 +8,7 @@
 | `keep_screenshots` | the batch's (3) | screenshots the model still sees (older: a placeholder) |
 | `bash` | true | offer a `bash` tool, but only when the task allows it |
 | `action_timeout` | 60 | seconds for one action (an overrun goes back as an error) |
+| `settle_seconds` | 1.0 | a screenshot waits for two equal frames in a row, at most this long |
 | `provider` | from the model | force `anthropic`, `openai`, `gemini` or `generic` |
 | `system_prompt` | built in | the system prompt (`{width}`, `{height}` are filled in) |
 
@@ -17,6 +18,7 @@
 from __future__ import annotations
 
 import hashlib
+import math
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -27,6 +29,10 @@ from helios.errors import ConfigError
 
 DEFAULT_MAX_TURNS = 100
 DEFAULT_ACTION_TIMEOUT = 60.0
+#: the longest a screenshot waits for the screen to stop moving (a smooth scroll, a
+#: page loading): the model aims at what it was sent, which must still be there
+DEFAULT_SETTLE_SECONDS = 1.0
+MAX_SETTLE_SECONDS = 30.0
 PROVIDERS = ("anthropic", "openai", "gemini", "generic")
 #: the setting the task door fills in from the task (never from the user)
 TASK_ALLOWS_BASH = "task_allows_bash"
@@ -55,6 +61,7 @@ class ComputerSettings:
     bash: bool = True
     task_allows_bash: bool = False
     action_timeout: float = DEFAULT_ACTION_TIMEOUT
+    settle_seconds: float = DEFAULT_SETTLE_SECONDS
     provider: str | None = None
     system_prompt: str = DEFAULT_SYSTEM_PROMPT
 
@@ -67,7 +74,7 @@ class ComputerSettings:
         """Settings from `agent_settings`; a bad value is a one-line ConfigError."""
         known = {
             "max_turns", "geometry", "start_url", "keep_screenshots", "bash",
-            TASK_ALLOWS_BASH, "action_timeout", "provider", "system_prompt",
+            TASK_ALLOWS_BASH, "action_timeout", "settle_seconds", "provider", "system_prompt",
         }  # fmt: skip
         unknown = sorted(set(settings) - known)
         if unknown:
@@ -94,13 +101,20 @@ class ComputerSettings:
             bash=_flag(settings, "bash", True),
             task_allows_bash=_flag(settings, TASK_ALLOWS_BASH, False),
             action_timeout=_positive_float(settings, "action_timeout", DEFAULT_ACTION_TIMEOUT),
+            settle_seconds=_settle(settings.get("settle_seconds")),
             provider=provider,
             system_prompt=str(settings.get("system_prompt") or DEFAULT_SYSTEM_PROMPT),
         )
 
     def identity(self) -> dict[str, Any]:
-        """What changes results (part of every trial id)."""
+        """What changes results (part of every trial id). `settle_seconds` is named
+        only when it is not the default, so the ids of earlier runs still hold."""
         geometry = self.geometry
+        settle = (
+            {}
+            if self.settle_seconds == DEFAULT_SETTLE_SECONDS
+            else {"settle_seconds": self.settle_seconds}
+        )
         return {
             "max_turns": self.max_turns,
             "geometry": None if geometry is None else f"{geometry.width}x{geometry.height}",
@@ -110,6 +124,7 @@ class ComputerSettings:
             "action_timeout": self.action_timeout,
             "provider": self.provider,
             "system_prompt": hashlib.sha256(self.system_prompt.encode()).hexdigest()[:16],
+            **settle,
         }
 
 
@@ -187,3 +202,20 @@ def _flag(settings: Mapping[str, Any], name: str, default: bool) -> bool:
     if isinstance(value, str) and value.lower() in ("true", "false", "1", "0", "yes", "no"):
         return value.lower() in ("true", "1", "yes")
     raise ConfigError(f"{name} must be true or false, got {value!r}", field=name)
+
+
+def _settle(value: Any) -> float:
+    """`settle_seconds`: 0 (no wait) to `MAX_SETTLE_SECONDS`."""
+    if value is None:
+        return DEFAULT_SETTLE_SECONDS
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        number = math.nan
+    if isinstance(value, bool) or not 0 <= number <= MAX_SETTLE_SECONDS:
+        raise ConfigError(
+            f"settle_seconds must be a number of seconds from 0 to {MAX_SETTLE_SECONDS:g}, "
+            f"got {value!r}",
+            field="agent_settings.settle_seconds",
+        )
+    return number

@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import binascii
+import contextlib
 import shlex
 import time
 from dataclasses import dataclass, replace
@@ -57,6 +58,8 @@ BROWSER_FLAGS = (
 )  # fmt: skip
 #: seconds a readiness condition may take on a loaded machine
 READY_TIMEOUT = 60.0
+#: seconds the browser's window may take to get the input focus
+FOCUS_TIMEOUT = 10.0
 #: seconds one action may take (a long `type` included)
 ACTION_TIMEOUT = 60.0
 #: the longest `wait` action, in seconds
@@ -116,6 +119,14 @@ class DesktopTools:
 _PROBE_NAMES = ("Xvfb", "xdotool", "wmctrl", "xdpyinfo", "import", "scrot", "xwd", "convert",
                 "x11vnc", *WINDOW_MANAGERS, *BROWSERS)  # fmt: skip
 _PROBE = "; ".join(f'echo "{n}=$(command -v {n})"' for n in _PROBE_NAMES)
+#: holds once the browser's (visible) window has the input focus; each failed check
+#: activates and focuses it, so the next one may hold
+_FOCUS_BROWSER = (
+    "{ wid=$(xdotool search --onlyvisible --class 'chromium|chrome' 2>/dev/null | head -n 1); "
+    '[ -n "$wid" ] && [ "$(xdotool getwindowfocus 2>/dev/null)" = "$wid" ] '
+    '|| { [ -n "$wid" ] && { timeout 2 xdotool windowactivate --sync "$wid"; '
+    'timeout 2 xdotool windowfocus --sync "$wid"; } >/dev/null 2>&1; false; }; }'
+)
 _X_UP = f"if [ -S {X_SOCKET} ] && xdpyinfo >/dev/null 2>&1; then echo x-up=1; fi"
 
 
@@ -171,13 +182,15 @@ class Desktop:
         await self._until(SERVICE_X, f"[ -S {X_SOCKET} ] && {self._x_answers()}", timeout)
         if tools.window_manager is not None:
             await self._service(SERVICE_WM, _window_manager_command(tools.window_manager))
+            if tools.wmctrl:
+                # The window manager manages the screen before the browser maps its
+                # window: a window mapped first may never get the input focus.
+                await self._until(SERVICE_WM, "wmctrl -m >/dev/null 2>&1", timeout)
         if tools.browser is not None:
             await self._service(SERVICE_BROWSER, self._browser_command(tools.browser, start_url))
-        if tools.window_manager is not None and tools.wmctrl and tools.browser is None:
-            await self._until(SERVICE_WM, "wmctrl -m", timeout)  # else the browser's check
-        if tools.browser is not None:
             await self._until(SERVICE_BROWSER, self._browser_window(), timeout)
             await self._fill_screen()
+            await self._focus_browser(timeout)
 
     async def _attach(self, start_url: str | None, timeout: float) -> None:
         """The desktop is up already: check it answers, take its real size, and
@@ -188,6 +201,8 @@ class Desktop:
             size = info.stdout.split()[1].split("x") if info.stdout.split()[1:] else []
             if len(size) == 2 and all(part.isdigit() for part in size):
                 self.geometry = replace(self.geometry, width=int(size[0]), height=int(size[1]))
+        if self.tools.browser is not None and self.tools.xdotool:
+            await self._focus_browser(timeout)
         if start_url and self.tools.xdotool:
             await self.execute(Action("navigate", url=start_url))
 
@@ -220,6 +235,17 @@ class Desktop:
             "wid=$(wmctrl -l | grep -iE 'chromium|chrome' | head -n 1 | cut -d' ' -f1); "
             '[ -z "$wid" ] || wmctrl -i -r "$wid" -b add,maximized_vert,maximized_horz'
         )
+
+    async def _focus_browser(self, timeout: float) -> None:
+        """The browser's window holds the X input focus, so keys sent before any
+        click (ctrl+l, a URL, Return) reach it. Checked, and set only when needed:
+        activated through the window manager (EWMH), then focused directly, until X
+        says the focus is on it. Within `FOCUS_TIMEOUT` at most, and never fatal: a
+        desktop whose focus cannot be set still takes clicks (and a click focuses)."""
+        if not self.tools.xdotool:
+            return
+        with contextlib.suppress(DesktopUnavailable):
+            await self._until(SERVICE_BROWSER, _FOCUS_BROWSER, min(timeout, FOCUS_TIMEOUT))
 
     async def _service(self, name: str, command: str) -> None:
         await self.env.start_service(name, command, env={"DISPLAY": DISPLAY})
@@ -358,8 +384,12 @@ class Desktop:
 
 def _window_manager_command(name: str) -> str:
     if name == "xfwm4":
-        # no compositor (Xvfb has no GL) and no session manager to register with
-        return "exec xfwm4 --compositor=off --sm-client-disable"
+        # no compositor (Xvfb has no GL) and no session manager to register with;
+        # its settings come from xfconfd over a session bus (without one it never
+        # manages a window), so a private bus where the image has dbus
+        flags = "xfwm4 --compositor=off --sm-client-disable"
+        return (f"if command -v dbus-run-session >/dev/null 2>&1; then "
+                f"exec dbus-run-session -- {flags}; fi; exec {flags}")  # fmt: skip
     return f"exec {shlex.quote(name)}"
 
 
