@@ -78,7 +78,7 @@ def _parse(
         return None, f"{path.name}: {exc.strerror}"
     except msgspec.ValidationError:
         return None, f"{path.name}: not a JSON object"
-    except msgspec.DecodeError as exc:
+    except (msgspec.DecodeError, RecursionError) as exc:
         return None, f"{path.name}: not valid JSON ({exc})"
     return value, None
 

@@ -56,7 +56,7 @@ def load(path: Path) -> Trajectory:
         raise NotATIF(f"{path.name} is larger than {MAX_TRAJECTORY_BYTES >> 20} MB")
     try:
         document = json.loads(path.read_bytes())
-    except ValueError as exc:
+    except (ValueError, RecursionError) as exc:
         raise NotATIF(f"{path.name} is not valid JSON: {exc}") from None
     if not isinstance(document, dict):
         raise NotATIF(f"{path.name} is not an ATIF trajectory (not a JSON object)")
