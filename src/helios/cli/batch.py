@@ -26,9 +26,15 @@ from helios.cli.options import (
     TrialOptions,
     trial_options,
 )
-from helios.cli.resume import recorded_run, resume_settings, resumed_options
+from helios.cli.resume import (
+    recorded_run,
+    refuse_recorded_endpoints,
+    resume_settings,
+    resumed_options,
+)
 from helios.display import watch as watching
 from helios.engine import default_workers
+from helios.engine.store import RUN_FILE
 from helios.environments.desktop.vnc import ViewMode
 from helios.tasks.runner import ParallelRunner
 from helios.tasks.settings import TaskBatchSettings
@@ -179,7 +185,7 @@ def batch_command(
     ray_address: RayAddressOpt = None,
 ) -> None:
     """Run every task under TASKS_DIR, k attempts each, n at a time."""
-    run = _recorded(resume, ("batch",), options.debug)
+    run = _recorded(ctx, resume, ("batch",), options.debug)
     if run is not None:
         options = resumed_options(ctx, options, run)
     if options.watch and options.n_attempts > 1:
@@ -195,13 +201,17 @@ def batch_command(
     _execute(tasks, settings, fail_under, options.debug)
 
 
-def _recorded(resume: Path | None, kinds: tuple[str, ...], debug: bool) -> dict[str, Any] | None:
+def _recorded(
+    ctx: typer.Context, resume: Path | None, kinds: tuple[str, ...], debug: bool
+) -> dict[str, Any] | None:
     if resume is None:
         return None
     try:
-        return recorded_run(resume, kinds)
+        run = recorded_run(resume, kinds)
+        refuse_recorded_endpoints(ctx, run, resume / RUN_FILE)
     except Exception as exc:
         handle_errors(exc, debug)
+    return run
 
 
 def _recorded_tasks(run: dict[str, Any] | None, argument: str) -> list[Path]:
@@ -230,7 +240,7 @@ def run_command(
     interactive: InteractiveOpt = False,
 ) -> None:
     """Run one task and show its result."""
-    run = _recorded(resume, ("run",), options.debug)
+    run = _recorded(ctx, resume, ("run",), options.debug)
     if run is not None:
         options = resumed_options(ctx, options, run)
     if task is None:
