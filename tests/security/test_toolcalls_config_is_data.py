@@ -17,7 +17,8 @@ HOSTILE = {
     "agent_dotted": 'agent: {{name: "subprocess.Popen", params: {{args: "{cmd}", shell: true}}}}\n',
     "agent_system": 'agent: {{name: "os:system", params: {{}}}}\n',
     "evaluator_popen": 'agent: {{name: http, params: {{url: "http://127.0.0.1:9/"}}}}\n'
-                       'evaluator: {{name: "subprocess:Popen", params: {{args: "{cmd}", shell: true}}}}\n',
+                       'evaluator: {{name: "subprocess:Popen", '
+                       'params: {{args: "{cmd}", shell: true}}}}\n',
     "synthesizer_popen": 'synthesizer: {{name: "subprocess:Popen", '
                          'params: {{args: "{cmd}", shell: true}}}}\nagent: http\n',
     "parser_popen": 'agent: {{name: http, params: {{url: "http://127.0.0.1:9/", parser: '

@@ -313,9 +313,7 @@ def _import(target: str, reference: str, builtins: dict[str, str]) -> Any:
         raise ValueError(f"{module_name!r} has no attribute {attribute!r}") from None
 
 
-def build(
-    spec: ComponentSpec, builtins: dict[str, str], where: str, file: str, kind: str
-) -> Any:
+def build(spec: ComponentSpec, builtins: dict[str, str], where: str, file: str, kind: str) -> Any:
     component = Component(name=spec) if isinstance(spec, str) else spec
     try:
         target = resolve(component.name, builtins, KINDS[kind])
