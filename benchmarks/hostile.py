@@ -1,4 +1,4 @@
-"""What hostile inputs cost now that they are bounded (round 4 of the hostile campaign).
+"""What hostile inputs cost now that they are bounded.
 
 Prints, each on its own line:
 - pass@k's table (k = 1 … 10, 20, 50, … n) and its bootstrap intervals for one task of
@@ -113,8 +113,9 @@ def _trajectory(path: Path, megabytes: int) -> None:
                             "arguments": {"command": "ls " * 100}}]}  # fmt: skip
     one = len(json.dumps(step)) + 2
     steps = [dict(step, step_id=i) for i in range(megabytes * MiB // one)]
-    path.write_text(json.dumps({"schema_version": "ATIF-v1.6", "session_id": "s",
-                                "agent": {"name": "a", "version": "1"}, "steps": steps}))  # fmt: skip
+    document = {"schema_version": "ATIF-v1.6", "session_id": "s",
+                "agent": {"name": "a", "version": "1"}, "steps": steps}  # fmt: skip
+    path.write_text(json.dumps(document))
 
 
 def _peak_rss(pid: int) -> float:
@@ -133,8 +134,9 @@ def bench_trajectories(root: Path) -> None:
     huge = run / "huge.json"
     huge.write_text('{"schema_version": "ATIF-v1.6", "steps": []}')
     os.truncate(huge, 500 * MiB)
-    proc = subprocess.Popen([sys.executable, "-m", "helios", "view", str(root), "--port", "0"],
-                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)  # fmt: skip
+    command = [sys.executable, "-m", "helios", "view", str(root), "--port", "0"]
+    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                            text=True)  # fmt: skip
     try:
         assert proc.stdout is not None
         base = proc.stdout.readline().strip().split("?")[0].rstrip("/")
