@@ -27,6 +27,7 @@ from helios.cli.options import (
     trial_options,
 )
 from helios.cli.resume import (
+    given,
     recorded_run,
     refuse_recorded_endpoints,
     resume_settings,
@@ -190,6 +191,8 @@ def batch_command(
         options = resumed_options(ctx, options, run)
     if options.watch and options.n_attempts > 1:
         fail(WATCH_WITH_ATTEMPTS)
+    if run is not None and isinstance(run.get("executor"), str) and not given(ctx, "executor"):
+        executor = run["executor"]  # before the settings check --ray-address against it
     settings = _settings(
         options, n_concurrent=n_concurrent, quiet=quiet, pattern=pattern, resume=resume,
         retry_errors=retry_errors, force=force, workers=workers, executor=executor,
