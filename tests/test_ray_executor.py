@@ -388,8 +388,10 @@ def test_the_driver_killed_then_resumed_finishes_once_and_leaves_no_sandbox(
     # what they leave is the resume's to remove.
     for task in tasks:  # the resumed trials finish at once
         (task / "solution" / "solve.sh").write_text("#!/bin/sh\ntrue\n")
-    # `--resume RUN_DIR` alone: the run says it ran on this cluster
-    resumed = subprocess.run(cluster.cmd(*helios_cmd("batch", "--resume", str(run_dir))),
+    # `--resume RUN_DIR` and the cluster named again (a run folder never chooses the
+    # cluster its driver joins): the run says it ran with the Ray executor
+    resumed = subprocess.run(cluster.cmd(*helios_cmd("batch", "--resume", str(run_dir),
+                                                     "--ray-address", cluster.address)),
                              env=cluster.env, capture_output=True, text=True,
                              timeout=300)  # fmt: skip
     assert resumed.returncode == 0, resumed.stderr

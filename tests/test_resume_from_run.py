@@ -59,19 +59,22 @@ def test_batch_resumes_from_the_run_dir_alone(tmp_path: Path, scripted: MockLLMS
     assert KEY not in stored and json.loads(stored)["base_url"] == scripted.openai_base_url
     _forget_last_trial(run_dir)
     requests = int(scripted.stats["requests"])
-    # from elsewhere, with nothing but the run folder: same model, endpoint, tasks, settings
+    # from elsewhere, with nothing but the run folder and the endpoint named again (a
+    # run folder never chooses where the key goes): same model, tasks, settings
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
-    again = _helios("batch", "--resume", str(run_dir), cwd=elsewhere)
+    url = ("--base-url", scripted.openai_base_url)
+    again = _helios("batch", "--resume", str(run_dir), *url, cwd=elsewhere)
     assert again.returncode == 0, again.stderr
     assert (
         "(1 already done)" in again.stdout and "tool · openai-compatible/scripted" in again.stdout
     )
+    assert "Endpoint" in again.stdout and scripted.openai_base_url in again.stdout
     assert int(scripted.stats["requests"]) > requests
     summary = json.loads((run_dir / "batch_summary.json").read_text())
     assert summary["passed"] == summary["total_trials"] == summary["total_tasks"] == 2
     # a setting given again that changes results is still refused
-    other = _helios("batch", "--resume", str(run_dir), "-k", "2", cwd=elsewhere)
+    other = _helios("batch", "--resume", str(run_dir), *url, "-k", "2", cwd=elsewhere)
     assert other.returncode == 2 and "n_attempts" in other.stderr
 
 
@@ -82,7 +85,8 @@ def test_run_resumes_from_the_run_dir_alone(tmp_path: Path, scripted: MockLLMSer
     assert first.returncode == 0, first.stderr
     (run_dir,) = (tmp_path / "out").iterdir()
     _forget_last_trial(run_dir)
-    again = _helios("run", "--resume", str(run_dir), cwd=tmp_path)
+    again = _helios("run", "--resume", str(run_dir), "--base-url", scripted.openai_base_url,
+                    cwd=tmp_path)  # fmt: skip
     assert again.returncode == 0, again.stderr
     assert "Helios run" in again.stdout and "2 (1 already done)" in again.stdout
     assert "[Result] ✓ passed · reward 1 · total 1 · rows 1" in again.stdout

@@ -22,9 +22,13 @@ def test_resume_takes_the_dataset_model_and_endpoint_from_the_run(
     assert stored["settings"]["base_url"] == mock_server.openai_base_url
     assert "api_key" not in json.dumps(stored["settings"])
     requests = int(mock_server.stats["requests"])
-    # no dataset, batch size, model or endpoint: without the run's endpoint this would
-    # go to OpenRouter and stop for want of OPENROUTER_API_KEY
-    result = run_generate(tmp_path, "--run_name=r", "--resume", check=True)
+    # the endpoint is never taken from the folder alone: it chooses where the key goes
+    refused = run_generate(tmp_path, "--run_name=r", "--resume")
+    assert refused.returncode == 2 and "--base-url" in refused.stderr
+    assert int(mock_server.stats["requests"]) == requests
+    # no dataset, batch size or model: they come from the run
+    url = f"--base_url={mock_server.openai_base_url}"
+    result = run_generate(tmp_path, "--run_name=r", "--resume", url, check=True)
     assert "2 already done" in result.stdout
     assert int(mock_server.stats["requests"]) > requests  # the 2 new prompts ran
     rows = read_jsonl(tmp_path / "data/r/trajectories.jsonl")

@@ -189,13 +189,15 @@ def batch_command(
 ) -> None:
     """Run every task under TASKS_DIR, k attempts each, n at a time."""
     from helios.cli.common import fail
-    from helios.cli.resume import resume_settings, resumed_options
+    from helios.cli.resume import given, resume_settings, resumed_options
 
-    run = _recorded(resume, ("batch",), options.debug)
+    run = _recorded(ctx, resume, ("batch",), options.debug)
     if run is not None:
         options = resumed_options(ctx, options, run)
     if options.watch and options.n_attempts > 1:
         fail(WATCH_WITH_ATTEMPTS)
+    if run is not None and isinstance(run.get("executor"), str) and not given(ctx, "executor"):
+        executor = run["executor"]  # before the settings check --ray-address against it
     settings = _settings(
         options, n_concurrent=n_concurrent, quiet=quiet, pattern=pattern, resume=resume,
         retry_errors=retry_errors, force=force, workers=workers, executor=executor,
@@ -207,16 +209,21 @@ def batch_command(
     _execute(tasks, settings, fail_under, options.debug)
 
 
-def _recorded(resume: Path | None, kinds: tuple[str, ...], debug: bool) -> dict[str, Any] | None:
+def _recorded(
+    ctx: typer.Context, resume: Path | None, kinds: tuple[str, ...], debug: bool
+) -> dict[str, Any] | None:
     if resume is None:
         return None
     from helios.cli.common import handle_errors
-    from helios.cli.resume import recorded_run
+    from helios.cli.resume import recorded_run, refuse_recorded_endpoints
+    from helios.engine.store import RUN_FILE
 
     try:
-        return recorded_run(resume, kinds)
+        run = recorded_run(resume, kinds)
+        refuse_recorded_endpoints(ctx, run, resume / RUN_FILE)
     except Exception as exc:
         handle_errors(exc, debug)
+    return run
 
 
 def _recorded_tasks(run: dict[str, Any] | None, argument: str) -> list[Path]:
@@ -250,7 +257,7 @@ def run_command(
     from helios.cli.common import err_console, fail, shown
     from helios.cli.resume import resume_settings, resumed_options
 
-    run = _recorded(resume, ("run",), options.debug)
+    run = _recorded(ctx, resume, ("run",), options.debug)
     if run is not None:
         options = resumed_options(ctx, options, run)
     if task is None:

@@ -262,7 +262,7 @@ def generate_command(
 def _resumed(ctx: typer.Context, run_dir: Path, debug: bool) -> dict[str, Any]:
     """The command's values, with each one not given taken from the run in `run_dir`
     (nothing when there is no run there yet: `--resume` then starts it)."""
-    from helios.cli.resume import given, recorded_run
+    from helios.cli.resume import given, recorded_run, refuse_recorded_endpoints
     from helios.datagen.folder import STORE_DIR
 
     values = dict(ctx.params)
@@ -283,6 +283,10 @@ def _resumed(ctx: typer.Context, run_dir: Path, debug: bool) -> dict[str, Any]:
                 bad = InputError(f"not a valid value: {value!r}", file=where, field=name)
                 handle_errors(bad, debug)
             values[name] = Path(value) if name in paths else value
+    try:
+        refuse_recorded_endpoints(ctx, recorded, run_dir / STORE_DIR / "run.json")
+    except InputError as exc:
+        handle_errors(exc, debug)
     return values
 
 

@@ -5,6 +5,12 @@ the endpoint, the sandbox, attempts, generation settings, the tasks). A flag giv
 on the command line wins (a setting that changes results is then refused by the
 engine's check, unless --force); a flag left at its default takes the run's value.
 The API key is never recorded: it comes from the flag or the environment as usual.
+
+A run folder is something people share, so its run.json is untrusted: the places it
+says to connect to (the model's endpoint, a Ray cluster) are never taken from it
+alone. Resuming a run that records one needs the flag again (`--base-url URL`,
+`--ray-address ADDR`): otherwise the user's API key would go to whatever endpoint the
+folder's author wrote, and the driver would unpickle whatever their cluster sends.
 """
 
 from __future__ import annotations
@@ -21,6 +27,7 @@ from helios.cli.options import TrialOptions
 from helios.engine.store import RUN_FILE
 from helios.errors import InputError
 from helios.models.base import GenerationConfig
+from helios.secrets import public_url
 from helios.tasks.settings import TaskBatchSettings
 
 #: the options of a generation setting: given one of them, the run's generation is not used
@@ -38,6 +45,9 @@ RECORDED_TYPES: dict[str, type] = {
 }  # fmt: skip
 #: the executors a run.json may name
 EXECUTORS = ("local", "ray")
+#: recorded settings that say where this machine connects, with the flag that names
+#: each: a resume takes them only when this invocation names them too
+ENDPOINTS = {"base_url": "--base-url", "ray_address": "--ray-address"}
 
 
 def recorded_run(run_dir: Path, kinds: tuple[str, ...]) -> dict[str, Any]:
@@ -77,16 +87,31 @@ def given(ctx: typer.Context, name: str) -> bool:
     return source is not None and source.name not in ("DEFAULT", "DEFAULT_MAP")
 
 
+def refuse_recorded_endpoints(ctx: typer.Context, recorded: Mapping[str, Any], where: Path) -> None:
+    """InputError when the run records an endpoint (a model's URL, a Ray address) that
+    this invocation does not name: a shared run folder must not choose where the
+    user's API key is sent."""
+    for name, flag in ENDPOINTS.items():
+        value = recorded.get(name)
+        if isinstance(value, str) and value and name in ctx.params and not given(ctx, name):
+            raise InputError(
+                f"this run was started with {flag} {public_url(value)}; a run folder does not "
+                f"choose where your key goes: resume with {flag} given again (the same "
+                "or another)", file=str(where), field=name,
+            )  # fmt: skip
+
+
 def resumed_options(
     ctx: typer.Context, options: TrialOptions, run: Mapping[str, Any]
 ) -> TrialOptions:
-    """`options` with each one the user left at its default taken from the run."""
+    """`options` with each one the user left at its default taken from the run (never
+    an endpoint: see `refuse_recorded_endpoints`)."""
     taken: dict[str, Any] = {}
     agent = run.get("agent")
     # "tool, computer": no agent was named, each task chose its own
     if isinstance(agent, str) and "," not in agent:
         taken["agent"] = agent
-    for name in ("model", "provider", "n_attempts", "base_url", "prices"):
+    for name in ("model", "provider", "n_attempts", "prices"):
         if run.get(name) is not None:
             taken[name] = run[name]
     if "prices" in taken:

@@ -38,6 +38,15 @@ from the nodes to a small actor on the driver's node (`EventBox`), without waiti
 driver takes them every `EVENTS_EVERY` seconds and hands them to the display. A trial is
 shown as started when it is handed to the cluster.
 
+Trust. The driver trusts its nodes: what a task returns is unpickled by Ray (and the
+batch's setup, pickled by the driver, is unpickled on the nodes), so a node can run
+code in the driver. Join only clusters you control; `--resume` never joins the
+cluster a run folder names unless `--ray-address` names it again. The bounds on a
+trial's folder (its archive is packed under the bound of any download on the node,
+and checked again, size first, then each header, before the driver writes a file)
+keep a runaway trial folder out of the run folder; they are not a defence against a
+hostile node. The archive comes to the driver as one Ray object, not a stream.
+
 Failures. A node or worker process that dies mid-task is a system failure: Ray runs
 the task again elsewhere (`NODE_RETRIES`), and the record says so (`node_retries`).
 A task that still fails is recorded as crashed (`NodeLost`, an error that
@@ -83,7 +92,7 @@ from helios.engine._worker_side import WorkerSetup
 from helios.engine.door import ReadsFolders
 from helios.engine.episode import EpisodeContext
 from helios.engine.workers import STOP_GRACE, ShardedBatch, _worker_services
-from helios.environments.shell.safe_copy import UnsafeDownload, extract_tar
+from helios.environments.shell.safe_copy import Bounds, HeaderScan, UnsafeDownload, extract_tar
 from helios.errors import ConfigError
 from helios.events import DesktopReady, TrialStarted
 from helios.failures import ErrorInfo
@@ -318,11 +327,27 @@ def pack_input(root: Path, max_bytes: int = MAX_INPUT_BYTES) -> bytes:
     return buffer.getvalue()
 
 
+class _BoundedBuffer(io.BytesIO):
+    """A trial folder's archive as the node writes it, refused past the bound of any
+    download (`Bounds.archive_limit`): a folder too large to send is the trial's
+    error on the node, before a byte of it leaves."""
+
+    def __init__(self, limit: int) -> None:
+        super().__init__()
+        self.limit = limit
+
+    def write(self, data: Any) -> int:
+        if self.tell() + len(data) > self.limit:
+            raise UnsafeDownload(f"the trial folder is larger than {self.limit} bytes as an "
+                                 "archive: not sent to the driver")  # fmt: skip
+        return super().write(data)
+
+
 def _pack(folder: Path) -> bytes | None:
     """The trial folder as a tar (links stored as links: the driver skips them)."""
     if not folder.is_dir():
         return None
-    buffer = io.BytesIO()
+    buffer = _BoundedBuffer(Bounds().archive_limit)
     with tarfile.open(fileobj=buffer, mode="w") as archive:
         archive.add(str(folder), arcname=_ARCHIVE_TOP, recursive=True)
     return buffer.getvalue()
@@ -647,9 +672,23 @@ class _RayBatch:
         await self._record(unit, result, extra)
 
     def _unpack(self, unit: Any, outcome: NodeResult) -> list[str]:
+        """The trial folder from its node, checked before a file is written: its size
+        against the bound of any download, then every header (`HeaderScan`), then the
+        checks of `extract_tar`. The archive came as one Ray object (see `NodeResult`):
+        the node is trusted (`--executor ray` unpickles what it sends), and these
+        bounds keep a runaway trial folder out of the run folder."""
         assert self.run_dir is not None and outcome.archive is not None
         what = f"the files of trial {unit.label} from node {outcome.node}"
-        return extract_tar(io.BytesIO(outcome.archive), self.run_dir / unit.folder, what=what)
+        archive, bounds = outcome.archive, Bounds()
+        if not isinstance(archive, bytes) or len(archive) > bounds.archive_limit:
+            size = len(archive) if isinstance(archive, bytes) else type(archive).__name__
+            raise UnsafeDownload(f"{what}: an archive of {size} bytes, over the "
+                                 f"{bounds.archive_limit}-byte bound, refused")  # fmt: skip
+        scan = HeaderScan(bounds, what)
+        for start in range(0, len(archive), 1 << 20):
+            scan.feed(archive[start : start + (1 << 20)])
+        return extract_tar(io.BytesIO(archive), self.run_dir / unit.folder, what=what,
+                           bounds=bounds)  # fmt: skip
 
     async def _record(self, unit: Any, result: Any, extra: dict[str, Any]) -> None:
         if unit.trial_id in self.recorded:

@@ -19,13 +19,22 @@ is plain data (`to_dict`, `to_json`): the terminal, the formats and the viewer r
 
 from __future__ import annotations
 
+import math
+import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import msgspec
 
-from helios.engine.metrics import BOOTSTRAP_MAX, bootstrap_ci, mean, pass_at_k, pass_at_k_table
+from helios.engine.metrics import (
+    BOOTSTRAP_MAX,
+    bootstrap_ci,
+    k_values,
+    mean,
+    pass_at_k,
+    pass_at_k_table,
+)
 from helios.results.runs import Attempt, RunResults
 
 DEFAULT_RESAMPLES = 1000
@@ -166,10 +175,25 @@ class CompareReport:
         return (msgspec.json.format(raw, indent=indent) if indent else raw).decode("utf-8")
 
 
+def bounded(value: float) -> float:
+    """A sum or a difference of finite values, kept finite: past the largest float it
+    is that float (rewards of 1e308 and -1e308 differ by "inf" otherwise, which CSV
+    and text would show as `inf` and JSON as `null`)."""
+    if math.isfinite(value):
+        return value
+    if math.isnan(value):
+        raise ValueError("a figure of finite values is not a number")
+    return math.copysign(sys.float_info.max, value)
+
+
+def _sum(values: Sequence[float]) -> float:
+    return bounded(sum(values))
+
+
 def _sum_cost(costs: Sequence[float | None]) -> float | None:
     if any(cost is None for cost in costs):
         return None
-    return sum(cost for cost in costs if cost is not None)
+    return _sum([cost for cost in costs if cost is not None])
 
 
 def task_side(attempts: Sequence[Attempt]) -> TaskSide:
@@ -181,7 +205,7 @@ def task_side(attempts: Sequence[Attempt]) -> TaskSide:
         passed=passed,
         pass_rate=passed / n if n else 0.0,
         mean_reward=mean([a.reward for a in attempts]),
-        pass_at_k={f"pass@{k}": pass_at_k(n, passed, k) for k in range(1, n + 1)},
+        pass_at_k={f"pass@{k}": pass_at_k(n, passed, k) for k in k_values(n)},
         mean_duration=mean([a.duration for a in attempts]),
         mean_cost_usd=None if cost is None or not n else cost / n,
         errors=sum(a.status == "error" for a in attempts),
@@ -206,13 +230,13 @@ def summarize(run: RunResults) -> RunSummary:
         pass_at_k=table if len(table) > 1 else {},
         cost_usd=_sum_cost([a.cost_usd for a in attempts]),
         wall_seconds=run.wall_seconds,
-        trial_seconds=sum(a.duration for a in attempts),
+        trial_seconds=_sum([a.duration for a in attempts]),
         problems=list(run.problems),
     )  # fmt: skip
 
 
 def _delta(b: float | None, a: float | None) -> float | None:
-    return None if a is None or b is None else b - a
+    return None if a is None or b is None else bounded(b - a)
 
 
 def _change(a: TaskSide, b: TaskSide) -> Change:
@@ -245,8 +269,8 @@ def compare_pair(
         side_a, side_b = task_side(a.tasks[name]), task_side(b.tasks[name])
         rows.append(TaskComparison(
             task=name, a=side_a, b=side_b, change=_change(side_a, side_b),
-            reward_delta=side_b.mean_reward - side_a.mean_reward,
-            duration_delta=side_b.mean_duration - side_a.mean_duration,
+            reward_delta=bounded(side_b.mean_reward - side_a.mean_reward),
+            duration_delta=bounded(side_b.mean_duration - side_a.mean_duration),
             cost_delta_usd=_delta(side_b.mean_cost_usd, side_a.mean_cost_usd),
         ))  # fmt: skip
     for name in only_a:
@@ -269,8 +293,8 @@ def compare_pair(
     table_b = _pair_table(_passes(b, shared), k_max) if k_max > 1 else {}
     cost_a = _sum_cost([x.cost_usd for x in attempts_a])
     cost_b = _sum_cost([x.cost_usd for x in attempts_b])
-    seconds_a = sum(x.duration for x in attempts_a)
-    seconds_b = sum(x.duration for x in attempts_b)
+    seconds_a = _sum([x.duration for x in attempts_a])
+    seconds_b = _sum([x.duration for x in attempts_b])
     reward_a = mean([r.a.mean_reward for r in paired if r.a is not None])
     reward_b = mean([r.b.mean_reward for r in paired if r.b is not None])
     return Comparison(
@@ -280,11 +304,11 @@ def compare_pair(
                     "normal" if len(differences) > BOOTSTRAP_MAX else "bootstrap"),
         significantly_worse=bool(differences) and high < 0,
         significantly_better=bool(differences) and low > 0,
-        mean_reward_a=reward_a, mean_reward_b=reward_b, reward_delta=reward_b - reward_a,
+        mean_reward_a=reward_a, mean_reward_b=reward_b, reward_delta=bounded(reward_b - reward_a),
         pass_at_k_a=table_a, pass_at_k_b=table_b,
         cost_a_usd=cost_a, cost_b_usd=cost_b, cost_delta_usd=_delta(cost_b, cost_a),
         trial_seconds_a=seconds_a, trial_seconds_b=seconds_b,
-        duration_delta=seconds_b - seconds_a,
+        duration_delta=bounded(seconds_b - seconds_a),
         regressions=[r.task for r in paired if r.change == "regressed"],
         fixes=[r.task for r in paired if r.change == "fixed"],
         tasks=rows, note=_note(a, b, shared, only_a, only_b),

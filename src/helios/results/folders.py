@@ -48,18 +48,42 @@ def run_folder(path: Path) -> RunFolder | None:
     return None
 
 
-def find_runs(path: Path, max_depth: int = MAX_DEPTH) -> list[RunFolder]:
+def find_runs(
+    path: Path, max_depth: int = MAX_DEPTH, max_folders: int | None = None
+) -> list[RunFolder]:
     """The run at `path`, or the runs under it (a folder of runs: `helios batch -o
     results/model-a/` … makes `results/`), sorted by path. A run's own subfolders are
     not searched; neither are links, nor folders whose name starts with `_` or `.`
     (a batch's `_incomplete/`, a checkout's `.git/`), nor anything deeper than
-    `max_depth` below `path`."""
-    found: list[RunFolder] = []
-    _walk(path, 0, max_depth, found)
-    return sorted(found, key=lambda run: run.folder)
+    `max_depth` below `path`, nor more than `max_folders` folders in all."""
+    return FolderWalk(max_folders).runs(path, max_depth)
 
 
-def _walk(folder: Path, depth: int, max_depth: int, found: list[RunFolder]) -> None:
+class FolderWalk:
+    """One search for runs, over one or more folders, that looks at `max_folders`
+    folders at most (None: no bound); `truncated` says it stopped there."""
+
+    def __init__(self, max_folders: int | None = None) -> None:
+        self.left = max_folders
+        self.truncated = False
+
+    def runs(self, path: Path, max_depth: int = MAX_DEPTH) -> list[RunFolder]:
+        found: list[RunFolder] = []
+        self._walk(path, 0, max_depth, found)
+        return sorted(found, key=lambda run: run.folder)
+
+    def _walk(self, folder: Path, depth: int, max_depth: int, found: list[RunFolder]) -> None:
+        if self.left is not None:
+            if self.left <= 0:
+                self.truncated = True
+                return
+            self.left -= 1
+        _walk(folder, depth, max_depth, found, self)
+
+
+def _walk(
+    folder: Path, depth: int, max_depth: int, found: list[RunFolder], walk: FolderWalk
+) -> None:
     run = run_folder(folder)
     if run is not None:
         found.append(run)
@@ -78,4 +102,4 @@ def _walk(folder: Path, depth: int, max_depth: int, found: list[RunFolder]) -> N
                 continue
         except OSError:
             continue
-        _walk(Path(entry.path), depth + 1, max_depth, found)
+        walk._walk(Path(entry.path), depth + 1, max_depth, found)

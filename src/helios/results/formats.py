@@ -3,7 +3,8 @@ Markdown (the tables a report or a pull request shows).
 
 Task names, labels and models are untrusted text. JSON carries them as they are (its
 encoder escapes control characters); CSV shows a control character as an escape
-(`\x1b`: the file may be printed on a terminal); Markdown also escapes every character
+(`\x1b`: the file may be printed on a terminal) and puts a quote before a cell that
+a spreadsheet would read as a formula (`=`, `+`, `-`, `@`); Markdown also escapes every character
 that would make them formatting, a link or HTML, so a rendered report shows them
 literally.
 """
@@ -30,6 +31,19 @@ CSV_COLUMNS = (
 _MARKDOWN_SPECIAL = re.compile(r"([\\`*_\[\]<>&|~!#])")
 
 
+#: what a spreadsheet reads as the start of a formula (CSV injection): such a cell
+#: gets a leading quote, which the spreadsheet shows as text
+_FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+
+
+def csv_text(text: str) -> str:
+    """Untrusted text (a task name, a label) for a CSV cell: control characters as
+    escapes, and never read as a formula by a spreadsheet."""
+    if text.startswith(_FORMULA_START):
+        text = "'" + text
+    return visible(text)
+
+
 def to_csv(report: CompareReport) -> str:
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
@@ -37,7 +51,7 @@ def to_csv(report: CompareReport) -> str:
     for comparison in report.comparisons:
         for row in comparison.tasks:
             writer.writerow([
-                visible(comparison.a), visible(comparison.b), visible(row.task), row.change,
+                csv_text(comparison.a), csv_text(comparison.b), csv_text(row.task), row.change,
                 *_side_cells(row.a), *_side_cells(row.b),
                 _number(row.reward_delta), _number(row.duration_delta),
                 _number(row.cost_delta_usd),

@@ -313,6 +313,14 @@ class ParallelRunner:
             f"{usage.calls:,} model calls" if usage.calls else "",
         )  # fmt: skip
 
+    def _endpoint_row(self) -> dict[str, str]:
+        """Where the model's requests (and its key) go, always shown: a resumed run
+        folder or a <PROVIDER>_BASE_URL may have chosen it (never a key in it)."""
+        if self.services is None or not self.model:
+            return {}
+        url = self.services.spec.base_url
+        return {"Endpoint": public_url(url) if url else "the provider's default"}
+
     def _agent_line(self) -> str:
         return self.agent + (f" · {self.model}" if self.model else "")
 
@@ -389,6 +397,7 @@ class ParallelRunner:
             + (f" ({n_trials - n_pending} already done)" if n_pending < n_trials else ""),
             "Concurrency": str(s.n_concurrent),
             "Agent": self.agent + (f" · {self.model}" if self.model else ""),
+            **self._endpoint_row(),
             "Environment": s.provider,
             "Output": str(store.run_dir),
         }
@@ -397,7 +406,8 @@ class ParallelRunner:
     def _trial_header(self, n_trials: int, n_pending: int, store: RunStore) -> dict[str, str]:
         s = self.settings
         task = str(_as_list(self.task_paths)[0])
-        rows = {"Task": task, "Agent": self._agent_line(), "Environment": s.provider}
+        rows = {"Task": task, "Agent": self._agent_line(), **self._endpoint_row(),
+                "Environment": s.provider}  # fmt: skip
         if s.n_attempts > 1:
             rows["Attempts"] = str(s.n_attempts) + (
                 f" ({n_trials - n_pending} already done)" if n_pending < n_trials else ""

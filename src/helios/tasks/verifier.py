@@ -218,6 +218,10 @@ def _short(text: str) -> str:
 
 
 _KINDS = {bool: "a boolean", list: "a list", dict: "an object", type(None): "null"}
+#: a reward written as text: a plain decimal number in ASCII digits. Python's float()
+#: also takes `1_0` (10), `١` (an Arabic-Indic one), `nan` and `infinity`: none of
+#: those is a reward a test wrote on purpose.
+_DECIMAL = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
 
 
 def _as_float(value: object, where: str) -> float:
@@ -225,6 +229,8 @@ def _as_float(value: object, where: str) -> float:
         # never the value itself: a list may be nested as deep as the parser allowed
         kind = _KINDS.get(type(value), type(value).__name__)
         raise RewardFileInvalid(f"{where} is {kind}, expected a number")
+    if isinstance(value, str) and not _DECIMAL.fullmatch(value):
+        raise RewardFileInvalid(f"{where} is not a number: {_short(repr(value))}")
     try:
         number = float(value)
     except ValueError:

@@ -15,6 +15,15 @@
 
 The components may also sit under `pipeline:`. A bad config raises one
 `InputError` that names the file, the key path and what is wrong.
+
+A config is data: it may name a built-in, an installed plugin (the entry point groups
+`helios.toolcalls.agents`, `.synthesizers`, `.evaluators`, `.parsers`) or an import
+path, and an import path must resolve to a component of its kind: a class that
+defines the kind's method (an agent's `async def run` or `run_text`, a synthesizer's
+`async def synthesize`, an evaluator's `evaluate`, a parser's `parse`), or an object
+that has it (a function made an agent with `@helios.toolcalls.agent`). Anything else,
+`subprocess:Popen` say, is refused before it is called: naming a callable in a YAML
+file never runs it.
 """
 
 from __future__ import annotations
@@ -22,6 +31,8 @@ from __future__ import annotations
 import importlib
 import inspect
 import sys
+from dataclasses import dataclass
+from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Any
 
@@ -30,7 +41,6 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from helios.errors import InputError
 from helios.safe_yaml import load_yaml
-from helios.toolcalls.helpers import CallableAgent
 from helios.toolcalls.runner import MAX_RUNS, Case, too_many_runs
 from helios.toolcalls.types import new_call
 
@@ -203,8 +213,80 @@ def _most_telling(errors: list[Any]) -> Any:
 
 
 # -- building the components ----------------------------------------------------
-def resolve(reference: str, builtins: dict[str, str]) -> Any:
-    target = builtins.get(reference, reference)
+@dataclass(frozen=True)
+class Kind:
+    """What a component of one kind must define (one of `methods`), and whether it is
+    awaited."""
+
+    noun: str
+    group: str
+    methods: tuple[str, ...]
+    is_async: bool
+
+
+KINDS = {
+    "agent": Kind("an agent", "helios.toolcalls.agents", ("run", "run_text"), True),
+    "synthesizer": Kind("a synthesizer", "helios.toolcalls.synthesizers", ("synthesize",), True),
+    "evaluator": Kind("an evaluator", "helios.toolcalls.evaluators", ("evaluate",), False),
+    "parser": Kind("a response parser", "helios.toolcalls.parsers", ("parse",), False),
+}
+
+
+def _plugin(reference: str, kind: Kind) -> Any:
+    """The installed plugin called `reference` in the kind's entry point group, or None."""
+    for point in entry_points(group=kind.group):
+        if point.name == reference:
+            try:
+                return point.load()
+            except Exception as exc:
+                raise ValueError(f"plugin {point.value} cannot be loaded ({exc})") from None
+    return None
+
+
+def _defines(owner: Any, kind: Kind) -> bool:
+    """Whether `owner` (a class or an object) has one of the kind's methods, async
+    when the kind awaits it."""
+    for name in kind.methods:
+        method = inspect.getattr_static(owner, name, None)
+        if isinstance(method, staticmethod | classmethod):
+            method = method.__func__
+        if not inspect.isfunction(method):
+            continue
+        if not kind.is_async or inspect.iscoroutinefunction(method):
+            return True
+    return False
+
+
+def check_kind(target: Any, reference: str, kind: Kind) -> None:
+    """ValueError unless `target` is a component of `kind`: a class that defines the
+    kind's method, or an object whose class does (never a bare callable)."""
+    owner = target if inspect.isclass(target) else type(target)
+    if inspect.isclass(target) and _defines(owner, kind):
+        return
+    if not inspect.isclass(target) and not inspect.isroutine(target) and _defines(owner, kind):
+        return
+    method = " or ".join(("async def " if kind.is_async else "def ") + m for m in kind.methods)
+    hint = " (decorate the function with @helios.toolcalls.agent)" if (
+        kind.noun == "an agent" and inspect.iscoroutinefunction(target)) else ""  # fmt: skip
+    raise ValueError(f"{reference!r} is not {kind.noun}: a config names a class that "
+                     f"defines {method}, or such an object{hint}")  # fmt: skip
+
+
+def resolve(reference: str, builtins: dict[str, str], kind: Kind | None = None) -> Any:
+    """The component `reference` names: a built-in, an installed plugin, or an import
+    path (checked to be one of `kind`, when given, before anything calls it)."""
+    if kind is not None and reference not in builtins and ":" not in reference:
+        found = _plugin(reference, kind)
+        if found is not None:
+            check_kind(found, reference, kind)
+            return found
+    target = _import(builtins.get(reference, reference), reference, builtins)
+    if kind is not None:
+        check_kind(target, reference, kind)
+    return target
+
+
+def _import(target: str, reference: str, builtins: dict[str, str]) -> Any:
     module_name, sep, attribute = target.partition(":")
     if not sep:
         module_name, _, attribute = target.rpartition(".")
@@ -231,25 +313,21 @@ def resolve(reference: str, builtins: dict[str, str]) -> Any:
         raise ValueError(f"{module_name!r} has no attribute {attribute!r}") from None
 
 
-def build(spec: ComponentSpec, builtins: dict[str, str], where: str, file: str) -> Any:
+def build(spec: ComponentSpec, builtins: dict[str, str], where: str, file: str, kind: str) -> Any:
     component = Component(name=spec) if isinstance(spec, str) else spec
     try:
-        target = resolve(component.name, builtins)
+        target = resolve(component.name, builtins, KINDS[kind])
     except ValueError as exc:
         raise InputError(f"{where}.name: {exc}", file=file) from None
     params = dict(component.params)
-    if builtins is AGENTS and isinstance(params.get("parser"), str | dict):
+    if kind == "agent" and isinstance(params.get("parser"), str | dict):
         params["parser"] = build(_as_spec(params["parser"], f"{where}.params.parser", file),
-                                 PARSERS, f"{where}.params.parser", file)  # fmt: skip
-    if not inspect.isclass(target) and not callable(target):
+                                 PARSERS, f"{where}.params.parser", file, "parser")  # fmt: skip
+    if not inspect.isclass(target):  # an object of its kind, e.g. an @agent function
         if params:
             raise InputError(f"{where}.params: {component.name} is an object, not a class",
                              file=file)  # fmt: skip
         return target
-    if inspect.iscoroutinefunction(target):  # an `async def agent(audio)` function
-        return CallableAgent(target)
-    if not inspect.isclass(target) and hasattr(target, "run"):
-        return target  # an agent object, e.g. one made with @agent
     try:
         return target(**params)
     except Exception as exc:  # the component's own complaint about its params
@@ -271,7 +349,7 @@ def build_components(config: ToolcallsConfig, file: str | Path) -> tuple[Any, An
     name = str(file)
     synthesizer = None
     if config.synthesizer is not None and config.synthesizer != "none":
-        synthesizer = build(config.synthesizer, SYNTHESIZERS, "synthesizer", name)
-    agent = build(config.agent, AGENTS, "agent", name)
-    evaluator = build(config.evaluator, EVALUATORS, "evaluator", name)
+        synthesizer = build(config.synthesizer, SYNTHESIZERS, "synthesizer", name, "synthesizer")
+    agent = build(config.agent, AGENTS, "agent", name, "agent")
+    evaluator = build(config.evaluator, EVALUATORS, "evaluator", name, "evaluator")
     return synthesizer, agent, evaluator

@@ -28,11 +28,15 @@ from helios.view.documents import (
 from helios.view.query import BadQuery, Query
 from helios.view.records import RecordIndex
 from helios.view.roots import Roots
-from helios.view.runs import RESULTS, describe, find_runs
+from helios.view.runs import MAX_FOLDERS, RESULTS, RunList, describe
 
 ROOTS = web.AppKey("roots", Roots)
 INDEXES = web.AppKey("indexes", dict[Path, RecordIndex])
 WORKER = web.AppKey("worker", ThreadPoolExecutor)
+#: the thread that compares runs: a comparison reads whole runs, and must never hold
+#: up the pages the one WORKER answers
+COMPARER = web.AppKey("comparer", ThreadPoolExecutor)
+RUN_LIST = web.AppKey("run_list", RunList)
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 #: the image types a raw file is shown inline as (anything else is a download or text)
 INLINE_IMAGES = {".png": "image/png", ".jpg": "image/jpeg", ".jpeg": "image/jpeg",
@@ -78,11 +82,17 @@ def _links(roots: Roots) -> Links:
 def runs(request: web.Request) -> web.Response:
     roots = request.app[ROOTS]
     found = []
-    for run in find_runs(roots):
+    listed, truncated = request.app[RUN_LIST].get(roots)
+    for run in listed:
         index = _index(request, run)
         index.refresh()
         found.append(describe(roots, run, index))
-    return web.json_response({"runs": found, "folders": [str(f) for f in roots.folders]})
+    answer: dict[str, object] = {"runs": found, "folders": [str(f) for f in roots.folders]}
+    if truncated:
+        answer["truncated"] = (f"the served folders hold more than {MAX_FOLDERS:,} folders: "
+                               "the runs in the first ones are listed; serve a narrower "
+                               "folder to see the others")  # fmt: skip
+    return web.json_response(answer)
 
 
 def run(request: web.Request) -> web.Response:
@@ -149,14 +159,17 @@ async def raw_file(request: web.Request) -> web.StreamResponse:
     return web.FileResponse(path, headers=headers)
 
 
-def _in_worker(handler: Callable[[web.Request], web.Response]) -> Handler:
-    """`handler` run in the app's one worker thread: reading a big run (an index of
+def _in_worker(
+    handler: Callable[[web.Request], web.Response], pool: web.AppKey[ThreadPoolExecutor] = WORKER
+) -> Handler:
+    """`handler` run in one of the app's threads: reading a big run (an index of
     100,000 records, a 50 MB trajectory) never stalls the event loop, and the
-    documents, indexes and caches are only ever touched by that one thread."""
+    documents, indexes and caches are only ever touched by the one WORKER thread.
+    A comparison, which touches none of them, has its own thread (COMPARER)."""
 
     async def handle(request: web.Request) -> web.Response:
         loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(request.app[WORKER], handler, request)
+        return await loop.run_in_executor(request.app[pool], handler, request)
 
     return handle
 
@@ -184,6 +197,6 @@ def routes() -> list[web.RouteDef]:
         web.get("/api/trial", _in_worker(trial_view)),
         web.get("/api/record", _in_worker(record)),
         web.get("/api/steps", _in_worker(trajectory_steps)),
-        web.get("/api/compare", _in_worker(compare)),
+        web.get("/api/compare", _in_worker(compare, COMPARER)),
         web.get("/api/file", raw_file),
     ]

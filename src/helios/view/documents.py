@@ -60,7 +60,7 @@ def live_desktops(run_dir: Path) -> list[dict[str, str]]:
         if path.stat().st_size > 1 << 20:
             return []
         listing = json.loads(path.read_text("utf-8"))
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):
         return []
     found = []
     entries = listing.get("desktops") if isinstance(listing, dict) else None
@@ -134,7 +134,7 @@ def _hermes_row(roots: Roots, run: RunFolder, file: str, offset: int,
         return None, str(exc)
     except FileNotFoundError:
         return None, f"{name} is missing"
-    except ValueError as exc:
+    except (ValueError, RecursionError) as exc:
         return None, f"{name}: the row at byte {offset} is not JSON ({exc})"
 
 

@@ -105,7 +105,9 @@ def _task(head: _Head) -> str:
 def _row(index: int, offset: int, line: bytes) -> Row:
     try:
         head = _decode_head(line)
-    except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+    except (msgspec.DecodeError, msgspec.ValidationError, RecursionError) as exc:
+        # RecursionError: a line nested deeper than the decoder goes is damaged, like
+        # any other line that does not parse (never the whole runs list's error)
         return Row(index, offset, len(line), "", 0, "damaged", None, None, None,
                    f"damaged line: {exc}"[:200], None, 0, 0)  # fmt: skip
     usage = head.usage if isinstance(head.usage, dict) else {}
@@ -242,7 +244,7 @@ class RecordIndex:
             line = handle.read(row.length)
         try:
             value = msgspec.json.decode(line)
-        except msgspec.DecodeError as exc:
+        except (msgspec.DecodeError, RecursionError) as exc:
             return {"damaged": f"line {row.index + 1}: {exc}", "text": line[:500].decode(
                 "utf-8", "replace")}  # fmt: skip
         return value if isinstance(value, dict) else {"damaged": f"line {row.index + 1}: "

@@ -9,15 +9,16 @@ toolcalls report's at the top with `results.jsonl` beside it, a generate run's i
 from __future__ import annotations
 
 import math
+import time
 from collections import OrderedDict
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import msgspec
 
 from helios.engine.store import RUN_FILE
-from helios.results.folders import MAX_JSON_BYTES, RunFolder
-from helios.results.folders import find_runs as find_run_folders
+from helios.results.folders import MAX_JSON_BYTES, FolderWalk, RunFolder
 from helios.view.records import RecordIndex
 from helios.view.roots import Roots
 from helios.view.state import is_running
@@ -87,7 +88,7 @@ def _parse(
         return None, f"{path.name}: {exc.strerror}"
     except msgspec.ValidationError:
         return None, f"{path.name}: not a JSON object"
-    except msgspec.DecodeError as exc:
+    except (msgspec.DecodeError, RecursionError) as exc:
         return None, f"{path.name}: not valid JSON ({exc})"
     return value, None
 
@@ -100,10 +101,39 @@ def summary_file(run: RunFolder) -> Path | None:
     return None
 
 
+#: folders the runs list looks at, at most, per walk of the served folders
+MAX_FOLDERS = 10_000
+#: how long one walk's answer is reused (the list is polled; a new run shows this late)
+WALK_SECONDS = 5.0
+
+
 def find_runs(roots: Roots) -> list[RunFolder]:
     """Every run folder under the roots (not following links), newest name first."""
-    found = {run.folder: run for root in roots.folders for run in find_run_folders(root)}
-    return sorted(found.values(), key=lambda run: run.folder.name, reverse=True)
+    return walk_runs(roots)[0]
+
+
+def walk_runs(roots: Roots) -> tuple[list[RunFolder], bool]:
+    """`find_runs`, and whether the walk stopped at MAX_FOLDERS folders."""
+    walk = FolderWalk(MAX_FOLDERS)
+    found = {run.folder: run for root in roots.folders for run in walk.runs(root)}
+    runs = sorted(found.values(), key=lambda run: run.folder.name, reverse=True)
+    return runs, walk.truncated
+
+
+@dataclass
+class RunList:
+    """The runs list of one viewer: a walk of the served folders is reused for
+    WALK_SECONDS (90,000 empty folders cost seconds to walk, and the page polls it)."""
+
+    at: float = -math.inf
+    runs: list[RunFolder] = field(default_factory=list)
+    truncated: bool = False
+
+    def get(self, roots: Roots) -> tuple[list[RunFolder], bool]:
+        if time.monotonic() - self.at >= WALK_SECONDS:
+            self.runs, self.truncated = walk_runs(roots)
+            self.at = time.monotonic()
+        return self.runs, self.truncated
 
 
 def run_status(run: RunFolder, summary: dict[str, Any] | None) -> str:

@@ -21,6 +21,7 @@ from helios.errors import InputError
 from helios.view import api
 from helios.view.query import BadQuery
 from helios.view.roots import OutsideRoots, Roots
+from helios.view.runs import RunList
 from helios.view.steps import NotATIF
 
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
@@ -96,6 +97,8 @@ def make_app(
     app[api.ROOTS] = Roots.of(folders)
     app[api.INDEXES] = {}
     app[api.WORKER] = ThreadPoolExecutor(1, thread_name_prefix="helios-view")
+    app[api.COMPARER] = ThreadPoolExecutor(1, thread_name_prefix="helios-compare")
+    app[api.RUN_LIST] = RunList()
     app.on_cleanup.append(_stop_worker)
     app[TOKEN] = token
     app[HOSTS] = hosts if hosts is not None else set()
@@ -107,6 +110,7 @@ def make_app(
 
 async def _stop_worker(app: web.Application) -> None:
     app[api.WORKER].shutdown(wait=False, cancel_futures=True)
+    app[api.COMPARER].shutdown(wait=False, cancel_futures=True)
 
 
 def needs_token(host: str) -> bool:

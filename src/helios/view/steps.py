@@ -20,10 +20,14 @@ from typing import Any
 
 #: the longest text of one field sent to the page (the raw file has all of it)
 MAX_TEXT = 100_000
-#: trajectories kept parsed
+#: trajectories kept parsed, at most, and their files' bytes in all, at most (a parsed
+#: document takes a few times its file's bytes)
 CACHED = 4
+CACHED_BYTES = 128 * 1024 * 1024
 MAX_STEPS_PAGE = 200
-MAX_TRAJECTORY_BYTES = 512 * 1024 * 1024
+#: a trajectory past this is not parsed (a 500 MB one took 3.9 GB and 46 s): the page
+#: says so, and the raw file is still there to download
+MAX_TRAJECTORY_BYTES = 64 * 1024 * 1024
 _IMAGE_TYPES = ("image/png", "image/jpeg", "image/gif", "image/webp")
 
 
@@ -53,10 +57,12 @@ def load(path: Path) -> Trajectory:
         _cache.move_to_end(key)
         return cached
     if stat.st_size > MAX_TRAJECTORY_BYTES:
-        raise NotATIF(f"{path.name} is larger than {MAX_TRAJECTORY_BYTES >> 20} MB")
+        raise NotATIF(f"{path.name} is {stat.st_size / 2**20:,.0f} MB: the viewer shows "
+                      f"trajectories up to {MAX_TRAJECTORY_BYTES >> 20} MB (the raw file "
+                      "is in the trial's files)")  # fmt: skip
     try:
         document = json.loads(path.read_bytes())
-    except ValueError as exc:
+    except (ValueError, RecursionError) as exc:
         raise NotATIF(f"{path.name} is not valid JSON: {exc}") from None
     if not isinstance(document, dict):
         raise NotATIF(f"{path.name} is not an ATIF trajectory (not a JSON object)")
@@ -68,7 +74,9 @@ def load(path: Path) -> Trajectory:
         raise NotATIF(f"{path.name}: 'steps' is not a list")
     trajectory = Trajectory(document, steps, _screens_before(steps))
     _cache[key] = trajectory
-    while len(_cache) > CACHED:
+    while len(_cache) > CACHED or (
+        len(_cache) > 1 and sum(size for _, size, _ in _cache) > CACHED_BYTES
+    ):
         _cache.popitem(last=False)
     return trajectory
 

@@ -9,7 +9,11 @@ agent may have controlled. So, on the host:
 - the total size and the number of entries are bounded, and so is every archive
   header: tarfile reads a GNU long name or a pax record whole, whatever size its
   header claims, so a header past `MAX_HEADER_BYTES` refuses the download before
-  it is read.
+  it is read;
+- all of that is checked as the archive streams in (`HeaderScan`, in `Spool`),
+  before it is kept: a header of 900 MiB, a member that says it holds 2 TB, or
+  bytes past the archive's end refuse the download at once, whatever tools the
+  sandbox ran (a root agent may replace its `find`, `awk` or `tar`).
 
 A broken bound refuses the whole download (`UnsafeDownload`): what the sandbox
 handed back is refused, and the caller records that against the sandbox (a
@@ -29,6 +33,7 @@ from __future__ import annotations
 
 import errno
 import os
+import re
 import stat
 import tarfile
 from dataclasses import dataclass, field
@@ -100,12 +105,14 @@ class Bounds:
 
 
 class Spool:
-    """A download's archive as it streams out, written to `file` and refused (before
-    `extract_tar` sees it) once it is past what `bounds` allow."""
+    """A download's archive as it streams out, its headers checked as they arrive
+    (`HeaderScan`), written to `file` and refused (before `extract_tar` sees it)
+    once it is past what `bounds` allow."""
 
     def __init__(self, file: IO[bytes], bounds: Bounds, what: str) -> None:
         self.file, self.bounds, self.what = file, bounds, what
         self.size = 0
+        self.scan = HeaderScan(bounds, what)
 
     def add(self, data: bytes) -> None:
         self.size += len(data)
@@ -113,7 +120,131 @@ class Spool:
             raise UnsafeDownload(
                 f"{self.what}: larger than {self.bounds.max_bytes} bytes, download refused"
             )
+        self.scan.feed(data)
         self.file.write(data)
+
+
+#: bytes an archive may carry past its end (GNU tar pads to a 10 KiB record)
+MAX_TRAILER = 64 * 1024
+_BLOCK = tarfile.BLOCKSIZE
+_PAX_RECORD = re.compile(rb"(\d+) ([^=]+)=")
+#: the members whose data follows their header (as tarfile skips it): regular files,
+#: extended headers, and the types tarfile does not know
+_WITH_DATA = frozenset(tarfile.REGULAR_TYPES) | _EXTENDED | {tarfile.XGLTYPE}
+
+
+def _blocks(size: int) -> int:
+    return -(-size // _BLOCK) * _BLOCK
+
+
+class HeaderScan:
+    """A tar stream's headers, checked as its bytes arrive, as `extract_tar` reads
+    them: an extended header past MAX_HEADER_BYTES or MAX_HEADER_CHAIN, a global pax
+    header or a sparse member, more entries or more bytes of regular files than the
+    bounds allow (from the sizes the headers claim, before their data comes), or
+    more than MAX_TRAILER bytes after the archive's end, refuse the download at the
+    header, not after the archive is spooled. Reading stops (the rest is only
+    counted) where tarfile stops: at the end marker or a header that is not one."""
+
+    def __init__(self, bounds: Bounds, what: str) -> None:
+        self.bounds, self.what = bounds, what
+        self.entries = 0
+        self.bytes = 0
+        self._header = bytearray()
+        #: bytes of data (and padding) to pass before the next header
+        self._skip = 0
+        #: a pax header's data, collected while it passes; its bytes still to come
+        self._pax: bytearray | None = None
+        self._pax_left = 0
+        #: the size the last pax header gave the next member
+        self._size: int | None = None
+        self._chain = 0
+        self._after_end: int | None = None
+
+    def _refuse(self, reason: str) -> UnsafeDownload:
+        return UnsafeDownload(f"{self.what}: {reason}, download refused")
+
+    def feed(self, data: bytes) -> None:
+        view = memoryview(data)
+        while view:
+            if self._after_end is not None:
+                self._after_end += len(view)
+                if self._after_end > MAX_TRAILER:
+                    raise self._refuse(f"more than {MAX_TRAILER} bytes after the archive's end")
+                return
+            if self._skip:
+                n = min(self._skip, len(view))
+                if self._pax is not None and self._pax_left:
+                    kept = min(self._pax_left, n)
+                    self._pax += view[:kept]
+                    self._pax_left -= kept
+                    if not self._pax_left:
+                        self._pax_read()
+                self._skip -= n
+                view = view[n:]
+                continue
+            need = _BLOCK - len(self._header)
+            self._header += view[:need]
+            view = view[need:]
+            if len(self._header) == _BLOCK:
+                block = bytes(self._header)
+                self._header.clear()
+                self._member(block)
+
+    def _member(self, block: bytes) -> None:
+        try:
+            info = tarfile.TarInfo.frombuf(block, "utf-8", "surrogateescape")
+        except tarfile.HeaderError:
+            # the end marker (a zero block), or a header that is not one: tarfile ends
+            # the archive there (or refuses it whole, at the first header)
+            self._after_end = 0
+            return
+        kind, size = info.type, info.size
+        refused = _REFUSED.get(kind)
+        if refused is not None:
+            raise self._refuse(f"the archive holds {refused}")
+        if kind in _EXTENDED:
+            self._chain += 1
+            if size > MAX_HEADER_BYTES:
+                raise self._refuse(f"an archive header of {size} bytes, over the "
+                                   f"{MAX_HEADER_BYTES}-byte limit")  # fmt: skip
+            if self._chain > MAX_HEADER_CHAIN:
+                raise self._refuse(f"more than {MAX_HEADER_CHAIN} archive headers in a row")
+            if kind in (tarfile.XHDTYPE, tarfile.SOLARIS_XHDTYPE):
+                self._pax, self._pax_left = bytearray(), size
+                if not size:
+                    self._pax_read()
+            self._skip = _blocks(size)
+            return
+        self._chain = 0
+        if self._size is not None:
+            size, self._size = self._size, None
+        self.entries += 1
+        if self.entries > self.bounds.max_entries:
+            raise self._refuse(f"more than {self.bounds.max_entries} entries")
+        if kind in tarfile.REGULAR_TYPES:
+            self.bytes += size
+            if self.bytes > self.bounds.max_bytes:
+                raise self._refuse(f"larger than {self.bounds.max_bytes} bytes")
+        if kind in _WITH_DATA or kind not in tarfile.SUPPORTED_TYPES:
+            self._skip = _blocks(size)
+
+    def _pax_read(self) -> None:
+        """The records of the pax header just read: the next member's size, if it
+        gives one (a GNU sparse map is refused, as tarfile's reading refuses it)."""
+        data, self._pax = bytes(self._pax or b""), None
+        position = 0
+        while position < len(data):
+            match = _PAX_RECORD.match(data, position)
+            if match is None or int(match.group(1)) < 1:
+                break
+            length = int(match.group(1))
+            key, value = match.group(2), data[match.end() : position + length - 1]
+            if key.startswith(b"GNU.sparse."):
+                raise self._refuse("the archive holds a sparse member")
+            if key == b"size" and value.isdigit():
+                self._size = int(value)
+            position += length
 
 
 @dataclass
