@@ -1,19 +1,31 @@
 """Shared fixtures. Docker and bwrap tests skip when the engine is missing,
-unless HELIOS_REQUIRE_DOCKER / HELIOS_REQUIRE_BWRAP is set (CI): then they fail."""
+unless HELIOS_REQUIRE_DOCKER / HELIOS_REQUIRE_BWRAP is set (CI): then they fail.
+
+The markers docker, bwrap, desktop, ray and slow are applied here from
+tests/engines.py, and checked while each test runs (see _engine_check below);
+under pytest-xdist, a module with module- or class-scoped fixtures runs on one
+worker (_GroupedScheduling)."""
 
 from __future__ import annotations
 
+import json
 import os
+import re
 import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator, Iterator
+from functools import cache
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pytest
+
+from .engine_probe import helios_engine_probe as probe
+from .engines import ENGINES, MARKERS, markers_of
 
 if TYPE_CHECKING:
     from helios.environments.local import LocalEnvironment
@@ -66,13 +78,24 @@ def bwrap_available() -> bool:
 
 
 @pytest.fixture
-def need_docker(docker_available: bool) -> None:
+def need_docker(docker_available: bool, request: pytest.FixtureRequest) -> None:
+    _marked(request, "docker")
     _need("HELIOS_REQUIRE_DOCKER", docker_available, "a Docker engine with debian:bookworm-slim")
 
 
 @pytest.fixture
-def need_bwrap(bwrap_available: bool) -> None:
+def need_bwrap(bwrap_available: bool, request: pytest.FixtureRequest) -> None:
+    _marked(request, "bwrap")
     _need("HELIOS_REQUIRE_BWRAP", bwrap_available, "bubblewrap")
+
+
+def _marked(request: pytest.FixtureRequest, marker: str) -> None:
+    """A test asking for an engine carries its marker (tests/engines.py's rules)."""
+    if request.node.get_closest_marker(marker) is None and not request.config.getoption(
+        "engine_report"
+    ):
+        pytest.fail(f"{request.node.nodeid} uses {marker} but is not marked so "
+                    "(add it to tests/engines.py)", pytrace=False)  # fmt: skip
 
 
 @pytest.fixture
@@ -157,3 +180,105 @@ def closed_port() -> Iterator[int]:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         yield int(sock.getsockname()[1])
+
+
+# -- markers: applied from tests/engines.py, checked at run time -------------------
+
+_PROBE_DIR = Path(__file__).resolve().parent / "engine_probe"
+#: engines this process (pytest, or an xdist worker) started during the current test
+_used_here: set[str] = set()
+_log_dir = Path(tempfile.mkdtemp(prefix="helios-engines-"))
+_count = 0
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # every Python subprocess a test starts reports the engines it starts
+    # (tests/engine_probe/sitecustomize.py), as this process does
+    path = os.environ.get("PYTHONPATH")
+    os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(_PROBE_DIR), path]))
+    probe.install(_used_here.add)
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    shutil.rmtree(_log_dir, ignore_errors=True)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        for marker in sorted(markers_of(item)):
+            item.add_marker(marker)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    global _count
+    _count += 1
+    _used_here.clear()
+    os.environ[probe.LOG_VAR] = str(_log_dir / f"{_count}.log")
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_teardown(item: pytest.Item) -> Generator[None, None, None]:
+    result = yield
+    _engine_check(item)
+    return result
+
+
+def _engine_check(item: pytest.Item) -> None:
+    """Fail a test that started an engine (itself, or in a Python process it started)
+    without carrying that engine's marker: `pytest -m "not docker"` must start no
+    container. With --engine-report=FILE, record what each test used instead."""
+    log = Path(os.environ.pop(probe.LOG_VAR, "") or _log_dir / "none")
+    used = set(_used_here)
+    if log.is_file():
+        used |= {line for line in log.read_text().split() if line in ENGINES}
+        log.unlink()
+    _used_here.clear()
+    marked = {m for m in MARKERS if item.get_closest_marker(m) is not None}
+    report = item.config.getoption("engine_report")
+    if report:
+        with open(report, "a", encoding="utf-8") as out:
+            out.write(json.dumps({"test": item.nodeid, "used": sorted(used),
+                                  "marked": sorted(marked)}) + "\n")  # fmt: skip
+        return
+    missing = sorted(used - marked)
+    if missing:
+        pytest.fail(f"{item.nodeid} uses {', '.join(missing)} but is not marked so "
+                    "(add it to tests/engines.py)", pytrace=False)  # fmt: skip
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--engine-report", default=None, metavar="FILE",
+                     help="append what engines each test used to FILE (JSON lines) "
+                          "instead of failing a test that is not marked for one")  # fmt: skip
+
+
+# -- pytest-xdist: modules that share fixtures stay on one worker ----------------
+
+_SHARED_SCOPE = re.compile(r"scope=[\"'](module|class|package)[\"']")
+
+
+@cache
+def _shares_fixtures(path: str) -> bool:
+    """A test module with a module/class-scoped fixture (built once for its tests)."""
+    try:
+        return _SHARED_SCOPE.search((REPO / path).read_text(encoding="utf-8")) is not None
+    except OSError:
+        return False
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    if config.getoption("dist") not in ("load", "loadgroup"):
+        return None  # --dist loadfile, loadscope, ... as asked
+    from xdist.scheduler import LoadScopeScheduling
+
+    class _GroupedScheduling(LoadScopeScheduling):  # type: ignore[misc]
+        """Each test on its own, except the tests of a module that shares fixtures,
+        which go to one worker together (and, as the largest units, first)."""
+
+        def _split_scope(self, nodeid: str) -> str:
+            path = nodeid.split("::", 1)[0]
+            return path if _shares_fixtures(path) else nodeid
+
+    return _GroupedScheduling(config, log)

@@ -191,9 +191,11 @@ def test_latency_is_added_without_blocking() -> None:
         await asyncio.gather(*(oai_ask(server, "hi") for _ in range(5)))
         return time.monotonic() - start
 
-    with MockLLMServer(script=SCRIPT, latency_ms=400) as server:
+    with MockLLMServer(script=SCRIPT, latency_ms=1000) as server:
         elapsed = run(body(server))
-    assert 0.4 <= elapsed < 1.6  # five concurrent replies, not five sequential sleeps
+    # five concurrent replies, not five sequential sleeps (5 s); the margin is for a
+    # loaded machine (the suite runs on several workers)
+    assert 1.0 <= elapsed < 4.0
 
 
 def test_control_and_stats_endpoints() -> None:

@@ -1,0 +1,118 @@
+"""Which tests use which engine, and so carry which marker: `docker`, `bwrap`,
+`desktop` (Xvfb or Chromium), `ray`; and which are `slow` (> ~10 s on a loaded
+2-core machine).
+
+The conftest applies the markers at collection from the rules below (a fixture, a
+parameter value, a helper the test's code calls, or the test's own entry), and
+checks them at run time: a test that starts a container, a bubblewrap sandbox, a
+desktop or a Ray node (itself or in any Python process it starts, seen by
+tests/engine_probe) without the marker fails. tests/test_markers.py checks this
+table against the fixtures it names.
+
+To add an engine-using test: use one of FIXTURES (need_docker, need_bwrap, ...) or
+a parameter named in PARAMS, and the marker follows; only a test that reaches an
+engine another way (a CLI subprocess with --provider, say) needs an entry in TESTS.
+"""
+
+from __future__ import annotations
+
+import types
+from collections.abc import Iterator
+
+import pytest
+
+ENGINES = ("docker", "bwrap", "desktop", "ray")
+MARKERS = (*ENGINES, "slow")
+
+#: a fixture the test uses (directly or through another fixture) -> its engines
+FIXTURES: dict[str, frozenset[str]] = {
+    "need_docker": frozenset({"docker"}),
+    "need_bwrap": frozenset({"bwrap"}),
+    "local_env": frozenset({"bwrap"}),
+    "daytona": frozenset({"docker"}),  # the Daytona fake runs its sandboxes in docker
+    "cluster": frozenset({"ray", "bwrap"}),  # tests/test_ray_executor.py's nodes
+    "can_reuse_pids": frozenset({"bwrap"}),
+    "_need_chromium": frozenset({"desktop"}),  # tests/test_view_browser.py's Chromium
+}
+
+#: a parameter (of parametrize, or of a parametrized fixture) whose value names a
+#: sandbox provider or path -> the engine of each value, by its prefix
+PARAMS = ("provider", "outcome", "local")
+VALUE_PREFIXES: dict[str, frozenset[str]] = {
+    "docker": frozenset({"docker"}),
+    "daytona": frozenset({"docker"}),
+    "local": frozenset({"bwrap"}),
+}
+
+#: a helper that the test's code calls (by name, in its body or a function nested
+#: in it) -> its engines
+HELPERS: dict[str, frozenset[str]] = {
+    "need_desktop": frozenset({"desktop"}),
+    "in_sandbox": frozenset({"bwrap"}),
+    "open_page": frozenset({"desktop"}),  # tests/headless_browser.py: Chromium
+    "DaytonaFake": frozenset({"docker"}),
+}
+#: with need_desktop: the provider named as a literal, need_desktop("docker")
+LITERAL_PROVIDERS: dict[str, frozenset[str]] = {
+    "docker": frozenset({"docker"}),
+    "local": frozenset({"bwrap"}),
+}
+
+#: tests that reach an engine some other way (a CLI subprocess with --provider, a
+#: provider chosen inside the test): "path::name" (any parameters) or "path" (the
+#: whole module) -> markers, engines and `slow` alike
+TESTS: dict[str, frozenset[str]] = {
+    "tests/test_ray_executor.py": frozenset({"ray", "bwrap"}),
+}
+
+
+def _code_objects(code: types.CodeType) -> Iterator[types.CodeType]:
+    yield code
+    for const in code.co_consts:
+        if isinstance(const, types.CodeType):
+            yield from _code_objects(const)
+
+
+def _names_and_strings(function: object) -> tuple[set[str], set[str]]:
+    code = getattr(function, "__code__", None)
+    if not isinstance(code, types.CodeType):
+        return set(), set()
+    names: set[str] = set()
+    strings: set[str] = set()
+    for each in _code_objects(code):
+        names.update(each.co_names)
+        strings.update(c for c in each.co_consts if isinstance(c, str))
+    return names, strings
+
+
+def _by_prefix(value: object) -> frozenset[str]:
+    if not isinstance(value, str):
+        return frozenset()
+    for prefix, engines in VALUE_PREFIXES.items():
+        if value == prefix or value.startswith(prefix + "-"):
+            return engines
+    return frozenset()
+
+
+def markers_of(item: pytest.Item) -> set[str]:
+    """The markers `item` must carry, by the rules above."""
+    found: set[str] = set()
+    for fixture in getattr(item, "fixturenames", ()):
+        found |= FIXTURES.get(fixture, frozenset())
+    callspec = getattr(item, "callspec", None)
+    if callspec is not None:
+        for name in PARAMS:
+            if name in callspec.params:
+                found |= _by_prefix(callspec.params[name])
+    names, strings = _names_and_strings(getattr(item, "function", None))
+    for helper, engines in HELPERS.items():
+        if helper in names:
+            found |= engines
+    if "need_desktop" in names:
+        for literal, engines in LITERAL_PROVIDERS.items():
+            if literal in strings:
+                found |= engines
+    path, _, rest = item.nodeid.partition("::")
+    found |= TESTS.get(path, frozenset())
+    found |= TESTS.get(f"{path}::{rest.split('[', 1)[0]}", frozenset())
+    return found
