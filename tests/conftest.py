@@ -8,6 +8,7 @@ worker (_GroupedScheduling)."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -69,12 +70,14 @@ def _need(flag: str, available: bool, what: str) -> None:
 
 @pytest.fixture(scope="session")
 def docker_available() -> bool:
-    return _docker_ok()
+    with _unrecorded():  # a probe, not a test's use of docker
+        return _docker_ok()
 
 
 @pytest.fixture(scope="session")
 def bwrap_available() -> bool:
-    return _bwrap_ok()
+    with _unrecorded():
+        return _bwrap_ok()
 
 
 @pytest.fixture
@@ -187,6 +190,22 @@ def closed_port() -> Iterator[int]:
 _PROBE_DIR = Path(__file__).resolve().parent / "engine_probe"
 #: engines this process (pytest, or an xdist worker) started during the current test
 _used_here: set[str] = set()
+_recording = [True]
+
+
+@contextlib.contextmanager
+def _unrecorded() -> Iterator[None]:
+    """The conftest's own probes of an engine (is docker there?) use no engine for a test."""
+    _recording[0] = False
+    try:
+        yield
+    finally:
+        _recording[0] = True
+
+
+def _record(engine: str) -> None:
+    if _recording[0]:
+        _used_here.add(engine)
 _log_dir = Path(tempfile.mkdtemp(prefix="helios-engines-"))
 _count = 0
 
@@ -196,7 +215,7 @@ def pytest_configure(config: pytest.Config) -> None:
     # (tests/engine_probe/sitecustomize.py), as this process does
     path = os.environ.get("PYTHONPATH")
     os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(_PROBE_DIR), path]))
-    probe.install(_used_here.add)
+    probe.install(_record)
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:

@@ -24,7 +24,8 @@ import pytest
 ENGINES = ("docker", "bwrap", "desktop", "ray")
 MARKERS = (*ENGINES, "slow")
 
-#: a fixture the test uses (directly or through another fixture) -> its engines
+#: a fixture the test uses (directly or through another fixture) -> its engines; a
+#: fixture name that several modules define differently is qualified, "path::name"
 FIXTURES: dict[str, frozenset[str]] = {
     "need_docker": frozenset({"docker"}),
     "need_bwrap": frozenset({"bwrap"}),
@@ -33,6 +34,8 @@ FIXTURES: dict[str, frozenset[str]] = {
     "cluster": frozenset({"ray", "bwrap"}),  # tests/test_ray_executor.py's nodes
     "can_reuse_pids": frozenset({"bwrap"}),
     "_need_chromium": frozenset({"desktop"}),  # tests/test_view_browser.py's Chromium
+    "server_binary": frozenset({"bwrap"}),  # tests/test_local_shell_native.py
+    "tests/test_compare.py::batches": frozenset({"bwrap"}),  # two real local batches
 }
 
 #: a parameter (of parametrize, or of a parametrized fixture) whose value names a
@@ -97,8 +100,10 @@ def _by_prefix(value: object) -> frozenset[str]:
 def markers_of(item: pytest.Item) -> set[str]:
     """The markers `item` must carry, by the rules above."""
     found: set[str] = set()
+    path, _, rest = item.nodeid.partition("::")
     for fixture in getattr(item, "fixturenames", ()):
         found |= FIXTURES.get(fixture, frozenset())
+        found |= FIXTURES.get(f"{path}::{fixture}", frozenset())
     callspec = getattr(item, "callspec", None)
     if callspec is not None:
         for name in PARAMS:
@@ -112,7 +117,6 @@ def markers_of(item: pytest.Item) -> set[str]:
         for literal, engines in LITERAL_PROVIDERS.items():
             if literal in strings:
                 found |= engines
-    path, _, rest = item.nodeid.partition("::")
     found |= TESTS.get(path, frozenset())
     found |= TESTS.get(f"{path}::{rest.split('[', 1)[0]}", frozenset())
     return found
