@@ -226,6 +226,14 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         for marker in sorted(markers_of(item)):
             item.add_marker(marker)
+    if hasattr(config, "workerinput"):
+        # Under pytest-xdist, the modules with a slow test, a desktop or a Ray cluster
+        # go first, so that the run does not end waiting on one of them; each module
+        # stays whole (its module-scoped fixtures are built once).
+        marks = ("slow", "desktop", "ray")
+        heavy = {item.nodeid.split("::", 1)[0] for item in items
+                 if any(item.get_closest_marker(m) for m in marks)}  # fmt: skip
+        items.sort(key=lambda item: item.nodeid.split("::", 1)[0] not in heavy)
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -278,12 +286,18 @@ _SHARED_SCOPE = re.compile(r"scope=[\"'](module|class|package)[\"']")
 
 
 @cache
-def _shares_fixtures(path: str) -> bool:
-    """A test module with a module/class-scoped fixture (built once for its tests)."""
+def _group_of(path: str) -> str | None:
+    """The tests of a module that runs `helios cleanup` (which takes the machine's
+    orphaned sandboxes, another test's included) run one at a time, on one worker;
+    those of a module with a module/class-scoped fixture (built once for its tests)
+    run on one worker."""
     try:
-        return _SHARED_SCOPE.search((REPO / path).read_text(encoding="utf-8")) is not None
+        text = (REPO / path).read_text(encoding="utf-8")
     except OSError:
-        return False
+        return None
+    if 'helios_cmd("cleanup"' in text:
+        return "helios cleanup"
+    return path if _SHARED_SCOPE.search(text) else None
 
 
 @pytest.hookimpl(optionalhook=True)
@@ -293,11 +307,10 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
     from xdist.scheduler import LoadScopeScheduling
 
     class _GroupedScheduling(LoadScopeScheduling):  # type: ignore[misc]
-        """Each test on its own, except the tests of a module that shares fixtures,
-        which go to one worker together (and, as the largest units, first)."""
+        """Each test on its own, except the groups of _group_of, which go to one worker
+        each (and, as the largest units, first)."""
 
         def _split_scope(self, nodeid: str) -> str:
-            path = nodeid.split("::", 1)[0]
-            return path if _shares_fixtures(path) else nodeid
+            return _group_of(nodeid.split("::", 1)[0]) or nodeid
 
     return _GroupedScheduling(config, log)
