@@ -94,11 +94,14 @@ def test_the_collected_tests_carry_the_markers_of_their_fixtures(
                             ["/x/ray/core/src/ray/gcs/gcs_server"], {}), "ray"),
         ("subprocess.Popen", ("grep", ["grep", "docker", "bwrap"], None, None), None),
         ("subprocess.Popen", ("p", ["python3", "-m", "helios", "--help"], None, None), None),
+        ("subprocess.Popen", ("p", ["python3", "-c", "import sys; sys.path[:0] = "
+                                    "['/v/site-packages/ray/_private/x']"], None, None), None),
         ("socket.connect", (None, ("127.0.0.1", 80)), None),
         ("open", ("/usr/bin/bwrap", "r", 0), None),
     ],
     ids=["bwrap", "bwrap-in-prlimit", "docker-cli", "docker-socket", "xvfb", "chromium",
-         "ray-cluster", "ray-gcs", "an-argument-only", "helios", "tcp", "not-a-start"],
+         "ray-cluster", "ray-gcs", "an-argument-only", "helios", "python-code", "tcp",
+         "not-a-start"],
 )  # fmt: skip
 def test_the_probe_sees_each_engine_start(event: str, args: tuple[object, ...],
                                           engine: str | None) -> None:  # fmt: skip

@@ -40,6 +40,15 @@ def _text(value: Any) -> str:
         return str(value)
 
 
+_RAY_PARTS = ("/ray/_private/", "/ray/dashboard/", "/ray/autoscaler/", "/ray/scripts/")
+
+
+def _is_ray_script(word: str) -> bool:
+    if any(c.isspace() for c in word):  # code given with -c, not a script's path
+        return False
+    return os.path.basename(word) == "ray_cluster.py" or any(p in word for p in _RAY_PARTS)
+
+
 def _from_argv(argv: Any) -> str | None:
     if isinstance(argv, (str, bytes)) or argv is None:
         return None
@@ -47,9 +56,8 @@ def _from_argv(argv: Any) -> str | None:
     if not words:
         return None
     first = os.path.basename(words[0])
-    if first.startswith("python"):
-        ray = any("ray_cluster.py" in w or (f"{os.sep}ray{os.sep}" in w and "-packages" in w)
-                  for w in words[1:])  # fmt: skip
+    if first.startswith("python"):  # a Ray node's processes, by their scripts' paths
+        ray = any(_is_ray_script(w) for w in words[1:3])
         return "ray" if ray else None
     for word in words:
         base = os.path.basename(word)
