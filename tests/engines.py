@@ -73,6 +73,7 @@ TESTS: dict[str, frozenset[str]] = {
         frozenset({"docker"}),  # helios cleanup lists the containers
     "tests/test_workers.py::test_forked_workers_of_the_cli_hold_nothing_of_the_parent":
         frozenset({"bwrap"}),
+    "tests/test_run_metadata.py": frozenset({"bwrap"}),  # batch and generate --provider local
     # slow: > ~10 s on an idle 2-core machine, or several times that on a loaded one
     "tests/test_benchmarks.py::test_the_anthropic_api_workload_runs": SLOW,
     "tests/test_benchmarks.py::test_the_viewer_benchmark_prints_each_row": SLOW,

@@ -3,7 +3,7 @@
 Ray node. The test suite's conftest installs it in pytest, and this folder's
 `sitecustomize` installs it in every Python subprocess that a test starts (the
 CLI, worker processes, Ray's workers), which append what they start to the file
-named by HELIOS_TEST_ENGINE_LOG. The conftest then fails a test that started an
+named by ENGINE_PROBE_LOG. The conftest then fails a test that started an
 engine without carrying its marker (tests/engines.py)."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-LOG_VAR = "HELIOS_TEST_ENGINE_LOG"
+LOG_VAR = "ENGINE_PROBE_LOG"  # not HELIOS_*: tests strip those from a subprocess
 
 _PROGRAMS = {
     "bwrap": "bwrap",
@@ -103,7 +103,7 @@ def install(record: Callable[[str], None]) -> None:
 
 
 def install_from_env() -> None:
-    """In a subprocess: append each engine (once) to the file HELIOS_TEST_ENGINE_LOG
+    """In a subprocess: append each engine (once) to the file ENGINE_PROBE_LOG
     names, when it is set."""
     if not os.environ.get(LOG_VAR):
         return
