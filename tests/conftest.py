@@ -295,7 +295,7 @@ def _group_of(path: str) -> str | None:
         text = (REPO / path).read_text(encoding="utf-8")
     except OSError:
         return None
-    if 'helios_cmd("cleanup"' in text:
+    if 'helios_cmd("cleanup"' in text or "run_chaos" in text:  # chaos ends with a cleanup
         return "helios cleanup"
     return path if _SHARED_SCOPE.search(text) else None
 
