@@ -1,4 +1,4 @@
-.PHONY: demo test lint docs clean
+.PHONY: demo test check lint docs clean
 
 # Install and run the example tasks with the oracle in the local sandbox.
 demo:
@@ -7,6 +7,10 @@ demo:
 # Install what the tests need (docker.io, bubblewrap, a base image when root) and run them all.
 test:
 	./scripts/test.sh
+
+# The edit loop: ruff, mypy, and the tests that start no engine and are not slow.
+check:
+	./scripts/check.sh
 
 # Serve the docs site on http://127.0.0.1:8000 as you edit it (installs the docs extra first if needed).
 docs:

@@ -1,6 +1,9 @@
 #!/bin/sh
 # The whole test suite, from a fresh machine: system dependencies (as root),
-# the venv with dev tools, then ruff, mypy --strict and pytest.
+# the venv with dev tools, then ruff, mypy --strict and pytest on
+# HELIOS_TEST_WORKERS workers (4: much of the time is spent waiting on docker, so
+# more workers than the 2 cores pays; tests/conftest.py keeps a module that shares
+# fixtures on one worker). Extra arguments go to pytest.
 set -eu
 cd "$(dirname "$0")/.."
 ./scripts/setup-system.sh
@@ -10,4 +13,4 @@ echo "[test] ruff"
 echo "[test] mypy --strict src"
 .venv/bin/mypy --strict src
 echo "[test] pytest"
-exec .venv/bin/pytest "$@"
+exec .venv/bin/pytest -n "${HELIOS_TEST_WORKERS:-4}" --dist load "$@"

@@ -1,19 +1,32 @@
 """Shared fixtures. Docker and bwrap tests skip when the engine is missing,
-unless HELIOS_REQUIRE_DOCKER / HELIOS_REQUIRE_BWRAP is set (CI): then they fail."""
+unless HELIOS_REQUIRE_DOCKER / HELIOS_REQUIRE_BWRAP is set (CI): then they fail.
+
+The markers docker, bwrap, desktop, ray and slow are applied here from
+tests/engines.py, and checked while each test runs (see _engine_check below);
+under pytest-xdist, a module with module- or class-scoped fixtures runs on one
+worker (_GroupedScheduling)."""
 
 from __future__ import annotations
 
+import contextlib
+import json
 import os
+import re
 import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator, Iterator
+from functools import cache
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pytest
+
+from .engine_probe import helios_engine_probe as probe
+from .engines import ENGINES, MARKERS, markers_of
 
 if TYPE_CHECKING:
     from helios.environments.local import LocalEnvironment
@@ -57,22 +70,35 @@ def _need(flag: str, available: bool, what: str) -> None:
 
 @pytest.fixture(scope="session")
 def docker_available() -> bool:
-    return _docker_ok()
+    with _unrecorded():  # a probe, not a test's use of docker
+        return _docker_ok()
 
 
 @pytest.fixture(scope="session")
 def bwrap_available() -> bool:
-    return _bwrap_ok()
+    with _unrecorded():
+        return _bwrap_ok()
 
 
 @pytest.fixture
-def need_docker(docker_available: bool) -> None:
+def need_docker(docker_available: bool, request: pytest.FixtureRequest) -> None:
+    _marked(request, "docker")
     _need("HELIOS_REQUIRE_DOCKER", docker_available, "a Docker engine with debian:bookworm-slim")
 
 
 @pytest.fixture
-def need_bwrap(bwrap_available: bool) -> None:
+def need_bwrap(bwrap_available: bool, request: pytest.FixtureRequest) -> None:
+    _marked(request, "bwrap")
     _need("HELIOS_REQUIRE_BWRAP", bwrap_available, "bubblewrap")
+
+
+def _marked(request: pytest.FixtureRequest, marker: str) -> None:
+    """A test asking for an engine carries its marker (tests/engines.py's rules)."""
+    if request.node.get_closest_marker(marker) is None and not request.config.getoption(
+        "engine_report"
+    ):
+        pytest.fail(f"{request.node.nodeid} uses {marker} but is not marked so "
+                    "(add it to tests/engines.py)", pytrace=False)  # fmt: skip
 
 
 @pytest.fixture
@@ -157,3 +183,134 @@ def closed_port() -> Iterator[int]:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         yield int(sock.getsockname()[1])
+
+
+# -- markers: applied from tests/engines.py, checked at run time -------------------
+
+_PROBE_DIR = Path(__file__).resolve().parent / "engine_probe"
+#: engines this process (pytest, or an xdist worker) started during the current test
+_used_here: set[str] = set()
+_recording = [True]
+
+
+@contextlib.contextmanager
+def _unrecorded() -> Iterator[None]:
+    """The conftest's own probes of an engine (is docker there?) use no engine for a test."""
+    _recording[0] = False
+    try:
+        yield
+    finally:
+        _recording[0] = True
+
+
+def _record(engine: str) -> None:
+    if _recording[0]:
+        _used_here.add(engine)
+_log_dir = Path(tempfile.mkdtemp(prefix="helios-engines-"))
+_count = 0
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # every Python subprocess a test starts reports the engines it starts
+    # (tests/engine_probe/sitecustomize.py), as this process does
+    path = os.environ.get("PYTHONPATH")
+    os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(_PROBE_DIR), path]))
+    probe.install(_record)
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    shutil.rmtree(_log_dir, ignore_errors=True)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        for marker in sorted(markers_of(item)):
+            item.add_marker(marker)
+    if hasattr(config, "workerinput"):
+        # Under pytest-xdist, the modules with a slow test, a desktop or a Ray cluster
+        # go first, so that the run does not end waiting on one of them; each module
+        # stays whole (its module-scoped fixtures are built once).
+        marks = ("slow", "desktop", "ray")
+        heavy = {item.nodeid.split("::", 1)[0] for item in items
+                 if any(item.get_closest_marker(m) for m in marks)}  # fmt: skip
+        items.sort(key=lambda item: item.nodeid.split("::", 1)[0] not in heavy)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    global _count
+    _count += 1
+    _used_here.clear()
+    os.environ[probe.LOG_VAR] = str(_log_dir / f"{_count}.log")
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_teardown(item: pytest.Item) -> Generator[None, None, None]:
+    result = yield
+    _engine_check(item)
+    return result
+
+
+def _engine_check(item: pytest.Item) -> None:
+    """Fail a test that started an engine (itself, or in a Python process it started)
+    without carrying that engine's marker: `pytest -m "not docker"` must start no
+    container. With --engine-report=FILE, record what each test used instead."""
+    log = Path(os.environ.pop(probe.LOG_VAR, "") or _log_dir / "none")
+    used = set(_used_here)
+    if log.is_file():
+        used |= {line for line in log.read_text().split() if line in ENGINES}
+        log.unlink()
+    _used_here.clear()
+    marked = {m for m in MARKERS if item.get_closest_marker(m) is not None}
+    report = item.config.getoption("engine_report")
+    if report:
+        with open(report, "a", encoding="utf-8") as out:
+            out.write(json.dumps({"test": item.nodeid, "used": sorted(used),
+                                  "marked": sorted(marked)}) + "\n")  # fmt: skip
+        return
+    missing = sorted(used - marked)
+    if missing:
+        pytest.fail(f"{item.nodeid} uses {', '.join(missing)} but is not marked so "
+                    "(add it to tests/engines.py)", pytrace=False)  # fmt: skip
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--engine-report", default=None, metavar="FILE",
+                     help="append what engines each test used to FILE (JSON lines) "
+                          "instead of failing a test that is not marked for one")  # fmt: skip
+
+
+# -- pytest-xdist: modules that share fixtures stay on one worker ----------------
+
+_SHARED_SCOPE = re.compile(r"scope=[\"'](module|class|package)[\"']")
+
+
+@cache
+def _group_of(path: str) -> str | None:
+    """The tests of a module that runs `helios cleanup` (which takes the machine's
+    orphaned sandboxes, another test's included) run one at a time, on one worker;
+    those of a module with a module/class-scoped fixture (built once for its tests)
+    run on one worker."""
+    try:
+        text = (REPO / path).read_text(encoding="utf-8")
+    except OSError:
+        return None
+    if 'helios_cmd("cleanup"' in text or "run_chaos" in text:  # chaos ends with a cleanup
+        return "helios cleanup"
+    return path if _SHARED_SCOPE.search(text) else None
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    if config.getoption("dist") not in ("load", "loadgroup"):
+        return None  # --dist loadfile, loadscope, ... as asked
+    from xdist.scheduler import LoadScopeScheduling
+
+    class _GroupedScheduling(LoadScopeScheduling):  # type: ignore[misc]
+        """Each test on its own, except the groups of _group_of, which go to one worker
+        each (and, as the largest units, first)."""
+
+        def _split_scope(self, nodeid: str) -> str:
+            return _group_of(nodeid.split("::", 1)[0]) or nodeid
+
+    return _GroupedScheduling(config, log)

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from .cli_inprocess import helios_inprocess
 from .conftest import TaskMaker, helios_cmd
 
 
@@ -20,6 +21,13 @@ def _run_line(command: str, cwd: Path) -> subprocess.CompletedProcess[str]:
 
 def _helios(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     return subprocess.run(helios_cmd(*args), capture_output=True, text=True, cwd=cwd, timeout=300)
+
+
+def _refused(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    """A command refused before it starts anything, run in this process (its exit code
+    and stderr are those of the console script: tests/cli_inprocess.py); the other
+    tests run the console script itself."""
+    return helios_inprocess(*args, cwd=cwd)
 
 
 def test_help_lists_commands(tmp_path: Path) -> None:
@@ -53,15 +61,15 @@ def test_fail_under_exits_1(examples_copy: Path, tmp_path: Path) -> None:
 
 
 def test_bad_input_exits_2_with_one_line(tmp_path: Path) -> None:
-    missing = _helios("batch", str(tmp_path / "nope"), "--agent", "oracle", cwd=tmp_path)
+    missing = _refused("batch", str(tmp_path / "nope"), "--agent", "oracle", cwd=tmp_path)
     assert missing.returncode == 2
     assert "nope" in missing.stderr and "Traceback" not in missing.stderr
-    provider = _helios(
+    provider = _refused(
         "batch", str(tmp_path), "--provider", "kubernetes", "--agent", "nop", cwd=tmp_path
     )
     assert provider.returncode == 2
     assert "unknown provider 'kubernetes'" in provider.stderr and "docker" in provider.stderr
-    agent = _helios("batch", str(tmp_path), "--agent", "wizard", cwd=tmp_path)
+    agent = _refused("batch", str(tmp_path), "--agent", "wizard", cwd=tmp_path)
     assert agent.returncode == 2 and "unknown agent 'wizard'" in agent.stderr
     assert len(agent.stderr.strip().splitlines()) == 1
 
@@ -156,15 +164,15 @@ def test_a_batch_where_every_trial_errored_exits_2(make_task: TaskMaker, tmp_pat
 
 
 def test_the_null_provider_is_not_offered_for_tasks(tmp_path: Path) -> None:
-    null = _helios("batch", str(tmp_path), "--provider", "null", "--agent", "oracle", cwd=tmp_path)
+    null = _refused("batch", str(tmp_path), "--provider", "null", "--agent", "oracle", cwd=tmp_path)
     assert null.returncode == 2
     assert "'null' has no sandbox" in null.stderr and "docker, local" in null.stderr
-    typo = _helios("batch", str(tmp_path), "--provider", "nul", "--agent", "oracle", cwd=tmp_path)
+    typo = _refused("batch", str(tmp_path), "--provider", "nul", "--agent", "oracle", cwd=tmp_path)
     assert typo.returncode == 2 and "null" not in typo.stderr.split("known:")[1]
 
 
 def test_run_on_a_folder_of_tasks_points_to_batch(examples_copy: Path, tmp_path: Path) -> None:
-    result = _helios("run", str(examples_copy), "--agent", "oracle", cwd=tmp_path)
+    result = _refused("run", str(examples_copy), "--agent", "oracle", cwd=tmp_path)
     assert result.returncode == 2
     assert f"run them with `helios batch {examples_copy}`" in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1

@@ -220,7 +220,7 @@ def _started(run_id: str) -> DaytonaEnvironment:
     return env
 
 
-def test_cleanup_removes_helios_sandboxes_by_label(daytona: DaytonaFake) -> None:
+def test_cleanup_removes_helios_sandboxes_by_label(daytona: DaytonaFake, tmp_path: Path) -> None:
     left = _started("dtn-left")
     other = _started("dtn-other")
     done = subprocess.run(helios_cmd("cleanup", "--run", "dtn-left"), capture_output=True,
@@ -229,12 +229,17 @@ def test_cleanup_removes_helios_sandboxes_by_label(daytona: DaytonaFake) -> None
     assert "1 Daytona sandbox(es)" in " ".join(done.stdout.split())
     live = {b.id for b in daytona.live() if not b.state.startswith("destr")}
     assert left.sandbox_id not in live and other.sandbox_id in live
-    # a live owner (this process) keeps its sandboxes from a plain cleanup; --force takes them
-    subprocess.run(helios_cmd("cleanup"), capture_output=True, timeout=120, env={**os.environ},
+    # a live owner (this process) keeps its sandboxes from a plain cleanup; --force takes them.
+    # Daytona's alone: --force would also take every live container and local sandbox on
+    # this machine, those of the tests running beside this one (pytest-xdist)
+    only_daytona = {**os.environ, "DOCKER_HOST": f"unix://{tmp_path}/no-docker.sock",
+                    "HELIOS_SANDBOX_DIR": str(tmp_path / "no-sandboxes")}  # fmt: skip
+    (tmp_path / "no-sandboxes").mkdir()
+    subprocess.run(helios_cmd("cleanup"), capture_output=True, timeout=120, env=only_daytona,
                    check=True)  # fmt: skip
     assert other.sandbox_id in {b.id for b in daytona.live() if not b.state.startswith("destr")}
     subprocess.run(helios_cmd("cleanup", "--force"), capture_output=True, timeout=120,
-                   env={**os.environ}, check=True)  # fmt: skip
+                   env=only_daytona, check=True)  # fmt: skip
     wait_until(lambda: not daytona.live() and not daytona.containers(), "every sandbox deleted")
 
 

@@ -174,7 +174,7 @@ def test_a_killed_worker_s_units_are_recorded_as_errors(tmp_path: Path) -> None:
             return len(started) >= 4
 
         await until(both_busy, "the two workers started four units")
-        children = _children(os.getpid())
+        children = _own_children()
         assert len(children) == 2
         os.kill(children[0], signal.SIGKILL)
         await task
@@ -190,8 +190,30 @@ def test_a_killed_worker_s_units_are_recorded_as_errors(tmp_path: Path) -> None:
 
 
 def _children(pid: int) -> list[int]:
-    path = Path(f"/proc/{pid}/task/{pid}/children")
-    return [int(p) for p in path.read_text().split()]
+    """`pid`'s children, whichever of its threads started them."""
+    found: list[int] = []
+    for task in sorted(Path(f"/proc/{pid}/task").iterdir()):
+        try:
+            found += [int(p) for p in (task / "children").read_text().split()]
+        except OSError:  # a thread that ended meanwhile
+            continue
+    return found
+
+
+#: the children pytest itself had before each test: an earlier test's (under xdist, a
+#: worker runs many modules) are not this test's
+_before: set[int] = set()
+
+
+@pytest.fixture(autouse=True)
+def _children_before() -> None:
+    _before.clear()
+    _before.update(_children(os.getpid()))
+
+
+def _own_children() -> list[int]:
+    """The children this test started in pytest's own process."""
+    return [pid for pid in _children(os.getpid()) if pid not in _before]
 
 
 def _alive(pid: int) -> bool:
@@ -353,7 +375,7 @@ def test_preforked_forks_nothing_inside_a_loop_or_beside_a_thread() -> None:
     finally:
         release.set()
         other.join()
-    assert _children(os.getpid()) == []
+    assert _own_children() == []
 
 
 _SPARES_SCRIPT = """
@@ -476,7 +498,7 @@ def test_workers_are_fresh_interpreters_holding_nothing_of_the_parent(tmp_path: 
 
         await until(both_busy, "the two workers started four units")
         parent.update(_open_files("self"))
-        for pid in _children(os.getpid()):
+        for pid in _own_children():
             argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
             seen[pid] = (argv[:2], _open_files(pid))
         await task
@@ -513,7 +535,7 @@ def test_a_door_of_the_script_being_run_is_refused_before_any_worker_starts(
             asyncio.run(service.run(service.plan([PromptUnit(f"p{i}", i) for i in range(4)])))
     finally:
         service.store.close()
-    assert _children(os.getpid()) == []
+    assert _own_children() == []
 
 
 @pytest.mark.usefixtures("need_bwrap")
@@ -638,4 +660,4 @@ def test_a_registered_toolset_a_worker_cannot_get_is_refused_before_any_worker_s
     finally:
         service.store.close()
         _registered.pop("parent-only", None)
-    assert _children(os.getpid()) == []
+    assert _own_children() == []
