@@ -26,7 +26,7 @@ WM_IMAGE = "helios-desktop-wms:test"
 
 def _wm_image() -> str:
     """The image with every window manager, built once (about 40 s) from Debian's
-    archive; the plain desktop image (openbox only) where it cannot be built."""
+    archive."""
     probe = subprocess.run(["docker", "image", "inspect", WM_IMAGE], capture_output=True,
                            timeout=60)  # fmt: skip
     if probe.returncode == 0:
@@ -36,13 +36,17 @@ def _wm_image() -> str:
          str(FIXTURES / "window-managers")],
         capture_output=True, timeout=900,
     )  # fmt: skip
-    return WM_IMAGE if build.returncode == 0 else "helios-desktop:bookworm"
+    assert build.returncode == 0, f"building {WM_IMAGE} failed: {build.stderr.decode()[-2000:]}"
+    return WM_IMAGE
 
 
 def _cases() -> list[object]:
     marks = {"docker": pytest.mark.docker, "local": pytest.mark.bwrap}
+    # Not xfwm4 on local: the host leaves it out (it is tried first, so it would become
+    # every local desktop's window manager); docker tries it in the image.
     return [pytest.param(p, wm, id=f"{p}-{wm}", marks=marks[p])
-            for p in PROVIDERS for wm in MANAGERS]  # fmt: skip
+            for p in PROVIDERS for wm in MANAGERS
+            if not (p == "local" and wm == "xfwm4")]  # fmt: skip
 
 
 @pytest.mark.parametrize(("provider", "manager"), _cases())
