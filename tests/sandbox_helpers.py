@@ -152,6 +152,16 @@ async def until(check: Callable[[], Awaitable[bool]], what: str, within: float =
         await asyncio.sleep(0.02)
 
 
+async def program_runs(env: Environment, args: str, user: str | None = None) -> None:
+    """Wait until a service's `sh -c 'exec …'` has become its program: until then a
+    listing shows only the shell, and a count of the program is off by one."""
+
+    async def seen() -> bool:
+        return bool(running(await processes(env, user=user), args))
+
+    await until(seen, f"{args} runs")
+
+
 async def container_commands(container: str) -> list[str]:
     """The command lines of a container's processes, seen from the host (`docker
     top`): nothing runs inside, so a test watches a command without one of its own

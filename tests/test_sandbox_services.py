@@ -28,6 +28,7 @@ from helios.errors import EnvironmentExecError, UnsupportedFeature
 from .sandbox_helpers import (
     in_provider,
     processes,
+    program_runs,
     provider,
     running,
     select_provider,
@@ -79,6 +80,7 @@ def test_a_service_outlives_commands_and_stop_processes_and_the_agent_s_processe
     async def body(env: Environment) -> None:
         assert env.supports_services
         await env.start_service("svc", "exec sleep 1001")
+        await program_runs(env, "sleep1001")
         assert await env.service_running("svc")
         for _ in range(3):
             assert (await env.exec("echo hi")).stdout == "hi\n"
@@ -174,6 +176,7 @@ def test_services_as_another_user_survive_too(provider: str) -> None:
     async def body(env: Environment) -> None:
         await env.start_service("mine", "exec sleep 1007", user="nobody")
         await env.start_service("root", "exec sleep 1008")
+        await program_runs(env, "sleep1007", user="nobody")
         await env.exec("nohup sleep 2005 >/dev/null 2>&1 &", user="nobody")
         await env.stop_processes()
         assert await _running(env, "mine", "root")

@@ -32,6 +32,7 @@ from ..desktop_helpers import need_desktop
 from ..sandbox_helpers import (
     in_provider,
     processes,
+    program_runs,
     provider,
     running,
     until,
@@ -60,6 +61,7 @@ def test_an_impostor_of_a_killed_service_dies(provider: str) -> None:
 
     async def body(env: Environment) -> None:
         await env.start_service("x", "exec sleep 1020")
+        await program_runs(env, "sleep1020")
         [service] = running(await processes(env), "sleep1020")
         await env.exec(
             f"kill -9 {service.pid}; setsid nohup sleep 1020 >/dev/null 2>&1 & "
@@ -77,6 +79,7 @@ def test_an_impostor_of_a_killed_service_dies(provider: str) -> None:
 def test_an_impostor_beside_a_live_service_dies(provider: str) -> None:
     async def body(env: Environment) -> None:
         await env.start_service("x", "exec sleep 1021")
+        await program_runs(env, "sleep1021")
         await env.exec("setsid nohup sleep 1021 >/dev/null 2>&1 &")
         await env.stop_processes()
         assert len(running(await processes(env), "sleep1021")) == 1
