@@ -195,13 +195,17 @@ def _node_run(payload: bytes, unit: Any, events: Any = None,
         unit = setup.door.with_inputs(unit, _node_inputs(ray, base, inputs))
     scratch = Path(tempfile.mkdtemp(prefix="trial-", dir=base))
     try:
-        result, totals = asyncio.run(_run_here(setup, unit, scratch, events))
+        forward = _Forward(events) if events is not None else None
+        emit = forward.emit if forward is not None else None
+        result, totals = asyncio.run(_run_here(setup, unit, scratch, emit))
         folder = unit.folder
         # beside the trial folder, never in it (a folder is named by the door)
         archive = scratch / ".helios-archive.tar"
         size = _pack(scratch / folder, archive) if folder is not None else None
         if folder is not None:
             shutil.rmtree(scratch / folder, ignore_errors=True)
+        if forward is not None:
+            forward.flush(ray)  # the display has them all before the trial's end
         yield NodeResult(result=result, archive=size, totals=totals,
                          node=ray.util.get_node_ip_address())  # fmt: skip
         if size is not None:
@@ -213,7 +217,7 @@ def _node_run(payload: bytes, unit: Any, events: Any = None,
 
 
 async def _run_here(setup: WorkerSetup, unit: Any, scratch: Path,
-                    events: Any) -> tuple[Any, Any]:  # fmt: skip
+                    emit: Any) -> tuple[Any, Any]:  # fmt: skip
     for secret in setup.secrets:
         register_secret(secret)
     for toolset in setup.toolsets:
@@ -221,7 +225,6 @@ async def _run_here(setup: WorkerSetup, unit: Any, scratch: Path,
     waker = _Waker()
     waker.start()
     services = setup.services
-    emit = _Forward(events).emit if events is not None else None
     ctx = replace(setup.ctx, run_dir=scratch, start_gate=asyncio.Semaphore(1), emit=emit,
                   services=services)  # fmt: skip
     door = setup.door
@@ -244,14 +247,24 @@ async def _run_here(setup: WorkerSetup, unit: Any, scratch: Path,
 class _Forward:
     """A trial's events, sent to the driver's events actor as they come (fire and
     forget: a trial never waits for the display). A desktop's URL is the node's own,
-    so `DesktopReady` stays here."""
+    so `DesktopReady` stays here. `flush` waits (bounded) until the actor holds them
+    all: the trial's result streams to the driver as soon as it is yielded, and may
+    otherwise overtake its last events."""
 
     def __init__(self, events: Any) -> None:
         self.events = events
+        self.sent: list[Any] = []
 
     def emit(self, event: Any) -> None:
         if not isinstance(event, DesktopReady):
-            self.events.put.remote(event)
+            self.sent.append(self.events.put.remote(event))
+
+    def flush(self, ray: Any) -> None:
+        if not self.sent:
+            return
+        with contextlib.suppress(Exception):  # the display's events never fail a trial
+            ray.wait(self.sent, num_returns=len(self.sent), timeout=RELAY_GRACE)
+        self.sent.clear()
 
 
 class EventBox:
