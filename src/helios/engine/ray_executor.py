@@ -38,8 +38,10 @@ the copy; the sweep at the end removes it with the rest of the run's scratch.
 
 Events. When the batch has a display, the trials' events (phases, turns, retries) go
 from the nodes to a small actor on the driver's node (`EventBox`), without waiting; the
-driver takes them every `EVENTS_EVERY` seconds and hands them to the display. A trial is
-shown as started when it is handed to the cluster.
+driver takes them every `EVENTS_EVERY` seconds and hands them to the display. A node
+sends a trial's result once the box holds its events (bounded by `RELAY_GRACE`), so
+the last take, after the last result, misses none. A trial is shown as started when
+it is handed to the cluster.
 
 Trust. The driver trusts its nodes: what a task returns is unpickled by Ray (and the
 batch's setup, pickled by the driver, is unpickled on the nodes), so a node can run
@@ -70,9 +72,9 @@ The run's lock is held, so no live driver owns them. A node whose provider is no
 usable stops the batch before it starts, with one line naming the node.
 
 Interrupts. Ctrl-C or SIGTERM cancels the tasks in flight (`ray.cancel`: the trial's
-loop, or its stream, is cancelled on the node, and the trial stops its sandbox as it would in one
-process), records what still comes back (bounded by `STOP_GRACE`), then sweeps
-every node for what is left. The stopped units run again on resume.
+loop, or its stream, is cancelled on the node, and the trial stops its sandbox as it
+would in one process), records what still comes back (bounded by `STOP_GRACE`), then
+sweeps every node for what is left. The stopped units run again on resume.
 """
 
 from __future__ import annotations
