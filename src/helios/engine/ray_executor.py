@@ -95,7 +95,7 @@ import time
 from collections.abc import AsyncIterator, Iterator, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, BinaryIO
 
 from helios._proc import run_to_end, within
 from helios.agents.toolsets.registry import register_toolset, registered_toolsets
@@ -174,6 +174,9 @@ class NodeResult:
     totals: Any
     #: the node's address, for messages
     node: str
+    #: the archive itself, when it fits in one piece (then no piece follows: a small
+    #: trial folder costs one object, as a trial without one does)
+    inline: bytes | None = None
 
 
 # -- on a node -------------------------------------------------------------------------
@@ -208,9 +211,10 @@ def _node_run(payload: bytes, unit: Any, events: Any = None,
             shutil.rmtree(scratch / folder, ignore_errors=True)
         if forward is not None:
             forward.flush(ray)  # the display has them all before the trial's end
+        inline = archive.read_bytes() if size is not None and size <= ARCHIVE_CHUNK else None
         yield NodeResult(result=result, archive=size, totals=totals,
-                         node=ray.util.get_node_ip_address())  # fmt: skip
-        if size is not None:
+                         node=ray.util.get_node_ip_address(), inline=inline)  # fmt: skip
+        if size is not None and inline is None:
             with archive.open("rb") as file:
                 while chunk := file.read(ARCHIVE_CHUNK):
                     yield chunk
@@ -388,6 +392,15 @@ def _pack(folder: Path, target: Path) -> int | None:
         with tarfile.open(fileobj=writer, mode="w|") as archive:  # type: ignore[call-overload]
             archive.add(str(folder), arcname=_ARCHIVE_TOP, recursive=True)
     return writer.size
+
+
+async def _inline(archive: bytes) -> AsyncIterator[Any]:
+    """An archive that came inside its `NodeResult`, as a stream of one piece."""
+
+    async def piece() -> bytes:
+        return archive
+
+    yield piece()
 
 
 async def spool_archive(pieces: AsyncIterator[Any], file: IO[bytes], size: int,
@@ -747,12 +760,14 @@ class _RayBatch:
                          unit.trial_id, outcome.node)  # fmt: skip
                 return None
             result = outcome.result
-            if outcome.archive is None or self.run_dir is None or unit.folder is None:
-                ended = await anext(stream, None) is None
-            else:
+            # nothing follows the result (no folder, or it came inline): the task ends by
+            # itself, and the stream is let go without waiting for its end
+            ended = outcome.archive is None or outcome.inline is not None
+            if outcome.archive is not None and self.run_dir is not None and unit.folder is not None:
                 what = f"the files of trial {unit.label} from node {outcome.node}"
+                pieces = stream if outcome.inline is None else _inline(outcome.inline)
                 try:
-                    skipped = await self._unpack(unit, stream, outcome.archive, what)
+                    skipped = await self._unpack(unit, pieces, outcome.archive, what)
                     ended = True
                 except (OSError, UnsafeDownload) as exc:  # a full disk; an archive refused
                     error = ErrorInfo.from_exception(exc, "record")
@@ -788,16 +803,21 @@ class _RayBatch:
         error = ErrorInfo(type=kind, message=message, phase="internal")
         return self.service.door.crashed(unit, error)
 
-    async def _unpack(self, unit: Any, stream: Any, size: int, what: str) -> list[str]:
+    async def _unpack(self, unit: Any, pieces: AsyncIterator[Any], size: int,
+                      what: str) -> list[str]:  # fmt: skip
         """The trial folder from its node, checked before a file is written: as it streams
         in (`spool_archive`: its size, then every header, piece by piece), into an unnamed
-        file in the run folder, then by `extract_tar`. The node is trusted (`--executor
-        ray` unpickles what it sends); these bounds keep a runaway trial folder out of the
-        run folder and out of the driver's memory."""
+        file in the run folder (in memory: an archive announced as one piece at most, and
+        refused at the first byte past that), then by `extract_tar`. The node is trusted
+        (`--executor ray` unpickles what it sends); these bounds keep a runaway trial
+        folder out of the run folder and out of the driver's memory."""
         assert self.run_dir is not None
         bounds = Bounds()
-        with tempfile.TemporaryFile(dir=self.run_dir) as file:
-            await spool_archive(stream, file, size, bounds, what)
+        with contextlib.ExitStack() as stack:
+            file: BinaryIO = io.BytesIO()
+            if size > ARCHIVE_CHUNK:
+                file = stack.enter_context(tempfile.TemporaryFile(dir=self.run_dir))
+            await spool_archive(pieces, file, size, bounds, what)
             file.seek(0)
             return await asyncio.to_thread(extract_tar, file, self.run_dir / unit.folder,
                                            what=what, bounds=bounds)  # fmt: skip
