@@ -304,3 +304,21 @@ def test_a_node_lost_mid_stream_runs_the_unit_again_and_records_it_once(
     assert record["status"] == "passed" and record["node_retries"] == 1
     assert lost.cancelled  # the stream left unread was let go
     assert (run_dir / "t0" / "out.bin").read_bytes() == data  # the rerun's, whole
+
+
+def test_a_small_folder_comes_inside_the_result_as_one_object(tmp_path: Path) -> None:
+    archive = tar_of([("trial/agent/log.txt", 5)])
+    outcome = dataclasses.replace(node_result(len(archive)), inline=archive)
+    stream = FakeStream(outcome, iter([]))
+    run_dir, (record,) = run_batch(tmp_path, [stream])
+    assert record["status"] == "passed"
+    assert (run_dir / "t0" / "agent" / "log.txt").read_bytes() == bytes(5)
+    assert stream.taken == 0 and not stream.cancelled  # nothing else was asked of the stream
+
+
+def test_an_inline_archive_past_its_announced_size_is_refused(tmp_path: Path) -> None:
+    archive = tar_of([("trial/big.bin", 3 * MiB)])
+    outcome = dataclasses.replace(node_result(1024), inline=archive)
+    run_dir, (record,) = run_batch(tmp_path, [FakeStream(outcome, iter([]))])
+    assert record["status"] == "error" and record["error"]["type"] == "UnsafeDownload"
+    assert not (run_dir / "t0").exists()
