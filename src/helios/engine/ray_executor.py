@@ -20,7 +20,8 @@ in input order as one ends. The task runs the door's `run_unit` in its own event
 loop on the node, its trial folder in a node-local scratch folder, and streams back
 (a Ray generator task) first the result and the model usage (`NodeResult`), then the
 trial folder as a tar archive in pieces of `ARCHIVE_CHUNK` bytes, at most
-`STREAM_WINDOW` objects ahead of the driver. The driver checks the pieces as they
+`STREAM_WINDOW` objects ahead of the driver (an archive of one piece at most comes
+inside the `NodeResult`). The driver checks the pieces as they
 come (`spool_archive`) into an unnamed temporary file in the run folder, unpacks it
 there with the host-side checks every sandbox download goes through
 (`environments.shell.safe_copy.extract_tar`: no link, no absolute path, no `..`,
