@@ -585,31 +585,34 @@ def _archive(members: list[tuple[str, bytes | str]]) -> bytes:
 
 
 def _arrive(tmp_path: Path, archive: bytes) -> tuple[Path, dict[str, Any]]:
-    """One node result with `archive` reaches the driver; (its trial folder, record)."""
+    """One node's stream with `archive` reaches the driver; (its trial folder, record)."""
     from helios.engine.batch import BatchService
     from helios.engine.episode import EpisodeContext
-    from helios.engine.ray_executor import NodeResult, _RayBatch
+    from helios.engine.ray_executor import _RayBatch
     from helios.engine.store import RunStore
 
+    from .security.test_ray_archive_bounds import FakeRay, FakeStream, node_result, pieces_of
     from .thin_door import PromptDoor, PromptUnit
 
     store = RunStore.create(tmp_path / "run", {"run_id": "r"})
     service: BatchService[Any, Any] = BatchService(door=PromptDoor(), store=store)
     unit = PromptUnit("p good", 0, folder="t0")
-    result = {"trial_id": unit.trial_id, "line": 0, "status": "passed"}
+    again = FakeStream(node_result(len(archive), "10.0.0.8"), pieces_of(archive))
 
     async def go() -> None:
         ctx = EpisodeContext(run_id="r", run_dir=store.run_dir, start_gate=asyncio.Semaphore(1))
-        batch = _RayBatch(_NoRay(), service, [unit], ctx)
-        await batch._arrived(unit, NodeResult(result, archive, None, "10.0.0.9", 0))
-        # the same trial again (a node's rerun): dropped
-        await batch._arrived(unit, NodeResult(result, archive, None, "10.0.0.8", 1))
+        batch = _RayBatch(FakeRay([]), service, [unit], ctx)
+        stream = FakeStream(node_result(len(archive)), pieces_of(archive))
+        assert await batch._receive(unit, stream, 0) is None
+        # the same trial again (a second run's stream): dropped, its task cancelled
+        assert await batch._receive(unit, again, 1) is None
 
     try:
         asyncio.run(go())
     finally:
         store.close()
     (record,) = _records(store.run_dir)  # one line: the second result was dropped
+    assert again.taken == 0 and again.cancelled
     return store.run_dir / "t0", record
 
 

@@ -17,12 +17,16 @@ One unit, one Ray task (`_node_run`), with `resources={"helios_slot": 1}`: each 
 runs as many at once as it declares (`ray start --resources='{"helios_slot": 8}'`),
 and the driver keeps at most `-n` in flight over the whole cluster, submitting them
 in input order as one ends. The task runs the door's `run_unit` in its own event
-loop on the node, its trial folder in a node-local scratch folder, and returns the
-result, the trial folder as one tar archive and the model usage. The driver unpacks
-the archive into the run folder with the host-side checks every sandbox download
-goes through (`environments.shell.safe_copy.extract_tar`: no link, no absolute
-path, no `..`, bounded), then records through `BatchService._record` (the door's
-files, then the completion record, then events and callbacks). Nothing is written
+loop on the node, its trial folder in a node-local scratch folder, and streams back
+(a Ray generator task) first the result and the model usage (`NodeResult`), then the
+trial folder as a tar archive in pieces of `ARCHIVE_CHUNK` bytes, at most
+`STREAM_WINDOW` objects ahead of the driver (an archive of one piece at most comes
+inside the `NodeResult`). The driver checks the pieces as they
+come (`spool_archive`) into an unnamed temporary file in the run folder, unpacks it
+there with the host-side checks every sandbox download goes through
+(`environments.shell.safe_copy.extract_tar`: no link, no absolute path, no `..`,
+bounded), then records through `BatchService._record` (the door's files, then the
+completion record, then events and callbacks). Nothing is written
 on a shared file system, and none is needed; the nodes need Helios installed and
 their sandbox provider (docker or bwrap).
 
@@ -35,23 +39,31 @@ the copy; the sweep at the end removes it with the rest of the run's scratch.
 
 Events. When the batch has a display, the trials' events (phases, turns, retries) go
 from the nodes to a small actor on the driver's node (`EventBox`), without waiting; the
-driver takes them every `EVENTS_EVERY` seconds and hands them to the display. A trial is
-shown as started when it is handed to the cluster.
+driver takes them every `EVENTS_EVERY` seconds and hands them to the display. A node
+sends a trial's result once the box holds its events (bounded by `RELAY_GRACE`), so
+the last take, after the last result, misses none. A trial is shown as started when
+it is handed to the cluster.
 
 Trust. The driver trusts its nodes: what a task returns is unpickled by Ray (and the
 batch's setup, pickled by the driver, is unpickled on the nodes), so a node can run
 code in the driver. Join only clusters you control; `--resume` never joins the
 cluster a run folder names unless `--ray-address` names it again. The bounds on a
 trial's folder (its archive is packed under the bound of any download on the node,
-and checked again, size first, then each header, before the driver writes a file)
-keep a runaway trial folder out of the run folder; they are not a defence against a
-hostile node. The archive comes to the driver as one Ray object, not a stream.
+and checked again on the driver as it streams in: the size the node announced, the
+running size and each header, piece by piece, before the driver writes a file) keep
+a runaway trial folder out of the run folder and out of the driver's memory: the
+driver holds a few pieces of an archive at a time (`ARCHIVE_CHUNK` each, at most
+`STREAM_WINDOW` ahead), and an archive past a bound is refused at the piece that
+crosses it (the trial's `UnsafeDownload` error; its task on the node is cancelled).
+They are not a defence against a hostile node.
 
-Failures. A node or worker process that dies mid-task is a system failure: Ray runs
-the task again elsewhere (`NODE_RETRIES`), and the record says so (`node_retries`).
-A task that still fails is recorded as crashed (`NodeLost`, an error that
-`--retry-errors` runs again). A second result for a trial already recorded is
-dropped: nothing is counted twice.
+Failures. A node or worker process that dies mid-task (or while its archive
+streams, or whose pieces are lost with it) is a system failure: the driver submits
+the unit again, as a new task, elsewhere (`NODE_RETRIES`), and the record says so
+(`node_retries`). Ray's own reruns are off: they would resume a stream from a new run
+of the trial, spliced onto the pieces of the lost one. A task that still fails is
+recorded as crashed (`NodeLost`, an error that `--retry-errors` runs again). A
+second result for a trial already recorded is dropped: nothing is counted twice.
 
 Sweeps. Before any unit starts, one small task per alive node (pinned to it with
 `NodeAffinitySchedulingStrategy`, needing no slot) checks the sandbox provider there
@@ -61,9 +73,9 @@ The run's lock is held, so no live driver owns them. A node whose provider is no
 usable stops the batch before it starts, with one line naming the node.
 
 Interrupts. Ctrl-C or SIGTERM cancels the tasks in flight (`ray.cancel`: the trial's
-loop is cancelled on the node, and the trial stops its sandbox as it would in one
-process), records what still comes back (bounded by `STOP_GRACE`), then sweeps
-every node for what is left. The stopped units run again on resume.
+loop, or its stream, is cancelled on the node, and the trial stops its sandbox as it
+would in one process), records what still comes back (bounded by `STOP_GRACE`), then
+sweeps every node for what is left. The stopped units run again on resume.
 """
 
 from __future__ import annotations
@@ -81,10 +93,10 @@ import socket
 import tarfile
 import tempfile
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import AsyncIterator, Iterator, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import IO, Any, BinaryIO
 
 from helios._proc import run_to_end, within
 from helios.agents.toolsets.registry import register_toolset, registered_toolsets
@@ -92,7 +104,7 @@ from helios.engine._worker_side import WorkerSetup
 from helios.engine.door import ReadsFolders
 from helios.engine.episode import EpisodeContext
 from helios.engine.workers import STOP_GRACE, ShardedBatch, _worker_services
-from helios.environments.shell.safe_copy import Bounds, HeaderScan, UnsafeDownload, extract_tar
+from helios.environments.shell.safe_copy import Bounds, Spool, UnsafeDownload, extract_tar
 from helios.errors import ConfigError
 from helios.events import DesktopReady, TrialStarted
 from helios.failures import ErrorInfo
@@ -105,8 +117,12 @@ log = logging.getLogger(__name__)
 
 #: the custom resource a node declares: how many trials it runs at once
 SLOT_RESOURCE = "helios_slot"
-#: how many times Ray runs a unit again after its node or worker process died
+#: how many times the driver runs a unit again after its node or worker process died
 NODE_RETRIES = 3
+#: the most bytes of a trial folder's archive in one object of its stream
+ARCHIVE_CHUNK = 1 << 20
+#: the most objects a node's stream runs ahead of what the driver has taken
+STREAM_WINDOW = 4
 #: how often the driver takes the trials' events from the nodes (for the live display)
 EVENTS_EVERY = 0.5
 #: how long the last events may take to reach the driver once the batch is done
@@ -148,28 +164,35 @@ def _ray() -> Any:
 
 @dataclass(frozen=True)
 class NodeResult:
-    """What a trial's Ray task returns to the driver."""
+    """The first object a trial's Ray task streams to the driver; the pieces of its
+    folder's archive follow."""
 
     result: Any
-    #: the trial folder as a tar archive (its top name `_ARCHIVE_TOP`); None: no folder
-    archive: bytes | None
+    #: the size of the trial folder's tar archive (its top name `_ARCHIVE_TOP`), which
+    #: follows in pieces of at most `ARCHIVE_CHUNK` bytes; None: no folder
+    archive: int | None
     #: the model usage of this trial (its own model services' totals)
     totals: Any
     #: the node's address, for messages
     node: str
-    #: 0, or how many times Ray ran it again after a system failure
-    attempt: int
+    #: the archive itself, when it fits in one piece (then no piece follows: a small
+    #: trial folder costs one object, as a trial without one does)
+    inline: bytes | None = None
 
 
 # -- on a node -------------------------------------------------------------------------
 
 
 def _node_run(payload: bytes, unit: Any, events: Any = None,
-              inputs: dict[str, Any] | None = None) -> NodeResult:  # fmt: skip
-    """A Ray task: run one unit on this node, in a scratch folder of its own. `payload`
-    is the batch's `WorkerSetup`, pickled once by the driver: unpickled per unit, so that
-    each has its own door, context and model services (a worker process runs many).
-    `inputs`: the object refs of the folders the unit reads, by their key."""
+              inputs: dict[str, Any] | None = None) -> Iterator[Any]:  # fmt: skip
+    """A Ray generator task: run one unit on this node, in a scratch folder of its own;
+    yield its `NodeResult`, then its folder's archive in pieces of `ARCHIVE_CHUNK` bytes
+    (packed first into a file beside the folder: a node never holds it whole in
+    memory either). `payload` is the batch's `WorkerSetup`, pickled once by the driver:
+    unpickled per unit, so that each has its own door, context and model services (a
+    worker process runs many). `inputs`: the object refs of the folders the unit reads,
+    by their key. Closed early (the driver refused the archive, or cancelled the task),
+    it removes its scratch folder all the same."""
     ray = _ray()
     setup: WorkerSetup = ray.cloudpickle.loads(payload)
     base = _scratch_base(setup.ctx.run_id)
@@ -178,23 +201,30 @@ def _node_run(payload: bytes, unit: Any, events: Any = None,
         unit = setup.door.with_inputs(unit, _node_inputs(ray, base, inputs))
     scratch = Path(tempfile.mkdtemp(prefix="trial-", dir=base))
     try:
-        result, totals = asyncio.run(_run_here(setup, unit, scratch, events))
+        forward = _Forward(events) if events is not None else None
+        emit = forward.emit if forward is not None else None
+        result, totals = asyncio.run(_run_here(setup, unit, scratch, emit))
         folder = unit.folder
-        archive = _pack(scratch / folder) if folder is not None else None
-        worker = ray._private.worker.global_worker
-        return NodeResult(
-            result=result,
-            archive=archive,
-            totals=totals,
-            node=ray.util.get_node_ip_address(),
-            attempt=int(worker.core_worker.get_current_task_attempt_number()),
-        )
+        # beside the trial folder, never in it (a folder is named by the door)
+        archive = scratch / ".helios-archive.tar"
+        size = _pack(scratch / folder, archive) if folder is not None else None
+        if folder is not None:
+            shutil.rmtree(scratch / folder, ignore_errors=True)
+        if forward is not None:
+            forward.flush(ray)  # the display has them all before the trial's end
+        inline = archive.read_bytes() if size is not None and size <= ARCHIVE_CHUNK else None
+        yield NodeResult(result=result, archive=size, totals=totals,
+                         node=ray.util.get_node_ip_address(), inline=inline)  # fmt: skip
+        if size is not None and inline is None:
+            with archive.open("rb") as file:
+                while chunk := file.read(ARCHIVE_CHUNK):
+                    yield chunk
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
 
 
 async def _run_here(setup: WorkerSetup, unit: Any, scratch: Path,
-                    events: Any) -> tuple[Any, Any]:  # fmt: skip
+                    emit: Any) -> tuple[Any, Any]:  # fmt: skip
     for secret in setup.secrets:
         register_secret(secret)
     for toolset in setup.toolsets:
@@ -202,7 +232,6 @@ async def _run_here(setup: WorkerSetup, unit: Any, scratch: Path,
     waker = _Waker()
     waker.start()
     services = setup.services
-    emit = _Forward(events).emit if events is not None else None
     ctx = replace(setup.ctx, run_dir=scratch, start_gate=asyncio.Semaphore(1), emit=emit,
                   services=services)  # fmt: skip
     door = setup.door
@@ -225,14 +254,24 @@ async def _run_here(setup: WorkerSetup, unit: Any, scratch: Path,
 class _Forward:
     """A trial's events, sent to the driver's events actor as they come (fire and
     forget: a trial never waits for the display). A desktop's URL is the node's own,
-    so `DesktopReady` stays here."""
+    so `DesktopReady` stays here. `flush` waits (bounded) until the actor holds them
+    all: the trial's result streams to the driver as soon as it is yielded, and may
+    otherwise overtake its last events."""
 
     def __init__(self, events: Any) -> None:
         self.events = events
+        self.sent: list[Any] = []
 
     def emit(self, event: Any) -> None:
         if not isinstance(event, DesktopReady):
-            self.events.put.remote(event)
+            self.sent.append(self.events.put.remote(event))
+
+    def flush(self, ray: Any) -> None:
+        if not self.sent:
+            return
+        with contextlib.suppress(Exception):  # the display's events never fail a trial
+            ray.wait(self.sent, num_returns=len(self.sent), timeout=RELAY_GRACE)
+        self.sent.clear()
 
 
 class EventBox:
@@ -327,30 +366,69 @@ def pack_input(root: Path, max_bytes: int = MAX_INPUT_BYTES) -> bytes:
     return buffer.getvalue()
 
 
-class _BoundedBuffer(io.BytesIO):
+class _BoundedWriter:
     """A trial folder's archive as the node writes it, refused past the bound of any
     download (`Bounds.archive_limit`): a folder too large to send is the trial's
     error on the node, before a byte of it leaves."""
 
-    def __init__(self, limit: int) -> None:
-        super().__init__()
-        self.limit = limit
+    def __init__(self, file: IO[bytes], limit: int) -> None:
+        self.file, self.limit = file, limit
+        self.size = 0
 
     def write(self, data: Any) -> int:
-        if self.tell() + len(data) > self.limit:
+        if self.size + len(data) > self.limit:
             raise UnsafeDownload(f"the trial folder is larger than {self.limit} bytes as an "
                                  "archive: not sent to the driver")  # fmt: skip
-        return super().write(data)
+        self.size += len(data)
+        return self.file.write(data)
 
 
-def _pack(folder: Path) -> bytes | None:
-    """The trial folder as a tar (links stored as links: the driver skips them)."""
+def _pack(folder: Path, target: Path) -> int | None:
+    """The trial folder as a tar written to `target` (links stored as links: the driver
+    skips them); its size, or None when there is no folder."""
     if not folder.is_dir():
         return None
-    buffer = _BoundedBuffer(Bounds().archive_limit)
-    with tarfile.open(fileobj=buffer, mode="w") as archive:
-        archive.add(str(folder), arcname=_ARCHIVE_TOP, recursive=True)
-    return buffer.getvalue()
+    with target.open("wb") as file:
+        writer = _BoundedWriter(file, Bounds().archive_limit)
+        with tarfile.open(fileobj=writer, mode="w|") as archive:  # type: ignore[call-overload]
+            archive.add(str(folder), arcname=_ARCHIVE_TOP, recursive=True)
+    return writer.size
+
+
+async def _inline(archive: bytes) -> AsyncIterator[Any]:
+    """An archive that came inside its `NodeResult`, as a stream of one piece."""
+
+    async def piece() -> bytes:
+        return archive
+
+    yield piece()
+
+
+async def spool_archive(pieces: AsyncIterator[Any], file: IO[bytes], size: int,
+                        bounds: Bounds, what: str) -> None:  # fmt: skip
+    """The pieces of a trial folder's archive as they stream from its node (each an
+    awaitable: a Ray object ref), written to `file` once checked. The size the node
+    announced is checked first, then each piece as it comes: its own size, the running
+    size, every header (`Spool`, `HeaderScan`). The first piece past a bound refuses
+    the archive (`UnsafeDownload`) and no further piece is taken: the driver holds
+    one piece at a time, however large the archive."""
+    if size > bounds.archive_limit:
+        raise UnsafeDownload(f"{what}: an archive of {size} bytes, over the "
+                             f"{bounds.archive_limit}-byte bound, refused")  # fmt: skip
+    spool = Spool(file, bounds, what)
+    async for ref in pieces:
+        piece = await ref
+        if not isinstance(piece, bytes) or len(piece) > ARCHIVE_CHUNK:
+            raise UnsafeDownload(f"{what}: a piece of its archive that is not bytes of at "
+                                 f"most {ARCHIVE_CHUNK}, refused")  # fmt: skip
+        spool.add(piece)
+        if spool.size > size:
+            raise UnsafeDownload(f"{what}: more than the {size} bytes its node announced, "
+                                 "refused")  # fmt: skip
+        del piece, ref
+    if spool.size != size:
+        raise UnsafeDownload(f"{what}: its archive ended after {spool.size} of the {size} "
+                             "bytes its node announced, refused")  # fmt: skip
 
 
 def _scratch_base(run_id: str) -> Path:
@@ -523,15 +601,18 @@ class _RayBatch:
         self.done = asyncio.Event()
         events = self.events
 
-        def run_unit(unit: Any, inputs: dict[str, Any]) -> NodeResult:
-            return _node_run(payload, unit, events, inputs)
+        def run_unit(unit: Any, inputs: dict[str, Any]) -> Iterator[Any]:
+            yield from _node_run(payload, unit, events, inputs)
 
+        # No rerun by Ray (max_retries=0): it would splice a rerun's stream onto the
+        # pieces already taken from the lost run. The driver runs the unit again.
         self.remote = ray.remote(
-            num_cpus=0, resources={SLOT_RESOURCE: 1}, max_retries=NODE_RETRIES,
-            retry_exceptions=False, scheduling_strategy="SPREAD",
+            num_cpus=0, resources={SLOT_RESOURCE: 1}, num_returns="streaming",
+            max_retries=0, retry_exceptions=False, scheduling_strategy="SPREAD",
+            _generator_backpressure_num_objects=STREAM_WINDOW,
         )(run_unit)  # fmt: skip
-        #: the refs in flight, with their unit
-        self.in_flight: dict[Any, Any] = {}
+        #: the stream (a Ray `ObjectRefGenerator`) of each unit in flight, by trial id
+        self.in_flight: dict[str, Any] = {}
         self.collectors: set[asyncio.Task[None]] = set()
         self.room = asyncio.Event()
         self.recorded: set[str] = set()
@@ -594,9 +675,8 @@ class _RayBatch:
             self.service._emit(TrialStarted(unit.trial_id, unit.label))
             # inside a dict, the refs are not fetched with the task: a node fetches
             # one only if it has no copy yet
-            ref = self.remote.remote(unit, inputs)
-            self.in_flight[ref] = unit
-            task = asyncio.create_task(self._collect(ref, unit))
+            stream = self._submit(unit, inputs)
+            task = asyncio.create_task(self._collect(unit, inputs, stream))
             self.collectors.add(task)
             task.add_done_callback(self.collectors.discard)
         while self.collectors:
@@ -616,27 +696,100 @@ class _RayBatch:
     def _put(self, folder: Path) -> Any:
         return self.ray.put(pack_input(folder, MAX_INPUT_BYTES))
 
-    async def _collect(self, ref: Any, unit: Any) -> None:
+    def _submit(self, unit: Any, inputs: dict[str, Any]) -> Any:
+        stream = self.remote.remote(unit, inputs)
+        self.in_flight[unit.trial_id] = stream
+        return stream
+
+    async def _collect(self, unit: Any, inputs: dict[str, Any], stream: Any) -> None:
+        """Take a unit's stream; run the unit again (a new task) while its node is lost,
+        up to `NODE_RETRIES` times; record it once."""
+        try:
+            for attempt in range(NODE_RETRIES + 1):
+                if attempt:
+                    stream = self._submit(unit, inputs)
+                try:
+                    lost = await self._receive(unit, stream, attempt)
+                except Exception as exc:  # a bug: the unit is still recorded, the batch goes on
+                    log.error("trial %s: its result could not be recorded: %s: %s",
+                              unit.label, type(exc).__name__, exc)  # fmt: skip
+                    error = ErrorInfo.from_exception(exc, "record")
+                    await self._record(unit, self.service.door.crashed(unit, error), {})
+                    return
+                if lost is None or self.stopping:
+                    return  # recorded; or stopped by the interrupt: it runs again on resume
+                if attempt < NODE_RETRIES:
+                    log.info("trial %s: its node was lost (%s): run again", unit.label,
+                             type(lost).__name__)  # fmt: skip
+                    continue
+                await self._record(unit, self._lost(unit, lost), {"node_retries": attempt})
+        finally:
+            self.in_flight.pop(unit.trial_id, None)
+            self.room.set()
+
+    def _system(self, exc: BaseException) -> bool:
+        """Whether `exc` says the task's node or worker process was lost (not that the
+        task raised, nor that it was cancelled)."""
+        errors = self.ray.exceptions
+        return isinstance(exc, errors.RayError) and not isinstance(
+            exc, (errors.RayTaskError, errors.TaskCancelledError)
+        )
+
+    async def _receive(self, unit: Any, stream: Any, attempt: int) -> BaseException | None:
+        """One run of a unit: its `NodeResult`, then its archive, checked as it streams
+        and unpacked; then the record. Returns the system failure that lost the run (it
+        is to run again), or None: recorded, or stopped. A stream left unread (its
+        archive refused, the batch stopped) has its task cancelled."""
+        ended = False
         try:
             try:
-                outcome: NodeResult = await ref
+                first = await anext(stream, None)
+                if first is None:
+                    raise RuntimeError("the trial's task ended without its result")
+                outcome = await first
+                if not isinstance(outcome, NodeResult):
+                    raise TypeError(f"the trial's task sent a {type(outcome).__name__} first")
             except asyncio.CancelledError:
                 raise
             except Exception as exc:
-                if self.stopping:
-                    return  # cancelled by the interrupt: it runs again on resume
+                if self.stopping or self._system(exc):
+                    return exc
                 await self._record(unit, self._lost(unit, exc), {})
-                return
-            try:
-                await self._arrived(unit, outcome)
-            except Exception as exc:  # a bug: the unit is still recorded, the batch goes on
-                log.error("trial %s: its result from node %s could not be recorded: %s: %s",
-                          unit.label, outcome.node, type(exc).__name__, exc)  # fmt: skip
-                error = ErrorInfo.from_exception(exc, "record")
-                await self._record(unit, self.service.door.crashed(unit, error), {})
+                return None
+            if unit.trial_id in self.recorded:
+                log.info("dropped a second result for trial %s (from node %s)",
+                         unit.trial_id, outcome.node)  # fmt: skip
+                return None
+            result = outcome.result
+            # nothing follows the result (no folder, or it came inline): the task ends by
+            # itself, and the stream is let go without waiting for its end
+            ended = outcome.archive is None or outcome.inline is not None
+            if outcome.archive is not None and self.run_dir is not None and unit.folder is not None:
+                what = f"the files of trial {unit.label} from node {outcome.node}"
+                pieces = stream if outcome.inline is None else _inline(outcome.inline)
+                try:
+                    skipped = await self._unpack(unit, pieces, outcome.archive, what)
+                    ended = True
+                except (OSError, UnsafeDownload) as exc:  # a full disk; an archive refused
+                    error = ErrorInfo.from_exception(exc, "record")
+                    result = self.service.door.crashed(unit, error)
+                except self.ray.exceptions.RayError as exc:
+                    failure: BaseException = exc
+                    if self.stopping or self._system(failure):
+                        return failure
+                    result = self._lost(unit, failure)
+                else:
+                    if skipped:
+                        log.info("trial %s: %d entries of its folder not copied from node %s: "
+                                 "%s", unit.label, len(skipped), outcome.node,
+                                 ", ".join(skipped[:5]))  # fmt: skip
+            self._add_totals(outcome.totals)
+            await self._record(unit, result, {"node_retries": attempt} if attempt else {})
+            return None
         finally:
-            self.in_flight.pop(ref, None)
-            self.room.set()
+            if not ended:
+                with contextlib.suppress(Exception):
+                    self.ray.cancel(stream, recursive=True)
 
     def _lost(self, unit: Any, exc: BaseException) -> Any:
         """The crashed result of a unit whose task failed: its node or process was lost
@@ -651,44 +804,24 @@ class _RayBatch:
         error = ErrorInfo(type=kind, message=message, phase="internal")
         return self.service.door.crashed(unit, error)
 
-    async def _arrived(self, unit: Any, outcome: NodeResult) -> None:
-        result = outcome.result
-        if unit.trial_id in self.recorded:
-            log.info("dropped a second result for trial %s (from node %s)",
-                     unit.trial_id, outcome.node)  # fmt: skip
-            return
-        if outcome.archive is not None and self.run_dir is not None and unit.folder is not None:
-            try:
-                skipped = await asyncio.to_thread(self._unpack, unit, outcome)
-            except (OSError, UnsafeDownload) as exc:  # a full disk; an archive refused
-                result = self.service.door.crashed(unit, ErrorInfo.from_exception(exc, "record"))
-            else:
-                if skipped:
-                    log.info("trial %s: %d entries of its folder not copied from node %s: %s",
-                             unit.label, len(skipped), outcome.node,
-                             ", ".join(skipped[:5]))  # fmt: skip
-        self._add_totals(outcome.totals)
-        extra = {"node_retries": outcome.attempt} if outcome.attempt else {}
-        await self._record(unit, result, extra)
-
-    def _unpack(self, unit: Any, outcome: NodeResult) -> list[str]:
-        """The trial folder from its node, checked before a file is written: its size
-        against the bound of any download, then every header (`HeaderScan`), then the
-        checks of `extract_tar`. The archive came as one Ray object (see `NodeResult`):
-        the node is trusted (`--executor ray` unpickles what it sends), and these
-        bounds keep a runaway trial folder out of the run folder."""
-        assert self.run_dir is not None and outcome.archive is not None
-        what = f"the files of trial {unit.label} from node {outcome.node}"
-        archive, bounds = outcome.archive, Bounds()
-        if not isinstance(archive, bytes) or len(archive) > bounds.archive_limit:
-            size = len(archive) if isinstance(archive, bytes) else type(archive).__name__
-            raise UnsafeDownload(f"{what}: an archive of {size} bytes, over the "
-                                 f"{bounds.archive_limit}-byte bound, refused")  # fmt: skip
-        scan = HeaderScan(bounds, what)
-        for start in range(0, len(archive), 1 << 20):
-            scan.feed(archive[start : start + (1 << 20)])
-        return extract_tar(io.BytesIO(archive), self.run_dir / unit.folder, what=what,
-                           bounds=bounds)  # fmt: skip
+    async def _unpack(self, unit: Any, pieces: AsyncIterator[Any], size: int,
+                      what: str) -> list[str]:  # fmt: skip
+        """The trial folder from its node, checked before a file is written: as it streams
+        in (`spool_archive`: its size, then every header, piece by piece), into an unnamed
+        file in the run folder (in memory: an archive announced as one piece at most, and
+        refused at the first byte past that), then by `extract_tar`. The node is trusted
+        (`--executor ray` unpickles what it sends); these bounds keep a runaway trial
+        folder out of the run folder and out of the driver's memory."""
+        assert self.run_dir is not None
+        bounds = Bounds()
+        with contextlib.ExitStack() as stack:
+            file: BinaryIO = io.BytesIO()
+            if size > ARCHIVE_CHUNK:
+                file = stack.enter_context(tempfile.TemporaryFile(dir=self.run_dir))
+            await spool_archive(pieces, file, size, bounds, what)
+            file.seek(0)
+            return await asyncio.to_thread(extract_tar, file, self.run_dir / unit.folder,
+                                           what=what, bounds=bounds)  # fmt: skip
 
     async def _record(self, unit: Any, result: Any, extra: dict[str, Any]) -> None:
         if unit.trial_id in self.recorded:
@@ -704,9 +837,9 @@ class _RayBatch:
     async def stop(self) -> None:
         """Cancel the tasks in flight; record what still comes back (bounded)."""
         self.stopping = True
-        for ref in list(self.in_flight):
+        for stream in list(self.in_flight.values()):
             with contextlib.suppress(Exception):
-                self.ray.cancel(ref, recursive=True)
+                self.ray.cancel(stream, recursive=True)
         deadline = time.monotonic() + STOP_GRACE
         while self.collectors and time.monotonic() < deadline:
             await asyncio.wait(set(self.collectors), timeout=deadline - time.monotonic())
