@@ -115,7 +115,8 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         workdir = Path(tmp)
         server = mockserver.start(
-            workdir, mockserver.tool_script(args.turns, "bash", {"command": "echo hello"}),
+            workdir,
+            mockserver.tool_script(args.turns, "bash", {"command": "echo hello"}),
             args.latency_ms,
         )
         url = server.openai_url

@@ -64,10 +64,12 @@ def main() -> None:
     parser.add_argument("--concurrency", type=int, default=128)
     parser.add_argument("--latency-ms", type=float, default=100.0)
     parser.add_argument("--provider", default="local")
-    parser.add_argument("--hermes", metavar="PYTHON",
-                        help="also run Hermes's batch_runner with this interpreter")
-    parser.add_argument("--hermes-home", action="store_true",
-                        help="run Hermes with the real HOME, not an empty one")
+    parser.add_argument(
+        "--hermes", metavar="PYTHON", help="also run Hermes's batch_runner with this interpreter"
+    )
+    parser.add_argument(
+        "--hermes-home", action="store_true", help="run Hermes with the real HOME, not an empty one"
+    )
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         workdir = Path(tmp)
@@ -94,23 +96,31 @@ def main() -> None:
     turns = result.statistics["reasoning_statistics"]["total_assistant_turns"]
     rate = result.rows / wall
     hermes_ceiling = 4 / (TURNS * args.latency_ms / 1000)
-    print(f"prompts             {result.rows} rows of {args.prompts} ({result.failed} failed), "
-          f"{TURNS} turns each, {args.latency_ms:g} ms latency, {args.provider} sandbox")
+    print(
+        f"prompts             {result.rows} rows of {args.prompts} ({result.failed} failed), "
+        f"{TURNS} turns each, {args.latency_ms:g} ms latency, {args.provider} sandbox"
+    )
     print(f"concurrency         {args.concurrency}")
     print(f"wall                {wall:.1f} s")
     print(f"prompts/s           {rate:.1f}")
-    print(f"harness CPU/turn    {cpu / max(turns, 1) * 1000:.2f} ms  (Helios process, "
-          f"{turns} model turns)")
-    print(f"sandbox CPU/prompt  {children / max(result.rows, 1) * 1000:.1f} ms  (bwrap and the "
-          "tools' commands)")
+    print(
+        f"harness CPU/turn    {cpu / max(turns, 1) * 1000:.2f} ms  (Helios process, "
+        f"{turns} model turns)"
+    )
+    print(
+        f"sandbox CPU/prompt  {children / max(result.rows, 1) * 1000:.1f} ms  (bwrap and the "
+        "tools' commands)"
+    )
     print(f"ratio vs target     {rate / TARGET:.2f}x  (target {TARGET:g} prompts/s on 2 cores)")
     print(f"ratio vs Hermes     {rate / hermes_ceiling:.1f}x  (Hermes ceiling with "
           f"--num_workers=4: {hermes_ceiling:.0f} prompts/s)")  # fmt: skip
     if hermes is not None:
         rows, seconds = hermes
         home = "the real HOME" if args.hermes_home else "an empty HOME"
-        print(f"Hermes batch_runner {rows} rows in {seconds:.1f} s = "
-              f"{rows / seconds:.2f} prompts/s (--num_workers={args.concurrency}, {home})")
+        print(
+            f"Hermes batch_runner {rows} rows in {seconds:.1f} s = "
+            f"{rows / seconds:.2f} prompts/s (--num_workers={args.concurrency}, {home})"
+        )
         print(f"ratio vs Hermes run {rate / (rows / seconds):.1f}x")
 
 

@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-TASK = '''
+TASK = """
 from inspect_ai import Task, task
 from inspect_ai.agent import react
 from inspect_ai.dataset import Sample
@@ -32,7 +32,7 @@ def bench():
                       target="hello") for i in range({episodes})]
     return Task(dataset=samples, solver=react(tools=[bash(timeout=60)]),
                 scorer=includes(), sandbox="local")
-'''
+"""
 
 FAST_FLAGS = ["--no-log-realtime", "--no-log-samples", "--no-score-display",
               "--adaptive-connections", "false"]  # fmt: skip

@@ -159,8 +159,11 @@ def main() -> None:
     parser.add_argument("--jitter-ms", type=float, default=0.0)
     parser.add_argument("--api", choices=("openai", "anthropic"), default="openai")
     parser.add_argument("--workers", type=int, default=os.cpu_count() or 1)
-    parser.add_argument("--targets", action="store_true",
-                        help="measure the performance targets, row by row (long: tens of minutes)")
+    parser.add_argument(
+        "--targets",
+        action="store_true",
+        help="measure the performance targets, row by row (long: tens of minutes)",
+    )
     parser.add_argument("--rows", default="", help="with --targets: some rows only "
                         "(bash,trivial,rss,resume,docker,localstart)")  # fmt: skip
     parser.add_argument("--quick", action="store_true", help="with --targets: smaller N")

@@ -86,8 +86,13 @@ def _trivial_rows(args: argparse.Namespace, run: Runner, work: Path, table: Tabl
     load = _load()
     trivial = run("trivial", _with(args, episodes=500, concurrency=256, turns=5,
                                    latency_ms=100.0), work)  # fmt: skip
-    table.add("trivial tool, CPU per model turn", "≤ 1.5 ms", f"{_cpu_text(trivial)}, "
-              f"{trivial['done'] / trivial['wall']:.0f} ep/s", _per_turn(trivial) <= 1.5, load)
+    table.add(
+        "trivial tool, CPU per model turn",
+        "≤ 1.5 ms",
+        f"{_cpu_text(trivial)}, {trivial['done'] / trivial['wall']:.0f} ep/s",
+        _per_turn(trivial) <= 1.5,
+        load,
+    )
     load = _load()
     slow = run("trivial", _with(args, episodes=2560, concurrency=256, turns=3,
                                 latency_ms=1000.0), work)  # fmt: skip
@@ -117,8 +122,13 @@ def _resume_row(args: argparse.Namespace, run: Runner, work: Path, table: Table)
     n = 100_000 if args.quick else 1_000_000
     load = _load()
     row = run("resume", _with(args, episodes=n, concurrency=1, turns=1, latency_ms=0.0), work)
-    table.add(f"resume with {n:,} completed records ({row['file_mb']:.0f} MB)", "start ≤ 3 s",
-              f"{row['start_seconds']:.2f} s to the plan", row["start_seconds"] <= 3.0, load)
+    table.add(
+        f"resume with {n:,} completed records ({row['file_mb']:.0f} MB)",
+        "start ≤ 3 s",
+        f"{row['start_seconds']:.2f} s to the plan",
+        row["start_seconds"] <= 3.0,
+        load,
+    )
 
 
 def _docker_row(args: argparse.Namespace, run: Runner, work: Path, table: Table) -> None:

@@ -206,6 +206,8 @@ def _unrecorded() -> Iterator[None]:
 def _record(engine: str) -> None:
     if _recording[0]:
         _used_here.add(engine)
+
+
 _log_dir = Path(tempfile.mkdtemp(prefix="helios-engines-"))
 _count = 0
 

@@ -42,9 +42,7 @@ def _task(root: Path, how: str) -> Path:
 @pytest.mark.docker
 @pytest.mark.usefixtures("need_docker")
 @pytest.mark.parametrize("how", sorted(HOW))
-def test_a_missing_desktop_image_is_named_with_its_build_command(
-    how: str, tmp_path: Path
-) -> None:
+def test_a_missing_desktop_image_is_named_with_its_build_command(how: str, tmp_path: Path) -> None:
     tasks = _task(tmp_path / "tasks", how)
     runner = ParallelRunner(tasks, agent="nop", provider="docker", output_dir=tmp_path / "out",
                             show_progress=False)  # fmt: skip

@@ -40,7 +40,7 @@ def test_the_python_api_example_then_the_comparison_of_its_runs(
 ) -> None:
     (tmp_path / "examples").symlink_to(ROOT / "examples")
     batch = python_blocks("python-api.md")[0]
-    assert "ParallelRunner(discover_tasks(\"examples/tasks\")" in batch
+    assert 'ParallelRunner(discover_tasks("examples/tasks")' in batch
     for _ in range(2):
         out = _run(batch, tmp_path)
         assert "24/24 in " in out and "pass@3: 100.0%" in out

@@ -34,9 +34,7 @@ def _text(renderables: list[Any], width: int = 160) -> str:
 
 
 @pytest.mark.usefixtures("need_bwrap")
-def test_quiet_in_python_prints_nothing(
-    examples_copy: Path, tmp_path: Path
-) -> None:
+def test_quiet_in_python_prints_nothing(examples_copy: Path, tmp_path: Path) -> None:
     console = Console(file=io.StringIO(), width=200)
     runner = ParallelRunner(
         discover_tasks(examples_copy), agent="oracle", provider="local", n_concurrent=4,

@@ -109,7 +109,8 @@ def test_sigterm_outside_a_run_exits_at_once(tmp_path: Path) -> None:
     assert err.decode().strip() == "interrupted (SIGTERM): exiting"
     assert time.monotonic() - sent < RESPONSE_GRACE
 
-SLEEPING_AGENT = '''
+
+SLEEPING_AGENT = """
 import asyncio, pathlib
 from helios import toolcalls
 
@@ -122,7 +123,7 @@ class Stuck:
         pathlib.Path("{marker}").write_text("in")
         await asyncio.sleep(600)
         return toolcalls.AgentResponse(tool_calls=[])
-'''
+"""
 
 
 def test_timeout_s_int_is_one_interrupt(tmp_path: Path) -> None:

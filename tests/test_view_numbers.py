@@ -173,9 +173,7 @@ def test_the_pass_rate_is_the_batchs_one_pass_rate(tmp_path: Path) -> None:
             assert "50.0%" in cells and "100.0%" not in cells, cells
             key = (await _api(page, "runs"))["runs"][0]["key"]
             await page.evaluate(f"location.hash = '#/run?run={key}'")
-            shown = await page.until(
-                "(document.getElementById('run-pass-rate') || {}).textContent"
-            )
+            shown = await page.until("(document.getElementById('run-pass-rate') || {}).textContent")
             assert shown == "50.0%"
             text = await page.evaluate("document.getElementById('run-summary').textContent")
             assert "Raw pass rate100.0% of the trials run" in text, text

@@ -38,7 +38,7 @@ def test_the_watch_url_shows_the_final_screen_after_the_trial_ends(tmp_path: Pat
             (record,) = [json.loads(line) for line in (runner.run_dir / "results.jsonl").open()]
             assert record["status"] != "error", record.get("error")
             trial = record["trial_id"]
-            kept = (runner.run_dir / record["folder"] / "agent" / IMAGES_DIR / FINAL_SCREEN)
+            kept = runner.run_dir / record["folder"] / "agent" / IMAGES_DIR / FINAL_SCREEN
             async with aiohttp.ClientSession() as http:
                 async with http.get(server.url(trial)) as page:
                     assert page.status == 200, await page.text()

@@ -91,8 +91,9 @@ class FakeStream:
         async def whole() -> Any:
             archive = b"".join(self.pieces)
             self.taken += -(-len(archive) // MiB)
-            return _node_result(result=self.outcome.result, archive=archive, totals=None,
-                                node=self.outcome.node)
+            return _node_result(
+                result=self.outcome.result, archive=archive, totals=None, node=self.outcome.node
+            )
 
         return whole().__await__()
 

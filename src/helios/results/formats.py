@@ -77,8 +77,6 @@ def md(text: str) -> str:
     return _MARKDOWN_SPECIAL.sub(r"\\\1", visible(text, one_line=True))
 
 
-
-
 def money(value: float | None) -> str:
     """Dollars: cents from a dollar up, four decimals below (a cheap model's tasks)."""
     if value is None:

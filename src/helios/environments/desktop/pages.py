@@ -43,8 +43,8 @@ while :; do
   [ $pass -lt 50 ] || { echo "renderers still changing after $pass passes"; exit 3; }
 done
 """
-FREEZE = 'sig=STOP\n' + _SIGNAL
-THAW = 'sig=CONT\n' + _SIGNAL
+FREEZE = "sig=STOP\n" + _SIGNAL
+THAW = "sig=CONT\n" + _SIGNAL
 #: seconds the freeze may take
 FREEZE_TIMEOUT = 60.0
 
