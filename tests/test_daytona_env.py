@@ -341,3 +341,32 @@ def test_a_cancel_during_a_quota_wait_stops_at_once(
 
     assert asyncio.run(go()) < 10  # not the minute of back-off
     assert daytona.creates == 0 and not daytona.live()
+
+
+def test_a_cancel_while_a_refused_create_is_in_flight_does_not_back_off(
+    daytona: DaytonaFake, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Ctrl-C lands while the create's request is on its way (the API answers late);
+    the answer is a quota error: the create is not tried again after the back-off,
+    the cancel ends as soon as the answer is in (CI once waited 53 s for it)."""
+    monkeypatch.setattr(_retry, "QUOTA_BASE_DELAY", 120.0)
+    daytona.quota_failures = 1
+    daytona.latency = 1.0  # every answer, the create's included, comes a second late
+    env = _env("dtn-quota-in-flight")
+
+    async def go() -> float:
+        start = asyncio.ensure_future(env.start())
+
+        async def sent() -> bool:
+            return any(r.path == "/api/sandbox" and r.body for r in daytona.received)
+
+        await until(sent, "the create's request")
+        cancelled = asyncio.get_running_loop().time()
+        start.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await start
+        return asyncio.get_running_loop().time() - cancelled
+
+    assert asyncio.run(go()) < 20  # a few late answers, not two minutes of back-off
+    creates = [r for r in daytona.received if r.path == "/api/sandbox" and r.body]
+    assert len(creates) == 1 and daytona.creates == 0 and not daytona.live()

@@ -109,6 +109,7 @@ class DaytonaEnvironment(Environment):
         timeout = self.spec.build_timeout + START_GRACE
         tries = 0
         in_flight = False
+        abandoned = False
 
         async def attempt() -> Any:
             nonlocal tries, in_flight
@@ -121,10 +122,13 @@ class DaytonaEnvironment(Environment):
             finally:
                 in_flight = False
 
-        task = asyncio.ensure_future(with_retries(attempt, "create sandbox", found.shown_url))
+        task = asyncio.ensure_future(
+            with_retries(attempt, "create sandbox", found.shown_url, given_up=lambda: abandoned)
+        )
         try:
             return await asyncio.shield(task)
         except asyncio.CancelledError:
+            abandoned = True  # the try in flight ends; a failed one is not tried again
             if not in_flight:  # waiting to try again: nothing is being made
                 task.cancel()
             await run_to_end(self._abandon(task, found))

@@ -90,16 +90,18 @@ def _delay(error: BaseException | None, attempt: int) -> float:
 
 
 async def with_retries(call: Callable[[], Awaitable[T]], what: str, url: str,
-                       *, quota_patience: float = QUOTA_PATIENCE) -> T:  # fmt: skip
+                       *, quota_patience: float = QUOTA_PATIENCE,
+                       given_up: Callable[[], bool] | None = None) -> T:  # fmt: skip
     """`call`, tried again on a transient error (a few times) or a quota error
     (until `quota_patience` seconds have passed); an unreachable API raises
-    `EnvironmentUnavailable` at once."""
+    `EnvironmentUnavailable` at once. Once `given_up()` holds (its caller was
+    cancelled while a try was in flight), a failed try is not tried again."""
     transient_tries = 0
 
     def retryable(state: RetryCallState) -> bool:
         nonlocal transient_tries
         error = _error(state)
-        if error is None:
+        if error is None or (given_up is not None and given_up()):
             return False
         if is_quota(error):
             return True
