@@ -55,6 +55,17 @@ async def _read_capped(stream: asyncio.StreamReader | None, cap: int) -> bytes:
     return output.value()
 
 
+def release(proc: asyncio.subprocess.Process) -> None:
+    """Close a process's transport now, while the loop runs: one whose bounded wait
+    ran out (a pipe held open by something that escaped the kill) is otherwise
+    closed by the garbage collector after the loop has closed, which raises
+    "Event loop is closed" from `BaseSubprocessTransport.__del__`."""
+    transport = getattr(proc, "_transport", None)
+    if transport is not None:
+        with contextlib.suppress(Exception):
+            transport.close()
+
+
 def _kill_group(proc: asyncio.subprocess.Process) -> None:
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(proc.pid, signal.SIGKILL)
@@ -104,8 +115,10 @@ async def _kill_when_started(starting: asyncio.Future[asyncio.subprocess.Process
     except Exception:
         return  # the start failed (or hung): there is no process to kill
     _kill_group(proc)
-    with contextlib.suppress(TimeoutError):
+    try:
         await within(5, proc.wait())
+    except TimeoutError:
+        release(proc)
 
 
 async def run_process(
@@ -187,8 +200,10 @@ async def _wait_readers(
         # process that escaped the group could hold them open forever. Run to its end
         # even through a second cancel: a process killed but not reaped leaves its
         # transport to outlive the event loop (and a zombie).
-        with contextlib.suppress(BaseException):
+        try:
             await run_to_end(within(5, proc.wait()))
+        except BaseException:
+            release(proc)
         raise
     try:
         # After a kill the pipes close, so the readers finish with what was written;

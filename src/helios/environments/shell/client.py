@@ -30,7 +30,7 @@ import signal
 from dataclasses import dataclass
 from typing import Protocol
 
-from helios._proc import CappedOutput, decode, run_to_end, spawn, within
+from helios._proc import CappedOutput, decode, release, run_to_end, spawn, within
 from helios.environments.base import ExecResult
 from helios.environments.local.cleanup import kill_marked
 from helios.environments.shell.procs import (
@@ -366,9 +366,11 @@ class SandboxShell:
                 proc.stdin.close()
         exited = False
         if proc is not None:
-            with contextlib.suppress(TimeoutError):
+            try:
                 await within(5, ended(proc))
                 exited = True
+            except TimeoutError:
+                release(proc)
         self.clean = server is not None and exited
         if not self.clean and (proc is not None or server is not None):
             # The server was never known (a failed start): find it by its marker.
