@@ -49,13 +49,14 @@ def test_a_click_after_a_smooth_scroll_hits_what_the_screenshot_showed(provider:
             await env.upload(FIXTURES / "smooth.html", "/app/smooth.html")
             desktop = await Desktop.start(env, SIZE, start_url=PAGE)
             await title_shows(desktop, "smooth: ready")
-            await capture(desktop, None, None, settle)  # the page painted
+            shot = await capture(desktop, None, None, settle)  # the page painted
             hits = 0
             # Down three notches a time (1200 px, animated) until the target shows.
             for _ in range(3):
                 scrolled = await desktop.execute(Action("scroll", point=(600, 300), dy=1))
                 assert scrolled.error is None, scrolled.error
-                shot = await capture(desktop, None, None, settle)
+                # (as the agent does: not settled while it still shows the last frame)
+                shot = await capture(desktop, None, None, settle, before=shot)
                 target = _find(shot, RED)
                 if target is None:
                     continue
@@ -106,3 +107,20 @@ def test_a_screenshot_settles_on_two_equal_frames_within_its_bound() -> None:
     for bad in (-1, "soon", 31, True):
         with pytest.raises(ConfigError, match="settle_seconds"):
             ComputerSettings.read({"settle_seconds": bad})
+
+
+def test_a_screen_that_still_shows_the_frame_before_the_action_is_not_settled() -> None:
+    """A loaded machine's browser takes the scroll late: the first frames after the
+    action are the one the model saw. They are two equal frames, yet not the
+    screen's answer: the capture waits for the change (within its bound)."""
+    import asyncio
+    import time
+
+    late = _Frames(b"before", b"before", b"before", b"moving", b"after", b"after")
+    assert asyncio.run(capture(late, None, None, 5.0, before=b"before")) == b"after"  # type: ignore[arg-type]
+    assert late.taken == 6
+    # an action that changes nothing costs the bound, no more
+    unchanged = _Frames(b"before")
+    mark = time.monotonic()
+    assert asyncio.run(capture(unchanged, None, None, 0.3, before=b"before")) == b"before"  # type: ignore[arg-type]
+    assert 0.3 <= time.monotonic() - mark < 2.0

@@ -83,6 +83,9 @@ class _Run:
     #: the last screenshot, and whether it still shows the whole current screen
     last: ImageRef | None = None
     fresh: bool = False
+    #: the last whole-screen frame's bytes: after an action, the screen is not settled
+    #: while it still shows this frame (`capture`'s `before`)
+    last_frame: bytes | None = None
 
     def add(self, message: Message) -> None:
         self.ctx.conversation.append(message)
@@ -270,12 +273,15 @@ class ComputerAgent(Agent):
     async def _screenshot(self, run: _Run, region: Region | None) -> ImageRef:
         try:
             async with asyncio.timeout(self.options.action_timeout):
-                data = await capture(run.screen, region, run.shot_size, self.options.settle_seconds)
+                before = run.last_frame if region is None else None
+                data = await capture(
+                    run.screen, region, run.shot_size, self.options.settle_seconds, before
+                )
         except Exception as exc:
             raise DesktopLost(f"screenshot failed: {exc or type(exc).__name__}") from exc
         image = ImageRef.of(data)
         if region is None:
-            run.last, run.fresh = image, True
+            run.last, run.fresh, run.last_frame = image, True, data
         return image
 
     # -- the end ---------------------------------------------------------------------

@@ -37,20 +37,24 @@ async def open_screen(env: Environment, geometry: Geometry | None, start_url: st
 
 
 async def capture(
-    screen: Screen, region: Region | None, size: Size | None, settle: float = 0.0
-) -> bytes:
+    screen: Screen, region: Region | None, size: Size | None, settle: float = 0.0,
+    before: bytes | None = None,
+) -> bytes:  # fmt: skip
     """A screenshot as the model must see it: a region (a zoom) as taken; the whole
     screen at `size` when that is given (a model whose image limits are below the
     desktop's size), scaled inside the sandbox so only the small image travels.
 
     With `settle` > 0 the screen is let settle first: frames are taken until two in
     a row are equal (a smooth scroll, an animation or a page load has ended), or
-    for at most `settle` seconds; the last frame is returned either way."""
+    for at most `settle` seconds; the last frame is returned either way. `before`,
+    the frame the model saw before its action: a screen that still shows it has not
+    reacted yet (a loaded machine's browser takes the input late), so it is not taken
+    as settled until it changes or the bound is reached."""
     shot = await _frame(screen, region, size)
     ends = time.monotonic() + settle
     while time.monotonic() < ends:
         again = await _frame(screen, region, size)
-        if again == shot:
+        if again == shot and again != before:
             return again
         shot = again
     return shot

@@ -180,6 +180,11 @@ class Desktop:
             "-nolisten local -noreset",
         )
         await self._until(SERVICE_X, f"[ -S {X_SOCKET} ] && {self._x_answers()}", timeout)
+        if tools.xdotool:
+            # The pointer off the page (Xvfb puts it mid-screen): a page that loads, or
+            # is moved by the window manager, under it would get pointer events no
+            # action made (a hover, a mousemove), depending on the machine's load.
+            await self.run("xdotool mousemove 0 0")
         if tools.window_manager is not None:
             await self._service(SERVICE_WM, _window_manager_command(tools.window_manager))
             if tools.wmctrl:
