@@ -246,18 +246,18 @@ def test_reruns_at_once_get_their_own_folders_and_a_killed_one_resumes(
     (run_dir,) = _new_runs(tmp_path / "out")
     ids = _records(run_dir)
     env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
+    command = helios_cmd("rerun", str(run_dir), "-q")
     procs = [
-        subprocess.Popen(helios_cmd("rerun", str(run_dir), "-q"), cwd=tmp_path, env=env,
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                         start_new_session=True)  # fmt: skip
+        subprocess.Popen(command, cwd=tmp_path, env=env, stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True, start_new_session=True)
         for _ in range(2)
-    ]
+    ]  # fmt: skip
     # the second is killed (-9, with its sandboxes) once its run has started
     _wait_for(lambda: len(_new_runs(tmp_path / "out", run_dir)) == 2, "both new run folders")
     _wait_for(lambda: all((p / "run.json").is_file() for p in _new_runs(tmp_path / "out", run_dir)),
               "both run.json")  # fmt: skip
     os.killpg(procs[1].pid, signal.SIGKILL)
-    out, err = procs[0].communicate(timeout=120)
+    _, err = procs[0].communicate(timeout=120)
     procs[1].wait(timeout=30)
     assert procs[0].returncode == 0, err
     assert procs[1].returncode == -signal.SIGKILL
