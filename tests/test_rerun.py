@@ -295,3 +295,69 @@ def test_a_task_folder_replaced_by_a_symlink_is_named_not_a_traceback(
     lines = _warnings(again.stdout)
     assert lines and any("hello-file" in line for line in lines)
     assert all(len(line) < 300 for line in lines) and "Traceback" not in again.stderr
+
+
+def test_the_differences_name_each_task_image_and_version_once(tmp_path: Path) -> None:
+    from helios.tasks.plan import load_tasks
+    from helios.tasks.reproduce import MAX_LINES, differences, rerun_record
+
+    tasks_dir = tmp_path / "tasks"
+    for name in ("hello-file", "word-count"):
+        shutil.copytree(EXAMPLES / name, tasks_dir / name)
+    tasks = load_tasks(sorted(tasks_dir.iterdir())).tasks
+    images = {"debian:bookworm-slim": "sha256:" + "a" * 64, "gone:1": None}
+    record = rerun_record(tasks, images=images, agents={})
+    assert differences(record, tasks, images, helios_version=None) == []
+    record["tasks"]["word-count"] = "0" * 64
+    record["tasks"]["old-task"] = "1" * 64
+    del record["tasks"]["hello-file"]
+    now = {"debian:bookworm-slim": "sha256:" + "b" * 64}
+    version, checksum = __import__("helios").__version__, tasks[1].checksum[:12]
+    a, b = "a" * 12, "b" * 12
+    assert differences(record, tasks, now, helios_version="0.0.1") == [
+        f"Helios {version} now, 0.0.1 in the run",
+        f"task word-count: its content changed (hash 000000000000 now {checksum})",
+        "task old-task: gone (not found, or no longer valid)",
+        "task hello-file: new (not in the run)",
+        f"image debian:bookworm-slim: its digest changed (sha256:{a} now sha256:{b})",
+    ]
+    many = {"tasks": {f"t{i}": "2" * 64 for i in range(500)}}
+    lines = differences(many, tasks, {}, helios_version=None)
+    assert len(lines) == MAX_LINES and lines[-1] == f"and {502 - MAX_LINES + 1} more difference(s)"
+
+
+def test_the_digest_of_a_ready_image_is_the_engines_and_unknown_when_absent(
+    need_docker: None,
+) -> None:
+    import asyncio
+
+    from helios.environments.docker.cli import image_digests
+
+    digests = asyncio.run(image_digests(["debian:bookworm-slim", "helios-absent:none", "x:1"], 2))
+    assert str(digests["debian:bookworm-slim"]).startswith("sha256:")
+    assert digests["helios-absent:none"] is None and digests["x:1"] is None  # past the limit
+
+
+def test_a_ready_image_is_recorded_by_digest_and_a_changed_one_is_named(
+    tmp_path: Path, need_docker: None
+) -> None:
+    task = tmp_path / "tasks" / "hello-file"
+    shutil.copytree(EXAMPLES / "hello-file", task, ignore=shutil.ignore_patterns("environment"))
+    toml = task / "task.toml"
+    toml.write_text(toml.read_text().replace(
+        "[environment]\n", '[environment]\ndocker_image = "debian:bookworm-slim"\n'))  # fmt: skip
+    first = helios_inprocess("batch", "tasks", "-a", "oracle", "-q", "-o", "out", cwd=tmp_path)
+    assert first.returncode == 0, first.stderr
+    (run_dir,) = _new_runs(tmp_path / "out")
+    recorded = json.loads((run_dir / "run.json").read_text())
+    digest = recorded["rerun"]["images"]["debian:bookworm-slim"]
+    assert digest.startswith("sha256:")
+    # as if the tag had moved since: the rerun names it (and still runs)
+    recorded["rerun"]["images"]["debian:bookworm-slim"] = "sha256:" + "0" * 64
+    (run_dir / "run.json").write_text(json.dumps(recorded))
+    again = helios_inprocess("rerun", str(run_dir), "-q", cwd=tmp_path)
+    assert again.returncode == 0, again.stderr
+    assert _warnings(again.stdout) == [
+        "warning not as in the run: image debian:bookworm-slim: its digest changed "
+        f"(sha256:{'0' * 12} now {digest[:19]})"
+    ]
