@@ -361,3 +361,17 @@ def test_a_ready_image_is_recorded_by_digest_and_a_changed_one_is_named(
         "warning not as in the run: image debian:bookworm-slim: its digest changed "
         f"(sha256:{'0' * 12} now {digest[:19]})"
     ]
+
+
+@pytest.mark.parametrize("settings", [{"max_turns": "x"}, {"toolsets": 5}], ids=["turns", "tools"])
+def test_agent_settings_the_agent_refuses_are_one_line(tmp_path: Path, settings: dict) -> None:
+    run_dir = tmp_path / "r"
+    run_dir.mkdir()
+    (run_dir / "run.json").write_text(json.dumps({
+        "kind": "batch", "task_paths": [str(tmp_path)], "agent": "tool",
+        "model": "openai-compatible/x", "agent_settings": settings,
+    }))  # fmt: skip
+    result = helios_inprocess("rerun", str(run_dir), cwd=tmp_path)
+    assert result.returncode == 2, result.stdout + result.stderr
+    (line,) = result.stderr.strip().splitlines()
+    assert "[agent_settings]: not settings of the tool agent" in line

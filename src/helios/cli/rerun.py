@@ -115,6 +115,7 @@ def rerun_command(
     try:
         run = saved_run(run_dir)
         refuse_recorded_endpoints(ctx, run, run_dir / RUN_FILE)
+        _check_agent_settings(run, run_dir / RUN_FILE)
     except Exception as exc:
         handle_errors(exc, debug)
     kind = str(run["kind"])
@@ -132,6 +133,22 @@ def rerun_command(
     )  # fmt: skip
     resume_settings(ctx, settings, run)
     _execute([Path(p) for p in run["task_paths"]], settings, fail_under, debug)
+
+
+def _check_agent_settings(run: Mapping[str, Any], where: Path) -> None:
+    """The recorded agent takes the recorded settings (one line naming the field if
+    not, where a run would end in an internal error)."""
+    from helios.agents.registry import available_agents, create_agent
+
+    known = available_agents()
+    for agent in str(run.get("agent") or "tool").split(", "):
+        if agent not in known:
+            continue  # the run names it itself, as an unknown agent
+        try:
+            create_agent(agent, **(run.get("agent_settings") or {}))
+        except (TypeError, ValueError) as exc:
+            raise InputError(f"not settings of the {agent} agent: {exc}", file=str(where),
+                             field="agent_settings") from None  # fmt: skip
 
 
 def job_file(run: Mapping[str, Any]) -> dict[str, Any]:

@@ -48,7 +48,7 @@ EXECUTORS = ("local", "ray")
 #: recorded settings that say where this machine connects, with the flag that names
 #: each: a resume takes them only when this invocation names them too
 ENDPOINTS = {"base_url": "--base-url", "ray_address": "--ray-address"}
-#: a run.json larger than this is not read (100,000 tasks' hashes take about 12 MB)
+#: a run.json larger than this is not read (100,000 tasks' hashes take about 10 MB)
 MAX_RUN_FILE = 256 * 1024 * 1024
 
 
