@@ -255,7 +255,8 @@ class ParallelRunner:
     async def _ready_images(self) -> dict[str, str | None]:
         """The digest of each ready image the tasks name (docker only; else unknown)."""
         names = ready_images(self._tasks)
-        if self.settings.provider != "docker" or not names:
+        resuming = self.settings.resume is not None  # its run.json is written already
+        if self.settings.provider != "docker" or not names or resuming:
             return dict.fromkeys(names)
         from helios.environments.docker.cli import image_digests
 
