@@ -74,6 +74,9 @@ TESTS: dict[str, frozenset[str]] = {
     "tests/test_workers.py::test_forked_workers_of_the_cli_hold_nothing_of_the_parent":
         frozenset({"bwrap"}),
     "tests/test_run_metadata.py": frozenset({"bwrap"}),  # batch and generate --provider local
+    # two `helios rerun` subprocesses of a 3-second task, one killed, then its resume
+    "tests/test_rerun.py::test_reruns_at_once_get_their_own_folders_and_a_killed_one_resumes":
+        frozenset({"bwrap", "slow"}),
     # `helios cleanup` lists the containers too, whichever provider the batch used
     "tests/test_env_cleanup.py::test_helios_cleanup_spares_a_running_batch": frozenset({"docker"}),
     "tests/test_interrupt.py::test_kill_9_then_resume_loses_and_duplicates_nothing":

@@ -24,6 +24,11 @@ class _Helios(LazyGroup):
             "Run every task under TASKS_DIR, k attempts each, n at a time.",
         ),
         LazyCommand(
+            "rerun",
+            "helios.cli.rerun:rerun_command",
+            "Run a task run again, in a new folder, with the settings it saved.",
+        ),
+        LazyCommand(
             "generate",
             "helios.cli.generate:generate_command",
             "Turn a JSONL file of prompts into trajectories.",
@@ -71,6 +76,16 @@ class _Tasks(LazyGroup):
     )
 
 
+class _Config(LazyGroup):
+    lazy_commands = (
+        LazyCommand(
+            "show",
+            "helios.cli.rerun:config_show_command",
+            "Print the settings a run saved, as a job file (YAML) that runs it again.",
+        ),
+    )
+
+
 app = typer.Typer(
     name="helios",
     cls=_Helios,
@@ -84,6 +99,11 @@ tasks_app = typer.Typer(
     help="Work with task folders.", no_args_is_help=True, rich_markup_mode=None, cls=_Tasks
 )
 app.add_typer(tasks_app, name="tasks")
+config_app = typer.Typer(
+    help="Work with the settings runs saved.", no_args_is_help=True, rich_markup_mode=None,
+    cls=_Config,
+)  # fmt: skip
+app.add_typer(config_app, name="config")
 
 
 def _version(value: bool) -> None:

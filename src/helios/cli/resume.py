@@ -15,7 +15,6 @@ folder's author wrote, and the driver would unpickle whatever their cluster send
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
@@ -27,6 +26,7 @@ from helios.cli.options import TrialOptions
 from helios.engine.store import RUN_FILE
 from helios.errors import InputError
 from helios.models.base import GenerationConfig
+from helios.safe_json import parse_json
 from helios.secrets import public_url
 from helios.tasks.settings import TaskBatchSettings
 
@@ -48,13 +48,19 @@ EXECUTORS = ("local", "ray")
 #: recorded settings that say where this machine connects, with the flag that names
 #: each: a resume takes them only when this invocation names them too
 ENDPOINTS = {"base_url": "--base-url", "ray_address": "--ray-address"}
+#: a run.json larger than this is not read (100,000 tasks' hashes take about 10 MB)
+MAX_RUN_FILE = 256 * 1024 * 1024
 
 
 def recorded_run(run_dir: Path, kinds: tuple[str, ...]) -> dict[str, Any]:
     """The run.json of `run_dir`, which must be a run of one of `kinds`."""
     path = run_dir / RUN_FILE
     try:
-        data = json.loads(path.read_text("utf-8"))
+        size = path.stat().st_size
+        if size > MAX_RUN_FILE:
+            raise InputError(f"too large to be a run's settings ({size:,} bytes, at most "
+                             f"{MAX_RUN_FILE:,})", file=str(path))  # fmt: skip
+        data = parse_json(path.read_bytes())
     except FileNotFoundError:
         raise InputError(f"{run_dir} is not a Helios run folder (no {RUN_FILE})") from None
     except (OSError, ValueError) as exc:

@@ -39,7 +39,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from helios.engine.batch import BatchOptions, BatchPlan, BatchService, OnRecorded
 from helios.engine.door import Door, Unit
-from helios.engine.store import RUN_FILE, RunStore, new_run_dir, run_metadata, write_json_atomic
+from helios.engine.store import RUN_FILE, RunStore, run_metadata, write_json_atomic
 from helios.environments.registry import provider_class
 from helios.events import EventSink
 from helios.models.services import ModelServices
@@ -217,7 +217,7 @@ class Run:
             return store
         if outputs.parent is None:
             return None  # in memory
-        return RunStore.create(new_run_dir(outputs.parent, outputs.prefix), metadata())
+        return RunStore.create_new(outputs.parent, outputs.prefix, metadata())
 
     # -- what a door uses ------------------------------------------------------------
     @property

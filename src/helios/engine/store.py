@@ -121,6 +121,17 @@ class RunStore:
         return store
 
     @classmethod
+    def create_new(cls, parent: Path, prefix: str, metadata: dict[str, Any]) -> RunStore:
+        """A new `<parent>/<prefix>_YYYYMMDD_HHMMSS` run, claimed by its own mkdir:
+        two runs started in the same second (two reruns of one run) each get their own."""
+        for _ in range(100):
+            try:
+                return cls.create(new_run_dir(parent, prefix), metadata)
+            except FileExistsError:
+                continue  # another process took that name between the check and the mkdir
+        raise InputError(f"cannot make a new run folder under {parent}: every name is taken")
+
+    @classmethod
     def open_or_create(
         cls, run_dir: Path, metadata: Callable[[], dict[str, Any]], *, create: bool
     ) -> RunStore:

@@ -45,6 +45,7 @@ from helios.tasks.plan import (
     resolve_task_dirs,
 )
 from helios.tasks.report import final_panels, pass_at_k_panel
+from helios.tasks.reproduce import MAX_IMAGES, RERUN_KEY, differences, ready_images, rerun_record
 from helios.tasks.results import TrialResult
 from helios.tasks.settings import TaskBatchSettings
 from helios.tasks.summary import (
@@ -119,6 +120,10 @@ class ParallelRunner:
         self.run_dir: Path | None = None
         #: `helios run`'s view, when it is the one shown (`TaskBatchSettings.view`)
         self._trial_view: TrialView | None = None
+        #: what run.json records for a rerun (`helios.tasks.reproduce`), set as it plans
+        self._tasks: list[Task] = []
+        self._agent_identities: dict[str, Any] = {}
+        self._images: dict[str, str | None] = {}
 
     # the documented attributes, read by callers and the CLI
     @property
@@ -151,6 +156,7 @@ class ParallelRunner:
                 f"no task to run ({len(loaded.invalid)} invalid, "
                 f"{len(loaded.unsupported)} unsupported): {first}"
             )
+        self._tasks = loaded.tasks
         return self._specs(loaded.tasks)
 
     def _specs(self, tasks: list[Task]) -> list[TrialSpec]:
@@ -177,6 +183,9 @@ class ParallelRunner:
         }
         # what the summary and the header name: the agent, or each of them
         self._agent = ", ".join(by_agent)
+        self._agent_identities = {
+            agent: create_agent(agent, **s.agent_settings).identity() for agent in by_agent
+        }
         return [by_agent[agents[i % len(tasks)]][i] for i in range(len(tasks) * s.n_attempts)]
 
     def _report_loading(self, loaded: LoadedTasks) -> None:
@@ -237,7 +246,33 @@ class ParallelRunner:
             # a run on a Ray cluster is resumed on it (a local one records nothing here)
             **({"executor": s.executor, "ray_address": s.ray_address}
                if s.executor == "ray" else {}),
+            **({"rerun_of": {"run_id": s.rerun_of.get("run_id")}} if s.rerun_of else {}),
+            RERUN_KEY: json.loads(json.dumps(rerun_record(
+                self._tasks, images=self._images, agents=self._agent_identities,
+            ), default=str)),
         }  # fmt: skip
+
+    async def _ready_images(self) -> dict[str, str | None]:
+        """The digest of each ready image the tasks name (docker only; else unknown)."""
+        names = ready_images(self._tasks)
+        resuming = self.settings.resume is not None  # its run.json is written already
+        if self.settings.provider != "docker" or not names or resuming:
+            return dict.fromkeys(names)
+        from helios.environments.docker.cli import image_digests
+
+        return await image_digests(names, MAX_IMAGES)
+
+    def _report_differences(self) -> None:
+        """With `rerun_of`: one line per thing that can no longer be as in that run."""
+        earlier = self.settings.rerun_of
+        if earlier is None or not self.settings.show_progress:
+            return
+        recorded = earlier.get(RERUN_KEY)
+        lines = differences(recorded if isinstance(recorded, dict) else {}, self._tasks,
+                            self._images, helios_version=earlier.get("helios_version"))  # fmt: skip
+        for line in lines:
+            self.console.print(f"[yellow]warning[/] not as in the run: {escape(line)}",
+                               highlight=False, soft_wrap=True)  # fmt: skip
 
     # -- running -------------------------------------------------------------
     async def run(self) -> BatchResult:
@@ -245,6 +280,8 @@ class ParallelRunner:
         async with Run(open_services=opener) as run:  # a missing key stops us first
             self.services = run.services
             specs = self._plan()
+            self._images = await self._ready_images()
+            self._report_differences()
             await run.open(self._config())
             return await self._run_in(run, specs)
 

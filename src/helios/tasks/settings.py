@@ -49,6 +49,9 @@ class TaskBatchSettings:
     #: "batch": the live line and the results panel; "trial": one trial's phases, tool
     #: calls and rewards as lines (`helios run`, `AgentRunner`)
     view: Literal["batch", "trial"] = "batch"
+    #: the run.json of the run this one reruns (`helios rerun`): what can no longer be
+    #: the same (a task's content, an image, Helios's version) is named before running
+    rerun_of: dict[str, Any] | None = None
 
     def __post_init__(self) -> None:
         if self.n_concurrent < 1 or self.n_attempts < 1:

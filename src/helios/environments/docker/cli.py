@@ -97,6 +97,27 @@ async def image_present(image: str) -> bool:
     return code == 0
 
 
+async def image_digests(names: list[str], limit: int) -> dict[str, str | None]:
+    """Each image's id (`sha256:…`) as the engine has it, asked for the first `limit`
+    names at once; None where it is not here (yet), the engine does not answer, or
+    past the limit."""
+    digests: dict[str, str | None] = dict.fromkeys(names)
+    at_once = asyncio.Semaphore(8)
+
+    async def one(name: str) -> None:
+        try:
+            async with at_once:
+                code, out, _ = await docker("image", "inspect", "--format", "{{.Id}}", name,
+                                            timeout=30.0)  # fmt: skip
+        except (EnvironmentExecError, OSError):
+            return
+        if code == 0 and out.strip().startswith("sha256:"):
+            digests[name] = out.strip()
+
+    await asyncio.gather(*(one(name) for name in names[:limit]))
+    return digests
+
+
 async def check_desktop_image(image: str) -> None:
     """`BaseImageMissing` if `image` is Helios's desktop image and is not here: no
     registry serves it, so `docker run` would only fail on a registry's DNS."""

@@ -1,0 +1,227 @@
+"""`helios rerun RUN_DIR` and `helios config show RUN_DIR`: a task run again from the
+settings its run.json saved.
+
+A rerun is a new run (a new folder, under `-o` or beside RUN_DIR) started with every
+setting of the old one, as `--resume RUN_DIR` would continue it (`helios.cli.resume`):
+the same tasks, agent, model, attempts, generation and concurrency, so the same trial
+ids. Before it runs, it names one line per thing that can no longer be the same
+(`helios.tasks.reproduce`): a task whose content changed, one that is gone or new, a
+ready image whose digest changed, another Helios version.
+
+As with a resume, a run folder is untrusted input: the API key comes only from the
+environment or `--api-key`, and an endpoint it records (a model's URL, a Ray
+address) must be named again (`--base-url`, `--ray-address`), or the folder's author
+would choose where the user's key goes. Whatever is wrong in its run.json is one line
+naming the file and field.
+
+`helios config show RUN_DIR` prints the same settings as a job file (YAML), with the
+names of `helios batch`'s options; the API key only by the variable it is read from.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from helios.cli.options import ApiKeyOpt, BaseUrlOpt, DebugOpt, RayAddressOpt, TrialOptions
+from helios.engine.store import RUN_FILE
+from helios.errors import InputError
+from helios.tasks.reproduce import RERUN_KEY
+
+#: the runs a rerun starts again: those of `helios batch` and `helios run`
+KINDS = ("batch", "run")
+#: a run id or version shown in a comment line as it is (nothing that could end the line)
+_PLAIN = re.compile(r"[A-Za-z0-9._+-]{1,64}")
+#: the generation settings run.json records, with the types each may have
+GENERATION_TYPES: dict[str, tuple[type, ...]] = {
+    "max_tokens": (int,), "temperature": (int, float), "reasoning_effort": (str,),
+    "openrouter_provider": (dict,), "keep_images": (int,),
+}  # fmt: skip
+
+
+def saved_run(run_dir: Path) -> dict[str, Any]:
+    """The run.json of a task run, checked as a resume checks it and further: the task
+    folders it names, its pattern, its generation settings and its rerun record."""
+    from helios.cli.resume import recorded_run
+
+    run = recorded_run(run_dir, KINDS)
+    where = str(run_dir / RUN_FILE)
+    paths = run.get("task_paths")
+    if not (isinstance(paths, list) and paths and all(isinstance(p, str) and p for p in paths)):
+        raise InputError("expected a list of task folders", file=where, field="task_paths")
+    for path in paths:
+        if not Path(path).is_absolute() or "\0" in path:
+            raise InputError(f"expected an absolute path, got {path!r}", file=where,
+                             field="task_paths")  # fmt: skip
+    pattern = run.get("pattern")
+    if isinstance(pattern, str) and ".." in Path(pattern).parts:
+        raise InputError(f"the pattern {pattern!r} leaves the tasks folder", file=where,
+                         field="pattern")  # fmt: skip
+    for name, value in (run.get("generation") or {}).items():
+        kinds = GENERATION_TYPES.get(name)
+        if (
+            value is not None
+            and kinds is not None
+            and (isinstance(value, bool) or not isinstance(value, kinds))
+        ):
+            raise InputError(f"expected {kinds[0].__name__}, got {type(value).__name__}",
+                             file=where, field=f"generation.{name}")  # fmt: skip
+    record = run.get(RERUN_KEY)
+    if record is not None and not isinstance(record, dict):
+        raise InputError(f"expected an object, got {type(record).__name__}", file=where,
+                         field=RERUN_KEY)  # fmt: skip
+    for name in ("tasks", "images"):
+        value = (record or {}).get(name)
+        if value is not None and not (
+            isinstance(value, dict) and all(v is None or isinstance(v, str) for v in value.values())
+        ):
+            raise InputError("expected an object of names to hashes", file=where,
+                             field=f"{RERUN_KEY}.{name}")  # fmt: skip
+    return run
+
+
+def rerun_command(
+    ctx: typer.Context,
+    run_dir: Annotated[Path, typer.Argument(help="The run folder to run again.")],
+    output: Annotated[
+        Path | None,
+        typer.Option(
+            "--output",
+            "-o",
+            help="Folder that receives the new run's folder (default: the folder "
+            "that holds RUN_DIR).",
+        ),
+    ] = None,
+    base_url: BaseUrlOpt = None,
+    api_key: ApiKeyOpt = None,
+    ray_address: RayAddressOpt = None,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Only the aggregate line.")] = False,
+    fail_under: Annotated[
+        float | None,
+        typer.Option("--fail-under", min=0.0, max=1.0, help="Exit 1 below this pass rate."),
+    ] = None,
+    debug: DebugOpt = False,
+) -> None:
+    """Run a task run again, in a new folder, with the settings it saved; first name
+    each task, image or Helios version that is no longer the same."""
+    from helios.cli.batch import _execute, _settings
+    from helios.cli.common import handle_errors
+    from helios.cli.resume import refuse_recorded_endpoints, resume_settings, resumed_options
+
+    try:
+        run = saved_run(run_dir)
+        refuse_recorded_endpoints(ctx, run, run_dir / RUN_FILE)
+        _check_agent_settings(run, run_dir / RUN_FILE)
+    except Exception as exc:
+        handle_errors(exc, debug)
+    kind = str(run["kind"])
+    given = TrialOptions(
+        output=output if output is not None else run_dir.absolute().parent,
+        base_url=base_url, api_key=api_key, debug=debug,
+    )  # fmt: skip
+    options = resumed_options(ctx, given, run)
+    executor = run.get("executor") or "local"
+    settings = _settings(
+        options, n_concurrent=run.get("n_concurrent") or 1, quiet=quiet,
+        pattern=run.get("pattern") or "**/task.toml", workers=run.get("workers"),
+        executor=executor, ray_address=ray_address, run_prefix=kind,
+        view="trial" if kind == "run" else "batch", rerun_of=run,
+    )  # fmt: skip
+    resume_settings(ctx, settings, run)
+    _execute([Path(p) for p in run["task_paths"]], settings, fail_under, debug)
+
+
+def _check_agent_settings(run: Mapping[str, Any], where: Path) -> None:
+    """The recorded agent takes the recorded settings (one line naming the field if
+    not, where a run would end in an internal error)."""
+    from helios.agents.registry import available_agents, create_agent
+
+    known = available_agents()
+    for agent in str(run.get("agent") or "tool").split(", "):
+        if agent not in known:
+            continue  # the run names it itself, as an unknown agent
+        try:
+            create_agent(agent, **(run.get("agent_settings") or {}))
+        except (TypeError, ValueError) as exc:
+            raise InputError(f"not settings of the {agent} agent: {exc}", file=str(where),
+                             field="agent_settings") from None  # fmt: skip
+
+
+def job_file(run: Mapping[str, Any]) -> dict[str, Any]:
+    """A task run's saved settings as a job file: `helios batch`'s option names, no
+    secret (the key by its variable), nothing left unset."""
+    from helios.models.routing import PROVIDERS, split_name
+    from helios.secrets import public_url
+
+    agent = run.get("agent")
+    model = run.get("model")
+    job: dict[str, Any] = {
+        "tasks": list(run["task_paths"]),
+        "pattern": run.get("pattern"),
+        # "tool, computer": no agent was named, each task chose its own
+        "agent": agent if isinstance(agent, str) and "," not in agent else None,
+        "model": model,
+        "provider": run.get("provider"),
+        "n_attempts": run.get("n_attempts"),
+        "n_concurrent": run.get("n_concurrent"),
+        "workers": run.get("workers"),
+        "executor": run.get("executor"),
+        "ray_address": run.get("ray_address"),
+        "base_url": public_url(run["base_url"]) if run.get("base_url") else None,
+    }
+    if isinstance(model, str):
+        try:
+            info = PROVIDERS.get(split_name(model)[0])
+        except Exception:  # a name no provider routes: no variable to name
+            info = None
+        job["api_key_env"] = info.key_env if info is not None else None
+    agent_settings = dict(run.get("agent_settings") or {})
+    job["max_turns"] = agent_settings.pop("max_turns", None)
+    job["system_prompt"] = agent_settings.pop("system_prompt", None)
+    job["agent_settings"] = agent_settings or None
+    generation = run.get("generation") or {}
+    for name in ("max_tokens", "temperature", "reasoning_effort"):
+        job[name] = generation.get(name)
+    job["openrouter_routing"] = _routing_text(generation.get("openrouter_provider"))
+    job["prices"] = run.get("prices")
+    return {name: value for name, value in job.items() if value is not None}
+
+
+def _routing_text(routing: object) -> str | None:
+    """OpenRouter's provider object as `--openrouter-routing` takes it."""
+    if not isinstance(routing, dict) or not routing:
+        return None
+    names = {"order": "order", "only": "allowed", "ignore": "ignored", "sort": "sort"}
+    parts = []
+    for key, value in routing.items():
+        items = value if isinstance(value, list) else [value]
+        parts.append(f"{names.get(str(key), str(key))}={','.join(str(v) for v in items)}")
+    return ";".join(parts)
+
+
+def config_show_command(
+    run_dir: Annotated[Path, typer.Argument(help="A run folder of helios batch or helios run.")],
+    debug: DebugOpt = False,
+) -> None:
+    """Print the settings a run saved, as a job file (YAML) that runs it again."""
+    import yaml
+
+    from helios.cli.common import handle_errors
+
+    try:
+        run = saved_run(run_dir)
+        job = job_file(run)
+        text = yaml.safe_dump(job, sort_keys=False, allow_unicode=True, width=100)
+    except Exception as exc:
+        handle_errors(exc, debug)
+    run_id, version = run.get("run_id"), run.get("helios_version")
+    named = all(isinstance(v, str) and _PLAIN.fullmatch(v) for v in (run_id, version))
+    typer.echo("# the saved settings of a Helios run"
+               + (f" (run {run_id}, Helios {version})" if named else "")
+               + ("; the API key is read from the variable api_key_env names"
+                  if "api_key_env" in job else ""))  # fmt: skip
+    typer.echo(text, nl=False)
