@@ -31,8 +31,8 @@ class _Helios(LazyGroup):
         ),
         LazyCommand(
             "export",
-            "helios.cli.generate:export_command",
-            "Export a generate run's trajectories for training.",
+            "helios.cli.export:export_command",
+            "Export a run: trajectories for training, or a Harbor job folder.",
         ),
         LazyCommand(
             "cleanup",
