@@ -36,6 +36,7 @@ FIXTURES: dict[str, frozenset[str]] = {
     "_need_chromium": frozenset({"desktop"}),  # tests/test_view_browser.py's Chromium
     "server_binary": frozenset({"bwrap"}),  # tests/test_local_shell_native.py
     "tests/test_compare.py::batches": frozenset({"bwrap"}),  # two real local batches
+    "tests/test_harbor_export.py::helios_run": frozenset({"bwrap"}),  # a real local batch
 }
 
 #: a parameter (of parametrize, or of a parametrized fixture) whose value names a
@@ -94,6 +95,9 @@ TESTS: dict[str, frozenset[str]] = {
     "tests/test_gui_examples.py::test_the_desktop_benchmark_prints_its_figures": SLOW,
     "tests/test_watch.py::test_batch_watch_lists_each_gui_trials_url": SLOW,
     "tests/test_cli.py::test_examples_on_docker_k3_leave_no_container": SLOW,
+    # the first run builds the Harbor venv (pip install harbor, a minute or more)
+    "tests/test_harbor_export.py::test_harbor_0_25_loads_the_export_and_its_numbers_are_the_runs":
+        SLOW,
 }
 
 

@@ -61,8 +61,10 @@ def export_command(
     ] = False,
     debug: Annotated[bool, _opt("--debug", help="Show tracebacks.")] = False,
 ) -> None:
-    """Export a run: a generate run's trajectories for training, or a task run as a
-    Harbor job folder (--format harbor)."""
+    """Export a run's trajectories for training, or a task run as a Harbor job folder.
+
+    A generate run: --format sharegpt, openai or parquet. A `helios batch` or
+    `helios run` folder: --format harbor."""
     try:
         if fmt == "harbor":
             _export_harbor(run, output, force)

@@ -503,13 +503,13 @@ class _Job:
 
     @staticmethod
     def rewards(trial: TrialResult) -> dict[str, float] | None:
-        """The verifier's rewards, None when no verifier produced any (an error before
-        scoring): Harbor's verifier_result."""
+        """The verifier's rewards, None when it produced none (an error before scoring,
+        or a verifier that wrote no reward file): Harbor's verifier_result."""
         if trial.rewards:
             return dict(trial.rewards)
-        if trial.status == "error":
+        if trial.status == "error" or trial.error is not None:
             return None
-        return {"reward": trial.reward}
+        return {"reward": trial.reward}  # a record of a Helios that kept no rewards dict
 
     def trial_config(self, trial: TrialResult, name: str) -> dict[str, Any]:
         source = self.source(trial)
