@@ -98,6 +98,7 @@ TESTS: dict[str, frozenset[str]] = {
     # the first run builds the Harbor venv (pip install harbor, a minute or more)
     "tests/test_harbor_export.py::test_harbor_0_25_loads_the_export_and_its_numbers_are_the_runs":
         SLOW,
+    "tests/test_harbor_job.py::test_harbor_0_25_loads_the_example_job_files_as_they_are": SLOW,
 }
 
 

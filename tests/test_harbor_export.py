@@ -18,7 +18,7 @@ from helios.testing.mock_llm import MockLLMServer
 
 from .cli_inprocess import helios_inprocess
 from .conftest import _need
-from .harbor_venv import find_python, harbor_python
+from .harbor_venv import harbor_or_skip
 
 KEY = "sk-harbor-export-7d1c9e4b2a"
 MODEL = "openai-compatible/scripted"
@@ -135,10 +135,7 @@ def run_copy(helios_run: Path, tmp_path: Path) -> Path:
 @pytest.fixture(scope="session")
 def harbor() -> Path:
     """The Python of a venv with Harbor 0.25 from PyPI (built once, cached)."""
-    python = find_python()
-    if python is None:
-        pytest.skip("no Python >= 3.12 here for Harbor")
-    return harbor_python(python)
+    return harbor_or_skip()
 
 
 def _records(run_dir: Path) -> list[dict[str, Any]]:
