@@ -1,7 +1,8 @@
 """`helios export RUN --format harbor`: a real task run, exported, loaded by Harbor 0.25's
-own models (JobConfig, JobResult, TrialConfig, TrialResult) in a venv of its own; and
-the export's hostile cases: a damaged record line, a link in a trial folder, a key in
-the environment, an output folder that exists, a run of the wrong kind."""
+own models (JobConfig, JobResult, TrialConfig, TrialResult, the ATIF Trajectory) and its
+viewer's scanner, in a venv of its own; and the export's hostile cases: a damaged record
+line, a link in a trial folder, a key in the environment, an output folder that exists,
+a run of the wrong kind."""
 
 from __future__ import annotations
 
@@ -55,6 +56,8 @@ from harbor.models.job.config import JobConfig
 from harbor.models.job.result import JobResult
 from harbor.models.trial.config import TrialConfig
 from harbor.models.trial.result import TrialResult
+from harbor.models.trajectories.trajectory import Trajectory
+from harbor.viewer.scanner import JobScanner
 
 job = Path(sys.argv[1])
 config = JobConfig.model_validate_json((job / "config.json").read_text())
@@ -72,7 +75,15 @@ for folder in sorted(p for p in job.iterdir() if p.is_dir()):
         "model": trial.agent_info.model_info.name if trial.agent_info.model_info else None,
         "output_tokens": trial.agent_result.n_output_tokens,
         "source": trial.source,
+        "trajectory_steps": len(Trajectory.model_validate_json(
+            (folder / "agent" / "trajectory.json").read_text()).steps),
     }
+scanner = JobScanner(job.parent)
+assert job.name in scanner.list_jobs()
+assert scanner.get_job_config(job.name) is not None
+assert scanner.get_job_result(job.name) is not None
+viewed = scanner.list_trials(job.name)
+assert all(scanner.get_trial_result(job.name, name) for name in viewed)
 print(json.dumps({
     "job_name": config.job_name,
     "n_attempts": config.n_attempts,
@@ -88,6 +99,7 @@ print(json.dumps({
                     "pass_at_k": {str(k): v for k, v in e.pass_at_k.items()}}
               for key, e in result.stats.evals.items()},
     "trials": trials,
+    "viewed_trials": len(viewed),
 }))
 """
 
@@ -185,12 +197,15 @@ def test_harbor_0_25_loads_the_export_and_its_numbers_are_the_runs(
     assert stats["n_errors"] == ATTEMPTS and stats["n_trials"] == 4  # no-reward has none
     assert stats["pass_at_k"]["1"] == pytest.approx(1 / 3)
 
+    # Harbor's viewer lists every trial, and its Trajectory model loads each trajectory
+    assert got["viewed_trials"] == len(records)
     assert set(got["trials"]) == set(records)
     for trial_id, trial in got["trials"].items():
         record = records[trial_id]
         assert trial["task"] == record["task_name"] and trial["model"] == MODEL
         assert trial["source"] == "tasks"
         assert trial["output_tokens"] == record["usage"]["output_tokens"]
+        assert trial["trajectory_steps"] >= 3  # the instruction, the bash call, the last word
         if record["task_name"] == "no-reward":
             assert trial["rewards"] is None and trial["exception"] == record["error"]["type"]
         else:
