@@ -288,6 +288,12 @@ def test_an_existing_output_is_refused_and_force_replaces_it_whole(run_copy: Pat
     assert not (out / "mine.txt").exists() and (out / "result.json").is_file()
     # no temporary or old folder left beside it
     assert sorted(p.name for p in out.parent.iterdir()) == sorted(["out", run_copy.name])
+    # never inside the run (a trial's folder would copy itself), nor over it
+    for inside in (run_copy / "001_no-reward" / "x", run_copy, run_copy.parent):
+        refused = _export(run_copy, "-o", str(inside), "--force")
+        assert refused.returncode == 2 and refused.stderr.startswith("error: "), refused
+        assert len(refused.stderr.strip().splitlines()) == 1
+    assert (run_copy / "results.jsonl").is_file()
     # the default place: RUN/export/harbor/<RUN's name>
     default = _export(run_copy)
     assert default.returncode == 0, default.stderr
