@@ -196,9 +196,7 @@ def _check_target(run_dir: Path, target: Path, force: bool) -> None:
     run_real, target_real = run_dir.resolve(), target.resolve()
     if target_real == run_real or run_real.is_relative_to(target_real):
         raise InputError(f"{target}: the output would replace the run itself; give another -o")
-    if target_real.is_relative_to(run_real) and not target_real.is_relative_to(
-        run_real / "export"
-    ):
+    if target_real.is_relative_to(run_real) and not target_real.is_relative_to(run_real / "export"):
         # inside a trial's folder, the copy would copy itself
         raise InputError(
             f"{target} is inside the run folder; give a folder outside it, or one under "
