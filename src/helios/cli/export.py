@@ -85,7 +85,8 @@ def _export_harbor(run: Path, output: Path | None, force: bool) -> None:
     for line in report.problems:
         err_console.print(f"[yellow]warning:[/] {shown(line)}", highlight=False, soft_wrap=True)
     SafeConsole().print(
-        f"{report.trials} trials → {shown(str(report.target))} (a Harbor job folder)",
+        f"{report.trials} trial{'' if report.trials == 1 else 's'} → "
+        f"{shown(str(report.target))} (a Harbor job folder)",
         highlight=False,
         soft_wrap=True,
     )

@@ -409,7 +409,12 @@ class _Job:
         return {
             "job_name": self.name,
             "jobs_dir": str(self.target.parent),
-            "n_attempts": attempts if isinstance(attempts, int) and attempts >= 1 else 1,
+            # run.json's -k, else the highest attempt recorded
+            "n_attempts": (
+                attempts
+                if isinstance(attempts, int) and attempts >= 1
+                else max((trial.attempt for trial in self.trials), default=1)
+            ),
             "timeout_multiplier": 1.0,
             "n_concurrent_trials": (
                 concurrent if isinstance(concurrent, int) and concurrent >= 1 else 4
