@@ -316,3 +316,92 @@ def test_a_run_of_another_kind_is_refused_in_one_line(tmp_path: Path) -> None:
     (line,) = wrong.stderr.strip().splitlines()
     assert "exports as a Harbor job folder (--format harbor), not as openai" in line
     assert not (batch / "export").exists() and not (generate / "export").exists()
+
+
+#: what the old-run test reads back with Harbor's models
+OLD_RUN_SCRIPT = """
+import json, sys
+from pathlib import Path
+from harbor.models.job.config import JobConfig
+from harbor.models.job.result import JobResult
+from harbor.models.trial.result import TrialResult
+
+job = Path(sys.argv[1])
+config = JobConfig.model_validate_json((job / "config.json").read_text())
+result = JobResult.model_validate_json((job / "result.json").read_text())
+trials = {}
+for path in sorted(job.glob("*/result.json")):
+    t = TrialResult.model_validate_json(path.read_text())
+    trials[t.trial_name] = {
+        "steps": [
+            [s.step_name, s.verifier_result.rewards if s.verifier_result else None,
+             s.exception_info.exception_type if s.exception_info else None]
+            for s in t.step_results or []
+        ],
+        "exception": t.exception_info.exception_type if t.exception_info else None,
+        "rewards": t.verifier_result.rewards if t.verifier_result else None,
+        "finished": t.finished_at is not None,
+        "provider": t.agent_info.model_info.provider,
+        "env": t.config.environment.type,
+    }
+out = {"n_attempts": config.n_attempts, "errored": result.stats.n_errored_trials}
+print(json.dumps({**out, "trials": trials}, default=str))
+"""
+
+
+def _record(trial_id: str, attempt: int, **fields: Any) -> str:
+    from helios.tasks.results import TrialResult
+
+    base: dict[str, Any] = {
+        "trial_id": trial_id, "task_name": "steps", "task_path": "/tasks/steps",
+        "attempt": attempt, "agent": "tool", "model": "anthropic/claude-x", "provider": "docker",
+        "status": "passed", "reward": 1.0, "rewards": {"reward": 1.0},
+        "started_at": "2026-01-02T03:04:05", "finished_at": "not a time",
+        "folder": f"001_steps/attempt_00{attempt}",
+    }  # fmt: skip
+    return TrialResult.model_validate({**base, **fields}).model_dump_json() + "\n"
+
+
+def test_an_old_run_folder_with_steps_and_errors_loads_in_harbor(
+    tmp_path: Path, harbor: Path
+) -> None:
+    """A run.json with no settings (an older Helios), a multi-step trial, an errored one
+    and times Harbor cannot read: the export still loads, with what can be known."""
+    run = tmp_path / "old-run"
+    run.mkdir()
+    (run / "run.json").write_text('{"kind": "batch"}')
+    steps = [
+        {"name": "build", "status": "passed", "reward": 1.0, "rewards": {"reward": 1.0}},
+        {"name": "test", "status": "failed", "reward": 0.0,
+         "error": {"type": "RewardFileMissing", "message": "no reward"}},
+        {"name": "ship", "status": "not_run"},
+    ]  # fmt: skip
+    error = {"type": "SandboxStartError", "message": "no docker", "infrastructure": True}
+    (run / "results.jsonl").write_text(
+        _record("aaaa", 1, steps=steps, status="failed", reward=0.5, rewards={})
+        + _record("bbbb", 2, status="error", reward=0.0, rewards={}, error=error)
+    )
+    (run / "001_steps" / "attempt_001" / "steps" / "build" / "agent").mkdir(parents=True)
+    (run / "001_steps" / "attempt_001" / "steps" / "build" / "agent" / "log.txt").write_text("hi")
+    out = tmp_path / "out"
+    result = _export(run, "-o", str(out))
+    assert result.returncode == 0, result.stderr
+    # the second trial's folder was never written: named, and its result still exported
+    assert "'001_steps/attempt_002' is not a folder inside the run" in result.stderr
+    script = OLD_RUN_SCRIPT
+    loaded = subprocess.run([str(harbor), "-c", script, str(out)], capture_output=True,
+                            text=True, timeout=120)  # fmt: skip
+    assert loaded.returncode == 0, loaded.stderr
+    got = json.loads(loaded.stdout)
+    assert got["n_attempts"] == 2 and got["errored"] == 1
+    multi, errored = got["trials"]["steps__aaaa"], got["trials"]["steps__bbbb"]
+    assert multi["steps"] == [
+        ["build", {"reward": 1.0}, None],
+        ["test", {"reward": 0.0}, "RewardFileMissing"],
+        ["ship", None, None],
+    ]
+    assert multi["rewards"] == {"reward": 0.5} and multi["exception"] is None
+    assert errored["rewards"] is None and errored["exception"] == "SandboxStartError"
+    assert not multi["finished"]  # "not a time" is left out, not guessed
+    assert multi["provider"] == "anthropic" and multi["env"] == "docker"
+    assert (out / "steps__aaaa" / "steps" / "build" / "agent" / "log.txt").read_text() == "hi"

@@ -33,7 +33,7 @@ import stat
 import uuid
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path, PurePosixPath
 from typing import Any
 
@@ -317,16 +317,18 @@ def _time(value: object) -> datetime | None:
     if not isinstance(value, str):
         return None
     try:
-        return datetime.fromisoformat(value)
+        parsed = datetime.fromisoformat(value)
     except ValueError:
         return None
+    # a time without a zone is UTC (Helios writes UTC); naive and aware never mix
+    return parsed if parsed.tzinfo is not None else parsed.replace(tzinfo=UTC)
 
 
 def _iso(value: datetime | None) -> str | None:
     return None if value is None else value.isoformat()
 
 
-def _exception(error: ErrorInfo | None, at: str) -> dict[str, Any] | None:
+def _exception(error: ErrorInfo | None, at: str | None) -> dict[str, Any] | None:
     if error is None:
         return None
     return {
@@ -366,6 +368,7 @@ class _Job:
         self.provider = str(meta.get("provider") or (trials[0].provider if trials else "docker"))
         self.datasets = self._dataset_roots()
         self.names = {trial.trial_id: self._trial_name(trial) for trial in trials}
+        self.now = datetime.now().astimezone()
 
     # the job --------------------------------------------------------------------------
     def _dataset_roots(self) -> list[Path]:
@@ -427,12 +430,15 @@ class _Job:
             "tasks": tasks,
         }
 
-    def result(self) -> dict[str, Any]:
+    def started(self) -> datetime:
+        """The job's start: run.json's, else its first trial's, else now."""
         started = _time(self.meta.get("created_at"))
         begins = [t for t in (_time(trial.started_at) for trial in self.trials) if t]
+        return started or min(begins, default=None) or self.now
+
+    def result(self) -> dict[str, Any]:
+        started = self.started()
         ends = [t for t in (_time(trial.finished_at) for trial in self.trials) if t]
-        if started is None:
-            started = min(begins, default=None) or datetime.now().astimezone()
         last = max(ends, default=None)
         finished = last or started if self.summary is not None else None
         not_run = self.summary.get("not_run") if self.summary else 0
@@ -535,7 +541,10 @@ class _Job:
         }
 
     def trial_result(self, trial: TrialResult, name: str, checksum: str) -> dict[str, Any]:
-        started = _time(trial.started_at)
+        started, finished = _time(trial.started_at), _time(trial.finished_at)
+        # when the error was recorded: the trial's end (a record without readable times:
+        # the job's start)
+        occurred = _iso(finished or started or self.started())
         timings = trial.timings
         phases: dict[str, Any] = {}
         # Helios keeps each phase's length; they run one after another from the start
@@ -583,9 +592,9 @@ class _Job:
                 },
             },
             "verifier_result": None if rewards is None else {"rewards": rewards},
-            "exception_info": _exception(trial.error or trial.agent_error, trial.finished_at),
-            "started_at": trial.started_at,
-            "finished_at": trial.finished_at,
+            "exception_info": _exception(trial.error or trial.agent_error, occurred),
+            "started_at": _iso(started),
+            "finished_at": _iso(finished),
             **phases,
             "step_results": None
             if trial.steps is None
@@ -597,7 +606,7 @@ class _Job:
                         if step.reward is None
                         else {"rewards": dict(step.rewards) or {"reward": step.reward}}
                     ),
-                    "exception_info": _exception(step.error or step.agent_error, trial.finished_at),
+                    "exception_info": _exception(step.error or step.agent_error, occurred),
                 }
                 for step in trial.steps
             ],
