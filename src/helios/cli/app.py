@@ -32,7 +32,7 @@ class _Helios(LazyGroup):
         LazyCommand(
             "export",
             "helios.cli.export:export_command",
-            "Export a run's trajectories for training, or a task run as a Harbor job folder.",
+            "Export a run for training, or as a Harbor job folder.",
         ),
         LazyCommand(
             "cleanup",

@@ -61,7 +61,7 @@ def export_command(
     ] = False,
     debug: Annotated[bool, _opt("--debug", help="Show tracebacks.")] = False,
 ) -> None:
-    """Export a run's trajectories for training, or a task run as a Harbor job folder.
+    """Export a run for training, or as a Harbor job folder.
 
     A generate run: --format sharegpt, openai or parquet. A `helios batch` or
     `helios run` folder: --format harbor."""
