@@ -8,6 +8,9 @@ set -eu
 cd "$(dirname "$0")/.."
 ./scripts/setup-system.sh
 ./scripts/venv.sh dev
+# Harbor from PyPI in a venv of its own (Python >= 3.12), cached: the Harbor export
+# tests load Helios's export with Harbor's own models
+.venv/bin/python tests/harbor_venv.py
 echo "[test] ruff"
 .venv/bin/ruff check src tests benchmarks
 echo "[test] mypy --strict src"

@@ -36,6 +36,7 @@ FIXTURES: dict[str, frozenset[str]] = {
     "_need_chromium": frozenset({"desktop"}),  # tests/test_view_browser.py's Chromium
     "server_binary": frozenset({"bwrap"}),  # tests/test_local_shell_native.py
     "tests/test_compare.py::batches": frozenset({"bwrap"}),  # two real local batches
+    "tests/test_harbor_export.py::helios_run": frozenset({"bwrap"}),  # a real local batch
 }
 
 #: a parameter (of parametrize, or of a parametrized fixture) whose value names a
@@ -97,6 +98,13 @@ TESTS: dict[str, frozenset[str]] = {
     "tests/test_gui_examples.py::test_the_desktop_benchmark_prints_its_figures": SLOW,
     "tests/test_watch.py::test_batch_watch_lists_each_gui_trials_url": SLOW,
     "tests/test_cli.py::test_examples_on_docker_k3_leave_no_container": SLOW,
+    # the tests that load files with Harbor's own models: the first run builds the Harbor
+    # venv (pip install harbor, a minute or more; tests/harbor_venv.py)
+    "tests/test_harbor_export.py::test_harbor_0_25_loads_the_export_and_its_numbers_are_the_runs":
+        SLOW,
+    "tests/test_harbor_job.py::test_harbor_0_25_loads_the_example_job_files_as_they_are": SLOW,
+    "tests/test_harbor_export.py::test_an_old_run_folder_with_steps_and_errors_loads_in_harbor":
+        SLOW,
 }
 
 

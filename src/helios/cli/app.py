@@ -36,8 +36,8 @@ class _Helios(LazyGroup):
         ),
         LazyCommand(
             "export",
-            "helios.cli.generate:export_command",
-            "Export a generate run's trajectories for training.",
+            "helios.cli.export:export_command",
+            "Export a run for training, or as a Harbor job folder.",
         ),
         LazyCommand(
             "cleanup",

@@ -360,27 +360,3 @@ def _list(distributions_file: Path | None, debug: bool) -> None:
     if reason:
         console.print(f"[yellow]web toolset unavailable here:[/] {shown(reason)}",
                       highlight=False, soft_wrap=True)  # fmt: skip
-
-
-def export_command(
-    run: Annotated[Path, typer.Argument(help="A generate run folder, e.g. data/my_run.")],
-    fmt: Annotated[str, _opt("--format", "-f", help="sharegpt | openai | parquet.")] = "sharegpt",
-    output: Annotated[
-        Path | None,
-        _opt(
-            "--output",
-            "-o",
-            help="Output file (default: RUN/export/sharegpt.jsonl, "
-            "openai.jsonl or sharegpt.parquet).",
-        ),
-    ] = None,
-    debug: Annotated[bool, _opt("--debug", help="Show tracebacks.")] = False,
-) -> None:
-    """Export a generate run's trajectories for training."""
-    from helios.datagen.export import export_run
-
-    try:
-        target, count = export_run(run, fmt, output)
-    except Exception as exc:
-        handle_errors(exc, debug)
-    SafeConsole().print(f"{count} rows → {shown(str(target))}", highlight=False, soft_wrap=True)

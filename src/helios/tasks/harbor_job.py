@@ -1,0 +1,364 @@
+"""Harbor's job config (its `JobConfig`, as YAML or JSON) read as Helios settings.
+
+A pure translation, for `helios batch --config` to accept a Harbor user's job file as it
+is: `translate_harbor_job(data)` takes the parsed file and returns a `HarborJob`:
+
+- `settings`: a plain dict of what Helios can run:
+  `job_name`, `jobs_dir` (the output folder), `n_attempts`, `n_concurrent_trials`,
+  `timeout_multipliers` (`all`, `agent`, `verifier`, `agent_setup`, `environment_build`;
+  None where unset), `agents` (`name`, `model_name`, `kwargs`, `base_url`), `datasets`
+  (`path`), `tasks` (`path`), `artifacts` (a path, or `source` and `destination`),
+  `provider` (the sandbox, when Harbor's environment type is one Helios has) and `quiet`;
+- `unsupported`: one line per field the file sets that Helios does not run, to be shown
+  before anything runs. A field left at Harbor's default is not named.
+
+A value of the wrong type is an InputError naming the file and the field. Nothing is
+read from disk here but the file itself (`load_harbor_job`): paths stay as written,
+relative to where the job runs, as Harbor reads them.
+
+Harbor's field names and defaults are those of Harbor 0.25's `JobConfig` (PyPI `harbor`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from helios.errors import InputError
+
+#: Harbor's agent name -> the Helios agent that runs it (a name not here is kept as it is)
+AGENTS = {
+    "oracle": "oracle",
+    "nop": "nop",
+    "terminus": "tool",
+    "terminus-1": "tool",
+    "terminus-2": "tool",
+}
+#: Harbor's environment types Helios has a provider for (the same name)
+PROVIDERS = ("docker", "daytona")
+#: the multipliers' names in Harbor -> in `settings["timeout_multipliers"]`
+MULTIPLIERS = {
+    "timeout_multiplier": "all",
+    "agent_timeout_multiplier": "agent",
+    "verifier_timeout_multiplier": "verifier",
+    "agent_setup_timeout_multiplier": "agent_setup",
+    "environment_build_timeout_multiplier": "environment_build",
+}
+#: a top-level field Helios does not run -> its Harbor default (set to it, it is not named)
+_UNSUPPORTED_TOP: dict[str, Any] = {
+    "install_only": False,
+    "skip_credential_checks": False,
+    "debug": False,
+    "verifier": {},
+    "metrics": [],
+    "user_agent": None,
+    "extra_instruction_paths": [],
+    "extra_instructions": [],
+    "source_jobs": [],
+    "plugins": None,
+}
+#: Harbor's retry defaults: anything else is named
+_RETRY_DEFAULTS: dict[str, Any] = {"max_retries": 0}
+_AGENT_FIELDS = ("name", "model_name", "kwargs", "base_url")
+_DATASET_FIELDS = ("path",)
+_TASK_FIELDS = ("path", "source")
+#: environment fields at these values say nothing Helios would do otherwise
+_ENVIRONMENT_DEFAULTS: dict[str, Any] = {
+    "force_build": False,
+    "delete": True,
+    "stream": False,
+    "cpu_enforcement_policy": "auto",
+    "memory_enforcement_policy": "auto",
+    "suppress_override_warnings": False,
+}
+
+
+@dataclass
+class HarborJob:
+    """A Harbor job config as Helios settings, and the fields Helios leaves out."""
+
+    settings: dict[str, Any]
+    #: one line per field set that Helios does not run ("FILE: field X: …; ignored")
+    unsupported: list[str] = field(default_factory=list)
+
+
+def looks_like_harbor_job(data: object) -> bool:
+    """Whether a parsed job file is Harbor's (its own field names), not Helios's."""
+    if not isinstance(data, Mapping):
+        return False
+    harbor_only = {"n_concurrent_trials", "jobs_dir", "orchestrator", "datasets",
+                   "timeout_multiplier", "job_name"}  # fmt: skip
+    if harbor_only & set(data):
+        return True
+    agents = data.get("agents")
+    return isinstance(agents, list) and any(
+        isinstance(agent, Mapping) and "model_name" in agent for agent in agents
+    )
+
+
+def load_harbor_job(path: Path, *, known_agents: Collection[str] | None = None) -> HarborJob:
+    """The Harbor job config in `path` (.yaml, .yml or .json), translated."""
+    from helios.safe_json import JsonValueError, parse_json
+    from helios.safe_yaml import load_yaml
+
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InputError(f"cannot read it ({exc})", file=str(path)) from None
+    try:
+        data = parse_json(text) if path.suffix == ".json" else load_yaml(text)
+    except JsonValueError as exc:
+        raise InputError(str(exc), file=str(path)) from None
+    except Exception as exc:  # yaml.YAMLError and its bounds
+        raise InputError(f"not YAML ({' '.join(str(exc).split())})", file=str(path)) from None
+    return translate_harbor_job(data, source=str(path), known_agents=known_agents)
+
+
+def translate_harbor_job(
+    data: object, *, source: str = "job config", known_agents: Collection[str] | None = None
+) -> HarborJob:
+    """`data` (a parsed Harbor JobConfig) as Helios settings; `source` names the file in
+    every message. With `known_agents`, an agent Helios does not have is named too."""
+    return _Translation(source, known_agents).run(data)
+
+
+class _Translation:
+    def __init__(self, source: str, known_agents: Collection[str] | None) -> None:
+        self.source = source
+        self.known_agents = known_agents
+        self.unsupported: list[str] = []
+
+    # -- messages ---------------------------------------------------------------------
+    def error(self, where: str, message: str) -> InputError:
+        return InputError(message, file=self.source, field=where)
+
+    def leave_out(self, where: str, why: str) -> None:
+        self.unsupported.append(f"{self.source}: field {where}: {why}; ignored")
+
+    # -- typed reads --------------------------------------------------------------------
+    def mapping(self, value: object, where: str) -> Mapping[str, Any]:
+        if not isinstance(value, Mapping):
+            raise self.error(where, f"must be a mapping, not {type(value).__name__}")
+        for key in value:
+            if not isinstance(key, str):
+                raise self.error(where, f"has a key that is not text: {key!r}")
+        return value
+
+    def items(self, value: object, where: str) -> list[Any]:
+        if value is None:
+            return []
+        if not isinstance(value, list):
+            raise self.error(where, f"must be a list, not {type(value).__name__}")
+        return value
+
+    def text(self, value: object, where: str, *, optional: bool = True) -> str | None:
+        if value is None and optional:
+            return None
+        if not isinstance(value, str) or not value:
+            raise self.error(where, f"must be a non-empty string, not {value!r}")
+        return value
+
+    def integer(self, value: object, where: str, default: int) -> int:
+        if value is None:
+            return default
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise self.error(where, f"must be an integer >= 1, not {value!r}")
+        return value
+
+    def number(self, value: object, where: str) -> float | None:
+        if value is None:
+            return None
+        if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
+            raise self.error(where, f"must be a number > 0, not {value!r}")
+        return float(value)
+
+    # -- the job ------------------------------------------------------------------------
+    def run(self, data: object) -> HarborJob:
+        job = dict(self.mapping(data, "(top)"))
+        self._migrate_orchestrator(job)
+        settings: dict[str, Any] = {
+            "job_name": self.text(job.pop("job_name", None), "job_name"),
+            "jobs_dir": self.text(job.pop("jobs_dir", None), "jobs_dir"),
+            "n_attempts": self.integer(job.pop("n_attempts", None), "n_attempts", 1),
+            "n_concurrent_trials": self.integer(
+                job.pop("n_concurrent_trials", None), "n_concurrent_trials", 4
+            ),
+            "timeout_multipliers": {
+                name: self.number(job.pop(key, None), key) for key, name in MULTIPLIERS.items()
+            },
+            "quiet": bool(job.pop("quiet", False)),
+        }
+        if settings["timeout_multipliers"]["all"] is None:
+            settings["timeout_multipliers"]["all"] = 1.0
+        settings["provider"] = self._environment(job.pop("environment", None))
+        settings["agents"] = self._agents(job.pop("agents", None))
+        settings["datasets"] = self._datasets(job.pop("datasets", None))
+        settings["tasks"] = self._tasks(job.pop("tasks", None))
+        settings["artifacts"] = self._artifacts(job.pop("artifacts", None))
+        self._retry(job.pop("retry", None))
+        for key, value in job.items():
+            if key in _UNSUPPORTED_TOP:
+                if not _is_default(value, _UNSUPPORTED_TOP[key]):
+                    self.leave_out(key, "not supported by Helios")
+            else:
+                self.leave_out(key, "not a field of Harbor's JobConfig")
+        return HarborJob(settings=settings, unsupported=self.unsupported)
+
+    def _migrate_orchestrator(self, job: dict[str, Any]) -> None:
+        """Harbor's older `orchestrator:` block holds n_concurrent_trials, quiet, retry."""
+        if "orchestrator" not in job:
+            return
+        block = self.mapping(job.pop("orchestrator"), "orchestrator")
+        for key in ("n_concurrent_trials", "quiet", "retry"):
+            if key in block:
+                job.setdefault(key, block[key])
+        for key in block:
+            if key not in ("n_concurrent_trials", "quiet", "retry", "type", "kwargs"):
+                self.leave_out(f"orchestrator.{key}", "not supported by Helios")
+
+    def _retry(self, value: object) -> None:
+        if value is None:
+            return
+        retry = self.mapping(value, "retry")
+        if not _is_default(retry.get("max_retries", 0), 0):
+            self.leave_out(
+                "retry.max_retries",
+                "Helios reruns errored trials with `--resume RUN --retry-errors` instead",
+            )
+
+    def _environment(self, value: object) -> str | None:
+        if value is None:
+            return None
+        env = self.mapping(value, "environment")
+        kind = env.get("type")
+        provider: str | None = None
+        if kind is not None:
+            kind = self.text(kind, "environment.type")
+            if kind in PROVIDERS:
+                provider = kind
+            else:
+                self.leave_out(
+                    "environment.type",
+                    f"Helios has no {kind!r} sandbox (it has {', '.join(PROVIDERS)} and local)",
+                )
+        for key, item in env.items():
+            if key == "type":
+                continue
+            if not _is_default(item, _ENVIRONMENT_DEFAULTS.get(key, _NO_DEFAULT)):
+                self.leave_out(f"environment.{key}", "not supported by Helios")
+        return provider
+
+    def _agents(self, value: object) -> list[dict[str, Any]]:
+        listed = self.items(value, "agents") if value is not None else [{}]
+        agents: list[dict[str, Any]] = []
+        for index, item in enumerate(listed):
+            where = f"agents[{index}]"
+            agent = self.mapping(item, where)
+            name = self.text(agent.get("name"), f"{where}.name")
+            if name is None:
+                if agent.get("import_path") is not None:
+                    self.leave_out(
+                        f"{where}.import_path",
+                        "Helios runs its own agents and its plugins', not a Python import path",
+                    )
+                    continue
+                name = "oracle"  # Harbor's default agent
+            helios_name = AGENTS.get(name, name)
+            if self.known_agents is not None and helios_name not in self.known_agents:
+                self.leave_out(
+                    f"{where}.name",
+                    f"Helios has no agent {name!r} (it has {', '.join(sorted(self.known_agents))})",
+                )
+                continue
+            kwargs = agent.get("kwargs")
+            agents.append(
+                {
+                    "name": helios_name,
+                    "model_name": self.text(agent.get("model_name"), f"{where}.model_name"),
+                    "kwargs": dict(self.mapping(kwargs, f"{where}.kwargs")) if kwargs else {},
+                    "base_url": self.text(agent.get("base_url"), f"{where}.base_url"),
+                }
+            )
+            for key, item in agent.items():
+                if key not in _AGENT_FIELDS and key != "import_path" and not _is_default(item):
+                    self.leave_out(f"{where}.{key}", "not supported by Helios")
+        return agents
+
+    def _datasets(self, value: object) -> list[dict[str, Any]]:
+        datasets: list[dict[str, Any]] = []
+        for index, item in enumerate(self.items(value, "datasets")):
+            where = f"datasets[{index}]"
+            dataset = self.mapping(item, where)
+            path = self.text(dataset.get("path"), f"{where}.path")
+            if path is None:
+                named = dataset.get("name")
+                self.leave_out(
+                    where,
+                    f"the registry dataset {named!r}: Helios runs a "
+                    "dataset from a folder; give its `path`",
+                )
+                continue
+            datasets.append({"path": path})
+            for key, entry in dataset.items():
+                if key not in _DATASET_FIELDS and not _is_default(entry):
+                    self.leave_out(
+                        f"{where}.{key}",
+                        "not supported by Helios (it runs every task under the path)",
+                    )
+        return datasets
+
+    def _tasks(self, value: object) -> list[dict[str, Any]]:
+        tasks: list[dict[str, Any]] = []
+        for index, item in enumerate(self.items(value, "tasks")):
+            where = f"tasks[{index}]"
+            task = self.mapping(item, where)
+            path = self.text(task.get("path"), f"{where}.path")
+            if path is None or task.get("git_url") is not None:
+                what = task.get("git_url") or task.get("name")
+                self.leave_out(
+                    where,
+                    f"the task {what!r} from git or a registry: Helios "
+                    "runs a task from a folder; give its `path`",
+                )
+                continue
+            tasks.append({"path": path})
+            for key, entry in task.items():
+                if key not in _TASK_FIELDS and not _is_default(entry):
+                    self.leave_out(f"{where}.{key}", "not supported by Helios")
+        return tasks
+
+    def _artifacts(self, value: object) -> list[str | dict[str, str]]:
+        artifacts: list[str | dict[str, str]] = []
+        for index, item in enumerate(self.items(value, "artifacts")):
+            where = f"artifacts[{index}]"
+            if isinstance(item, str):
+                artifacts.append(self.text(item, where) or "")
+                continue
+            entry = self.mapping(item, where)
+            source = self.text(entry.get("source"), f"{where}.source", optional=False)
+            destination = self.text(entry.get("destination"), f"{where}.destination")
+            assert source is not None
+            artifacts.append(
+                {"source": source}
+                if destination is None
+                else {"source": source, "destination": destination}
+            )
+            for key, part in entry.items():
+                if key not in ("source", "destination") and not _is_default(part):
+                    self.leave_out(f"{where}.{key}", "not supported by Helios")
+        return artifacts
+
+
+_NO_DEFAULT = object()
+
+
+def _is_default(value: object, default: object = _NO_DEFAULT) -> bool:
+    """Whether `value` says nothing beyond Harbor's default: unset (None), the default
+    when one is given, else an empty value (False, "", an empty list or mapping)."""
+    if value is None or value == default:
+        return True
+    if default is not _NO_DEFAULT:
+        return False
+    return value is False or value == "" or value == [] or value == {}
