@@ -106,8 +106,9 @@ def rerun_command(
     ] = None,
     debug: DebugOpt = False,
 ) -> None:
-    """Run a task run again, in a new folder, with the settings it saved; first name
-    each task, image or Helios version that is no longer the same."""
+    """Run a task run again, in a new folder, with the settings it saved.
+
+    First it names each task, image or Helios version that is no longer the same."""
     from helios.cli.batch import _execute, _settings
     from helios.cli.common import handle_errors
     from helios.cli.resume import refuse_recorded_endpoints, resume_settings, resumed_options
