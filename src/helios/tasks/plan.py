@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -122,9 +123,22 @@ def _undecodable_file(task_dir: Path) -> Path | None:
     return None
 
 
-def trial_folder(index: int, task: Task, attempt: int, n_attempts: int) -> str:
-    base = f"{index + 1:03d}_{task.name}"
+def trial_folder(index: int, task: Task, attempt: int, n_attempts: int, suffix: str = "") -> str:
+    base = f"{index + 1:03d}_{task.name}{suffix}"
     return f"{base}/attempt_{attempt:03d}" if n_attempts > 1 else base
+
+
+def folder_labels(names: Sequence[str]) -> dict[str, str]:
+    """A short label per name for folder names: a model id's last part
+    ('openai/gpt-4o' → 'gpt-4o'), its whole id when two last parts clash; any
+    character but letters, digits, '.', '_' and '-' becomes '-'."""
+
+    def clean(text: str) -> str:
+        return re.sub(r"[^A-Za-z0-9._-]+", "-", text).strip("-.") or "x"
+
+    short = {name: clean(name.rsplit("/", 1)[-1]) for name in names}
+    clashes = {label for label in short.values() if list(short.values()).count(label) > 1}
+    return {name: clean(name) if short[name] in clashes else short[name] for name in names}
 
 
 def build_specs(
@@ -137,11 +151,17 @@ def build_specs(
     provider: str,
     result_settings: dict[str, Any] | None = None,
     watch: ViewMode | None = None,
+    keep_model: bool = False,
+    suffix: str = "",
 ) -> list[TrialSpec]:
-    """Attempts interleaved across tasks: task1#1, task2#1, …, task1#2, …"""
+    """Attempts interleaved across tasks: task1#1, task2#1, …, task1#2, …
+
+    `keep_model`: the trials name the model even when the agent uses none (a run over
+    several models: its trials are told apart). `suffix` ends each folder's name and
+    label (the model and agent of a run over several)."""
     prototype = create_agent(agent, **agent_settings)
     identity = prototype.identity()
-    model = model if prototype.uses_model else None
+    model = model if prototype.uses_model or keep_model else None
     settings = {"provider": provider, **(result_settings or {})}
     specs: list[TrialSpec] = []
     for attempt in range(1, n_attempts + 1):
@@ -163,8 +183,8 @@ def build_specs(
                     agent_settings=agent_settings,
                     model=model,
                     provider=provider,
-                    folder=trial_folder(index, task, attempt, n_attempts),
-                    label=task.name + (f" #{attempt}" if n_attempts > 1 else ""),
+                    folder=trial_folder(index, task, attempt, n_attempts, suffix),
+                    label=task.name + suffix + (f" #{attempt}" if n_attempts > 1 else ""),
                     watch=watch,
                 )
             )

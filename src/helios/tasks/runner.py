@@ -34,13 +34,14 @@ from helios.environments.registry import sandbox_provider
 from helios.errors import InputError
 from helios.models.pricing import unknown_reason
 from helios.models.routing import DEFAULT_MODEL
-from helios.models.services import ModelServices
+from helios.models.services import ModelOptions, ModelServices
 from helios.secrets import public_url
 from helios.tasks.door import TaskDoor
 from helios.tasks.plan import (
     LoadedTasks,
     build_specs,
     dedupe_folders,
+    folder_labels,
     load_tasks,
     resolve_task_dirs,
 )
@@ -104,9 +105,13 @@ class ParallelRunner:
         # settings are checked before any work.
         self._agent = choose_agent(settings.agent, settings.models.model)
         create_agent(self._agent, **settings.agent_settings)
-        self.uses_model = agent_class(self._agent).uses_model
+        for other in settings.other_agents:
+            create_agent(choose_agent(other.name, settings.models.model), **other.settings)
+        self.uses_model = agent_class(self._agent).uses_model or any(
+            agent_class(other.name).uses_model for other in settings.other_agents
+        )
         self.provider_class = sandbox_provider(settings.provider)  # a bad name fails first
-        if self.uses_model and settings.models.model is None:
+        if (self.uses_model or settings.models.others) and settings.models.model is None:
             settings.models.model = DEFAULT_MODEL
         self.model = settings.models.model
         self.console = console or default_console()
@@ -133,6 +138,12 @@ class ParallelRunner:
     def provider(self) -> str:
         return self.settings.provider
 
+    @property
+    def _combinations(self) -> int:
+        """Models × agents: the trials of one task and attempt."""
+        s = self.settings
+        return len(s.models.every()) * (1 + len(s.other_agents))
+
     # -- planning ------------------------------------------------------------
     def _plan(self) -> list[TrialSpec]:
         s = self.settings
@@ -154,30 +165,61 @@ class ParallelRunner:
         return self._specs(loaded.tasks)
 
     def _specs(self, tasks: list[Task]) -> list[TrialSpec]:
-        """The trials, each with its task's agent: when none is named, a task with a
-        desktop gets the computer agent (same order and folders either way)."""
+        """The trials: every model × every agent × task × attempt, attempts
+        interleaved across tasks. Each combination's folders end in its model's and
+        agent's labels when the run has more than one of them."""
         s = self.settings
-        generation = s.models.generation
+        models = s.models.every()
+        agents = [(s.agent, s.agent_settings), *((a.name, a.settings) for a in s.other_agents)]
+        model_labels = folder_labels([m.model or "" for m in models])
+        agent_labels = folder_labels([str(a) for a, _ in agents])
+        combos: list[list[TrialSpec]] = []
+        names: list[str] = []
+        for options in models:
+            for agent, agent_settings in agents:
+                suffix = (f"__{model_labels[options.model or '']}" if len(models) > 1 else "") + (
+                    f"__{agent_labels[str(agent)]}" if len(agents) > 1 else ""
+                )
+                specs, chosen = self._combo_specs(tasks, options, agent, agent_settings, suffix)
+                combos.append(specs)
+                names.extend(chosen)
+        # what the summary and the header name: the agent, or each of them
+        self._agent = ", ".join(dict.fromkeys(names))
+        n = len(tasks)
+        return [specs[a * n + i] for a in range(s.n_attempts) for specs in combos for i in range(n)]
+
+    def _combo_specs(
+        self, tasks: list[Task], options: ModelOptions, agent: str | None,
+        agent_settings: dict[str, Any], suffix: str,
+    ) -> tuple[list[TrialSpec], list[str]]:  # fmt: skip
+        """One model's and agent's trials, each task with its agent: when none is
+        named, a task with a desktop gets the computer agent (same order and folders
+        either way)."""
+        s = self.settings
+        several = bool(s.models.others)
         agents = [
-            choose_agent(s.agent, s.models.model, desktop=task.config.desktop is not None)
+            choose_agent(agent, options.model, desktop=task.config.desktop is not None)
             for task in tasks
         ]
         by_agent = {
-            agent: build_specs(
+            name: build_specs(
                 tasks,
                 n_attempts=s.n_attempts,
-                agent=agent,
-                agent_settings=s.agent_settings,
-                model=self.model,
+                agent=name,
+                agent_settings=agent_settings,
+                model=options.model,
                 provider=s.provider,
-                result_settings={"generation": generation.identity()} if self.uses_model else {},
+                result_settings={"generation": options.generation.identity()}
+                if self.uses_model
+                else {},
                 watch=s.watch,
+                keep_model=several,
+                suffix=suffix,
             )
-            for agent in dict.fromkeys(agents)
+            for name in dict.fromkeys(agents)
         }
-        # what the summary and the header name: the agent, or each of them
-        self._agent = ", ".join(by_agent)
-        return [by_agent[agents[i % len(tasks)]][i] for i in range(len(tasks) * s.n_attempts)]
+        specs = [by_agent[agents[i % len(tasks)]][i] for i in range(len(tasks) * s.n_attempts)]
+        return specs, list(by_agent)
 
     def _report_loading(self, loaded: LoadedTasks) -> None:
         """One line per invalid or unsupported task, one for unknown keys."""
@@ -202,7 +244,21 @@ class ParallelRunner:
         }  # fmt: skip
         if self.uses_model:
             identity["generation"] = s.models.generation.identity()
+        # a run over several models or agents: each of them (a run of one keeps the
+        # identity it always had, so its resumes still match)
+        if s.models.others:
+            identity["models"] = [
+                {"model": m.model, "generation": m.generation.identity()} for m in s.models.every()
+            ]
+        if s.other_agents:
+            identity["agents"] = self._agents_recorded()
         return json.loads(json.dumps(identity, default=str))  # type: ignore[no-any-return]
+
+    def _agents_recorded(self) -> list[dict[str, Any]]:
+        s = self.settings
+        return [{"name": s.agent, "settings": s.agent_settings}] + [
+            {"name": a.name, "settings": a.settings} for a in s.other_agents
+        ]
 
     def _config(self) -> RunConfig:
         s = self.settings
@@ -237,6 +293,9 @@ class ParallelRunner:
             # a run on a Ray cluster is resumed on it (a local one records nothing here)
             **({"executor": s.executor, "ray_address": s.ray_address}
                if s.executor == "ray" else {}),
+            **({"models": [_model_recorded(m) for m in s.models.every()]}
+               if s.models.others else {}),
+            **({"agents": self._agents_recorded()} if s.other_agents else {}),
         }  # fmt: skip
 
     # -- running -------------------------------------------------------------
@@ -322,7 +381,8 @@ class ParallelRunner:
         return {"Endpoint": public_url(url) if url else "the provider's default"}
 
     def _agent_line(self) -> str:
-        return self.agent + (f" · {self.model}" if self.model else "")
+        models = ", ".join(str(m.model) for m in self.settings.models.every()) if self.model else ""
+        return self.agent + (f" · {models}" if models else "")
 
     def _finish(
         self,
@@ -339,9 +399,12 @@ class ParallelRunner:
             unsupported=self.unsupported,
             unknown_keys=self.unknown_keys,
             output_dir=store.run_dir,
-            model=self.model,
+            model=", ".join(str(m.model) for m in self.settings.models.every())
+            if self.model
+            else None,
             agent=self.agent,
             planned=planned,
+            combinations=self._combinations,
             interrupted=outcome.interrupted,
             aborted=self.aborted,
             stopped_usage=_stopped_usage(self.services, outcome.recorded)
@@ -389,14 +452,14 @@ class ParallelRunner:
                                                                             store)))  # fmt: skip
             return
         rows = {
-            "Tasks": f"{n_trials // s.n_attempts} found"
+            "Tasks": f"{n_trials // (s.n_attempts * self._combinations)} found"
             + (f", {len(self.invalid)} invalid" if self.invalid else "")
             + (f", {len(self.unsupported)} unsupported" if self.unsupported else ""),
             "Attempts": str(s.n_attempts),
             "Trials": f"{n_trials}"
             + (f" ({n_trials - n_pending} already done)" if n_pending < n_trials else ""),
             "Concurrency": str(s.n_concurrent),
-            "Agent": self.agent + (f" · {self.model}" if self.model else ""),
+            "Agent": self._agent_line(),
             **self._endpoint_row(),
             "Environment": s.provider,
             "Output": str(store.run_dir),
@@ -426,6 +489,16 @@ class AgentRunner:
 
     async def run(self) -> BatchResult:
         return await self._runner.run()
+
+
+def _model_recorded(options: ModelOptions) -> dict[str, Any]:
+    """One model of a run over several, as run.json keeps it (no key; its endpoint
+    without secrets: a resume takes it only from the job file or the flag again)."""
+    return {
+        "model": options.model,
+        "base_url": public_url(options.base_url) if options.base_url else None,
+        "generation": options.generation.identity(),
+    }
 
 
 def _as_list(paths: Sequence[str | Path] | str | Path) -> list[str | Path]:

@@ -11,6 +11,14 @@ from helios.errors import ConfigError
 from helios.models.services import ModelOptions
 
 
+@dataclass(frozen=True)
+class AgentChoice:
+    """One more agent of a run over several (`TaskBatchSettings.other_agents`)."""
+
+    name: str
+    settings: dict[str, Any] = field(default_factory=dict)
+
+
 @dataclass
 class TaskBatchSettings:
     n_concurrent: int = 2
@@ -49,6 +57,9 @@ class TaskBatchSettings:
     #: "batch": the live line and the results panel; "trial": one trial's phases, tool
     #: calls and rewards as lines (`helios run`, `AgentRunner`)
     view: Literal["batch", "trial"] = "batch"
+    #: a run over several agents (a job file's `agents`, `-a a,b`): the others, beside
+    #: `agent` and `agent_settings`; the run is every model × every agent
+    other_agents: list[AgentChoice] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         if self.n_concurrent < 1 or self.n_attempts < 1:
