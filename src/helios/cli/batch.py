@@ -261,8 +261,12 @@ def _several(
     def flag(name: str) -> bool:
         return given(ctx, name)
 
+    def named(name: str) -> bool:  # on the command line or in the job file
+        listed = {"model": job.models, "agent": job.agents} if job is not None else {}
+        return flag(name) or bool(listed.get(name))
+
     if run is not None and settings.resume is not None:
-        resume_several(ctx, settings, run, settings.resume / RUN_FILE)
+        resume_several(settings, run, settings.resume / RUN_FILE, named)
     if job is not None and config is not None:
         settings = apply_job(settings, job, flag, config)
     return several(settings, flag)

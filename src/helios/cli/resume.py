@@ -16,7 +16,7 @@ folder's author wrote, and the driver would unpickle whatever their cluster send
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -144,29 +144,37 @@ def resume_settings(
 
 
 def resume_several(
-    ctx: typer.Context, settings: TaskBatchSettings, run: Mapping[str, Any], where: Path
-) -> None:
+    settings: TaskBatchSettings, run: Mapping[str, Any], where: Path,
+    given: Callable[[str], bool],
+) -> None:  # fmt: skip
     """A run over several models or agents: each of them as run.json records it,
-    unless -m or -a names others. A recorded model's endpoint is never taken from
-    the folder: --base-url given again sets every model's (or --config names them)."""
+    unless `given` says the user named others (-m, -a, a job file's). A recorded
+    model's endpoint is never taken from the folder: --base-url given again sets
+    every model's (or the job file names them)."""
     models = run.get("models")
-    if models and not given(ctx, "model"):
-        every = [_recorded_model(settings.models, m, i, ctx, where) for i, m in enumerate(models)]
+    if models and not given("model"):
+        urls = run.get("model_base_urls")
+        urls = urls if isinstance(urls, list) else []
+        every = [
+            _recorded_model(settings.models, m, urls[i] if i < len(urls) else None, i, given, where)
+            for i, m in enumerate(models)
+        ]
         settings.models = replace(every[0], others=every[1:])
     agents = run.get("agents")
-    if agents and not given(ctx, "agent"):
+    if agents and not given("agent"):
         chosen = [_recorded_agent(a, i, where) for i, a in enumerate(agents)]
         settings.agent, settings.agent_settings = chosen[0].name, chosen[0].settings
         settings.other_agents = chosen[1:]
 
 
 def _recorded_model(
-    flags: ModelOptions, entry: Any, index: int, ctx: typer.Context, where: Path
-) -> ModelOptions:
+    flags: ModelOptions, entry: Any, url: Any, index: int, given: Callable[[str], bool],
+    where: Path,
+) -> ModelOptions:  # fmt: skip
     field = f"models[{index}]"
     if not isinstance(entry, dict) or not isinstance(entry.get("model"), str):
-        raise InputError("expected {model, base_url, generation}", file=str(where), field=field)
-    if entry.get("base_url") and not given(ctx, "base_url"):
+        raise InputError("expected {model, generation}", file=str(where), field=field)
+    if url and not given("base_url"):
         raise InputError(
             f"this run's model {entry['model']} was started with its own endpoint; a run "
             "folder does not choose where your key goes: resume with --config JOB_FILE "
@@ -176,7 +184,7 @@ def _recorded_model(
     return replace(
         flags, model=entry["model"], others=[],
         generation=GenerationConfig.from_identity(generation)
-        if isinstance(generation, dict) and not any(given(ctx, n) for n in GENERATION_OPTIONS)
+        if isinstance(generation, dict) and not any(given(n) for n in GENERATION_OPTIONS)
         else flags.generation,
     )  # fmt: skip
 

@@ -130,16 +130,16 @@ class JobConfig(_Generation):
                 data[name] = _entries(data[name], key)
         return data
 
-    @model_validator(mode="after")
-    def _distinct(self) -> JobConfig:
+    @field_validator("models", "agents")
+    @classmethod
+    def _distinct(cls, entries: list[JobModel] | list[JobAgent]) -> Any:
         # a trial records its model and agent by name: two of one name could not be
         # told apart in the results
-        for name, values in (("models", [m.model for m in self.models]),
-                             ("agents", [a.name for a in self.agents])):  # fmt: skip
-            twice = sorted({v for v in values if values.count(v) > 1})
-            if twice:
-                raise ValueError(f"{name}: {', '.join(twice)} listed twice")
-        return self
+        names = [e.model if isinstance(e, JobModel) else e.name for e in entries]
+        twice = sorted({name for name in names if names.count(name) > 1})
+        if twice:
+            raise ValueError(f"{', '.join(twice)} listed twice")
+        return entries
 
     def resolved(self, folder: Path) -> JobConfig:
         """The job with its relative paths made relative to `folder` (its file's)."""

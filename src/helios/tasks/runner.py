@@ -293,9 +293,11 @@ class ParallelRunner:
             # a run on a Ray cluster is resumed on it (a local one records nothing here)
             **({"executor": s.executor, "ray_address": s.ray_address}
                if s.executor == "ray" else {}),
-            **({"models": [_model_recorded(m) for m in s.models.every()]}
+            # a run over several models: each one's endpoint (its model and generation
+            # are in the identity's "models")
+            **({"model_base_urls": [public_url(m.base_url) if m.base_url else None
+                                    for m in s.models.every()]}
                if s.models.others else {}),
-            **({"agents": self._agents_recorded()} if s.other_agents else {}),
         }  # fmt: skip
 
     # -- running -------------------------------------------------------------
@@ -489,16 +491,6 @@ class AgentRunner:
 
     async def run(self) -> BatchResult:
         return await self._runner.run()
-
-
-def _model_recorded(options: ModelOptions) -> dict[str, Any]:
-    """One model of a run over several, as run.json keeps it (no key; its endpoint
-    without secrets: a resume takes it only from the job file or the flag again)."""
-    return {
-        "model": options.model,
-        "base_url": public_url(options.base_url) if options.base_url else None,
-        "generation": options.generation.identity(),
-    }
 
 
 def _as_list(paths: Sequence[str | Path] | str | Path) -> list[str | Path]:
