@@ -161,8 +161,8 @@ GOOD = "tasks: [t]\nmodels: [openai/gpt-4.1-mini]\n"
     ],
     ids=["unknown-field", "wrong-type", "nested-type", "broken-yaml", "twice",
          "key-not-name", "toml-range", "broken-toml", "json-type", "broken-json", "suffix",
-         "missing"],  # fmt: skip
-)
+         "missing"],
+)  # fmt: skip
 def test_a_bad_job_file_is_one_line_naming_the_file_and_field(
     tmp_path: Path, name: str, text: str | None, where: str
 ) -> None:
@@ -195,8 +195,8 @@ def test_a_single_model_job_keeps_the_trial_ids_of_before(
     _, beta = servers
     task = tmp_path / "tasks" / "echo"
     (task / "tests").mkdir(parents=True)
-    (task / "task.toml").write_text('version = "1.0"\n[agent]\ntimeout_sec = 60.0\n'
-                                    '[environment]\ndocker_image = "debian:bookworm-slim"\n')  # fmt: skip
+    toml = '[agent]\ntimeout_sec = 60.0\n[environment]\ndocker_image = "debian:bookworm-slim"\n'
+    (task / "task.toml").write_text('version = "1.0"\n' + toml)
     (task / "instruction.md").write_text("Write hi to /app/hi.txt\n")
     (task / "tests" / "test.sh").write_text("#!/bin/sh\necho 1 > /logs/verifier/reward.txt\n")
     (tmp_path / "job.json").write_text(json.dumps({
