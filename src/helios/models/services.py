@@ -88,6 +88,7 @@ class ModelServices:
         """Make `services` the run's model `name`: trials that name it get it from
         `for_model`, and its calls count in these services' totals."""
         services._owner = self
+        services.name = name
         self.others[name] = services
         if not services.priced and self.totals.calls == 0:
             self.totals.mark_cost_unknown(unknown_reason(services.spec.qualified))

@@ -88,9 +88,11 @@ def pass_at_k_panel(batch: BatchResult) -> Panel:
     for key, value in batch.pass_at_k_table.items():
         suffix = ""
         if key == f"pass@{k_max}":
-            # pass@n with n attempts is the share of tasks with any passing attempt
-            tasks_any = round(value * batch.n_unique_tasks)
-            suffix = f" ({tasks_any}/{batch.n_unique_tasks} tasks)"
+            # pass@n with n attempts is the share of tasks with any passing attempt (with
+            # several models or agents: of the tasks with each of them)
+            groups = batch.n_unique_tasks * batch.combinations
+            what = "tasks" if batch.combinations == 1 else "task × model × agent"
+            suffix = f" ({round(value * groups)}/{groups} {what})"
         lines.append(f"{key}: {percent(value)}{suffix}")
     lines.append(f"Raw: {batch.passed}/{batch.total_trials} ({percent(batch.raw_pass_rate)})")
     return Panel("\n".join(lines), title="pass@k", expand=False, border_style="cyan")
@@ -111,6 +113,8 @@ def failed_panel(batch: BatchResult, limit: int = MAX_FAILED_SHOWN) -> Panel | N
     table.add_column(overflow="fold")
     for result in failed[:limit]:
         attempt = f" #{result.attempt}" if batch.n_attempts > 1 else ""
+        if batch.combinations > 1:  # which model and agent
+            attempt += f" ({result.model or 'no model'} · {result.agent})"
         mark = "[red]✗[/]" if result.status != "error" else "[red]![/]"
         table.add_row(
             Text.from_markup(mark) + plain(f" {result.name}{attempt}"),

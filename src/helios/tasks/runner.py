@@ -379,8 +379,15 @@ class ParallelRunner:
         folder or a <PROVIDER>_BASE_URL may have chosen it (never a key in it)."""
         if self.services is None or not self.model:
             return {}
-        url = self.services.spec.base_url
-        return {"Endpoint": public_url(url) if url else "the provider's default"}
+        every = [self.services, *self.services.others.values()]
+
+        def endpoint(services: ModelServices) -> str:
+            url = services.spec.base_url
+            return public_url(url) if url else "the provider's default"
+
+        if len(every) == 1:
+            return {"Endpoint": endpoint(self.services)}
+        return {"Endpoints": " · ".join(f"{s.name}: {endpoint(s)}" for s in every)}
 
     def _agent_line(self) -> str:
         models = ", ".join(str(m.model) for m in self.settings.models.every()) if self.model else ""
