@@ -210,3 +210,35 @@ def test_a_single_model_job_keeps_the_trial_ids_of_before(
     records = _records(run_dir)
     assert {r["trial_id"] for r in records} == SINGLE_MODEL_IDS
     assert {r["folder"] for r in records} == {"001_echo/attempt_001", "001_echo/attempt_002"}
+
+
+def test_each_model_has_its_own_endpoint_and_limiter_and_one_total_counts_them(
+    servers: tuple[MockLLMServer, MockLLMServer],
+) -> None:
+    """The model services of a run over several models, here and in a worker's copy:
+    a trial's model answers from its own endpoint; every call counts in one total."""
+    import asyncio
+
+    from helios.models.base import Message
+    from helios.models.services import ModelOptions
+
+    alpha, beta = servers
+    options = ModelOptions(model=ALPHA, base_url=alpha.openai_base_url, api_key="k", others=[
+        ModelOptions(model=BETA, base_url=beta.openai_base_url, api_key="k"),
+    ])  # fmt: skip
+    parent = options.open()
+    for services in (parent, parent.detached()):
+        heard: list[int] = []
+        services.on_call = lambda s=services, h=heard: h.append(s.totals.calls)
+        mine = services.for_model(BETA)
+        assert mine is not services and mine.spec.base_url == beta.openai_base_url
+        assert services.for_model(ALPHA) is services and services.for_model(None) is services
+        assert mine.limiter is not services.limiter
+        before = int(beta.stats["requests"])
+        asyncio.run(mine.generate([Message("user", "hi")], []))
+        asyncio.run(services.close())
+        assert int(beta.stats["requests"]) == before + 1
+        assert services.totals.calls == 1 and heard == [1]
+        assert services.totals.cost_usd is None  # no price for either model
+    with pytest.raises(Exception, match="no model 'openai-compatible/gamma' in this run"):
+        parent.for_model("openai-compatible/gamma")
