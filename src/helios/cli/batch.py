@@ -198,7 +198,7 @@ def batch_command(
     executor: ExecutorOpt = "local",
     ray_address: RayAddressOpt = None,
 ) -> None:
-    """Run every task under TASKS_DIR (or a job file's), k attempts each, n at a time."""
+    """Run every task under TASKS_DIR, k attempts each, n at a time."""
     from helios.cli.common import fail, handle_errors
     from helios.cli.resume import given, resume_settings, resumed_options
 
