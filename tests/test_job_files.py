@@ -242,3 +242,25 @@ def test_each_model_has_its_own_endpoint_and_limiter_and_one_total_counts_them(
         assert services.totals.cost_usd is None  # no price for either model
     with pytest.raises(Exception, match="no model 'openai-compatible/gamma' in this run"):
         parent.for_model("openai-compatible/gamma")
+
+
+@pytest.mark.parametrize(
+    ("recorded", "line"),
+    [
+        ({"models": "a,b"}, "[models]: expected list, got str"),
+        ({"models": [{"model": 3}]}, "[models[0]]: expected {model, generation}"),
+        ({"agents": [{"name": "tool", "settings": []}]}, "[agents[0]]: expected {name, settings}"),
+        ({"models": [{"model": "a"}, {"model": "b"}], "model_base_urls": ["http://e.test", None]},
+         "[models[0]]: this run's model a was started with its own endpoint"),
+    ],
+    ids=["models-type", "model-entry", "agent-entry", "endpoint"],
+)  # fmt: skip
+def test_a_hostile_run_over_several_models_is_one_line(
+    tmp_path: Path, recorded: dict[str, object], line: str
+) -> None:
+    run_dir = tmp_path / "r"
+    run_dir.mkdir()
+    (run_dir / "run.json").write_text(json.dumps({"kind": "batch", **recorded}))
+    done = helios_inprocess("batch", "--resume", str(run_dir), cwd=tmp_path, env=ENV)
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert f"{run_dir / 'run.json'} {line}" in done.stderr, done.stderr
