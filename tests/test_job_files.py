@@ -264,3 +264,17 @@ def test_a_hostile_run_over_several_models_is_one_line(
     done = helios_inprocess("batch", "--resume", str(run_dir), cwd=tmp_path, env=ENV)
     assert done.returncode == 2, done.stdout + done.stderr
     assert f"{run_dir / 'run.json'} {line}" in done.stderr, done.stderr
+
+
+def test_each_task_source_may_have_its_own_pattern(need_bwrap: None, tmp_path: Path) -> None:
+    for name in ("hello-file", "csv-report", "word-count"):
+        shutil.copytree(EXAMPLES / name, tmp_path / "tasks" / name)
+    (tmp_path / "job.yaml").write_text(
+        "tasks:\n  - {path: tasks, pattern: 'hello-*/task.toml'}\n"
+        "  - {path: tasks, pattern: 'word-*/task.toml'}\n"
+        "agents: [oracle]\nprovider: local\noutput: out\npattern: 'csv-*/task.toml'\n"
+    )
+    done = helios_inprocess("batch", "-c", "job.yaml", "-q", cwd=tmp_path, env=ENV)
+    assert done.returncode == 0, done.stdout + done.stderr
+    (run_dir,) = (tmp_path / "out").iterdir()
+    assert sorted(r["task_name"] for r in _records(run_dir)) == ["hello-file", "word-count"]

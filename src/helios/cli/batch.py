@@ -231,6 +231,8 @@ def batch_command(
             tasks = _job_tasks(job, settings.pattern)
         except Exception as exc:
             handle_errors(exc, options.debug)
+        if any(source.pattern for source in job.tasks):
+            settings.pattern = "**/task.toml"  # the task folders found: each is itself
     else:
         tasks = _recorded_tasks(run, "TASKS_DIR (or a job file's tasks)")
     _execute(tasks, settings, fail_under, options.debug)
