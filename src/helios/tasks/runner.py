@@ -105,6 +105,8 @@ class ParallelRunner:
         # settings are checked before any work.
         self._agent = choose_agent(settings.agent, settings.models.model)
         create_agent(self._agent, **settings.agent_settings)
+        if settings.other_agents and settings.agent is None:
+            settings.agent = self._agent  # several agents: each named (and recorded)
         for other in settings.other_agents:
             create_agent(choose_agent(other.name, settings.models.model), **other.settings)
         self.uses_model = agent_class(self._agent).uses_model or any(
