@@ -9,12 +9,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from helios.agents.registry import create_agent
+from helios.agents.registry import choose_agent, create_agent
 from helios.environments.base import Environment
 from helios.environments.desktop.vnc import ViewMode
 from helios.errors import ConfigError, HeliosError, TaskFormatError
 from helios.identity import trial_id
+from helios.models.services import ModelOptions
 from helios.tasks.features import unsupported
+from helios.tasks.settings import TaskBatchSettings
 from helios.tasks.summary import InvalidTask, UnsupportedTask
 from helios.tasks.task import Task, discover_tasks, load_task
 from helios.tasks.trial import TrialSpec
@@ -209,3 +211,60 @@ def dedupe_folders(specs: list[TrialSpec], taken: dict[str, str]) -> list[TrialS
         taken[folder] = spec.trial_id
         result.append(TrialSpec(**{**spec.__dict__, "folder": folder}))
     return result
+
+
+def product_specs(
+    tasks: list[Task], settings: TaskBatchSettings, *, uses_model: bool
+) -> tuple[list[TrialSpec], list[str]]:
+    """The trials of a batch: every model × every agent × task × attempt, attempts
+    interleaved across tasks; and the agents they run. Each combination's folders end
+    in its model's and agent's labels when the run has more than one of them."""
+    s = settings
+    models = s.models.every()
+    agents = [(s.agent, s.agent_settings), *((a.name, a.settings) for a in s.other_agents)]
+    model_labels = folder_labels([m.model or "" for m in models])
+    agent_labels = folder_labels([str(a) for a, _ in agents])
+    combos: list[list[TrialSpec]] = []
+    names: list[str] = []
+    for options in models:
+        for agent, agent_settings in agents:
+            suffix = (f"__{model_labels[options.model or '']}" if len(models) > 1 else "") + (
+                f"__{agent_labels[str(agent)]}" if len(agents) > 1 else ""
+            )
+            specs, chosen = _combination_specs(
+                tasks, s, options, agent, agent_settings, suffix, uses_model=uses_model
+            )
+            combos.append(specs)
+            names.extend(chosen)
+    n = len(tasks)
+    ordered = [specs[a * n + i] for a in range(s.n_attempts) for specs in combos for i in range(n)]
+    return ordered, list(dict.fromkeys(names))
+
+
+def _combination_specs(
+    tasks: list[Task], s: TaskBatchSettings, options: ModelOptions, agent: str | None,
+    agent_settings: dict[str, Any], suffix: str, *, uses_model: bool,
+) -> tuple[list[TrialSpec], list[str]]:  # fmt: skip
+    """One model's and agent's trials, each task with its agent: when none is named,
+    a task with a desktop gets the computer agent (same order and folders either way)."""
+    agents = [
+        choose_agent(agent, options.model, desktop=task.config.desktop is not None)
+        for task in tasks
+    ]
+    by_agent = {
+        name: build_specs(
+            tasks,
+            n_attempts=s.n_attempts,
+            agent=name,
+            agent_settings=agent_settings,
+            model=options.model,
+            provider=s.provider,
+            result_settings={"generation": options.generation.identity()} if uses_model else {},
+            watch=s.watch,
+            keep_model=bool(s.models.others),
+            suffix=suffix,
+        )
+        for name in dict.fromkeys(agents)
+    }
+    specs = [by_agent[agents[i % len(tasks)]][i] for i in range(len(tasks) * s.n_attempts)]
+    return specs, list(by_agent)

@@ -34,15 +34,14 @@ from helios.environments.registry import sandbox_provider
 from helios.errors import InputError
 from helios.models.pricing import unknown_reason
 from helios.models.routing import DEFAULT_MODEL
-from helios.models.services import ModelOptions, ModelServices
+from helios.models.services import ModelServices
 from helios.secrets import public_url
 from helios.tasks.door import TaskDoor
 from helios.tasks.plan import (
     LoadedTasks,
-    build_specs,
     dedupe_folders,
-    folder_labels,
     load_tasks,
+    product_specs,
     resolve_task_dirs,
 )
 from helios.tasks.report import final_panels, pass_at_k_panel
@@ -167,61 +166,9 @@ class ParallelRunner:
         return self._specs(loaded.tasks)
 
     def _specs(self, tasks: list[Task]) -> list[TrialSpec]:
-        """The trials: every model × every agent × task × attempt, attempts
-        interleaved across tasks. Each combination's folders end in its model's and
-        agent's labels when the run has more than one of them."""
-        s = self.settings
-        models = s.models.every()
-        agents = [(s.agent, s.agent_settings), *((a.name, a.settings) for a in s.other_agents)]
-        model_labels = folder_labels([m.model or "" for m in models])
-        agent_labels = folder_labels([str(a) for a, _ in agents])
-        combos: list[list[TrialSpec]] = []
-        names: list[str] = []
-        for options in models:
-            for agent, agent_settings in agents:
-                suffix = (f"__{model_labels[options.model or '']}" if len(models) > 1 else "") + (
-                    f"__{agent_labels[str(agent)]}" if len(agents) > 1 else ""
-                )
-                specs, chosen = self._combo_specs(tasks, options, agent, agent_settings, suffix)
-                combos.append(specs)
-                names.extend(chosen)
-        # what the summary and the header name: the agent, or each of them
-        self._agent = ", ".join(dict.fromkeys(names))
-        n = len(tasks)
-        return [specs[a * n + i] for a in range(s.n_attempts) for specs in combos for i in range(n)]
-
-    def _combo_specs(
-        self, tasks: list[Task], options: ModelOptions, agent: str | None,
-        agent_settings: dict[str, Any], suffix: str,
-    ) -> tuple[list[TrialSpec], list[str]]:  # fmt: skip
-        """One model's and agent's trials, each task with its agent: when none is
-        named, a task with a desktop gets the computer agent (same order and folders
-        either way)."""
-        s = self.settings
-        several = bool(s.models.others)
-        agents = [
-            choose_agent(agent, options.model, desktop=task.config.desktop is not None)
-            for task in tasks
-        ]
-        by_agent = {
-            name: build_specs(
-                tasks,
-                n_attempts=s.n_attempts,
-                agent=name,
-                agent_settings=agent_settings,
-                model=options.model,
-                provider=s.provider,
-                result_settings={"generation": options.generation.identity()}
-                if self.uses_model
-                else {},
-                watch=s.watch,
-                keep_model=several,
-                suffix=suffix,
-            )
-            for name in dict.fromkeys(agents)
-        }
-        specs = [by_agent[agents[i % len(tasks)]][i] for i in range(len(tasks) * s.n_attempts)]
-        return specs, list(by_agent)
+        specs, agents = product_specs(tasks, self.settings, uses_model=self.uses_model)
+        self._agent = ", ".join(agents)  # what the summary and the header name
+        return specs
 
     def _report_loading(self, loaded: LoadedTasks) -> None:
         """One line per invalid or unsupported task, one for unknown keys."""
