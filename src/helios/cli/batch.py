@@ -21,6 +21,7 @@ from helios.cli.options import (
 # command from its options alone.
 if TYPE_CHECKING:
     from helios.environments.desktop.vnc import ViewMode
+    from helios.tasks.job import JobConfig
     from helios.tasks.settings import TaskBatchSettings
     from helios.tasks.summary import BatchResult
 
@@ -139,9 +140,9 @@ def _execute(
 
 
 @trial_options(
-    "ctx", "tasks_dir", "n_concurrent", "n_attempts", "model", "output", "quiet", "pattern",
-    "provider", "agent", "resume", "retry_errors", "force", "fail_under", "workers", "executor",
-    "ray_address", "base_url", "api_key",
+    "ctx", "tasks_dir", "config", "n_concurrent", "n_attempts", "model", "output", "quiet",
+    "pattern", "provider", "agent", "resume", "retry_errors", "force", "fail_under", "workers",
+    "executor", "ray_address", "base_url", "api_key",
     "max_turns", "system_prompt_file", "max_tokens", "temperature", "reasoning_effort",
     "no_reasoning", "openrouter_routing", "prices", "watch", "debug",
 )  # fmt: skip
@@ -151,6 +152,16 @@ def batch_command(
     tasks_dir: Annotated[
         Path | None,
         typer.Argument(help="Folder searched for task.toml files (with --resume: the run's)."),
+    ] = None,
+    config: Annotated[
+        Path | None,
+        typer.Option(
+            "--config",
+            "-c",
+            help="A job file (.yaml, .toml, .json): tasks, models, agents and any option "
+            "below. A flag given here wins over the file's value. Several models or agents "
+            "(here: -m a,b, -a a,b) run every combination.",
+        ),
     ] = None,
     n_concurrent: Annotated[
         int, typer.Option("--n-concurrent", "-n", min=1, help="Trials in flight.")
@@ -188,14 +199,14 @@ def batch_command(
     ray_address: RayAddressOpt = None,
 ) -> None:
     """Run every task under TASKS_DIR, k attempts each, n at a time."""
-    from helios.cli.common import fail
+    from helios.cli.common import fail, handle_errors
     from helios.cli.resume import given, resume_settings, resumed_options
 
-    run = _recorded(ctx, resume, ("batch",), options.debug)
+    job = _job(config, options.debug)
+    named = ("base_url",) if job is not None and job.models else ()
+    run = _recorded(ctx, resume, ("batch",), options.debug, named)
     if run is not None:
         options = resumed_options(ctx, options, run)
-    if options.watch and options.n_attempts > 1:
-        fail(WATCH_WITH_ATTEMPTS)
     if run is not None and isinstance(run.get("executor"), str) and not given(ctx, "executor"):
         executor = run["executor"]  # before the settings check --ray-address against it
     settings = _settings(
@@ -205,12 +216,76 @@ def batch_command(
     )  # fmt: skip
     if run is not None:
         resume_settings(ctx, settings, run)
-    tasks = [tasks_dir] if tasks_dir is not None else _recorded_tasks(run, "TASKS_DIR")
+    try:
+        settings = _several(ctx, settings, run, job, config)
+    except Exception as exc:
+        handle_errors(exc, options.debug)
+    if settings.watch is not None and settings.n_attempts > 1:
+        fail(WATCH_WITH_ATTEMPTS)
+    if job is not None and job.fail_under is not None and not given(ctx, "fail_under"):
+        fail_under = job.fail_under
+    if tasks_dir is not None:
+        tasks = [tasks_dir]
+    elif job is not None and job.tasks:
+        try:
+            tasks = _job_tasks(job, settings.pattern)
+        except Exception as exc:
+            handle_errors(exc, options.debug)
+        if any(source.pattern for source in job.tasks):
+            settings.pattern = "**/task.toml"  # the task folders found: each is itself
+    else:
+        tasks = _recorded_tasks(run, "TASKS_DIR (or a job file's tasks)")
     _execute(tasks, settings, fail_under, options.debug)
 
 
+def _job(config: Path | None, debug: bool) -> JobConfig | None:
+    if config is None:
+        return None
+    from helios.cli.common import handle_errors
+    from helios.tasks.job import load_job
+
+    try:
+        return load_job(config)
+    except Exception as exc:
+        handle_errors(exc, debug)
+
+
+def _several(
+    ctx: typer.Context, settings: TaskBatchSettings, run: dict[str, Any] | None,
+    job: JobConfig | None, config: Path | None,
+) -> TaskBatchSettings:  # fmt: skip
+    """The run's models and agents: -m a,b / -a a,b, else the job's, else a resumed
+    run's; and the job's other values where no flag was given."""
+    from helios.cli.job_options import apply_job, several
+    from helios.cli.resume import given, resume_several
+    from helios.engine.store import RUN_FILE
+
+    def flag(name: str) -> bool:
+        return given(ctx, name)
+
+    def named(name: str) -> bool:  # on the command line or in the job file
+        listed = {"model": job.models, "agent": job.agents} if job is not None else {}
+        return flag(name) or bool(listed.get(name))
+
+    if run is not None and settings.resume is not None:
+        resume_several(settings, run, settings.resume / RUN_FILE, named)
+    if job is not None and config is not None:
+        settings = apply_job(settings, job, flag, config)
+    return several(settings, flag)
+
+
+def _job_tasks(job: JobConfig, pattern: str) -> list[Path]:
+    from helios.cli.job_options import job_tasks
+
+    return job_tasks(job, pattern)
+
+
 def _recorded(
-    ctx: typer.Context, resume: Path | None, kinds: tuple[str, ...], debug: bool
+    ctx: typer.Context,
+    resume: Path | None,
+    kinds: tuple[str, ...],
+    debug: bool,
+    named: tuple[str, ...] = (),
 ) -> dict[str, Any] | None:
     if resume is None:
         return None
@@ -220,7 +295,7 @@ def _recorded(
 
     try:
         run = recorded_run(resume, kinds)
-        refuse_recorded_endpoints(ctx, run, resume / RUN_FILE)
+        refuse_recorded_endpoints(ctx, run, resume / RUN_FILE, named)
     except Exception as exc:
         handle_errors(exc, debug)
     return run

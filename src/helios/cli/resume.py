@@ -15,7 +15,7 @@ folder's author wrote, and the driver would unpickle whatever their cluster send
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -26,9 +26,10 @@ from helios.cli.options import TrialOptions
 from helios.engine.store import RUN_FILE
 from helios.errors import InputError
 from helios.models.base import GenerationConfig
+from helios.models.services import ModelOptions
 from helios.safe_json import parse_json
 from helios.secrets import public_url
-from helios.tasks.settings import TaskBatchSettings
+from helios.tasks.settings import AgentChoice, TaskBatchSettings
 
 #: the options of a generation setting: given one of them, the run's generation is not used
 GENERATION_OPTIONS = ("max_tokens", "temperature", "reasoning_effort", "no_reasoning",
@@ -41,7 +42,7 @@ RECORDED_TYPES: dict[str, type] = {
     "agent": str, "model": str, "provider": str, "base_url": str, "prices": str,
     "pattern": str, "dataset_file": str, "distribution": str, "n_attempts": int,
     "n_concurrent": int, "workers": int, "agent_settings": dict, "generation": dict,
-    "settings": dict, "executor": str, "ray_address": str,
+    "settings": dict, "executor": str, "ray_address": str, "models": list, "agents": list,
 }  # fmt: skip
 #: the executors a run.json may name
 EXECUTORS = ("local", "ray")
@@ -93,12 +94,16 @@ def given(ctx: typer.Context, name: str) -> bool:
     return source is not None and source.name not in ("DEFAULT", "DEFAULT_MAP")
 
 
-def refuse_recorded_endpoints(ctx: typer.Context, recorded: Mapping[str, Any], where: Path) -> None:
+def refuse_recorded_endpoints(
+    ctx: typer.Context, recorded: Mapping[str, Any], where: Path, named: tuple[str, ...] = ()
+) -> None:
     """InputError when the run records an endpoint (a model's URL, a Ray address) that
-    this invocation does not name: a shared run folder must not choose where the
-    user's API key is sent."""
+    this invocation does not name (on the command line, or in `named`: the ones a job
+    file gives): a shared run folder must not choose where the user's API key is sent."""
     for name, flag in ENDPOINTS.items():
         value = recorded.get(name)
+        if name in named:
+            continue
         if isinstance(value, str) and value and name in ctx.params and not given(ctx, name):
             raise InputError(
                 f"this run was started with {flag} {public_url(value)}; a run folder does not "
@@ -142,3 +147,56 @@ def resume_settings(
                         ("ray_address", "ray_address")):  # fmt: skip
         if run.get(name) is not None and name in ctx.params and not given(ctx, name):
             setattr(settings, field, run[name])
+
+
+def resume_several(
+    settings: TaskBatchSettings, run: Mapping[str, Any], where: Path,
+    given: Callable[[str], bool],
+) -> None:  # fmt: skip
+    """A run over several models or agents: each of them as run.json records it,
+    unless `given` says the user named others (-m, -a, a job file's). A recorded
+    model's endpoint is never taken from the folder: --base-url given again sets
+    every model's (or the job file names them)."""
+    models = run.get("models")
+    if models and not given("model"):
+        urls = run.get("model_base_urls")
+        urls = urls if isinstance(urls, list) else []
+        every = [
+            _recorded_model(settings.models, m, urls[i] if i < len(urls) else None, i, given, where)
+            for i, m in enumerate(models)
+        ]
+        settings.models = replace(every[0], others=every[1:])
+    agents = run.get("agents")
+    if agents and not given("agent"):
+        chosen = [_recorded_agent(a, i, where) for i, a in enumerate(agents)]
+        settings.agent, settings.agent_settings = chosen[0].name, chosen[0].settings
+        settings.other_agents = chosen[1:]
+
+
+def _recorded_model(
+    flags: ModelOptions, entry: Any, url: Any, index: int, given: Callable[[str], bool],
+    where: Path,
+) -> ModelOptions:  # fmt: skip
+    field = f"models[{index}]"
+    if not isinstance(entry, dict) or not isinstance(entry.get("model"), str):
+        raise InputError("expected {model, generation}", file=str(where), field=field)
+    if url and not given("base_url"):
+        raise InputError(
+            f"this run's model {entry['model']} was started with its own endpoint; a run "
+            "folder does not choose where your key goes: resume with --config JOB_FILE "
+            "(the job names the endpoints) or --base-url URL", file=str(where), field=field,
+        )  # fmt: skip
+    generation = entry.get("generation")
+    return replace(
+        flags, model=entry["model"], others=[],
+        generation=GenerationConfig.from_identity(generation)
+        if isinstance(generation, dict) and not any(given(n) for n in GENERATION_OPTIONS)
+        else flags.generation,
+    )  # fmt: skip
+
+
+def _recorded_agent(entry: Any, index: int, where: Path) -> AgentChoice:
+    if (not isinstance(entry, dict) or not isinstance(entry.get("name"), str)
+            or not isinstance(entry.get("settings", {}), dict)):  # fmt: skip
+        raise InputError("expected {name, settings}", file=str(where), field=f"agents[{index}]")
+    return AgentChoice(entry["name"], dict(entry.get("settings") or {}))

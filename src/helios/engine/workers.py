@@ -532,17 +532,8 @@ async def _connect(service: ShardedBatch, ctx: EpisodeContext, count: int, index
 
 
 def _worker_services(services: ModelServices | None) -> ModelServices | None:
-    """A worker's copy of the batch's model services: its own limiter (from the
-    parent's current limit) and totals, and no client (it makes its own, in its loop)."""
-    if services is None:
-        return None
-    from helios.models.limiter import AdaptiveLimiter
-
-    limiter = services.limiter
-    own = AdaptiveLimiter(initial=limiter.limit, minimum=limiter.minimum,
-                          maximum=limiter.maximum, decrease=limiter.decrease,
-                          cooldown=limiter.cooldown)  # fmt: skip
-    return replace(services, limiter=own, totals=services.empty_usage(), _model=None, _wires={})
+    """A worker's copy of the batch's model services (`ModelServices.detached`)."""
+    return services.detached() if services is not None else None
 
 
 class _Importable(pickle.Pickler):

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from helios.errors import ConfigError
 from helios.figures import out_tokens_per_second
 from helios.models.base import GenerationConfig, Message, Model, ModelResponse
 from helios.models.limiter import AdaptiveLimiter
@@ -57,22 +58,71 @@ class ModelServices:
     _model: Model | None = None
     #: the same services over another wire (`with_api`), made once per batch
     _wires: dict[str, ModelServices] = field(default_factory=dict, repr=False)
+    #: the model id trials name these services by (`TrialSpec.model`)
+    name: str | None = None
+    #: a run over several models: the others by name (`for_model`), each with its own
+    #: endpoint, key, limiter and generation settings; their calls count in these
+    #: services' totals (`add_model`)
+    others: dict[str, ModelServices] = field(default_factory=dict, repr=False)
+    #: the services whose totals and `on_call` these count in (set by `add_model`)
+    _owner: ModelServices | None = field(default=None, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         # in place: services made by `with_api` share these totals
         if self.totals.calls == 0 and self.totals.cost_usd == 0.0 and not self.priced:
-            self.totals.mark_cost_unknown(unknown_reason(self.spec.qualified))
+            self.totals.mark_cost_unknown(unknown_reason(self._unpriced() or ""))
 
     @property
     def priced(self) -> bool:
-        return self.prices.lookup(self.spec.qualified) is not None
+        """Whether every model of the run has a price."""
+        return self._unpriced() is None
+
+    def _unpriced(self) -> str | None:
+        """The first of the run's models without a price, or None."""
+        for services in (self, *self.others.values()):
+            if services.prices.lookup(services.spec.qualified) is None:
+                return services.spec.qualified
+        return None
+
+    def add_model(self, name: str, services: ModelServices) -> None:
+        """Make `services` the run's model `name`: trials that name it get it from
+        `for_model`, and its calls count in these services' totals."""
+        services._owner = self
+        services.name = name
+        self.others[name] = services
+        if not services.priced and self.totals.calls == 0:
+            self.totals.mark_cost_unknown(unknown_reason(services.spec.qualified))
+
+    def for_model(self, model: str | None) -> ModelServices:
+        """The services of `model`, one of the run's models (these when it is theirs,
+        or the run has one model)."""
+        if model is None or model == self.name or not self.others:
+            return self
+        try:
+            return self.others[model]
+        except KeyError:
+            raise ConfigError(f"no model {model!r} in this run (it has: "
+                              f"{', '.join([str(self.name), *self.others])})",
+                              field="--model") from None  # fmt: skip
+
+    def detached(self) -> ModelServices:
+        """A copy for another process (a worker, a Ray node): its own limiters, from
+        the current limits, its own totals, and no client (it makes its own, in its
+        loop); the other models' copies count in its totals."""
+        copy = replace(self, limiter=_fresh(self.limiter), totals=self.empty_usage(),
+                       _model=None, _wires={}, others={}, _owner=None)  # fmt: skip
+        for name, other in self.others.items():
+            copy.others[name] = replace(other, limiter=_fresh(other.limiter), _model=None,
+                                        _wires={}, others={}, _owner=copy)  # fmt: skip
+        return copy
 
     def empty_usage(self) -> Usage:
         """A usage with nothing counted yet: its cost is $0 with a price for the model,
         and unknown (None, with the reason) without one, never a $0 for "unknown"."""
         usage = Usage()
-        if not self.priced:
-            usage.mark_cost_unknown(unknown_reason(self.spec.qualified))
+        unpriced = self._unpriced()
+        if unpriced is not None:
+            usage.mark_cost_unknown(unknown_reason(unpriced))
         return usage
 
     def with_api(self, api: Api) -> ModelServices:
@@ -86,7 +136,8 @@ class ModelServices:
             return self
         derived = self._wires.get(api)
         if derived is None:
-            derived = replace(self, spec=self.spec.with_api(api), _model=None, _wires={})
+            derived = replace(self, spec=self.spec.with_api(api), _model=None, _wires={},
+                              _owner=self._owner or self)  # fmt: skip
             self._wires[api] = derived
         return derived
 
@@ -109,9 +160,10 @@ class ModelServices:
         retries and time. `usage` (the unit's running total) gets the call's usage,
         and every retry as it happens, so retries count even when the call fails."""
         started = time.monotonic()
+        owner = self._owner or self  # a run's other models count in its first one's totals
 
         def count_retry(error: Any, delay: float, attempt: int) -> None:
-            self.totals.retries += 1
+            owner.totals.retries += 1
             if usage is not None:
                 usage.retries += 1
             if on_retry is not None:
@@ -127,12 +179,12 @@ class ModelServices:
         call_usage = response.usage
         call_usage.model_seconds = time.monotonic() - started
         self.prices.price_usage(self.spec.qualified, call_usage)
-        self.totals.add(call_usage)  # retries are counted live by count_retry
+        owner.totals.add(call_usage)  # retries are counted live by count_retry
         if usage is not None:
             usage.add(call_usage)
         call_usage.retries = retries
-        if self.on_call is not None:
-            self.on_call()
+        if owner.on_call is not None:
+            owner.on_call()
         return response
 
     def stop_clock(self) -> None:
@@ -160,16 +212,25 @@ class ModelServices:
         )
 
     async def close(self) -> None:
-        for derived in self._wires.values():
+        for derived in [*self._wires.values(), *self.others.values()]:
             await derived.close()
         if self._model is not None:
             await self._model.close()
             self._model = None
 
 
+def _fresh(limiter: AdaptiveLimiter) -> AdaptiveLimiter:
+    """A new limiter that starts where `limiter` is now."""
+    return AdaptiveLimiter(initial=limiter.limit, minimum=limiter.minimum,
+                           maximum=limiter.maximum, decrease=limiter.decrease,
+                           cooldown=limiter.cooldown)  # fmt: skip
+
+
 @dataclass
 class ModelOptions:
-    """How a batch reaches its model: one object that every door passes on."""
+    """How a batch reaches its model: one object that every door passes on. A run
+    over several models lists the others in `others`, each with its own endpoint,
+    key and generation settings."""
 
     model: str | None = None
     base_url: str | None = None
@@ -178,20 +239,31 @@ class ModelOptions:
     generation: GenerationConfig = field(default_factory=GenerationConfig)
     prices: Path | None = None
     retry_policy: RetryPolicy | None = None
+    #: the run's other models (`-m a,b`, a job file's `models`); trials name their own
+    others: list[ModelOptions] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         if self.prices is not None:  # a str path works like a Path
             self.prices = Path(self.prices)
 
+    def every(self) -> list[ModelOptions]:
+        """This model and the others, in order."""
+        return [self, *self.others]
+
     def open(self, default_model: str = DEFAULT_MODEL) -> ModelServices:
-        return open_model_services(
-            self.model or default_model,
+        name = self.model or default_model
+        services = open_model_services(
+            name,
             base_url=self.base_url,
             api_key=self.api_key,
             generation=self.generation,
             prices_path=self.prices,
             policy=self.retry_policy,
         )
+        services.name = name
+        for other in self.others:
+            services.add_model(other.model or default_model, other.open(default_model))
+        return services
 
 
 def open_model_services(

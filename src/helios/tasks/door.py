@@ -27,6 +27,8 @@ class TaskDoor:
         folder = unit_dir(ctx, unit.folder)
         if folder is not None:
             await asyncio.to_thread(write_json_atomic, folder / "config.json", spec_config(unit))
+        if ctx.services is not None:  # a run over several models: the trial's own
+            ctx = replace(ctx, services=ctx.services.for_model(unit.model))
         return await run_trial(unit, ctx, slot)
 
     def inputs(self, unit: TrialSpec) -> dict[str, Path]:

@@ -3,17 +3,20 @@
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from helios.agents.registry import create_agent
+from helios.agents.registry import choose_agent, create_agent
 from helios.environments.base import Environment
 from helios.environments.desktop.vnc import ViewMode
 from helios.errors import ConfigError, HeliosError, TaskFormatError
 from helios.identity import trial_id
+from helios.models.services import ModelOptions
 from helios.tasks.features import unsupported
+from helios.tasks.settings import TaskBatchSettings
 from helios.tasks.summary import InvalidTask, UnsupportedTask
 from helios.tasks.task import Task, discover_tasks, load_task
 from helios.tasks.trial import TrialSpec
@@ -122,9 +125,22 @@ def _undecodable_file(task_dir: Path) -> Path | None:
     return None
 
 
-def trial_folder(index: int, task: Task, attempt: int, n_attempts: int) -> str:
-    base = f"{index + 1:03d}_{task.name}"
+def trial_folder(index: int, task: Task, attempt: int, n_attempts: int, suffix: str = "") -> str:
+    base = f"{index + 1:03d}_{task.name}{suffix}"
     return f"{base}/attempt_{attempt:03d}" if n_attempts > 1 else base
+
+
+def folder_labels(names: Sequence[str]) -> dict[str, str]:
+    """A short label per name for folder names: a model id's last part
+    ('openai/gpt-4o' → 'gpt-4o'), its whole id when two last parts clash; any
+    character but letters, digits, '.', '_' and '-' becomes '-'."""
+
+    def clean(text: str) -> str:
+        return re.sub(r"[^A-Za-z0-9._-]+", "-", text).strip("-.") or "x"
+
+    short = {name: clean(name.rsplit("/", 1)[-1]) for name in names}
+    clashes = {label for label in short.values() if list(short.values()).count(label) > 1}
+    return {name: clean(name) if short[name] in clashes else short[name] for name in names}
 
 
 def build_specs(
@@ -137,11 +153,17 @@ def build_specs(
     provider: str,
     result_settings: dict[str, Any] | None = None,
     watch: ViewMode | None = None,
+    keep_model: bool = False,
+    suffix: str = "",
 ) -> list[TrialSpec]:
-    """Attempts interleaved across tasks: task1#1, task2#1, …, task1#2, …"""
+    """Attempts interleaved across tasks: task1#1, task2#1, …, task1#2, …
+
+    `keep_model`: the trials name the model even when the agent uses none (a run over
+    several models: its trials are told apart). `suffix` ends each folder's name and
+    label (the model and agent of a run over several)."""
     prototype = create_agent(agent, **agent_settings)
     identity = prototype.identity()
-    model = model if prototype.uses_model else None
+    model = model if prototype.uses_model or keep_model else None
     settings = {"provider": provider, **(result_settings or {})}
     specs: list[TrialSpec] = []
     for attempt in range(1, n_attempts + 1):
@@ -163,8 +185,8 @@ def build_specs(
                     agent_settings=agent_settings,
                     model=model,
                     provider=provider,
-                    folder=trial_folder(index, task, attempt, n_attempts),
-                    label=task.name + (f" #{attempt}" if n_attempts > 1 else ""),
+                    folder=trial_folder(index, task, attempt, n_attempts, suffix),
+                    label=task.name + suffix + (f" #{attempt}" if n_attempts > 1 else ""),
                     watch=watch,
                 )
             )
@@ -189,3 +211,60 @@ def dedupe_folders(specs: list[TrialSpec], taken: dict[str, str]) -> list[TrialS
         taken[folder] = spec.trial_id
         result.append(TrialSpec(**{**spec.__dict__, "folder": folder}))
     return result
+
+
+def product_specs(
+    tasks: list[Task], settings: TaskBatchSettings, *, uses_model: bool
+) -> tuple[list[TrialSpec], list[str]]:
+    """The trials of a batch: every model × every agent × task × attempt, attempts
+    interleaved across tasks; and the agents they run. Each combination's folders end
+    in its model's and agent's labels when the run has more than one of them."""
+    s = settings
+    models = s.models.every()
+    agents = [(s.agent, s.agent_settings), *((a.name, a.settings) for a in s.other_agents)]
+    model_labels = folder_labels([m.model or "" for m in models])
+    agent_labels = folder_labels([str(a) for a, _ in agents])
+    combos: list[list[TrialSpec]] = []
+    names: list[str] = []
+    for options in models:
+        for agent, agent_settings in agents:
+            suffix = (f"__{model_labels[options.model or '']}" if len(models) > 1 else "") + (
+                f"__{agent_labels[str(agent)]}" if len(agents) > 1 else ""
+            )
+            specs, chosen = _combination_specs(
+                tasks, s, options, agent, agent_settings, suffix, uses_model=uses_model
+            )
+            combos.append(specs)
+            names.extend(chosen)
+    n = len(tasks)
+    ordered = [specs[a * n + i] for a in range(s.n_attempts) for specs in combos for i in range(n)]
+    return ordered, list(dict.fromkeys(names))
+
+
+def _combination_specs(
+    tasks: list[Task], s: TaskBatchSettings, options: ModelOptions, agent: str | None,
+    agent_settings: dict[str, Any], suffix: str, *, uses_model: bool,
+) -> tuple[list[TrialSpec], list[str]]:  # fmt: skip
+    """One model's and agent's trials, each task with its agent: when none is named,
+    a task with a desktop gets the computer agent (same order and folders either way)."""
+    agents = [
+        choose_agent(agent, options.model, desktop=task.config.desktop is not None)
+        for task in tasks
+    ]
+    by_agent = {
+        name: build_specs(
+            tasks,
+            n_attempts=s.n_attempts,
+            agent=name,
+            agent_settings=agent_settings,
+            model=options.model,
+            provider=s.provider,
+            result_settings={"generation": options.generation.identity()} if uses_model else {},
+            watch=s.watch,
+            keep_model=bool(s.models.others),
+            suffix=suffix,
+        )
+        for name in dict.fromkeys(agents)
+    }
+    specs = [by_agent[agents[i % len(tasks)]][i] for i in range(len(tasks) * s.n_attempts)]
+    return specs, list(by_agent)

@@ -8,7 +8,7 @@ from rich.text import Text
 
 from helios.display.console import plain
 from helios.figures import out_tokens_per_second, percent
-from helios.tasks.summary import BatchResult
+from helios.tasks.summary import BatchResult, breakdown
 from helios.usage import Usage
 
 
@@ -88,9 +88,11 @@ def pass_at_k_panel(batch: BatchResult) -> Panel:
     for key, value in batch.pass_at_k_table.items():
         suffix = ""
         if key == f"pass@{k_max}":
-            # pass@n with n attempts is the share of tasks with any passing attempt
-            tasks_any = round(value * batch.n_unique_tasks)
-            suffix = f" ({tasks_any}/{batch.n_unique_tasks} tasks)"
+            # pass@n with n attempts is the share of tasks with any passing attempt (with
+            # several models or agents: of the tasks with each of them)
+            groups = batch.n_unique_tasks * batch.combinations
+            what = "tasks" if batch.combinations == 1 else "task × model × agent"
+            suffix = f" ({round(value * groups)}/{groups} {what})"
         lines.append(f"{key}: {percent(value)}{suffix}")
     lines.append(f"Raw: {batch.passed}/{batch.total_trials} ({percent(batch.raw_pass_rate)})")
     return Panel("\n".join(lines), title="pass@k", expand=False, border_style="cyan")
@@ -111,6 +113,8 @@ def failed_panel(batch: BatchResult, limit: int = MAX_FAILED_SHOWN) -> Panel | N
     table.add_column(overflow="fold")
     for result in failed[:limit]:
         attempt = f" #{result.attempt}" if batch.n_attempts > 1 else ""
+        if batch.combinations > 1:  # which model and agent
+            attempt += f" ({result.model or 'no model'} · {result.agent})"
         mark = "[red]✗[/]" if result.status != "error" else "[red]![/]"
         table.add_row(
             Text.from_markup(mark) + plain(f" {result.name}{attempt}"),
@@ -121,8 +125,33 @@ def failed_panel(batch: BatchResult, limit: int = MAX_FAILED_SHOWN) -> Panel | N
     return Panel(table, title="Failed trials", expand=False, border_style="red")
 
 
+def breakdown_panel(batch: BatchResult) -> Panel | None:
+    """Pass rate, trials, errors and cost per model and per agent, when the run has
+    more than one of either; None otherwise."""
+    table = Table(box=None, padding=(0, 2), show_edge=False)
+    for column in ("", "Trials", "Passed", "Errors", "Cost"):
+        table.add_column(column, justify="left" if not column else "right", overflow="fold")
+    rows = 0
+    for by in ("model", "agent"):
+        sections = breakdown(batch, by)
+        if len(sections) < 2:
+            continue
+        for name, row in sections.items():
+            cost = "unknown" if row["cost_usd"] is None else f"${row['cost_usd']:.4f}"
+            table.add_row(plain(f"{by} {name}"), str(row["trials"]),
+                          f"{row['passed']} ({percent(row['pass_rate'])})",
+                          str(row["errored"]), cost)  # fmt: skip
+            rows += 1
+    if not rows:
+        return None
+    return Panel(table, title="By model and agent", expand=False, border_style="cyan")
+
+
 def final_panels(batch: BatchResult) -> list[Panel]:
     panels = [results_panel(batch)]
+    several = breakdown_panel(batch)
+    if several is not None:
+        panels.append(several)
     if batch.n_attempts > 1:
         panels.append(pass_at_k_panel(batch))
     failed = failed_panel(batch)

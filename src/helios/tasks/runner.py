@@ -39,9 +39,9 @@ from helios.secrets import public_url
 from helios.tasks.door import TaskDoor
 from helios.tasks.plan import (
     LoadedTasks,
-    build_specs,
     dedupe_folders,
     load_tasks,
+    product_specs,
     resolve_task_dirs,
 )
 from helios.tasks.report import final_panels, pass_at_k_panel
@@ -105,9 +105,15 @@ class ParallelRunner:
         # settings are checked before any work.
         self._agent = choose_agent(settings.agent, settings.models.model)
         create_agent(self._agent, **settings.agent_settings)
-        self.uses_model = agent_class(self._agent).uses_model
+        if settings.other_agents and settings.agent is None:
+            settings.agent = self._agent  # several agents: each named (and recorded)
+        for other in settings.other_agents:
+            create_agent(choose_agent(other.name, settings.models.model), **other.settings)
+        self.uses_model = agent_class(self._agent).uses_model or any(
+            agent_class(other.name).uses_model for other in settings.other_agents
+        )
         self.provider_class = sandbox_provider(settings.provider)  # a bad name fails first
-        if self.uses_model and settings.models.model is None:
+        if (self.uses_model or settings.models.others) and settings.models.model is None:
             settings.models.model = DEFAULT_MODEL
         self.model = settings.models.model
         self.console = console or default_console()
@@ -138,6 +144,12 @@ class ParallelRunner:
     def provider(self) -> str:
         return self.settings.provider
 
+    @property
+    def _combinations(self) -> int:
+        """Models × agents: the trials of one task and attempt."""
+        s = self.settings
+        return len(s.models.every()) * (1 + len(s.other_agents))
+
     # -- planning ------------------------------------------------------------
     def _plan(self) -> list[TrialSpec]:
         s = self.settings
@@ -160,33 +172,19 @@ class ParallelRunner:
         return self._specs(loaded.tasks)
 
     def _specs(self, tasks: list[Task]) -> list[TrialSpec]:
-        """The trials, each with its task's agent: when none is named, a task with a
-        desktop gets the computer agent (same order and folders either way)."""
-        s = self.settings
-        generation = s.models.generation
-        agents = [
-            choose_agent(s.agent, s.models.model, desktop=task.config.desktop is not None)
-            for task in tasks
-        ]
-        by_agent = {
-            agent: build_specs(
-                tasks,
-                n_attempts=s.n_attempts,
-                agent=agent,
-                agent_settings=s.agent_settings,
-                model=self.model,
-                provider=s.provider,
-                result_settings={"generation": generation.identity()} if self.uses_model else {},
-                watch=s.watch,
-            )
-            for agent in dict.fromkeys(agents)
-        }
-        # what the summary and the header name: the agent, or each of them
-        self._agent = ", ".join(by_agent)
+        """The trials: every model × agent × task × attempt (`plan.product_specs`)."""
+        specs, agents = product_specs(tasks, self.settings, uses_model=self.uses_model)
+        self._agent = ", ".join(agents)  # what the summary and the header name
+        settings_of: dict[str, dict[str, Any]] = {}
+        for spec in specs:
+            settings_of.setdefault(spec.agent, spec.agent_settings)
+            if len(settings_of) == len(agents):
+                break
         self._agent_identities = {
-            agent: create_agent(agent, **s.agent_settings).identity() for agent in by_agent
+            agent: create_agent(agent, **settings).identity()
+            for agent, settings in settings_of.items()
         }
-        return [by_agent[agents[i % len(tasks)]][i] for i in range(len(tasks) * s.n_attempts)]
+        return specs
 
     def _report_loading(self, loaded: LoadedTasks) -> None:
         """One line per invalid or unsupported task, one for unknown keys."""
@@ -211,7 +209,21 @@ class ParallelRunner:
         }  # fmt: skip
         if self.uses_model:
             identity["generation"] = s.models.generation.identity()
+        # a run over several models or agents: each of them (a run of one keeps the
+        # identity it always had, so its resumes still match)
+        if s.models.others:
+            identity["models"] = [
+                {"model": m.model, "generation": m.generation.identity()} for m in s.models.every()
+            ]
+        if s.other_agents:
+            identity["agents"] = self._agents_recorded()
         return json.loads(json.dumps(identity, default=str))  # type: ignore[no-any-return]
+
+    def _agents_recorded(self) -> list[dict[str, Any]]:
+        s = self.settings
+        return [{"name": s.agent, "settings": s.agent_settings}] + [
+            {"name": a.name, "settings": a.settings} for a in s.other_agents
+        ]
 
     def _config(self) -> RunConfig:
         s = self.settings
@@ -250,6 +262,11 @@ class ParallelRunner:
             RERUN_KEY: json.loads(json.dumps(rerun_record(
                 self._tasks, images=self._images, agents=self._agent_identities,
             ), default=str)),
+            # a run over several models: each one's endpoint (its model and generation
+            # are in the identity's "models")
+            **({"model_base_urls": [public_url(m.base_url) if m.base_url else None
+                                    for m in s.models.every()]}
+               if s.models.others else {}),
         }  # fmt: skip
 
     async def _ready_images(self) -> dict[str, str | None]:
@@ -355,11 +372,19 @@ class ParallelRunner:
         folder or a <PROVIDER>_BASE_URL may have chosen it (never a key in it)."""
         if self.services is None or not self.model:
             return {}
-        url = self.services.spec.base_url
-        return {"Endpoint": public_url(url) if url else "the provider's default"}
+        every = [self.services, *self.services.others.values()]
+
+        def endpoint(services: ModelServices) -> str:
+            url = services.spec.base_url
+            return public_url(url) if url else "the provider's default"
+
+        if len(every) == 1:
+            return {"Endpoint": endpoint(self.services)}
+        return {"Endpoints": " · ".join(f"{s.name}: {endpoint(s)}" for s in every)}
 
     def _agent_line(self) -> str:
-        return self.agent + (f" · {self.model}" if self.model else "")
+        models = ", ".join(str(m.model) for m in self.settings.models.every()) if self.model else ""
+        return self.agent + (f" · {models}" if models else "")
 
     def _finish(
         self,
@@ -376,9 +401,12 @@ class ParallelRunner:
             unsupported=self.unsupported,
             unknown_keys=self.unknown_keys,
             output_dir=store.run_dir,
-            model=self.model,
+            model=", ".join(str(m.model) for m in self.settings.models.every())
+            if self.model
+            else None,
             agent=self.agent,
             planned=planned,
+            combinations=self._combinations,
             interrupted=outcome.interrupted,
             aborted=self.aborted,
             stopped_usage=_stopped_usage(self.services, outcome.recorded)
@@ -426,14 +454,14 @@ class ParallelRunner:
                                                                             store)))  # fmt: skip
             return
         rows = {
-            "Tasks": f"{n_trials // s.n_attempts} found"
+            "Tasks": f"{n_trials // (s.n_attempts * self._combinations)} found"
             + (f", {len(self.invalid)} invalid" if self.invalid else "")
             + (f", {len(self.unsupported)} unsupported" if self.unsupported else ""),
             "Attempts": str(s.n_attempts),
             "Trials": f"{n_trials}"
             + (f" ({n_trials - n_pending} already done)" if n_pending < n_trials else ""),
             "Concurrency": str(s.n_concurrent),
-            "Agent": self.agent + (f" · {self.model}" if self.model else ""),
+            "Agent": self._agent_line(),
             **self._endpoint_row(),
             "Environment": s.provider,
             "Output": str(store.run_dir),

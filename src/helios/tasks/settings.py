@@ -11,6 +11,14 @@ from helios.errors import ConfigError
 from helios.models.services import ModelOptions
 
 
+@dataclass(frozen=True)
+class AgentChoice:
+    """One more agent of a run over several (`TaskBatchSettings.other_agents`)."""
+
+    name: str
+    settings: dict[str, Any] = field(default_factory=dict)
+
+
 @dataclass
 class TaskBatchSettings:
     n_concurrent: int = 2
@@ -52,6 +60,9 @@ class TaskBatchSettings:
     #: the run.json of the run this one reruns (`helios rerun`): what can no longer be
     #: the same (a task's content, an image, Helios's version) is named before running
     rerun_of: dict[str, Any] | None = None
+    #: a run over several agents (a job file's `agents`, `-a a,b`): the others, beside
+    #: `agent` and `agent_settings`; the run is every model × every agent
+    other_agents: list[AgentChoice] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         if self.n_concurrent < 1 or self.n_attempts < 1:

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from helios.engine.metrics import (
     bootstrap_ci,
@@ -33,6 +34,11 @@ class TaskResult:
     steps: list[dict[str, Any]] | None = None
     #: why it did not pass, in one line (`TrialResult.reason`); None when it passed
     reason: str | None = None
+    #: the trial's model (None: an agent that uses none) and agent
+    model: str | None = None
+    agent: str = ""
+    #: the trial's model usage (its cost, for the breakdown by model and agent)
+    usage: Usage = field(default_factory=Usage)
 
     @property
     def task_name(self) -> str:
@@ -55,6 +61,9 @@ class TaskResult:
             if result.steps is None
             else [{"name": s.name, "status": s.status, "reward": s.reward} for s in result.steps],
             reason=None if result.passed else (result.reason or None),
+            model=result.model,
+            agent=result.agent,
+            usage=result.usage,
         )
 
 
@@ -112,6 +121,8 @@ class BatchResult:
     #: "out tok/s" as the live line measured it (this invocation's output tokens per
     #: second of its wall time); None: the panel divides the usage by the duration
     out_tokens_per_second: float | None = None
+    #: models × agents: the trials of one task and attempt (a run over several)
+    combinations: int = 1
 
     @property
     def priced(self) -> bool:
@@ -145,7 +156,8 @@ class BatchResult:
     def n_tasks(self) -> int:
         """The tasks of the batch: those planned (run or not) and the invalid and
         unsupported ones."""
-        planned = (self.total_tasks + self.not_run) // max(self.n_attempts, 1)
+        per_task = max(self.n_attempts, 1) * max(self.combinations, 1)
+        planned = (self.total_tasks + self.not_run) // per_task
         return planned + len(self.invalid) + len(self.unsupported)
 
     @property
@@ -154,7 +166,7 @@ class BatchResult:
         over the planned ones, where an invalid or unsupported task counts as failed
         attempts and a trial not run as failed."""
         skipped = len(self.invalid) + len(self.unsupported)
-        planned = self.total_tasks + self.not_run + skipped * self.n_attempts
+        planned = self.total_tasks + self.not_run + skipped * self.n_attempts * self.combinations
         return self.passed / planned if planned else 0.0
 
     @property
@@ -183,9 +195,11 @@ def build_batch_result(
     unsupported: list[UnsupportedTask] | None = None,
     unknown_keys: dict[str, int] | None = None,
     stopped_usage: Usage | None = None,
+    combinations: int = 1,
 ) -> BatchResult:
     ordered = sorted(trials, key=lambda r: (r.folder, r.attempt))
-    passes = group_passes((r.task_path, r.passed) for r in ordered)
+    # pass@k over each task's k attempts with one model and agent
+    passes = group_passes((_combination_key(r, combinations), r.passed) for r in ordered)
     return BatchResult(
         total_tasks=len(ordered),
         passed=sum(r.passed for r in ordered),
@@ -194,7 +208,7 @@ def build_batch_result(
         mean_reward=mean([r.reward for r in ordered]),
         duration=duration,
         n_attempts=n_attempts,
-        n_unique_tasks=len(passes),
+        n_unique_tasks=len({r.task_path for r in ordered}),
         pass_at_k_table=pass_at_k_table(passes) if n_attempts > 1 else {},
         pass_at_k_ci95=pass_at_k_ci_table(passes) if n_attempts > 1 else {},
         results=[TaskResult.from_trial(r) for r in ordered],
@@ -209,7 +223,39 @@ def build_batch_result(
         not_run=max(0, planned - len(ordered)),
         aborted=aborted,
         stopped_usage=stopped_usage,
+        combinations=combinations,
     )
+
+
+def _combination_key(result: TrialResult, combinations: int) -> str:
+    """The group of a trial's attempts: its task, and in a run over several models
+    or agents its model and agent too."""
+    if combinations == 1:
+        return result.task_path
+    return json.dumps([result.task_path, result.model, result.agent])
+
+
+def breakdown(batch: BatchResult, by: Literal["model", "agent"]) -> dict[str, dict[str, Any]]:
+    """The trials that ran, grouped by model (no model: "none") or agent: trials,
+    passed, errored, pass rate over them, mean reward and cost (None: unknown)."""
+    groups: dict[str, list[TaskResult]] = {}
+    for result in batch.results:
+        key = result.model if by == "model" else result.agent
+        groups.setdefault(key or "none", []).append(result)
+    sections: dict[str, dict[str, Any]] = {}
+    for key, results in groups.items():
+        usage = Usage.sum([r.usage for r in results])
+        passed = sum(r.passed for r in results)
+        sections[key] = {
+            "trials": len(results),
+            "passed": passed,
+            "failed": len(results) - passed,
+            "errored": sum(r.status == "error" for r in results),
+            "pass_rate": round(passed / len(results), 6),
+            "mean_reward": round(mean([r.reward for r in results]), 6),
+            "cost_usd": None if usage.cost_usd is None else round(usage.cost_usd, 6),
+        }
+    return sections
 
 
 def summary_document(batch: BatchResult) -> dict[str, Any]:
@@ -247,6 +293,8 @@ def summary_document(batch: BatchResult) -> dict[str, Any]:
                 "trial_id": t.trial_id,
                 "folder": t.folder,
                 "reason": t.reason,
+                "model": t.model,
+                "agent": t.agent,
                 **({"steps": t.steps} if t.steps is not None else {}),
             }
             for t in batch.results
@@ -254,6 +302,8 @@ def summary_document(batch: BatchResult) -> dict[str, Any]:
         "invalid_tasks": [{"path": i.path, "error": i.error} for i in batch.invalid],
         "unsupported_tasks": [{"path": u.path, "reasons": u.reasons} for u in batch.unsupported],
         "unknown_keys": dict(sorted(batch.unknown_keys.items())),
+        "by_model": breakdown(batch, "model"),
+        "by_agent": breakdown(batch, "agent"),
     }
     doc["n_attempts"] = batch.n_attempts
     # null with one attempt: pass@k needs k > 1 (the key is always there)
