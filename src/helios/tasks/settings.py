@@ -6,6 +6,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, Literal
 
+from helios.engine.labels import RunLabels
 from helios.environments.desktop.vnc import ViewMode
 from helios.errors import ConfigError
 from helios.models.services import ModelOptions
@@ -49,6 +50,8 @@ class TaskBatchSettings:
     #: "batch": the live line and the results panel; "trial": one trial's phases, tool
     #: calls and rewards as lines (`helios run`, `AgentRunner`)
     view: Literal["batch", "trial"] = "batch"
+    #: the run's name and tags (run.json; a name also names a new run's folder)
+    labels: RunLabels = field(default_factory=RunLabels)
 
     def __post_init__(self) -> None:
         if self.n_concurrent < 1 or self.n_attempts < 1:
