@@ -19,6 +19,7 @@ from helios.engine.labels import (
     read_labels,
 )
 from helios.errors import ConfigError
+from helios.tasks.settings import TaskBatchSettings
 
 from .cli_inprocess import helios_inprocess
 from .conftest import TaskMaker
@@ -59,6 +60,10 @@ def test_labels_are_checked_one_line_each() -> None:
             parse_tag(tag)
     with pytest.raises(ConfigError, match="at most 32 tags"):
         labels_of(None, [f"k{i}=v" for i in range(33)])
+    # the Python API's settings are checked the same way
+    with pytest.raises(ConfigError, match="printable"):
+        TaskBatchSettings(labels=RunLabels(name="ok", tags={"k": "\x07"}))
+    assert TaskBatchSettings(labels=RunLabels(tags={"k": "v"})).labels.tags == {"k": "v"}
 
 
 def test_read_labels_of_a_hostile_run_json_degrades_to_one_line_each() -> None:

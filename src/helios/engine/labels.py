@@ -116,6 +116,12 @@ def labels_of(name: str | None, tags: Iterable[str] | None) -> RunLabels:
     return RunLabels(name=None if name is None else check_name(name), tags=parsed)
 
 
+def checked(labels: RunLabels) -> RunLabels:
+    """`labels` built in Python (`TaskBatchSettings(labels=…)`), checked as the command
+    line's are (ConfigError: one line)."""
+    return labels_of(labels.name, [f"{key}={value}" for key, value in labels.tags.items()])
+
+
 def read_labels(meta: Mapping[str, Any]) -> tuple[RunLabels, list[str]]:
     """The labels a run.json holds, and one line per field left out because it is
     not what Helios writes (a hand-edited or hostile folder). A long name or value is

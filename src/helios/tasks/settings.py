@@ -6,7 +6,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, Literal
 
-from helios.engine.labels import RunLabels
+from helios.engine.labels import RunLabels, checked
 from helios.environments.desktop.vnc import ViewMode
 from helios.errors import ConfigError
 from helios.models.services import ModelOptions
@@ -67,6 +67,7 @@ class TaskBatchSettings:
             require_ray()
         if self.workers is not None and self.workers < 1:
             raise ConfigError("--workers must be at least 1", field="--workers")
+        self.labels = checked(self.labels)
         self.output_dir = Path(self.output_dir)
         self.resume = Path(self.resume) if self.resume is not None else None
 
