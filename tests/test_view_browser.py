@@ -420,3 +420,70 @@ def test_two_runs_picked_in_the_list_are_compared(tmp_path: Path) -> None:
 
     with view_server(str(out)) as url:
         asyncio.run(go(url))
+
+
+def test_names_tags_folders_and_the_model_breakdown(tmp_path: Path) -> None:
+    """A named, tagged run of two models and two agents (hostile name and tags: text),
+    two runs whose folders share a name (told apart by their parent), and a run.json
+    whose name and tags have the wrong types (one line; the run still listed)."""
+    from .multi_model_run import write_multi_model_run
+
+    out = tmp_path / "output"
+    write_multi_model_run(out / "jobs" / "batch_x", {
+        ("openai/alpha", "tool"): {"t1": [True], "t2": [False]},
+        ("openai/beta", "tool"): {"t1": [True], "t2": [True]},
+        ("openai/beta", "oracle"): {"t1": [False], "t2": [False]},
+    }, name=HOSTILE[1], tags={"html": HOSTILE[0], "ansi": "\x1b[31mred"})  # fmt: skip
+    for parent in ("model-a", "model-b"):
+        write_run(out / parent / "batch_same", [record(0)])
+    bad = write_run(out / "bad" / "batch_bad", [record(0)])
+    meta = json.loads((bad / "run.json").read_text())
+    (bad / "run.json").write_text(json.dumps({**meta, "name": 42, "tags": ["x"]}))
+
+    async def go(url: str) -> None:
+        async with open_page(url, SIZE) as page:
+            await page.until("document.querySelectorAll('#runs-table tbody tr').length === 4")
+            cells = await page.evaluate("""Object.fromEntries([...document.querySelectorAll(
+                '#runs-table tbody tr')].map(tr => [tr.dataset.key, tr.children[1].innerText]))""")
+            assert cells["0/jobs/batch_x"].startswith(HOSTILE[1])  # the name, as text
+            assert "output/jobs/batch_x" in cells["0/jobs/batch_x"]
+            assert f"html={HOSTILE[0]}" in cells["0/jobs/batch_x"]
+            # a control character is shown as its escape, never sent to the page
+            assert "ansi=\\x1b[31mred" in cells["0/jobs/batch_x"]
+            # same folder name: each shows its parent
+            assert "output/model-a/batch_same" in cells["0/model-a/batch_same"]
+            assert "output/model-b/batch_same" in cells["0/model-b/batch_same"]
+            assert "field name: expected a string, got int" in cells["0/bad/batch_bad"]
+            assert "field tags: expected an object, got list" in cells["0/bad/batch_bad"]
+            planted = "document.querySelectorAll('#main img[onerror], #main script').length"
+            assert await page.evaluate(planted) == 0
+            await save(page, tmp_path, "runs-named")
+            await page.evaluate("location.hash = '#/run?run=0/jobs/batch_x'")
+            await page.until("document.querySelectorAll('#breakdown tbody tr').length === 3")
+            rows = await page.evaluate("""[...document.querySelectorAll('#breakdown tbody tr')]
+                .map(tr => [...tr.children].map(td => td.textContent))""")
+            assert [row[:5] for row in rows] == [
+                ["openai/alpha", "tool", "2", "1", "50.0%"],
+                ["openai/beta", "oracle", "2", "0", "0.0%"],
+                ["openai/beta", "tool", "2", "2", "100.0%"],
+            ]
+            await page.until("document.querySelectorAll('#trials-table .trial-model').length === 6")
+            models = await page.evaluate(
+                "[...document.querySelectorAll('#trials-table .trial-model')]"
+                ".map(td => td.textContent)"
+            )
+            assert sorted(set(models)) == ["openai/alpha", "openai/beta"]
+            title = await page.evaluate("document.getElementById('run-title').textContent")
+            assert title == HOSTILE[1]
+            assert await page.evaluate(planted) == 0
+            assert await page.evaluate("typeof window.__pwned") == "undefined"
+            await save(page, tmp_path, "run-breakdown")
+            # a run of one model and agent has no breakdown
+            await page.evaluate("location.hash = '#/run?run=0/model-a/batch_same'")
+            await page.until("document.getElementById('run-where')?.textContent"
+                             " === 'output/model-a/batch_same'")  # fmt: skip
+            assert await page.evaluate("document.getElementById('breakdown')") is None
+            assert await page.evaluate("document.querySelector('.trial-model')") is None
+
+    with view_server(str(out)) as url:
+        asyncio.run(go(url))

@@ -11,8 +11,12 @@ import typer
 
 from helios.cli.options import (
     ExecutorOpt,
+    FailUnderOpt,
+    ForceOpt,
     InteractiveOpt,
+    QuietOpt,
     RayAddressOpt,
+    RetryErrorsOpt,
     TrialOptions,
     trial_options,
 )
@@ -29,6 +33,7 @@ if TYPE_CHECKING:
 def _settings(options: TrialOptions, **fields: Any) -> TaskBatchSettings:
     """The batch settings of a command: its shared options, parsed once, and `fields`."""
     from helios.cli.common import handle_errors
+    from helios.engine.labels import labels_of
     from helios.tasks.settings import TaskBatchSettings
 
     try:
@@ -36,7 +41,7 @@ def _settings(options: TrialOptions, **fields: Any) -> TaskBatchSettings:
         return TaskBatchSettings(
             n_attempts=options.n_attempts, agent=options.agent, provider=options.provider,
             output_dir=options.output, agent_settings=parsed.agent_settings,
-            models=parsed.models, **fields,
+            models=parsed.models, labels=labels_of(options.name, options.tags), **fields,
         )  # fmt: skip
     except Exception as exc:
         handle_errors(exc, options.debug)
@@ -144,7 +149,7 @@ def _execute(
     "pattern", "provider", "agent", "resume", "retry_errors", "force", "fail_under", "workers",
     "executor", "ray_address", "base_url", "api_key",
     "max_turns", "system_prompt_file", "max_tokens", "temperature", "reasoning_effort",
-    "no_reasoning", "openrouter_routing", "prices", "watch", "debug",
+    "no_reasoning", "openrouter_routing", "prices", "watch", "debug", "name", "tags",
 )  # fmt: skip
 def batch_command(
     options: TrialOptions,
@@ -311,7 +316,8 @@ def _recorded_tasks(run: dict[str, Any] | None, argument: str) -> list[Path]:
 
 
 @trial_options(
-    "ctx", "task", "model", "agent", "provider", "output", "n_attempts", "resume", "base_url",
+    "ctx", "task", "model", "agent", "provider", "output", "n_attempts", "quiet", "resume",
+    "retry_errors", "force", "fail_under", "name", "tags", "base_url",
     "api_key", "max_turns", "system_prompt_file", "max_tokens", "temperature", "reasoning_effort",
     "no_reasoning", "openrouter_routing", "prices", "watch", "interactive", "debug",
 )  # fmt: skip
@@ -322,10 +328,14 @@ def run_command(
         Path | None,
         typer.Argument(help="A task folder (with task.toml; with --resume: the run's)."),
     ] = None,
+    quiet: QuietOpt = False,
     resume: Annotated[
         Path | None,
         typer.Option("--resume", help="A run folder to finish, with its settings (as batch's)."),
     ] = None,
+    retry_errors: RetryErrorsOpt = False,
+    force: ForceOpt = False,
+    fail_under: FailUnderOpt = None,
     interactive: InteractiveOpt = False,
 ) -> None:
     """Run one task and show its result."""
@@ -342,13 +352,13 @@ def run_command(
     if (options.watch or interactive) and options.n_attempts > 1:
         fail(WATCH_WITH_ATTEMPTS)
     settings = _settings(
-        options, n_concurrent=1, run_prefix="run", view="trial", resume=resume,
-        watch=_view_mode(options.watch, interactive),
+        options, n_concurrent=1, run_prefix="run", view="trial", resume=resume, quiet=quiet,
+        retry_errors=retry_errors, force=force, watch=_view_mode(options.watch, interactive),
     )  # fmt: skip
     if run is not None:
         resume_settings(ctx, settings, run)
-    batch = _execute([task], settings, None, options.debug)
-    if batch.output_dir is not None:
+    batch = _execute([task], settings, fail_under, options.debug)
+    if batch.output_dir is not None and not quiet:
         for result in batch.results:
             folder = batch.output_dir / result.folder
             err_console.print(f"trial files: {shown(str(folder))}", highlight=False, soft_wrap=True)

@@ -19,6 +19,8 @@ from rich.text import Text
 
 from helios.cli.common import EXIT_BELOW_THRESHOLD, EXIT_OK, err_console, fail, shown
 from helios.display.console import SafeConsole, plain
+from helios.engine.labels import parse_tag
+from helios.errors import InputError
 from helios.figures import percent, points
 from helios.results.compare import (
     DEFAULT_RESAMPLES,
@@ -39,6 +41,7 @@ from helios.results.formats import (
     to_markdown,
     verdict,
 )
+from helios.results.groups import By, group, select
 from helios.results.runs import NotARun, load_runs
 
 #: flips and tasks listed per comparison in the terminal unless --limit says otherwise
@@ -91,19 +94,60 @@ def compare_command(
     resamples: Annotated[
         int, typer.Option("--resamples", min=1, help="Bootstrap resamples of the tasks.")
     ] = DEFAULT_RESAMPLES,
+    by: Annotated[
+        str | None,
+        typer.Option(
+            "--by",
+            help="Compare groups instead of runs: model or agent (each trial by its "
+            "record's; works within ONE run of several models), or tag:KEY (each run by "
+            "its tag KEY; runs without it are left out).",
+        ),
+    ] = None,
+    baseline: Annotated[
+        str | None,
+        typer.Option(
+            "--baseline",
+            help="With --by: the value whose group is A (default: the first model or "
+            "agent in sort order; the tag value of the first run given).",
+        ),
+    ] = None,
+    tag: Annotated[
+        list[str] | None,
+        typer.Option("--tag", help="KEY=VALUE, repeatable: compare only the runs with these tags."),
+    ] = None,
 ) -> None:
     """Compare runs task by task: pass rates with a paired bootstrap 95% interval, the
-    tasks that flipped, rewards, pass@k, cost and time."""
+    tasks that flipped, rewards, pass@k, cost and time. With --by, compare the models,
+    agents or tag values of the runs instead."""
     if output_format not in ("text", "json", "csv", "markdown"):
         fail(f"--format {output_format}: use text, json, csv or markdown")
+    if baseline is not None and by is None:
+        fail("--baseline needs --by (the first run given is the baseline)")
     try:
+        wanted = dict(parse_tag(text) for text in tag or ())
+        grouping = By.parse(by) if by is not None else None
         loaded = load_runs(runs)
-    except NotARun as exc:
+    except InputError as exc:
         fail(str(exc))
-    if len(loaded.runs) < 2:
-        found = loaded.runs[0].label if loaded.runs else "none"
+    compared, skipped = select(loaded.runs, wanted), list(loaded.skipped)
+    if wanted and len(compared) < len(loaded.runs):
+        skipped.append(f"{len(loaded.runs) - len(compared)} run(s) without "
+                       f"{', '.join(tag or ())} left out")  # fmt: skip
+    if grouping is not None:
+        try:
+            grouped = group(compared, grouping, baseline)
+        except NotARun as exc:
+            fail(str(exc))
+        skipped += grouped.left_out
+        if len(grouped.groups) < 2:
+            found = grouped.groups[0].label if grouped.groups else "none"
+            fail(f"comparing by {grouping.title} needs two values or more; the runs given "
+                 f"have one ({found})")  # fmt: skip
+        compared = grouped.groups
+    elif len(compared) < 2:
+        found = compared[0].label if compared else "none"
         fail(f"comparing needs two runs or more; the paths given hold one ({found})")
-    report = compare_runs(loaded.runs, resamples=resamples, seed=seed, skipped=loaded.skipped)
+    report = compare_runs(compared, resamples=resamples, seed=seed, skipped=skipped)
     _warn(report)
     if output_format == "json":
         sys.stdout.write(report.to_json() + "\n")
@@ -142,10 +186,16 @@ def print_report(console: Console, report: CompareReport, *, tasks: bool, limit:
     for index, run in enumerate(report.runs):
         line = Text(f" {keys[run.label]}  ", style="bold")
         line.append(plain(run.label))
+        if run.name is not None:
+            line.append("  ")
+            line.append(plain(cut(run.name), "bold"))
         who = " · ".join(part for part in (run.model, run.agent) if part)
         if who:
             line.append("  ")
             line.append(plain(who, "cyan"))
+        if run.tags:
+            line.append("  ")
+            line.append(plain(cut(" ".join(f"{k}={v}" for k, v in run.tags.items())), "dim"))
         if index == 0:
             line.append("  (baseline)", style="dim")
         if not run.finished:
@@ -169,6 +219,11 @@ def print_report(console: Console, report: CompareReport, *, tasks: bool, limit:
         console.print()
     if not tasks and any(c.tasks for c in report.comparisons):
         console.print(Text("--tasks lists every task", style="dim"))
+
+
+def cut(text: str, limit: int = 80) -> str:
+    """A name or tags on one line of the runs list: at most `limit` characters."""
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def run_key(index: int) -> str:

@@ -24,7 +24,7 @@ from helios.cli.common import (
     shown,
 )
 from helios.cli.common import run_coroutine as run_async
-from helios.cli.options import ExecutorOpt, RayAddressOpt
+from helios.cli.options import ExecutorOpt, NameOpt, RayAddressOpt, TagOpt
 from helios.datagen.settings import default_model, load_prefill, split_list
 from helios.display.console import SafeConsole, plain
 from helios.errors import InputError
@@ -218,12 +218,20 @@ def generate_command(
     quiet: Annotated[bool, _opt("--quiet", "-q", help="Only the live line.")] = False,
     executor: ExecutorOpt = "local",
     ray_address: RayAddressOpt = None,
+    name: NameOpt = None,
+    tag: TagOpt = None,
     debug: Annotated[bool, _opt("--debug", help="Show tracebacks.")] = False,
 ) -> None:
     """Turn a JSONL file of prompts into tool-use trajectories (Hermes batch-runner flags)."""
     if list_distributions:
         _list(distributions_file, debug)
         return
+    from helios.engine.labels import labels_of
+
+    try:  # the folder is --run_name's: a name labels the run, it does not name the folder
+        labels = labels_of(name, tag)
+    except InputError as exc:
+        handle_errors(exc, debug)
     if resume and run_name is not None:
         p = _resumed(ctx, output_dir / run_name, debug)
         dataset_file, batch_size, model = p["dataset_file"], p["batch_size"], p["model"]
@@ -255,6 +263,7 @@ def generate_command(
         prompt_timeout=prompt_timeout, prices=prices, quiet=quiet, executor=executor,
         ray_address=ray_address, show_progress=True,  # -q keeps the live line
         reasoning_effort=reasoning_effort, reasoning_disabled=reasoning_disabled,
+        labels=labels,
     )  # fmt: skip
     _run(options, prefill_messages_file, resume, debug or verbose)
 

@@ -114,6 +114,32 @@ RayAddressOpt = Annotated[
                  help="With --executor ray: the cluster's head (host:port), or auto (the one "
                  "`ray start` made here). Default: start a local Ray instance."),
 ]  # fmt: skip
+NameOpt = Annotated[
+    str | None,
+    typer.Option("--name",
+                 help="Name the run (kept in run.json, shown by helios view and compare; at "
+                 "most 100 printable characters). A new run's folder is then "
+                 "<name>_YYYYMMDD_HHMMSS (unsafe characters as -)."),
+]  # fmt: skip
+TagOpt = Annotated[
+    list[str] | None,
+    typer.Option("--tag",
+                 help="key=value, repeatable: a tag kept in run.json (helios compare --by "
+                 "tag:KEY groups runs by it). Never part of the run's identity: a resume "
+                 "keeps the tags, and tags given again replace theirs."),
+]  # fmt: skip
+QuietOpt = Annotated[bool, typer.Option("--quiet", "-q", help="Only the aggregate line.")]
+RetryErrorsOpt = Annotated[
+    bool, typer.Option("--retry-errors", help="With --resume, re-run errored trials too.")
+]
+ForceOpt = Annotated[
+    bool,
+    typer.Option("--force", help="With --resume, accept settings that differ from the run's."),
+]
+FailUnderOpt = Annotated[
+    float | None,
+    typer.Option("--fail-under", min=0.0, max=1.0, help="Exit 1 below this pass rate."),
+]
 PricesOpt = Annotated[
     Path | None,
     typer.Option("--prices", help="JSON of extra model prices (USD per 1M tokens)."),
@@ -215,6 +241,8 @@ class TrialOptions:
     prices: PricesOpt = None
     watch: WatchOpt = False
     debug: DebugOpt = False
+    name: NameOpt = None
+    tags: TagOpt = None
 
     def agent_and_model(self) -> AgentAndModel:
         return model_options(**{name: getattr(self, name) for name in MODEL_OPTION_NAMES})

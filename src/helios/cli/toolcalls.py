@@ -18,7 +18,7 @@ from helios.cli.common import (
     handle_errors,
     run_coroutine,
 )
-from helios.cli.options import DebugOpt
+from helios.cli.options import DebugOpt, NameOpt, TagOpt
 from helios.text import visible
 from helios.toolcalls.types import BatchResult
 
@@ -46,13 +46,17 @@ def toolcalls_command(
     quiet: Annotated[
         bool, typer.Option("--quiet", "-q", help="Only the per-test table, no run details.")
     ] = False,
+    name: NameOpt = None,
+    tag: TagOpt = None,
     debug: DebugOpt = False,
 ) -> None:
     """Run the tool-call tests of a YAML config; print the summary; exit 1 if a run failed."""
+    from helios.engine.labels import labels_of
     from helios.toolcalls.config import build_components, load_config
     from helios.toolcalls.report import check_report_path
 
     try:
+        labels = labels_of(name, tag)
         if report is not None:
             check_report_path(report)
         parsed = load_config(config)
@@ -68,7 +72,7 @@ def toolcalls_command(
         batch = run_coroutine(run_cases(
             cases, synthesizer=synthesizer, agent=agent, evaluator=evaluator,
             max_concurrency=max_concurrency or parsed.max_concurrency,
-            cache=False if no_cache else None, output_dir=output,
+            cache=False if no_cache else None, output_dir=output, labels=labels,
         ))  # fmt: skip
     except Exception as exc:
         handle_errors(exc, debug)

@@ -84,6 +84,7 @@ def run_config(settings: GenerateSettings) -> RunConfig:
             "model": s.model, "distribution": s.distribution, "seed": seed,
             "settings": resumable_settings(s),
         },
+        labels=s.labels,
     )  # fmt: skip
 
 

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, get_args
 
+from helios.engine.labels import RunLabels
 from helios.errors import ConfigError, InputError
 from helios.models.base import ReasoningEffort
 from helios.models.routing import DEFAULT_MODEL, openrouter_name
@@ -68,6 +69,8 @@ class GenerateSettings:
     executor: str = "local"
     #: with executor "ray": the cluster's address, "auto", or None (a local Ray instance)
     ray_address: str | None = None
+    #: the run's name and tags in run.json (the folder stays --run_name's)
+    labels: RunLabels = field(default_factory=RunLabels)
 
     def __post_init__(self) -> None:
         # a str path (as a Hermes user writes `output_dir="data"`) works like a Path

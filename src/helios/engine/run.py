@@ -39,6 +39,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from helios.engine.batch import BatchOptions, BatchPlan, BatchService, OnRecorded
 from helios.engine.door import Door, Unit
+from helios.engine.labels import RunLabels
 from helios.engine.store import RUN_FILE, RunStore, run_metadata, write_json_atomic
 from helios.environments.registry import provider_class
 from helios.events import EventSink
@@ -108,6 +109,9 @@ class RunConfig(BaseModel):
     identity: dict[str, Any] = Field(default_factory=dict)
     #: more of the door's fields for run.json (recorded, never checked)
     recorded: dict[str, Any] = Field(default_factory=dict)
+    #: the run's name and tags (`engine.labels`): in run.json, never in the identity;
+    #: a name also names a new run's folder (`<name>_YYYYMMDD_HHMMSS`)
+    labels: RunLabels = RunLabels()
 
     def full_identity(self) -> dict[str, Any]:
         # the HELIOS_* variables that change results (a docker network, prices)
@@ -202,7 +206,8 @@ class Run:
         identity = config.full_identity()
 
         def metadata() -> dict[str, Any]:
-            return run_metadata(config.kind, **identity, **config.recorded)
+            return run_metadata(config.kind, **identity, **config.recorded,
+                                **config.labels.recorded())  # fmt: skip
 
         folder = outputs.resume or outputs.fixed
         if folder is not None:
@@ -211,13 +216,29 @@ class Run:
             if self.resumed:
                 try:
                     store.check_settings(identity, force=outputs.force)
+                    self._relabel(store, config.labels)
                 except BaseException:
                     store.close()
                     raise
             return store
         if outputs.parent is None:
             return None  # in memory
-        return RunStore.create_new(outputs.parent, outputs.prefix, metadata())
+        prefix = config.labels.folder_stem() or outputs.prefix
+        return RunStore.create_new(outputs.parent, prefix, metadata())
+
+    @staticmethod
+    def _relabel(store: RunStore, labels: RunLabels) -> None:
+        """A resume keeps the run's name and tags; one that names them again replaces
+        the name, and each tag it gives (the others stay)."""
+        if not labels:
+            return
+        metadata = store.metadata()
+        if labels.name is not None:
+            metadata["name"] = labels.name
+        if labels.tags:
+            tags = metadata.get("tags")
+            metadata["tags"] = {**(tags if isinstance(tags, dict) else {}), **labels.tags}
+        write_json_atomic(store.run_dir / RUN_FILE, metadata)
 
     # -- what a door uses ------------------------------------------------------------
     @property

@@ -98,6 +98,9 @@ class RunSummary:
     #: seconds of all its trials together
     trial_seconds: float
     problems: list[str]
+    #: the run's name and tags (run.json), when it has them
+    name: str | None = None
+    tags: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -231,7 +234,7 @@ def summarize(run: RunResults) -> RunSummary:
         cost_usd=_sum_cost([a.cost_usd for a in attempts]),
         wall_seconds=run.wall_seconds,
         trial_seconds=_sum([a.duration for a in attempts]),
-        problems=list(run.problems),
+        problems=list(run.problems), name=run.name, tags=dict(run.tags),
     )  # fmt: skip
 
 

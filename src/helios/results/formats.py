@@ -142,8 +142,11 @@ def _table(header: Iterable[str], rows: Iterable[Iterable[str]]) -> list[str]:
 
 def _run_row(run: RunSummary) -> list[str]:
     k = max(run.pass_at_k, key=lambda key: int(key[5:]), default=None)
+    labels = [run.name or "", " ".join(f"{k}={v}" for k, v in run.tags.items())]
+    named = " · ".join(part for part in labels if part)
     return [
-        md(run.label) + ("" if run.finished else " (unfinished)"), md(run.model or ""),
+        md(run.label) + (f" ({md(named)})" if named else "")
+        + ("" if run.finished else " (unfinished)"), md(run.model or ""),
         md(run.agent or ""), str(run.tasks), str(run.trials), percent(run.pass_rate),
         "" if k is None else f"{k}: {percent(run.pass_at_k[k])}", f"{run.mean_reward:.3f}",
         money(run.cost_usd), seconds(run.wall_seconds),

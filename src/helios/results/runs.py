@@ -29,6 +29,7 @@ from typing import Any, Literal, TypeVar
 import msgspec
 
 from helios.engine.jsonl import TORN, RecordStream
+from helios.engine.labels import read_labels
 from helios.engine.store import RESULTS_FILE, RUN_FILE
 from helios.errors import InputError
 from helios.results.folders import MAX_JSON_BYTES, find_runs, run_folder
@@ -56,6 +57,9 @@ class Attempt:
     duration: float
     #: None when unknown (no price for the model)
     cost_usd: float | None
+    #: the model and agent of the trial, as its record names them (None: not recorded)
+    model: str | None = None
+    agent: str | None = None
 
 
 @dataclass
@@ -72,6 +76,9 @@ class RunResults:
     model: str | None = None
     agent: str | None = None
     created_at: str | None = None
+    #: the run's name and tags (run.json; `helios batch --name --tag`)
+    name: str | None = None
+    tags: dict[str, str] = field(default_factory=dict)
     #: its summary is written: the run ended (else it is running, or was stopped hard)
     finished: bool = False
     #: the run's wall-clock time over all its invocations, when recorded
@@ -143,6 +150,9 @@ def load_run(path: Path, label: str | None = None) -> RunResults:
         agent=_text(meta.get("agent")),
         created_at=_text(meta.get("created_at")),
     )
+    labels, bad_labels = read_labels(meta)
+    run.name, run.tags = labels.name, dict(labels.tags)
+    run.problems += [f"{path / RUN_FILE}: {line}" for line in bad_labels]
     summary_path = path / (TOOLCALLS_SUMMARY if toolcalls else BATCH_SUMMARY)
     summary: dict[str, Any] = {}
     if summary_path.is_file():
@@ -186,6 +196,9 @@ class TrialFacts(msgspec.Struct, gc=False):
     reward: float = 0.0
     duration: float = 0.0
     usage: _Usage = msgspec.field(default_factory=_Usage)
+    #: any JSON: only a string counts (`_text`), so an odd value never skips the trial
+    model: object = None
+    agent: object = None
 
 
 class RunFacts(msgspec.Struct, gc=False):
@@ -239,6 +252,7 @@ def _trial_tasks(run_dir: Path, problems: list[str]) -> dict[str, list[Attempt]]
         tasks.setdefault(names[trial.task_path], []).append(Attempt(
             attempt=trial.attempt, passed=trial.status == "passed", reward=trial.reward,
             status=trial.status, duration=trial.duration, cost_usd=trial.usage.cost_usd,
+            model=_text(trial.model), agent=_text(trial.agent),
         ))  # fmt: skip
     return _ordered(tasks)
 

@@ -243,6 +243,7 @@ class ParallelRunner:
             ),
             identity=self._identity(),
             recorded=self._recorded(),
+            labels=s.labels,
         )
 
     def _recorded(self) -> dict[str, Any]:

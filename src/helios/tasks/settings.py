@@ -6,6 +6,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, Literal
 
+from helios.engine.labels import RunLabels, checked
 from helios.environments.desktop.vnc import ViewMode
 from helios.errors import ConfigError
 from helios.models.services import ModelOptions
@@ -63,6 +64,8 @@ class TaskBatchSettings:
     #: a run over several agents (a job file's `agents`, `-a a,b`): the others, beside
     #: `agent` and `agent_settings`; the run is every model × every agent
     other_agents: list[AgentChoice] = field(default_factory=list)
+    #: the run's name and tags (run.json; a name also names a new run's folder)
+    labels: RunLabels = field(default_factory=RunLabels)
 
     def __post_init__(self) -> None:
         if self.n_concurrent < 1 or self.n_attempts < 1:
@@ -78,6 +81,7 @@ class TaskBatchSettings:
             require_ray()
         if self.workers is not None and self.workers < 1:
             raise ConfigError("--workers must be at least 1", field="--workers")
+        self.labels = checked(self.labels)
         self.output_dir = Path(self.output_dir)
         self.resume = Path(self.resume) if self.resume is not None else None
 

@@ -28,6 +28,7 @@ from helios.engine import (
     SandboxConfig,
     write_json_atomic,
 )
+from helios.engine.labels import RunLabels
 from helios.errors import ConfigError
 from helios.failures import ErrorInfo
 from helios.models.base import ToolCall
@@ -239,8 +240,10 @@ async def run_cases(
     output_dir: str | Path | None = None,
     show_progress: bool | None = None,
     console: Console | None = None,
+    labels: RunLabels | None = None,
 ) -> BatchResult:
-    """Run every case `case.runs` times on the engine; never raises for a run's failure."""
+    """Run every case `case.runs` times on the engine; never raises for a run's failure.
+    `labels`: the run's name and tags, kept in its run.json (with `output_dir`)."""
     if max_concurrency is not None and max_concurrency < 1:
         raise ConfigError(f"max_concurrency must be at least 1, got {max_concurrency}")
     check_runs(cases)
@@ -281,6 +284,7 @@ async def run_cases(
         outputs=OutputsConfig(parent=Path(output_dir), prefix="toolcalls")
         if output_dir is not None else OutputsConfig(),
         recorded={"runs": len(units), "max_concurrency": limit},
+        labels=labels or RunLabels(),
     )  # fmt: skip
     show = progress if _show(show_progress, console) else None
 

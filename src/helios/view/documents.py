@@ -150,6 +150,8 @@ def table_row(index: RecordIndex, row: Row) -> dict[str, Any]:
         "cost": row.cost,
         "error_type": row.error_type,
         "folder": row.folder,
+        "model": row.model,
+        "agent": row.agent,
         "trial_id": _cell(record.get("trial_id")),
         "error": _cell(error_text(record.get("error") or record.get("damaged"))),
         "note": _cell(record.get("verifier_note")),

@@ -47,6 +47,8 @@ class _Head(msgspec.Struct):
     cost_usd: Any = None  # generate
     tokens_in: Any = None
     tokens_out: Any = None
+    model: Any = None  # batch, run: the trial's model and agent
+    agent: Any = None
 
 
 _decode_head = msgspec.json.Decoder(_Head).decode
@@ -67,6 +69,22 @@ class Row:
     folder: str | None
     tokens_in: int
     tokens_out: int
+    #: the trial's model and agent (a run of several breaks its figures down by them)
+    model: str | None = None
+    agent: str | None = None
+
+
+#: one string object per model or agent name, however many rows name it
+_NAMES: dict[str, str] = {}
+
+
+def _name(value: Any) -> str | None:
+    if not isinstance(value, str):
+        return None
+    name: str = value[:200]
+    if len(_NAMES) < 10_000:
+        return _NAMES.setdefault(name, name)
+    return _NAMES.get(name, name)
 
 
 def _number(value: Any) -> float | None:
@@ -129,7 +147,44 @@ def _row(index: int, offset: int, line: bytes) -> Row:
         folder=head.folder if isinstance(head.folder, str) else None,
         tokens_in=_count(usage.get("input_tokens", head.tokens_in)),
         tokens_out=_count(usage.get("output_tokens", head.tokens_out)),
+        model=_name(head.model),
+        agent=_name(head.agent),
     )
+
+
+@dataclass
+class Group:
+    """The figures of the trials of one model and agent."""
+
+    trials: int = 0
+    passed: int = 0
+    errors: int = 0
+    reward_sum: float = 0.0
+    rewarded: int = 0
+    cost: float = 0.0
+    cost_unknown: int = 0
+
+    def add(self, row: Row) -> None:
+        self.trials += 1
+        self.passed += row.status == "passed"
+        self.errors += row.status == "error"
+        if row.reward is not None:
+            self.reward_sum += row.reward
+            self.rewarded += 1
+        self.cost_unknown += row.cost is None
+        self.cost += row.cost or 0.0
+
+    def as_dict(self, model: str | None, agent: str | None) -> dict[str, Any]:
+        return {
+            "model": model, "agent": agent, "trials": self.trials, "passed": self.passed,
+            "errors": self.errors, "pass_rate": self.passed / self.trials if self.trials else None,
+            "mean_reward": self.reward_sum / self.rewarded if self.rewarded else None,
+            "cost_usd": None if self.cost_unknown else self.cost,
+        }  # fmt: skip
+
+
+#: model and agent groups kept per run at most (past it, the rest are not broken down)
+MAX_GROUPS = 100
 
 
 @dataclass
@@ -145,8 +200,17 @@ class Totals:
     cost_unknown: int = 0
     tokens_in: int = 0
     tokens_out: int = 0
+    #: (model, agent) -> its figures
+    groups: dict[tuple[str | None, str | None], Group] = field(default_factory=dict)
 
     def add(self, row: Row) -> None:
+        if row.status != "damaged":
+            key = (row.model, row.agent)
+            group = self.groups.get(key)
+            if group is None and len(self.groups) < MAX_GROUPS:
+                group = self.groups[key] = Group()
+            if group is not None:
+                group.add(row)
         self.statuses[row.status] += 1
         if row.error_type:
             self.errors[row.error_type if row.status != "damaged" else "damaged line"] += 1
@@ -172,7 +236,16 @@ class Totals:
             "rows_written": self.statuses["ok"],
             "input_tokens": self.tokens_in,
             "output_tokens": self.tokens_out,
+            "breakdown": self.breakdown(),
         }
+
+    def breakdown(self) -> list[dict[str, Any]]:
+        """Each model and agent's figures, when the run has more than one of either
+        (by model, then agent); else empty."""
+        if len(self.groups) < 2:
+            return []
+        order = sorted(self.groups, key=lambda key: (key[0] or "", key[1] or ""))
+        return [self.groups[key].as_dict(*key) for key in order]
 
 
 class RecordIndex:

@@ -17,8 +17,10 @@ from typing import Any
 
 import msgspec
 
+from helios.engine.labels import read_labels
 from helios.engine.store import RUN_FILE
 from helios.results.folders import MAX_JSON_BYTES, FolderWalk, RunFolder
+from helios.text import visible
 from helios.view.records import RecordIndex
 from helios.view.roots import Roots
 from helios.view.state import is_running
@@ -162,6 +164,7 @@ def describe(roots: Roots, run: RunFolder, index: RecordIndex) -> dict[str, Any]
         kind = "generate" if run.is_generate_store else "batch"
     if kind == "generate":  # rows written, not a pass rate
         totals["pass_rate"] = None
+        totals["breakdown"] = []
     else:
         del totals["rows_written"]
         if summary is not None and not is_running(run.store):
@@ -169,9 +172,19 @@ def describe(roots: Roots, run: RunFolder, index: RecordIndex) -> dict[str, Any]
             for name in ("pass_rate", "raw_pass_rate"):
                 if _number(summary.get(name)) is not None:
                     totals[name] = summary[name]
+    labels, bad_labels = read_labels(meta)
+    tags = labels.tags.items()
+    key = roots.key(run.folder)
+    number, _, relative = key.partition("/")
     return {
-        "key": roots.key(run.folder),
+        "key": key,
         "name": run.folder.name,
+        # the folder under the served folder's name: runs of one name told apart
+        "where": "/".join(part for part in (roots.folders[int(number)].name, relative) if part),
+        # a run folder is untrusted: control characters shown as escapes (`\x1b[31m`)
+        "title": None if labels.name is None else visible(labels.name, one_line=True),
+        "tags": {visible(k, one_line=True): visible(v, one_line=True) for k, v in tags},
+        "labels_error": "; ".join(f"run.json {line}" for line in bad_labels) or None,
         "door": kind,
         "model": meta.get("model") if isinstance(meta.get("model"), str) else None,
         "agent": meta.get("agent") if isinstance(meta.get("agent"), str) else None,

@@ -204,10 +204,18 @@ async function showRuns(mine) {
     compareButton.disabled = picked.length < 2;
     compareButton.textContent = picked.length < 2 ? "Compare selected" : "Compare " + picked.length + " runs (A is the first picked)";
   };
+  // Runs that show the same name (a run's --name, else its folder's) also show where
+  // their folder is: output/model-a/batch_… and output/model-b/batch_… are told apart.
+  const shownAs = (run) => run.title || run.name;
+  const counts = {};
+  for (const run of data.runs) counts[shownAs(run)] = (counts[shownAs(run)] || 0) + 1;
   const rows = data.runs.map((run) => el("tr", { class: "link", "data-key": run.key, onclick: () => { location.hash = route("/run", { run: run.key }); } },
     BUNDLE ? null : el("td", { onclick: (event) => event.stopPropagation() },
       el("input", { type: "checkbox", class: "pick", title: "pick for a comparison", onclick: pick(run.key) })),
-    el("td", {}, el("a", { href: route("/run", { run: run.key }) }, run.name),
+    el("td", { class: "run-cell" }, el("a", { href: route("/run", { run: run.key }) }, shownAs(run)),
+      run.title || counts[shownAs(run)] > 1 ? el("div", { class: "muted run-where" }, run.where) : null,
+      tagList(run.tags),
+      run.labels_error ? el("div", { class: "status-failed labels-error" }, run.labels_error) : null,
       run.error ? el("div", { class: "status-failed run-error" }, run.error) : null),
     el("td", {}, run.door),
     el("td", {}, fmt(run.model)),
@@ -226,6 +234,26 @@ async function showRuns(mine) {
     BUNDLE || data.runs.length < 2 ? null : el("p", {}, compareButton),
     data.runs.length ? table : el("p", { id: "no-runs" }, "No run folders found."));
   if (!BUNDLE && data.runs.some((run) => run.status === "running")) poll(mine, () => showRuns(mine).catch(fail(mine)));
+}
+
+// A run's tags (run.json, --tag key=value): text only, like everything from a run folder.
+function tagList(tags) {
+  if (!tags || typeof tags !== "object") return null;
+  const entries = Object.entries(tags);
+  if (!entries.length) return null;
+  return el("div", { class: "tags" }, entries.map(([k, v]) => el("span", { class: "tag" }, k + "=" + String(v))));
+}
+
+// Each model and agent of a run of several: its trials, pass rate, reward and cost.
+function breakdownTable(rows) {
+  if (!Array.isArray(rows) || rows.length < 2) return null;
+  return el("div", {}, el("h3", {}, "By model and agent"), el("table", { id: "breakdown" },
+    el("thead", {}, el("tr", {}, ["Model", "Agent", "Trials", "Passed", "Pass rate", "Mean reward", "Errors", "Cost"].map((h) => el("th", {}, h)))),
+    el("tbody", {}, rows.map((g) => el("tr", {},
+      el("td", { class: "model" }, fmt(g.model)), el("td", { class: "agent" }, fmt(g.agent)),
+      el("td", { class: "num" }, fmt(g.trials)), el("td", { class: "num" }, fmt(g.passed)),
+      el("td", { class: "num pass-rate" }, pct(g.pass_rate)), el("td", { class: "num" }, fmt(g.mean_reward, 3)),
+      el("td", { class: "num" }, fmt(g.errors)), el("td", { class: "num" }, runCost(g.cost_usd)))))));
 }
 
 function passAtK(values) {
@@ -310,7 +338,10 @@ function renderSummary(box, run, live) {
     fields.push(["Raw pass rate", pct(live.raw_pass_rate) + " of the trials run"]);
   }
   if (Array.isArray(summary.mean_reward_ci95)) fields.push(["Reward 95% CI", summary.mean_reward_ci95.map((v) => fmt(v, 3)).join(" – ")]);
-  const children = [el("h2", {}, run.name), el("div", { class: "grid" }, fields.map(([k, v]) => el("div", {}, el("span", {}, k), v)))];
+  fields.push(["Folder", el("span", { id: "run-where" }, run.where)]);
+  const children = [el("h2", { id: "run-title" }, run.title || run.name), tagList(run.tags),
+    el("div", { class: "grid" }, fields.map(([k, v]) => el("div", {}, el("span", {}, k), v)))];
+  if (run.labels_error) children.push(el("p", { class: "status-failed labels-error" }, run.labels_error));
   if (run.error) children.push(el("p", { class: "status-failed" }, run.error));
   if (run.summary_error) children.push(el("p", { class: "status-failed" }, run.summary_error));
   if (summary.pass_at_k && typeof summary.pass_at_k === "object") {
@@ -319,6 +350,8 @@ function renderSummary(box, run, live) {
       Object.entries(summary.pass_at_k).map(([k, v]) => el("tr", {}, el("td", {}, k), el("td", { class: "num" }, pct(typeof v === "number" ? v : null)),
         el("td", { class: "muted" }, Array.isArray(ci[k]) ? "95% CI " + ci[k].map(pct).join(" – ") : ""))))));
   }
+  const breakdown = breakdownTable(live.breakdown);
+  if (breakdown) children.push(breakdown);
   const errors = Object.entries(live.errors || {});
   if (errors.length) {
     children.push(el("h3", {}, "Errors by type"), el("table", { id: "errors-by-type" }, el("tbody", {},
@@ -356,11 +389,13 @@ function filterForm(state, page) {
 function renderTable(box, state, page) {
   // a generate run's prompts have no attempts (never "Attempt 0")
   const generate = Boolean(page.run && page.run.door === "generate");
+  // a run of several models or agents names each trial's
+  const several = Boolean(page.run && Array.isArray(page.run.breakdown) && page.run.breakdown.length > 1);
   const columns = COLUMNS.filter(([key]) => !(generate && key === "attempt"));
   const head = el("tr", {}, columns.map(([key, label]) => el("th", {
     class: "sortable" + (state.sort === key ? " sorted" + (state.desc ? " desc" : "") : ""), "data-sort": key,
     onclick: () => { location.hash = route("/run", runParams({ ...state, offset: 0, sort: key, desc: state.sort === key && !state.desc })); },
-  }, label)), el("th", {}, "Note"));
+  }, label)), several ? [el("th", {}, "Model"), el("th", {}, "Agent")] : null, el("th", {}, "Note"));
   const rows = page.rows.map((row) => {
     const target = row.folder ? route("/trial", { run: state.run, folder: row.folder })
       : row.status === "damaged" ? null : route("/record", { run: state.run, index: String(row.index) });
@@ -373,6 +408,7 @@ function renderTable(box, state, page) {
       el("td", { class: "num" }, secs(row.duration)),
       el("td", { class: "num" }, money(row.cost)),
       el("td", { title: row.error || "" }, row.error_type),
+      several ? [el("td", { class: "trial-model" }, fmt(row.model)), el("td", { class: "trial-agent" }, fmt(row.agent))] : null,
       el("td", { class: "muted" }, row.note || row.error || ""));
   });
   const last = Math.max(0, Math.ceil(page.matched / PAGE) - 1);
@@ -624,7 +660,8 @@ async function showCompare(mine, params) {
     el("thead", {}, el("tr", {}, ["", "Run", "Model", "Agent", "Tasks", "Trials", "Pass rate", "Mean reward", "pass@k", "Cost", "Duration"].map((h) => el("th", {}, h)))),
     el("tbody", {}, report.runs.map((run, i) => el("tr", {},
       el("td", {}, el("b", {}, letters[i])),
-      el("td", {}, el("a", { href: route("/run", { run: report.keys[i] }) }, run.path.split("/").pop()),
+      el("td", {}, el("a", { href: route("/run", { run: report.keys[i] }) }, run.name || run.path.split("/").pop()),
+        run.name ? el("div", { class: "muted" }, run.path.split("/").slice(-2).join("/")) : null, tagList(run.tags),
         run.problems.length ? el("div", { class: "status-failed" }, run.problems.length + " damaged record(s): " + run.problems[0]) : null),
       el("td", {}, fmt(run.model)), el("td", {}, fmt(run.agent)),
       el("td", { class: "num" }, fmt(run.tasks)), el("td", { class: "num" }, fmt(run.trials)),
