@@ -76,16 +76,23 @@ def _callables(name: str, obj: Any) -> Iterator[tuple[str, Callable[..., Any]]]:
             yield f"{name}.{attr}", function
 
 
-def _dataclasses(name: str, obj: Any) -> Iterator[tuple[str, type]]:
-    """`obj` if it is a settings dataclass, and the dataclasses its fields hold."""
+def _dataclasses(
+    name: str, obj: Any, seen: set[type] | None = None
+) -> Iterator[tuple[str, type]]:
+    """`obj` if it is a settings dataclass, and the dataclasses its fields hold (each
+    once: `ModelOptions.others` holds more `ModelOptions`)."""
+    seen = set() if seen is None else seen
     if not (inspect.isclass(obj) and dataclasses.is_dataclass(obj) and _own(obj)):
         return
+    if obj in seen:
+        return
+    seen.add(obj)
     yield name, obj
     hints = typing.get_type_hints(obj)
     for item in dataclasses.fields(obj):
         for tp in (hints[item.name], *typing.get_args(hints[item.name])):
             if inspect.isclass(tp) and dataclasses.is_dataclass(tp) and _own(tp):
-                yield from _dataclasses(f"{tp.__module__}.{tp.__name__}", tp)
+                yield from _dataclasses(f"{tp.__module__}.{tp.__name__}", tp, seen)
 
 
 def path_parameters() -> list[tuple[str, str, Any, Any]]:
