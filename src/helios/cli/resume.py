@@ -171,6 +171,12 @@ def resume_several(
         chosen = [_recorded_agent(a, i, where) for i, a in enumerate(agents)]
         settings.agent, settings.agent_settings = chosen[0].name, chosen[0].settings
         settings.other_agents = chosen[1:]
+    pairs = run.get("pairs")
+    if isinstance(pairs, list) and not (given("model") or given("agent")):
+        if not all(isinstance(p, list) and len(p) == 2 and all(isinstance(x, str) for x in p)
+                   for p in pairs):  # fmt: skip
+            raise InputError("expected [model, agent] pairs", file=str(where), field="pairs")
+        settings.pairs = [(p[0], p[1]) for p in pairs]
 
 
 def _recorded_model(

@@ -10,7 +10,7 @@
         base_url: http://127.0.0.1:8000/v1
         api_key_env: QWEN_KEY        # the NAME of the variable that holds the key
         temperature: 0.2
-    agents: [tool, {name: oracle}]
+    agents: [tool, {name: oracle}]   # {name: tool, model: M}: that agent with M only
     n_attempts: 2
     n_concurrent: 4
     provider: docker
@@ -85,6 +85,9 @@ class JobAgent(_Strict):
     """One agent, with its own settings."""
 
     name: str = Field(min_length=1)
+    #: this agent runs with this model only (as each agent of a Harbor job carries its
+    #: own); None: with every model of the job
+    model: str | None = Field(default=None, min_length=1)
     max_turns: int | None = Field(default=None, ge=1)
     system_prompt_file: str | None = Field(default=None, min_length=1)
 
@@ -136,7 +139,11 @@ class JobConfig(_Generation):
         # a trial records its model and agent by name: two of one name could not be
         # told apart in the results
         names = [e.model if isinstance(e, JobModel) else e.name for e in entries]
-        twice = sorted({name for name in names if names.count(name) > 1})
+        # an agent may be listed once per model it is given (`model`), not more
+        pinned = {(e.name, e.model) for e in entries if isinstance(e, JobAgent) and e.model}
+        once_each = {name for name in names
+                     if sum(1 for p in pinned if p[0] == name) == names.count(name)}  # fmt: skip
+        twice = sorted({n for n in names if names.count(n) > 1 and n not in once_each})
         if twice:
             raise ValueError(f"{', '.join(twice)} listed twice")
         return entries

@@ -216,9 +216,10 @@ def dedupe_folders(specs: list[TrialSpec], taken: dict[str, str]) -> list[TrialS
 def product_specs(
     tasks: list[Task], settings: TaskBatchSettings, *, uses_model: bool
 ) -> tuple[list[TrialSpec], list[str]]:
-    """The trials of a batch: every model × every agent × task × attempt, attempts
-    interleaved across tasks; and the agents they run. Each combination's folders end
-    in its model's and agent's labels when the run has more than one of them."""
+    """The trials of a batch: every model × every agent × task × attempt (only the
+    settings' `pairs` of them when it lists some), attempts interleaved across tasks;
+    and the agents they run. Each combination's folders end in its model's and agent's
+    labels when the run has more than one of them."""
     s = settings
     models = s.models.every()
     agents = [(s.agent, s.agent_settings), *((a.name, a.settings) for a in s.other_agents)]
@@ -228,6 +229,8 @@ def product_specs(
     names: list[str] = []
     for options in models:
         for agent, agent_settings in agents:
+            if s.pairs is not None and (options.model, agent) not in s.pairs:
+                continue
             suffix = (f"__{model_labels[options.model or '']}" if len(models) > 1 else "") + (
                 f"__{agent_labels[str(agent)]}" if len(agents) > 1 else ""
             )

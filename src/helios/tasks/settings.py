@@ -63,6 +63,9 @@ class TaskBatchSettings:
     #: a run over several agents (a job file's `agents`, `-a a,b`): the others, beside
     #: `agent` and `agent_settings`; the run is every model × every agent
     other_agents: list[AgentChoice] = field(default_factory=list)
+    #: the (model, agent) combinations that run, when not every model × every agent
+    #: (a job whose agents carry their own model, as Harbor's do); None: all of them
+    pairs: list[tuple[str, str]] | None = None
 
     def __post_init__(self) -> None:
         if self.n_concurrent < 1 or self.n_attempts < 1:
