@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import tomllib
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -49,8 +50,6 @@ def test_harbors_example_job_runs_as_it_is_with_the_rest_named(
     where = "unsupported job.yaml: field"
     assert _unsupported(done.stderr) == [
         f"{where} environment.force_build: not supported by Helios; ignored",
-        f"{where} agent_timeout_multiplier: Helios runs each phase with its task.toml "
-        "timeout; ignored",
         f"{where} artifacts: Helios collects the artifacts a task.toml names, not a job's; ignored",
     ]
     # jobs_dir/job_name is the output folder; the datasets' and tasks' paths the tasks
@@ -62,6 +61,17 @@ def test_harbors_example_job_runs_as_it_is_with_the_rest_named(
     assert {r["agent"] for r in records} == {"oracle"} and all(r["reward"] for r in records)
     summary = json.loads((run_dir / "batch_summary.json").read_text())
     assert summary["total_trials"] == 6
+    # agent_timeout_multiplier: 2.0 scales each agent's timeout, and is recorded
+    assert json.loads((run_dir / "run.json").read_text())["timeouts"] == {
+        "agent": 2.0, "verifier": 1.0,
+    }  # fmt: skip
+    trial = next(r for r in records if r["task_name"] == "hello-file")
+    config = json.loads((run_dir / str(trial["folder"]) / "config.json").read_text())
+    task = tomllib.loads((tmp_path / "examples/tasks/hello-file/task.toml").read_text())
+    agent, verifier = task["agent"]["timeout_sec"], task["verifier"]["timeout_sec"]
+    assert config["timeouts"] | {"build": 0} == {
+        "agent": agent * 2, "verifier": verifier, "build": 0,
+    }  # fmt: skip
 
 
 def test_harbors_older_json_job_runs_and_names_nothing(need_bwrap: None, tmp_path: Path) -> None:
@@ -161,3 +171,30 @@ def test_a_hostile_harbor_job_is_one_line_each(tmp_path: Path, text: str, lines:
         assert got[:-1] == lines and len(got) == len(lines) + 1  # then: no task found
     else:
         assert len(got) == 1 and lines[0] in got[0], done.stderr
+
+
+def test_timeout_multipliers_scale_the_agent_and_verifier_phases_and_the_trial_id() -> None:
+    """Harbor's rule: a phase's own multiplier, else `timeout_multiplier`; the trial id
+    changes only when a timeout does (1.0 keeps the ids of before)."""
+    from helios.tasks.phases import TimeoutScale, plan_steps
+    from helios.tasks.plan import build_specs
+    from helios.tasks.task import load_task
+
+    task = load_task(EXAMPLES / "hello-file", key="hello-file")
+    (plain,) = plan_steps(task)
+    (scaled,) = plan_steps(task, TimeoutScale(all=3.0, agent=0.5))
+    assert scaled.agent_timeout == plain.agent_timeout * 0.5
+    assert scaled.verifier.timeout == plain.verifier.timeout * 3.0
+
+    def trial_id(scale: TimeoutScale | None) -> str:
+        (spec,) = build_specs([task], n_attempts=1, agent="oracle", agent_settings={},
+                              model=None, provider="local", timeouts=scale)  # fmt: skip
+        (step,) = spec.body().steps  # the trial runs the scaled plan
+        assert step.agent_timeout == plain.agent_timeout * (scale.of(scale.agent) if scale else 1)
+        return spec.trial_id
+
+    assert trial_id(TimeoutScale(agent=4.0)) != trial_id(None)
+    assert trial_id(None) == trial_id(TimeoutScale()) == trial_id(TimeoutScale(all=1.0))
+    assert trial_id(TimeoutScale(verifier=2.0)) != trial_id(None)
+    with pytest.raises(ValueError, match="> 0"):
+        TimeoutScale(agent=0.0)

@@ -21,6 +21,7 @@ from helios.models.base import GenerationConfig
 from helios.models.services import ModelOptions
 from helios.safe_yaml import load_yaml
 from helios.tasks.job import JobAgent, JobConfig, JobModel, load_job
+from helios.tasks.phases import TimeoutScale
 from helios.tasks.plan import resolve_task_dirs
 from helios.tasks.settings import AgentChoice, TaskBatchSettings
 
@@ -74,6 +75,10 @@ def apply_job(
         ]
         changes |= {"agent": chosen[0].name, "agent_settings": chosen[0].settings,
                     "other_agents": chosen[1:]}  # fmt: skip
+    factors = (job.timeout_multiplier, job.agent_timeout_multiplier,
+               job.verifier_timeout_multiplier)  # fmt: skip
+    if any(f is not None for f in factors):
+        changes["timeouts"] = TimeoutScale(factors[0] or 1.0, factors[1], factors[2])
     if pinned:
         names = [m.model for m in job.models]
         changes["pairs"] = list(dict.fromkeys(

@@ -29,6 +29,7 @@ from helios.models.base import GenerationConfig
 from helios.models.services import ModelOptions
 from helios.safe_json import parse_json
 from helios.secrets import public_url
+from helios.tasks.phases import TimeoutScale
 from helios.tasks.settings import AgentChoice, TaskBatchSettings
 
 #: the options of a generation setting: given one of them, the run's generation is not used
@@ -142,6 +143,8 @@ def resume_settings(
     generation = run.get("generation")
     if isinstance(generation, dict) and not any(given(ctx, n) for n in GENERATION_OPTIONS):
         settings.models.generation = GenerationConfig.from_identity(generation)
+    if run.get("timeouts") is not None:  # a job's multipliers (a job given again wins)
+        settings.timeouts = TimeoutScale.from_identity(run["timeouts"])
     for name, field in (("n_concurrent", "n_concurrent"), ("pattern", "pattern"),
                         ("workers", "workers"), ("executor", "executor"),
                         ("ray_address", "ray_address")):  # fmt: skip

@@ -371,8 +371,9 @@ def as_job_config(harbor: HarborJob, source: str) -> JobConfig:
     `harbor.unsupported`. Each agent keeps its own model (`JobAgent.model`): the run is
     Harbor's list of (agent, model) pairs, not every model × every agent. An agent
     without `model_name` (the oracle) runs once, beside the job's first model (which
-    it does not use). Paths are relative to the working folder, as Harbor reads them;
-    one that does not exist is an InputError."""
+    it does not use). The agent's and verifier's timeout multipliers are the job's; the
+    agent setup's and environment build's are named. Paths are relative to the working
+    folder, as Harbor reads them; one that does not exist is an InputError."""
     from pydantic import ValidationError
 
     s = harbor.settings
@@ -385,10 +386,16 @@ def as_job_config(harbor: HarborJob, source: str) -> JobConfig:
     for where, path in sources:
         if not Path(path).expanduser().exists():
             raise InputError(f"no such folder: {path}", file=source, field=f"{where}.path")
-    for name, value in s["timeout_multipliers"].items():
-        if value is not None and value != 1.0:
+    factors = s["timeout_multipliers"]
+    for name in ("agent_setup", "environment_build"):
+        if factors[name] is not None and factors[name] != 1.0:
             key = next(k for k, n in MULTIPLIERS.items() if n == name)
-            leave_out(key, "Helios runs each phase with its task.toml timeout")
+            leave_out(key, "Helios scales the agent's and verifier's timeouts only")
+    if factors["all"] != 1.0:
+        harbor.unsupported.append(
+            f"{source}: field timeout_multiplier: scales the agent's and verifier's timeouts "
+            "only; the environment build keeps its task.toml timeout"
+        )
     if s["artifacts"]:
         leave_out("artifacts", "Helios collects the artifacts a task.toml names, not a job's")
     models: dict[str, str | None] = {}
@@ -424,6 +431,9 @@ def as_job_config(harbor: HarborJob, source: str) -> JobConfig:
             "agents": agents,
             "n_attempts": s["n_attempts"], "n_concurrent": s["n_concurrent_trials"],
             "provider": s["provider"], "output": output, "quiet": s["quiet"] or None,
+            "timeout_multiplier": factors["all"],
+            "agent_timeout_multiplier": factors["agent"],
+            "verifier_timeout_multiplier": factors["verifier"],
         })  # fmt: skip
     except ValidationError as exc:
         error = exc.errors()[0]

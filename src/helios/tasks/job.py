@@ -13,6 +13,7 @@
     agents: [tool, {name: oracle}]   # {name: tool, model: M}: that agent with M only
     n_attempts: 2
     n_concurrent: 4
+    timeout_multiplier: 2.0          # every agent's and verifier's task.toml timeout × 2
     provider: docker
     output: runs
 
@@ -118,6 +119,11 @@ class JobConfig(_Generation):
     quiet: bool | None = None
     retry_errors: bool | None = None
     prices: str | None = Field(default=None, min_length=1)
+    #: each agent's and verifier's task.toml timeout times its own multiplier, else
+    #: times `timeout_multiplier` (Harbor's names and rule)
+    timeout_multiplier: float | None = Field(default=None, gt=0)
+    agent_timeout_multiplier: float | None = Field(default=None, gt=0)
+    verifier_timeout_multiplier: float | None = Field(default=None, gt=0)
     #: defaults for every agent (an agent's own win)
     max_turns: int | None = Field(default=None, ge=1)
     system_prompt_file: str | None = Field(default=None, min_length=1)

@@ -221,6 +221,8 @@ class ParallelRunner:
             identity["agents"] = self._agents_recorded()
         if s.pairs is not None:
             identity["pairs"] = [list(pair) for pair in s.pairs]
+        if s.timeouts.identity() is not None:
+            identity["timeouts"] = s.timeouts.identity()
         return json.loads(json.dumps(identity, default=str))  # type: ignore[no-any-return]
 
     def _agents_recorded(self) -> list[dict[str, Any]]:
