@@ -129,6 +129,11 @@ def test_harbors_agents_each_run_with_their_own_model(
                              "--provider", "local", cwd=tmp_path, env=ENV)  # fmt: skip
     assert again.returncode == 0, again.stdout + again.stderr
     assert "3 (3 already done)" in again.stdout and len(_records(run_dir)) == 3
+    # from the folder alone (run.json's pairs), not every model × every agent (4)
+    alone = helios_inprocess("batch", "--resume", str(run_dir), "--base-url",
+                             alpha.openai_base_url, cwd=tmp_path, env=ENV)  # fmt: skip
+    assert alone.returncode == 0, alone.stdout + alone.stderr
+    assert "3 (3 already done)" in alone.stdout and len(_records(run_dir)) == 3
 
 
 @pytest.mark.parametrize(
@@ -198,3 +203,30 @@ def test_timeout_multipliers_scale_the_agent_and_verifier_phases_and_the_trial_i
     assert trial_id(TimeoutScale(verifier=2.0)) != trial_id(None)
     with pytest.raises(ValueError, match="> 0"):
         TimeoutScale(agent=0.0)
+
+
+def test_a_helios_job_agent_may_carry_its_own_model(tmp_path: Path) -> None:
+    """`agents: [{name, model}]`: that agent runs with its model only; listed once per
+    model, never twice with one model or both with and without one."""
+    from helios.cli.job_options import apply_job
+    from helios.errors import InputError
+    from helios.tasks.job import load_job
+    from helios.tasks.settings import TaskBatchSettings
+
+    def job(agents: str) -> Path:
+        path = tmp_path / "job.yaml"
+        path.write_text(f"models: [{ALPHA}]\nagents: {agents}\n")
+        return path
+
+    path = job(f"[{{name: tool, model: {BETA}}}, {{name: tool, model: {ALPHA}}}, oracle]")
+    settings = apply_job(TaskBatchSettings(), load_job(path), lambda _: False, path)
+    assert settings.pairs == [(BETA, "tool"), (ALPHA, "tool"), (ALPHA, "oracle"), (BETA, "oracle")]
+    assert [m.model for m in settings.models.every()] == [ALPHA, BETA]
+    assert [settings.agent, *(a.name for a in settings.other_agents)] == ["tool", "oracle"]
+    # -a given: the flags' agents over every model, as before
+    flags = apply_job(TaskBatchSettings(), load_job(path), lambda name: name == "agent", path)
+    assert flags.pairs is None
+    for agents in (f"[{{name: tool, model: {ALPHA}}}, {{name: tool, model: {ALPHA}}}]",
+                   f"[tool, {{name: tool, model: {ALPHA}}}]"):  # fmt: skip
+        with pytest.raises(InputError, match=r"agents.*tool listed twice"):
+            load_job(job(agents))
