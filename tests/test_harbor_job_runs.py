@@ -157,7 +157,7 @@ def test_harbors_agents_each_run_with_their_own_model(
          ["job.json [datasets.path]: no such folder: no/such/tasks"]),
         ('{"agents": [{"name": "oracle", "kwargs": {"max_turns": "x"}}], '
          '"datasets": [{"path": "tasks"}]}',
-         ["job.json [agents.0.max_turns]: Input should be a valid integer"]),
+         ["job.json [agents (oracle).kwargs.max_turns]: must be an integer >= 1, not 'x'"]),
     ],
     ids=["unknown-nested", "registry-dataset", "wrong-type", "nested-type", "no-such-path",
          "kwargs-type"],

@@ -416,6 +416,10 @@ def as_job_config(harbor: HarborJob, source: str) -> JobConfig:
         entry: dict[str, Any] = {"name": agent["name"], "model": agent["model_name"] or first}
         for key, value in agent["kwargs"].items():
             if key == "max_turns":
+                if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                    where = f"agents ({agent['name']}).kwargs.max_turns"
+                    raise InputError(f"must be an integer >= 1, not {value!r}", file=source,
+                                     field=where)  # fmt: skip
                 entry["max_turns"] = value
             else:
                 leave_out(f"agents ({agent['name']}).kwargs.{key}",
