@@ -146,10 +146,13 @@ def test_harbor_0_25_loads_the_example_job_files_as_they_are(harbor: Path) -> No
         "    out[name] = [c.n_attempts, c.n_concurrent_trials, [a.name for a in c.agents]]\n"
         "print(json.dumps(out))\n"
     )
-    files = [str(JOBS / "full.yaml"), str(JOBS / "legacy.json")]
+    files = [str(JOBS / name) for name in
+             ("full.yaml", "legacy.json", "examples.yaml", "legacy-examples.json")]  # fmt: skip
     loaded = subprocess.run([str(harbor), "-c", script, *files], capture_output=True,
                             text=True, timeout=120)  # fmt: skip
     assert loaded.returncode == 0, loaded.stderr
     got = json.loads(loaded.stdout)
     assert got[files[0]] == [3, 8, ["terminus-2", "oracle", "claude-code"]]
     assert got[files[1]] == [1, 2, ["nop"]]
+    # the ones tests/test_harbor_job_runs.py runs with `helios batch --config`
+    assert got[files[2]] == [2, 2, ["oracle"]] and got[files[3]] == [1, 2, ["nop"]]

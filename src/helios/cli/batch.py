@@ -163,9 +163,9 @@ def batch_command(
         typer.Option(
             "--config",
             "-c",
-            help="A job file (.yaml, .toml, .json): tasks, models, agents and any option "
-            "below. A flag given here wins over the file's value. Several models or agents "
-            "(here: -m a,b, -a a,b) run every combination.",
+            help="A job file (.yaml, .toml, .json; or Harbor's JobConfig as it is): tasks, "
+            "models, agents and any option below. A flag given here wins over the file's "
+            "value. Several models or agents (here: -m a,b, -a a,b) run every combination.",
         ),
     ] = None,
     n_concurrent: Annotated[
@@ -246,13 +246,19 @@ def batch_command(
 def _job(config: Path | None, debug: bool) -> JobConfig | None:
     if config is None:
         return None
-    from helios.cli.common import handle_errors
-    from helios.tasks.job import load_job
+    from helios.cli.common import err_console, handle_errors
+    from helios.cli.job_options import read_job
 
     try:
-        return load_job(config)
+        job, unsupported = read_job(config)
     except Exception as exc:
         handle_errors(exc, debug)
+    from rich.markup import escape
+
+    for line in unsupported:  # a Harbor job's fields Helios does not run, before it runs
+        err_console.print(f"[yellow]unsupported[/] {escape(line)}", highlight=False,
+                          soft_wrap=True)  # fmt: skip
+    return job
 
 
 def _several(

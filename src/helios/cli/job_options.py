@@ -19,7 +19,9 @@ from typing import Any
 from helios.errors import InputError
 from helios.models.base import GenerationConfig
 from helios.models.services import ModelOptions
-from helios.tasks.job import JobAgent, JobConfig, JobModel
+from helios.safe_yaml import load_yaml
+from helios.tasks.job import JobAgent, JobConfig, JobModel, load_job
+from helios.tasks.phases import TimeoutScale
 from helios.tasks.plan import resolve_task_dirs
 from helios.tasks.settings import AgentChoice, TaskBatchSettings
 
@@ -41,7 +43,14 @@ def apply_job(
     settings: TaskBatchSettings, job: JobConfig, given: Given, source: Path
 ) -> TaskBatchSettings:
     """`settings` (the flags', and a resumed run's) with every value the job gives
-    whose flag was not `given`."""
+    whose flag was not `given`. Agents that carry their own model run with it only
+    (`pairs`), unless -m or -a name others."""
+    pinned = any(a.model for a in job.agents) and not (given("model") or given("agent"))
+    if pinned:
+        listed = [m.model for m in job.models]
+        extra = [JobModel(model=m) for m in dict.fromkeys(a.model for a in job.agents if a.model)
+                 if m not in listed]  # fmt: skip
+        job = job.model_copy(update={"models": [*job.models, *extra]})
     changes: dict[str, Any] = {
         field: getattr(job, name) if name != "output" else Path(str(job.output))
         for name, field in SIMPLE.items()
@@ -58,12 +67,23 @@ def apply_job(
     agent_settings = _agent_settings(settings.agent_settings, None, job, given, source, None)
     changes["agent_settings"] = agent_settings
     if job.agents and not given("agent"):
+        first = {a.name: i for i, a in reversed(list(enumerate(job.agents)))}
         chosen = [
             AgentChoice(a.name, _agent_settings(settings.agent_settings, a, job, given, source, i))
             for i, a in enumerate(job.agents)
+            if first[a.name] == i  # an agent listed once per model: its first entry's settings
         ]
         changes |= {"agent": chosen[0].name, "agent_settings": chosen[0].settings,
                     "other_agents": chosen[1:]}  # fmt: skip
+    factors = (job.timeout_multiplier, job.agent_timeout_multiplier,
+               job.verifier_timeout_multiplier)  # fmt: skip
+    if any(f is not None for f in factors):
+        changes["timeouts"] = TimeoutScale(factors[0] or 1.0, factors[1], factors[2])
+    if pinned:
+        names = [m.model for m in job.models]
+        changes["pairs"] = list(dict.fromkeys(
+            (model, a.name) for a in job.agents for model in ([a.model] if a.model else names)
+        ))  # fmt: skip
     return replace(settings, **changes)
 
 
@@ -106,6 +126,9 @@ def _agent_settings(
     index: int | None,
 ) -> dict[str, Any]:  # fmt: skip
     settings = dict(base)
+    if entry is not None:  # a listed agent's own: not a resumed run's first agent's
+        flags = {"max_turns": "max_turns", "system_prompt": "system_prompt_file"}
+        settings = {k: v for k, v in settings.items() if k not in flags or given(flags[k])}
     turns = (entry.max_turns if entry else None) or job.max_turns
     if turns is not None and not given("max_turns"):
         settings["max_turns"] = turns
@@ -161,3 +184,21 @@ def _names(text: str, flag: str) -> list[str]:
     if twice:
         raise InputError(f"{', '.join(twice)} given twice in {flag} {text}", field=flag)
     return names
+
+
+def read_job(path: Path) -> tuple[JobConfig, list[str]]:
+    """The job in `path`: a Helios job file, or Harbor's JobConfig (YAML or JSON) as
+    it is, translated (`tasks.harbor_job`); and, for Harbor's, one line per field
+    Helios does not run, to show before anything runs."""
+    if path.suffix.lower() in (".yaml", ".yml", ".json") and path.is_file():
+        from helios.agents.registry import available_agents
+        from helios.tasks.harbor_job import as_job_config, load_harbor_job, looks_like_harbor_job
+
+        try:
+            data = load_yaml(path.read_text("utf-8"))
+        except Exception:  # not parsed: load_job names the file, line and reason
+            data = None
+        if looks_like_harbor_job(data):
+            harbor = load_harbor_job(path, known_agents=available_agents())
+            return as_job_config(harbor, str(path)), harbor.unsupported
+    return load_job(path), []

@@ -29,6 +29,7 @@ from helios.models.base import GenerationConfig
 from helios.models.services import ModelOptions
 from helios.safe_json import parse_json
 from helios.secrets import public_url
+from helios.tasks.phases import TimeoutScale
 from helios.tasks.settings import AgentChoice, TaskBatchSettings
 
 #: the options of a generation setting: given one of them, the run's generation is not used
@@ -142,6 +143,8 @@ def resume_settings(
     generation = run.get("generation")
     if isinstance(generation, dict) and not any(given(ctx, n) for n in GENERATION_OPTIONS):
         settings.models.generation = GenerationConfig.from_identity(generation)
+    if run.get("timeouts") is not None:  # a job's multipliers (a job given again wins)
+        settings.timeouts = TimeoutScale.from_identity(run["timeouts"])
     for name, field in (("n_concurrent", "n_concurrent"), ("pattern", "pattern"),
                         ("workers", "workers"), ("executor", "executor"),
                         ("ray_address", "ray_address")):  # fmt: skip
@@ -171,6 +174,12 @@ def resume_several(
         chosen = [_recorded_agent(a, i, where) for i, a in enumerate(agents)]
         settings.agent, settings.agent_settings = chosen[0].name, chosen[0].settings
         settings.other_agents = chosen[1:]
+    pairs = run.get("pairs")
+    if isinstance(pairs, list) and not (given("model") or given("agent")):
+        if not all(isinstance(p, list) and len(p) == 2 and all(isinstance(x, str) for x in p)
+                   for p in pairs):  # fmt: skip
+            raise InputError("expected [model, agent] pairs", file=str(where), field="pairs")
+        settings.pairs = [(p[0], p[1]) for p in pairs]
 
 
 def _recorded_model(

@@ -15,6 +15,7 @@ from helios.engine.scheduler import Slot
 from helios.engine.store import write_json_atomic
 from helios.failures import ErrorInfo
 from helios.tasks.features import features_used
+from helios.tasks.phases import TimeoutScale
 from helios.tasks.results import TrialResult
 from helios.tasks.trial import TrialSpec, run_trial
 
@@ -76,6 +77,7 @@ class TaskDoor:
 
 def spec_config(spec: TrialSpec) -> dict[str, Any]:
     cfg = spec.task.config
+    scale = spec.timeouts or TimeoutScale()
     return {
         "trial_id": spec.trial_id,
         "task": spec.task.name,
@@ -88,8 +90,9 @@ def spec_config(spec: TrialSpec) -> dict[str, Any]:
         "provider": spec.provider,
         "timeouts": {
             "build": cfg.environment.build_timeout_sec,
-            "agent": cfg.agent.timeout_sec,
-            "verifier": cfg.verifier.timeout_sec,
+            # as the trial ran them: a job's multipliers applied
+            "agent": cfg.agent.timeout_sec * scale.of(scale.agent),
+            "verifier": cfg.verifier.timeout_sec * scale.of(scale.verifier),
         },
         "schema_version": cfg.schema_version,
         "features": features_used(spec.task),

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from helios.errors import InputError
+from helios.tasks.job import JobConfig
 
 #: Harbor's agent name -> the Helios agent that runs it (a name not here is kept as it is)
 AGENTS = {
@@ -273,11 +274,12 @@ class _Translation:
                 )
                 continue
             kwargs = agent.get("kwargs")
+            kwargs = {} if kwargs is None else dict(self.mapping(kwargs, f"{where}.kwargs"))
             agents.append(
                 {
                     "name": helios_name,
                     "model_name": self.text(agent.get("model_name"), f"{where}.model_name"),
-                    "kwargs": dict(self.mapping(kwargs, f"{where}.kwargs")) if kwargs else {},
+                    "kwargs": kwargs,
                     "base_url": self.text(agent.get("base_url"), f"{where}.base_url"),
                 }
             )
@@ -362,3 +364,83 @@ def _is_default(value: object, default: object = _NO_DEFAULT) -> bool:
     if default is not _NO_DEFAULT:
         return False
     return value is False or value == "" or value == [] or value == {}
+
+
+def as_job_config(harbor: HarborJob, source: str) -> JobConfig:
+    """The Helios job that runs `harbor`; what it cannot run is added to
+    `harbor.unsupported`. Each agent keeps its own model (`JobAgent.model`): the run is
+    Harbor's list of (agent, model) pairs, not every model × every agent. An agent
+    without `model_name` (the oracle) runs once, beside the job's first model (which
+    it does not use). The agent's and verifier's timeout multipliers are the job's; the
+    agent setup's and environment build's are named. Paths are relative to the working
+    folder, as Harbor reads them; one that does not exist is an InputError."""
+    from pydantic import ValidationError
+
+    s = harbor.settings
+
+    def leave_out(where: str, why: str) -> None:
+        harbor.unsupported.append(f"{source}: field {where}: {why}; ignored")
+
+    sources = [("datasets", d["path"]) for d in s["datasets"]]
+    sources += [("tasks", t["path"]) for t in s["tasks"]]
+    for where, path in sources:
+        if not Path(path).expanduser().exists():
+            raise InputError(f"no such folder: {path}", file=source, field=f"{where}.path")
+    factors = s["timeout_multipliers"]
+    for name in ("agent_setup", "environment_build"):
+        if factors[name] is not None and factors[name] != 1.0:
+            key = next(k for k, n in MULTIPLIERS.items() if n == name)
+            leave_out(key, "Helios scales the agent's and verifier's timeouts only")
+    if factors["all"] != 1.0:
+        harbor.unsupported.append(
+            f"{source}: field timeout_multiplier: scales the agent's and verifier's timeouts "
+            "only; the environment build keeps its task.toml timeout"
+        )
+    if s["artifacts"]:
+        leave_out("artifacts", "Helios collects the artifacts a task.toml names, not a job's")
+    models: dict[str, str | None] = {}
+    for agent in s["agents"]:
+        model, url = agent["model_name"], agent["base_url"]
+        if model is None:
+            if url is not None:
+                leave_out(f"agents ({agent['name']}).base_url", "an endpoint needs a model_name")
+            continue
+        if model in models and url != models[model]:
+            leave_out(f"agents ({agent['name']}).base_url",
+                      f"{model} is given another endpoint first")  # fmt: skip
+            continue
+        models[model] = url
+    first = next(iter(models), None)
+    agents: list[dict[str, Any]] = []
+    for agent in s["agents"]:
+        entry: dict[str, Any] = {"name": agent["name"], "model": agent["model_name"] or first}
+        for key, value in agent["kwargs"].items():
+            if key == "max_turns":
+                if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                    where = f"agents ({agent['name']}).kwargs.max_turns"
+                    raise InputError(f"must be an integer >= 1, not {value!r}", file=source,
+                                     field=where)  # fmt: skip
+                entry["max_turns"] = value
+            else:
+                leave_out(f"agents ({agent['name']}).kwargs.{key}",
+                          "Helios's agents take max_turns only from a job")  # fmt: skip
+        agents.append(entry)
+    output: str | None = s["jobs_dir"]
+    if s["job_name"] is not None:
+        output = str(Path(output or "jobs") / s["job_name"])
+    try:
+        return JobConfig.model_validate({
+            "tasks": [{"path": path} for _, path in sources],
+            "models": [{"model": m, **({"base_url": u} if u else {})} for m, u in models.items()],
+            "agents": agents,
+            "n_attempts": s["n_attempts"], "n_concurrent": s["n_concurrent_trials"],
+            "provider": s["provider"], "output": output, "quiet": s["quiet"] or None,
+            "timeout_multiplier": factors["all"],
+            "agent_timeout_multiplier": factors["agent"],
+            "verifier_timeout_multiplier": factors["verifier"],
+        })  # fmt: skip
+    except ValidationError as exc:
+        error = exc.errors()[0]
+        where = ".".join(str(part) for part in error["loc"])
+        message = str(error["msg"]).removeprefix("Value error, ")
+        raise InputError(message, file=source, field=where) from None

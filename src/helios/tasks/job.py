@@ -10,9 +10,10 @@
         base_url: http://127.0.0.1:8000/v1
         api_key_env: QWEN_KEY        # the NAME of the variable that holds the key
         temperature: 0.2
-    agents: [tool, {name: oracle}]
+    agents: [tool, {name: oracle}]   # {name: tool, model: M}: that agent with M only
     n_attempts: 2
     n_concurrent: 4
+    timeout_multiplier: 2.0          # every agent's and verifier's task.toml timeout × 2
     provider: docker
     output: runs
 
@@ -85,6 +86,9 @@ class JobAgent(_Strict):
     """One agent, with its own settings."""
 
     name: str = Field(min_length=1)
+    #: this agent runs with this model only (as each agent of a Harbor job carries its
+    #: own); None: with every model of the job
+    model: str | None = Field(default=None, min_length=1)
     max_turns: int | None = Field(default=None, ge=1)
     system_prompt_file: str | None = Field(default=None, min_length=1)
 
@@ -115,6 +119,11 @@ class JobConfig(_Generation):
     quiet: bool | None = None
     retry_errors: bool | None = None
     prices: str | None = Field(default=None, min_length=1)
+    #: each agent's and verifier's task.toml timeout times its own multiplier, else
+    #: times `timeout_multiplier` (Harbor's names and rule)
+    timeout_multiplier: float | None = Field(default=None, gt=0)
+    agent_timeout_multiplier: float | None = Field(default=None, gt=0)
+    verifier_timeout_multiplier: float | None = Field(default=None, gt=0)
     #: defaults for every agent (an agent's own win)
     max_turns: int | None = Field(default=None, ge=1)
     system_prompt_file: str | None = Field(default=None, min_length=1)
@@ -136,7 +145,11 @@ class JobConfig(_Generation):
         # a trial records its model and agent by name: two of one name could not be
         # told apart in the results
         names = [e.model if isinstance(e, JobModel) else e.name for e in entries]
-        twice = sorted({name for name in names if names.count(name) > 1})
+        # an agent may be listed once per model it is given (`model`), not more
+        pinned = {(e.name, e.model) for e in entries if isinstance(e, JobAgent) and e.model}
+        once_each = {name for name in names
+                     if sum(1 for p in pinned if p[0] == name) == names.count(name)}  # fmt: skip
+        twice = sorted({n for n in names if names.count(n) > 1 and n not in once_each})
         if twice:
             raise ValueError(f"{', '.join(twice)} listed twice")
         return entries

@@ -8,7 +8,7 @@ for what it leaves unset. The body (`tasks.body`) only follows these plans.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from helios.environments.base import User
@@ -20,6 +20,40 @@ from helios.tasks.task import Task, dockerfile_workdir, health_check, sandbox_sp
 from helios.tasks.task_layout import step_verifier
 
 MinReward = float | dict[str, float] | None
+
+
+@dataclass(frozen=True)
+class TimeoutScale:
+    """Harbor's timeout multipliers: a phase's task.toml timeout times its own
+    multiplier, else times `all` (Harbor's `timeout_multiplier`)."""
+
+    all: float = 1.0
+    agent: float | None = None
+    verifier: float | None = None
+
+    def __post_init__(self) -> None:
+        if any(f is not None and not f > 0 for f in (self.all, self.agent, self.verifier)):
+            raise ValueError("a timeout multiplier is a number > 0")
+
+    def of(self, phase: float | None) -> float:
+        return self.all if phase is None else phase
+
+    def identity(self) -> dict[str, float] | None:
+        """What enters a trial's identity: None when no timeout changes (so the trial
+        ids of runs without multipliers stay what they were)."""
+        agent, verifier = self.of(self.agent), self.of(self.verifier)
+        return None if agent == verifier == 1.0 else {"agent": agent, "verifier": verifier}
+
+    @classmethod
+    def from_identity(cls, value: object) -> TimeoutScale:
+        """The scale `identity()` recorded (run.json); the default for anything else."""
+        if not isinstance(value, dict):
+            return cls()
+        factors = [value.get(k) for k in ("agent", "verifier")]
+        if not all(isinstance(f, int | float) and not isinstance(f, bool) and f > 0
+                   for f in factors):  # fmt: skip
+            return cls()
+        return cls(agent=float(factors[0]), verifier=float(factors[1]))  # type: ignore[arg-type]
 
 
 @dataclass(frozen=True)
@@ -66,11 +100,18 @@ def network_override(mode: NetworkMode | None, baseline: bool) -> bool | None:
     return None if public == baseline else public
 
 
-def plan_steps(task: Task) -> list[StepPlan]:
+def plan_steps(task: Task, scale: TimeoutScale | None = None) -> list[StepPlan]:
+    """Each step's plan; `scale` multiplies the agent's and verifier's timeouts."""
     config = task.config
-    if not config.steps:
-        return [_single(task)]
-    return [_step(task, step) for step in config.steps]
+    plans = [_single(task)] if not config.steps else [_step(task, s) for s in config.steps]
+    if scale is None or scale.identity() is None:
+        return plans
+    agent, verifier = scale.of(scale.agent), scale.of(scale.verifier)
+    return [
+        replace(plan, agent_timeout=plan.agent_timeout * agent,
+                verifier=replace(plan.verifier, timeout=plan.verifier.timeout * verifier))
+        for plan in plans
+    ]  # fmt: skip
 
 
 def _single(task: Task) -> StepPlan:

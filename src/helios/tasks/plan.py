@@ -16,6 +16,7 @@ from helios.errors import ConfigError, HeliosError, TaskFormatError
 from helios.identity import trial_id
 from helios.models.services import ModelOptions
 from helios.tasks.features import unsupported
+from helios.tasks.phases import TimeoutScale
 from helios.tasks.settings import TaskBatchSettings
 from helios.tasks.summary import InvalidTask, UnsupportedTask
 from helios.tasks.task import Task, discover_tasks, load_task
@@ -155,6 +156,7 @@ def build_specs(
     watch: ViewMode | None = None,
     keep_model: bool = False,
     suffix: str = "",
+    timeouts: TimeoutScale | None = None,
 ) -> list[TrialSpec]:
     """Attempts interleaved across tasks: task1#1, task2#1, …, task1#2, …
 
@@ -165,6 +167,9 @@ def build_specs(
     identity = prototype.identity()
     model = model if prototype.uses_model or keep_model else None
     settings = {"provider": provider, **(result_settings or {})}
+    scaled = timeouts.identity() if timeouts is not None else None
+    if scaled is not None:  # only then: the ids of runs without multipliers stay
+        settings["timeouts"] = scaled
     specs: list[TrialSpec] = []
     for attempt in range(1, n_attempts + 1):
         for index, task in enumerate(tasks):
@@ -188,6 +193,7 @@ def build_specs(
                     folder=trial_folder(index, task, attempt, n_attempts, suffix),
                     label=task.name + suffix + (f" #{attempt}" if n_attempts > 1 else ""),
                     watch=watch,
+                    timeouts=timeouts,
                 )
             )
     return specs
@@ -216,9 +222,10 @@ def dedupe_folders(specs: list[TrialSpec], taken: dict[str, str]) -> list[TrialS
 def product_specs(
     tasks: list[Task], settings: TaskBatchSettings, *, uses_model: bool
 ) -> tuple[list[TrialSpec], list[str]]:
-    """The trials of a batch: every model × every agent × task × attempt, attempts
-    interleaved across tasks; and the agents they run. Each combination's folders end
-    in its model's and agent's labels when the run has more than one of them."""
+    """The trials of a batch: every model × every agent × task × attempt (only the
+    settings' `pairs` of them when it lists some), attempts interleaved across tasks;
+    and the agents they run. Each combination's folders end in its model's and agent's
+    labels when the run has more than one of them."""
     s = settings
     models = s.models.every()
     agents = [(s.agent, s.agent_settings), *((a.name, a.settings) for a in s.other_agents)]
@@ -228,6 +235,8 @@ def product_specs(
     names: list[str] = []
     for options in models:
         for agent, agent_settings in agents:
+            if s.pairs is not None and (options.model, agent) not in s.pairs:
+                continue
             suffix = (f"__{model_labels[options.model or '']}" if len(models) > 1 else "") + (
                 f"__{agent_labels[str(agent)]}" if len(agents) > 1 else ""
             )
@@ -263,6 +272,7 @@ def _combination_specs(
             watch=s.watch,
             keep_model=bool(s.models.others),
             suffix=suffix,
+            timeouts=s.timeouts,
         )
         for name in dict.fromkeys(agents)
     }

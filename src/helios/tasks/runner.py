@@ -148,6 +148,8 @@ class ParallelRunner:
     def _combinations(self) -> int:
         """Models × agents: the trials of one task and attempt."""
         s = self.settings
+        if s.pairs is not None:
+            return len(s.pairs)
         return len(s.models.every()) * (1 + len(s.other_agents))
 
     # -- planning ------------------------------------------------------------
@@ -217,6 +219,10 @@ class ParallelRunner:
             ]
         if s.other_agents:
             identity["agents"] = self._agents_recorded()
+        if s.pairs is not None:
+            identity["pairs"] = [list(pair) for pair in s.pairs]
+        if s.timeouts.identity() is not None:
+            identity["timeouts"] = s.timeouts.identity()
         return json.loads(json.dumps(identity, default=str))  # type: ignore[no-any-return]
 
     def _agents_recorded(self) -> list[dict[str, Any]]:

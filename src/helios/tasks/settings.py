@@ -10,6 +10,7 @@ from helios.engine.labels import RunLabels, checked
 from helios.environments.desktop.vnc import ViewMode
 from helios.errors import ConfigError
 from helios.models.services import ModelOptions
+from helios.tasks.phases import TimeoutScale
 
 
 @dataclass(frozen=True)
@@ -66,6 +67,12 @@ class TaskBatchSettings:
     other_agents: list[AgentChoice] = field(default_factory=list)
     #: the run's name and tags (run.json; a name also names a new run's folder)
     labels: RunLabels = field(default_factory=RunLabels)
+    #: the (model, agent) combinations that run, when not every model × every agent
+    #: (a job whose agents carry their own model, as Harbor's do); None: all of them
+    pairs: list[tuple[str, str]] | None = None
+    #: the agent's and verifier's task.toml timeouts scaled (a job's, Harbor's
+    #: multipliers); part of a trial's identity only when a timeout changes
+    timeouts: TimeoutScale = field(default_factory=TimeoutScale)
 
     def __post_init__(self) -> None:
         if self.n_concurrent < 1 or self.n_attempts < 1:

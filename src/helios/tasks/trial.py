@@ -26,7 +26,7 @@ from helios.engine.scheduler import Slot
 from helios.environments.desktop.vnc import ViewMode
 from helios.failures import ErrorInfo
 from helios.tasks.body import StepRun, TaskBody
-from helios.tasks.phases import plan_steps
+from helios.tasks.phases import TimeoutScale, plan_steps
 from helios.tasks.results import StepResult, StepStatus, TrialResult, status_for
 from helios.tasks.schema import DesktopConfig
 from helios.tasks.task import Task
@@ -55,6 +55,8 @@ class TrialSpec:
     label: str = ""
     #: serve the desktop's view (`--watch`, `--interactive`); not part of the identity
     watch: ViewMode | None = None
+    #: the agent's and verifier's timeouts scaled (in `trial_id` when not 1.0)
+    timeouts: TimeoutScale | None = None
 
     def identity(self) -> dict[str, Any]:
         """The fields naming this trial in its result, whether it ran or crashed."""
@@ -75,7 +77,7 @@ class TrialSpec:
         task = self.task
         ready_image = task.dockerfile is None and task.environment_dir.is_dir()
         return TaskBody(
-            plan_steps(task),
+            plan_steps(task, self.timeouts),
             strategy=task.config.reward_strategy,
             environment_files=task.environment_dir if ready_image else None,
             desktop=self.desktop(),
