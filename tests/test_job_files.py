@@ -278,3 +278,22 @@ def test_each_task_source_may_have_its_own_pattern(need_bwrap: None, tmp_path: P
     assert done.returncode == 0, done.stdout + done.stderr
     (run_dir,) = (tmp_path / "out").iterdir()
     assert sorted(r["task_name"] for r in _records(run_dir)) == ["hello-file", "word-count"]
+
+
+def test_a_job_names_and_tags_its_run_and_a_flag_wins(need_bwrap: None, tmp_path: Path) -> None:
+    shutil.copytree(EXAMPLES / "hello-file", tmp_path / "tasks" / "hello-file")
+    (tmp_path / "job.yaml").write_text(
+        "tasks: [tasks]\nagents: [oracle]\nprovider: local\noutput: out\n"
+        "name: nightly\ntags: {suite: smoke, owner: ci}\n"
+    )
+    done = helios_inprocess("batch", "-c", "job.yaml", "-q", "--tag", "owner=me",
+                            cwd=tmp_path, env=ENV)  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    (run_dir,) = (tmp_path / "out").iterdir()
+    assert run_dir.name.startswith("nightly_")
+    meta = json.loads((run_dir / "run.json").read_text())
+    assert meta["name"] == "nightly" and meta["tags"] == {"suite": "smoke", "owner": "me"}
+    (tmp_path / "bad.yaml").write_text("tasks: [tasks]\nagents: [oracle]\ntags: {'a b': x}\n")
+    bad = helios_inprocess("batch", "-c", "bad.yaml", cwd=tmp_path, env=ENV)
+    assert bad.returncode == 2
+    assert "bad.yaml" in bad.stderr and "[tags]" in bad.stderr, bad.stderr

@@ -16,7 +16,8 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from helios.errors import InputError
+from helios.engine.labels import RunLabels, checked
+from helios.errors import ConfigError, InputError
 from helios.models.base import GenerationConfig
 from helios.models.services import ModelOptions
 from helios.safe_yaml import load_yaml
@@ -75,6 +76,15 @@ def apply_job(
         ]
         changes |= {"agent": chosen[0].name, "agent_settings": chosen[0].settings,
                     "other_agents": chosen[1:]}  # fmt: skip
+    if job.name is not None or job.tags:
+        name = settings.labels.name if given("name") else job.name or settings.labels.name
+        tags = {**job.tags, **settings.labels.tags} if given("tags") else {
+            **settings.labels.tags, **job.tags}  # fmt: skip
+        try:
+            changes["labels"] = checked(RunLabels(name=name, tags=tags))
+        except ConfigError as exc:
+            raise InputError(exc.message, file=str(source),
+                             field="tags" if "tag" in (exc.field or "") else "name") from None
     factors = (job.timeout_multiplier, job.agent_timeout_multiplier,
                job.verifier_timeout_multiplier)  # fmt: skip
     if any(f is not None for f in factors):

@@ -435,6 +435,7 @@ def as_job_config(harbor: HarborJob, source: str) -> JobConfig:
             "agents": agents,
             "n_attempts": s["n_attempts"], "n_concurrent": s["n_concurrent_trials"],
             "provider": s["provider"], "output": output, "quiet": s["quiet"] or None,
+            "name": s["job_name"],
             "timeout_multiplier": factors["all"],
             "agent_timeout_multiplier": factors["agent"],
             "verifier_timeout_multiplier": factors["verifier"],

@@ -117,6 +117,9 @@ class JobConfig(_Generation):
     ray_address: str | None = Field(default=None, min_length=1)
     fail_under: float | None = Field(default=None, ge=0.0, le=1.0)
     quiet: bool | None = None
+    #: the run's name and tags (`--name`, `--tag key=value`: a flag wins, tag by tag)
+    name: str | None = Field(default=None, min_length=1)
+    tags: dict[str, str] = Field(default_factory=dict)
     retry_errors: bool | None = None
     prices: str | None = Field(default=None, min_length=1)
     #: each agent's and verifier's task.toml timeout times its own multiplier, else
