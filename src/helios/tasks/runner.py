@@ -28,6 +28,7 @@ from helios.engine.run import (
     RunOutcome,
     SandboxConfig,
 )
+from helios.engine.saved_config import dump_config
 from helios.engine.store import KEEP_LEFTOVERS, RunStore, write_json_atomic
 from helios.engine.workers import default_workers
 from helios.environments.registry import sandbox_provider
@@ -243,6 +244,8 @@ class ParallelRunner:
             ),
             identity=self._identity(),
             recorded=self._recorded(),
+            config={"tasks": [str(Path(p).absolute()) for p in _as_list(self.task_paths)],
+                    "settings": dump_config(s)},  # fmt: skip
             labels=s.labels,
         )
 
