@@ -200,3 +200,42 @@ def _recorded_agent(entry: Any, index: int, where: Path) -> AgentChoice:
             or not isinstance(entry.get("settings", {}), dict)):  # fmt: skip
         raise InputError("expected {name, settings}", file=str(where), field=f"agents[{index}]")
     return AgentChoice(entry["name"], dict(entry.get("settings") or {}))
+
+
+# -- a run that saved its config (run.json's config_version) -----------------------------
+def saved_settings(
+    ctx: typer.Context, run: Mapping[str, Any], where: Path, named: tuple[str, ...] = ()
+) -> tuple[dict[str, Any], list[Path]] | None:
+    """The task settings and task folders a run saved (`config`), read against
+    `TaskBatchSettings`'s own fields: None for a run of before (its flat keys are read
+    as before). Any endpoint the config names anywhere must be named again."""
+    from helios.engine.saved_config import load_fields, saved_config, saved_endpoints
+
+    config = saved_config(run, str(where))
+    if config is None:
+        return None
+    settings = load_fields(TaskBatchSettings, config.get("settings", {}), str(where),
+                           "config.settings")  # fmt: skip
+    refuse_recorded_endpoints(ctx, saved_endpoints(config), where, named)
+    tasks = config.get("tasks", [])
+    if not isinstance(tasks, list) or not all(isinstance(t, str) and t for t in tasks):
+        raise InputError("expected a list of task folders", file=str(where), field="config.tasks")
+    return settings, [Path(t) for t in tasks]
+
+
+def resume_saved(
+    ctx: typer.Context, current: TaskBatchSettings, baseline: TaskBatchSettings,
+    saved: Mapping[str, Any],
+) -> TaskBatchSettings:  # fmt: skip
+    """The one rule of a resume (`saved_config.merged`): each setting this invocation
+    changed is kept, every other one is the run's."""
+    from helios.engine.saved_config import merged
+
+    return merged(current, baseline, saved, lambda name: name in ctx.params and given(ctx, name))
+
+
+def command_defaults(ctx: typer.Context, values: Mapping[str, Any]) -> dict[str, Any]:
+    """`values` (a command's settings by option name) with each option at its default:
+    what the command makes when no flag is given (`resume_saved`'s baseline)."""
+    defaults = {p.name: p.default for p in ctx.command.params if p.name is not None}
+    return {name: defaults.get(name, value) for name, value in values.items()}

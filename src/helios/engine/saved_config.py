@@ -116,8 +116,9 @@ class _Reader:
                     return self.convert(arg, value, path, depth)
                 except InputError as exc:
                     errors.append(exc)
-            raise errors[0] if len(errors) == 1 else self.fail(path, f"not a valid value: "
-                                                                     f"{_short(value)}")  # fmt: skip
+            if len(errors) == 1:
+                raise errors[0]
+            raise self.fail(path, f"not a valid value: {_short(value)}")
         if origin is Literal:
             if value in args and not isinstance(value, bool):
                 return value
@@ -150,7 +151,7 @@ class _Reader:
         return self.plain(value, path, depth)
 
     def expect(self, value: Any, kind: type | tuple[type, ...], path: str) -> Any:
-        if isinstance(value, bool) and kind is not bool or not isinstance(value, kind):
+        if (isinstance(value, bool) and kind is not bool) or not isinstance(value, kind):
             name = kind.__name__ if isinstance(kind, type) else "number"
             raise self.fail(path, f"expected {name}, got {_kind(value)}")
         return value

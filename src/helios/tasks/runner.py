@@ -244,8 +244,10 @@ class ParallelRunner:
             ),
             identity=self._identity(),
             recorded=self._recorded(),
-            config={"tasks": [str(Path(p).absolute()) for p in _as_list(self.task_paths)],
-                    "settings": dump_config(s)},  # fmt: skip
+            config={
+                "tasks": [str(Path(p).absolute()) for p in _as_list(self.task_paths)],
+                "settings": dump_config(s),
+            },
             labels=s.labels,
         )
 
