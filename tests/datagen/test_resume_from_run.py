@@ -52,6 +52,16 @@ def test_a_hostile_value_in_the_run_json_is_one_clear_line(
     run_generate(tmp_path, *hermes_args(mock_server, dataset, "r"), check=True)
     path = tmp_path / "data/r/.helios/run.json"
     stored = json.loads(path.read_text())
+    saved = stored["config"]
+    saved["settings"]["batch_size"] = "many"
+    path.write_text(json.dumps(stored))
+    result = run_generate(tmp_path, "--run_name=r", "--resume")
+    assert result.returncode == 2, result.stderr
+    line = "data/r/.helios/run.json [config.settings.batch_size]: expected int, got str"
+    assert line in result.stderr
+    assert "internal error" not in result.stderr and "Traceback" not in result.stderr
+    # a run.json of before config_version: its flat settings, checked as before
+    del stored["config_version"], stored["config"]
     stored["settings"]["batch_size"] = "many"
     path.write_text(json.dumps(stored))
     result = run_generate(tmp_path, "--run_name=r", "--resume")
