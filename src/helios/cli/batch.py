@@ -228,7 +228,7 @@ def batch_command(
     try:
         settings = _several(ctx, settings, run if saved is None else None, job, config)
         if saved is not None:
-            settings = _resume_saved(ctx, settings, saved[0], own)
+            settings = _resume_saved(ctx, settings, saved[0], own, resume)
     except Exception as exc:
         handle_errors(exc, options.debug)
     if settings.watch is not None and settings.n_attempts > 1:
@@ -270,15 +270,18 @@ def _saved(
 
 
 def _resume_saved(
-    ctx: typer.Context, settings: TaskBatchSettings, saved: dict[str, Any], own: dict[str, Any]
-) -> TaskBatchSettings:
+    ctx: typer.Context, settings: TaskBatchSettings, saved: dict[str, Any], own: dict[str, Any],
+    resume: Path | None,
+) -> TaskBatchSettings:  # fmt: skip
     """`settings` with every setting no flag changed taken from the saved run: the
     baseline is what the command makes with every flag at its default."""
     from helios.cli.options import TrialOptions
     from helios.cli.resume import command_defaults, resume_saved
+    from helios.engine.store import RUN_FILE
 
+    assert resume is not None  # a saved config is read only with --resume
     baseline = _settings(TrialOptions(), **command_defaults(ctx, own))
-    return resume_saved(ctx, settings, baseline, saved)
+    return resume_saved(ctx, settings, baseline, saved, resume / RUN_FILE)
 
 
 def _job(config: Path | None, debug: bool) -> JobConfig | None:
@@ -397,7 +400,7 @@ def run_command(
         resume_settings(ctx, settings, run)
     if saved is not None:
         try:
-            settings = _resume_saved(ctx, settings, saved[0], own)
+            settings = _resume_saved(ctx, settings, saved[0], own, resume)
         except Exception as exc:
             handle_errors(exc, options.debug)
     if (options.watch or interactive) and settings.n_attempts > 1:

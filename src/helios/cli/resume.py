@@ -225,13 +225,20 @@ def saved_settings(
 
 def resume_saved(
     ctx: typer.Context, current: TaskBatchSettings, baseline: TaskBatchSettings,
-    saved: Mapping[str, Any],
+    saved: Mapping[str, Any], where: Path,
 ) -> TaskBatchSettings:  # fmt: skip
     """The one rule of a resume (`saved_config.merged`): each setting this invocation
-    changed is kept, every other one is the run's."""
+    changed is kept, every other one is the run's. Saved values the settings refuse
+    together (the flags' own were checked already) are one line naming the file."""
     from helios.engine.saved_config import merged
 
-    return merged(current, baseline, saved, lambda name: name in ctx.params and given(ctx, name))
+    try:
+        return merged(current, baseline, saved,
+                      lambda name: name in ctx.params and given(ctx, name))  # fmt: skip
+    except (ValueError, TypeError, InputError) as exc:
+        message = getattr(exc, "message", str(exc))
+        raise InputError(f"not valid: {message}", file=str(where),
+                         field="config.settings") from None  # fmt: skip
 
 
 def command_defaults(ctx: typer.Context, values: Mapping[str, Any]) -> dict[str, Any]:

@@ -146,7 +146,7 @@ class _Reader:
             loaded = self.load(hint, value, path, depth)
             try:
                 return hint(**loaded)
-            except (TypeError, ValueError) as exc:  # InputError/ConfigError are ValueErrors
+            except (TypeError, ValueError, InputError) as exc:
                 raise self.fail(path, f"not valid: {exc}") from None
         return self.plain(value, path, depth)
 
