@@ -157,17 +157,30 @@ def _nested(depth: int) -> dict[str, Any]:
         ({"n_concurrent": "lots"}, "[config.settings.n_concurrent]: expected int, got str"),
         ({"n_attempts": True}, "[config.settings.n_attempts]: expected int, got bool"),
         ({"colour": "red"}, "[config.settings.colour]: unknown field of TaskBatchSettings"),
-        ({"models": {"generation": {"max_tokens": [1]}}},
-         "[config.settings.models.generation.max_tokens]: expected int, got list"),
-        ({"models": {"others": [{"modle": "x"}]}},
-         "[config.settings.models.others[0].modle]: unknown field of ModelOptions"),
+        (
+            {"models": {"generation": {"max_tokens": [1]}}},
+            "[config.settings.models.generation.max_tokens]: expected int, got list",
+        ),
+        (
+            {"models": {"others": [{"modle": "x"}]}},
+            "[config.settings.models.others[0].modle]: unknown field of ModelOptions",
+        ),
         ({"executor": "cloud"}, "[config.settings.executor]: expected one of local, ray"),
         ({"agent_settings": _nested(200)}, "nested deeper than"),
         ({"other_agents": [{"name": "nop"}] * 250_000}, "values: not a run's settings"),
         ({"n_concurrent": 0}, "[config.settings]: not valid: -n and -k must be at least 1"),
     ],
-    ids=["wrong-type", "bool-for-int", "unknown-key", "nested-type", "nested-unknown",
-         "literal", "deep", "huge", "invalid-value"],
+    ids=[
+        "wrong-type",
+        "bool-for-int",
+        "unknown-key",
+        "nested-type",
+        "nested-unknown",
+        "literal",
+        "deep",
+        "huge",
+        "invalid-value",
+    ],
 )
 def test_a_hostile_saved_config_is_one_clear_line(
     tmp_path: Path, change: dict[str, Any], line: str

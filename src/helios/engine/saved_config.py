@@ -215,9 +215,7 @@ def saved_endpoints(data: Any, depth: int = 0) -> dict[str, str]:
     return found
 
 
-def merged(
-    current: T, baseline: T, saved: Mapping[str, Any], given: Callable[[str], bool]
-) -> T:
+def merged(current: T, baseline: T, saved: Mapping[str, Any], given: Callable[[str], bool]) -> T:
     """`current` (the settings this invocation made) with each field it did not
     change taken from `saved` (`load_fields`). A field is changed when a flag of its
     name was given, or when it differs from `baseline` (the settings the same
