@@ -267,3 +267,19 @@ def test_a_missing_espeak_ng_is_one_setup_line_and_exits_2(
     assert len(lines) == 1, out
     assert "apt-get install espeak-ng" in lines[0]
     assert "error:" in lines[0]
+
+
+def test_the_run_folder_saves_the_config(tmp_path: Path) -> None:
+    """run.json's versioned `config`: the YAML config as it was validated, and the
+    engine's settings (secrets removed: `engine.saved_config`)."""
+    code, out = _invoke(tmp_path, GOOD, "-o", str(tmp_path / "out"), "--runs", "3")
+    assert code == 0, out
+    (run_dir,) = (tmp_path / "out").iterdir()
+    saved = json.loads((run_dir / "run.json").read_text())
+    assert saved["config_version"] == 1
+    config = saved["config"]
+    assert config["settings"]["config_file"] == str(tmp_path / "c.yaml")
+    assert [t["id"] for t in config["settings"]["tests"]] == ["one", "two"]
+    assert config["settings"]["synthesizer"]["params"] == {"voice": "x"}
+    assert config["runs"] == 9 and config["max_concurrency"] == 3
+    assert config["retry_policy"]["max_attempts"] >= 1 and config["agent"] == "Echo"

@@ -73,6 +73,8 @@ def toolcalls_command(
             cases, synthesizer=synthesizer, agent=agent, evaluator=evaluator,
             max_concurrency=max_concurrency or parsed.max_concurrency,
             cache=False if no_cache else None, output_dir=output, labels=labels,
+            settings={"config_file": str(config.absolute()),
+                      **parsed.model_dump(mode="json", exclude_none=True)},
         ))  # fmt: skip
     except Exception as exc:
         handle_errors(exc, debug)

@@ -10,7 +10,7 @@ run order, whatever happened to it.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, overload
@@ -29,6 +29,7 @@ from helios.engine import (
     write_json_atomic,
 )
 from helios.engine.labels import RunLabels
+from helios.engine.saved_config import dump_config
 from helios.errors import ConfigError
 from helios.failures import ErrorInfo
 from helios.models.base import ToolCall
@@ -241,9 +242,12 @@ async def run_cases(
     show_progress: bool | None = None,
     console: Console | None = None,
     labels: RunLabels | None = None,
+    settings: Mapping[str, Any] | None = None,
 ) -> BatchResult:
     """Run every case `case.runs` times on the engine; never raises for a run's failure.
-    `labels`: the run's name and tags, kept in its run.json (with `output_dir`)."""
+    `labels`: the run's name and tags, kept in its run.json (with `output_dir`);
+    `settings`: what the run was configured with (the CLI's YAML config, as JSON),
+    saved in run.json's `config` (secrets removed)."""
     if max_concurrency is not None and max_concurrency < 1:
         raise ConfigError(f"max_concurrency must be at least 1, got {max_concurrency}")
     check_runs(cases)
@@ -284,6 +288,12 @@ async def run_cases(
         outputs=OutputsConfig(parent=Path(output_dir), prefix="toolcalls")
         if output_dir is not None else OutputsConfig(),
         recorded={"runs": len(units), "max_concurrency": limit},
+        config={
+            "settings": dict(settings or {}), "runs": len(units), "max_concurrency": limit,
+            "timeout": timeout, "retry_policy": dump_config(policy),
+            "agent": type(agent).__name__, "evaluator": type(door.evaluator).__name__,
+            "synthesizer": type(synth).__name__ if synth is not None else None,
+        },
         labels=labels or RunLabels(),
     )  # fmt: skip
     show = progress if _show(show_progress, console) else None
