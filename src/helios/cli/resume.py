@@ -6,6 +6,12 @@ on the command line wins (a setting that changes results is then refused by the
 engine's check, unless --force); a flag left at its default takes the run's value.
 The API key is never recorded: it comes from the flag or the environment as usual.
 
+A run that saved its config (run.json's `config_version` and `config`) is resumed from it
+with one rule and no field list (`saved_settings`, `resume_saved`: the settings
+object is read back field by field, `engine.saved_config`); a run of before is resumed
+from its flat keys by the functions below them (`RECORDED_TYPES`, `resumed_options`,
+`resume_settings`, `resume_several`), kept for those folders only.
+
 A run folder is something people share, so its run.json is untrusted: the places it
 says to connect to (the model's endpoint, a Ray cluster) are never taken from it
 alone. Resuming a run that records one needs the flag again (`--base-url URL`,
