@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -93,5 +94,26 @@ def test_resume_loads_the_saved_config(tmp_path: Path, mock_server: MockLLMServe
     result = run_generate(tmp_path, "--run_name=r", "--resume", url, check=True)
     assert "1 already done" in result.stdout and "2 prompts each" in result.stdout
     assert f"{saved['model']} @ {mock_server.openai_base_url}" in result.stdout
+    rows = read_jsonl(tmp_path / "data/r/trajectories.jsonl")
+    assert sorted(int(r["prompt_index"]) for r in rows) == [0, 1, 2]
+
+
+FIXTURE = Path(__file__).parents[1] / "fixtures" / "generate_before_config"
+
+
+def test_a_run_of_before_config_version_still_resumes(
+    tmp_path: Path, mock_server: MockLLMServer
+) -> None:
+    """tests/fixtures/generate_before_config: a run folder as Helios wrote it before
+    run.json saved its config (2 of 3 prompts done): a resume reads its flat keys."""
+    shutil.copytree(FIXTURE, tmp_path, dirs_exist_ok=True)
+    path = tmp_path / "data/r/.helios/run.json"
+    stored = json.loads(path.read_text())
+    assert "config_version" not in stored  # the format of before
+    stored["dataset_file"] = str(tmp_path / "prompts.jsonl")
+    path.write_text(json.dumps(stored))
+    url = f"--base_url={mock_server.openai_base_url}"
+    result = run_generate(tmp_path, "--run_name=r", "--resume", url, check=True)
+    assert "2 already done" in result.stdout
     rows = read_jsonl(tmp_path / "data/r/trajectories.jsonl")
     assert sorted(int(r["prompt_index"]) for r in rows) == [0, 1, 2]
