@@ -312,3 +312,7 @@ def test_resume_loads_the_saved_config(tmp_path: Path) -> None:
     path.write_text(json.dumps(stored))
     old = CliRunner().invoke(app, ["toolcalls", "--resume", str(run_dir)])
     assert old.exit_code == 2 and "resume it with --config FILE" in old.output, old.output
+    (tmp_path / "c.yaml").write_text(textwrap.dedent(GOOD))
+    given = CliRunner().invoke(app, ["toolcalls", "--resume", str(run_dir), "-c",
+                                     str(tmp_path / "c.yaml")])  # fmt: skip
+    assert given.exit_code == 0, given.output

@@ -75,13 +75,15 @@ def toolcalls_command(
         labels = labels_of(name, tag)
         if report is not None:
             check_report_path(report)
-        if resume is not None:
-            saved, saved_file, saved_runs, saved_limit = _saved(resume)
+        found = _saved(resume, needed=config is None) if resume is not None else None
+        if found is not None:
+            saved, saved_file, saved_runs, saved_limit = found
             runs = runs if runs is not None else saved_runs
             max_concurrency = max_concurrency or saved_limit
         if config is not None:
             parsed = load_config(config)
         else:
+            assert found is not None  # `_saved` raised otherwise
             parsed, config = saved, saved_file
         synthesizer, agent, evaluator = build_components(parsed, config)
         cases = parsed.cases(runs)
@@ -118,10 +120,13 @@ def toolcalls_command(
 CONFIG_FILE, RUNS = "config_file", "runs_override"
 
 
-def _saved(run_dir: Path) -> tuple[ToolcallsConfig, Path, int | None, int | None]:
+def _saved(
+    run_dir: Path, *, needed: bool
+) -> tuple[ToolcallsConfig, Path, int | None, int | None] | None:
     """The YAML config a run saved (run.json's `config`), validated again, with its
     file, --runs and the bound on runs in flight: one InputError line for anything
-    that does not fit."""
+    that does not fit. None for a run of before config_version, unless `needed`
+    (no --config given: an InputError)."""
     from pydantic import ValidationError
 
     from helios.cli.resume import recorded_run
@@ -132,6 +137,8 @@ def _saved(run_dir: Path) -> tuple[ToolcallsConfig, Path, int | None, int | None
 
     where = str(run_dir / RUN_FILE)
     config = saved_config(recorded_run(run_dir, ("toolcalls",)), where)
+    if config is None and not needed:
+        return None
     if config is None:
         raise InputError("a run of before config_version saved no config: resume it with "
                          "--config FILE", file=where, field="config_version")  # fmt: skip
