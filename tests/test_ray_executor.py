@@ -184,6 +184,10 @@ def test_a_batch_on_three_nodes_writes_what_one_machine_writes(
     # run.json says where the run ran, for `--resume RUN_DIR` alone; the rest is the same
     assert ray_files["run.json"].pop("executor") == "ray"
     assert ray_files["run.json"].pop("ray_address") == cluster.address
+    # and so does its saved config (with the output folder each was given)
+    on_ray, alone = ray_files["run.json"].pop("config"), one_files["run.json"].pop("config")
+    assert on_ray["settings"]["executor"] == "ray" and alone["settings"]["executor"] == "local"
+    assert on_ray["tasks"] == alone["tasks"] and on_ray["sandbox"] == alone["sandbox"]
     assert len(one_files) > 60  # config, result, oracle, verifier files of 12 trials
     assert ray_files.keys() == one_files.keys()
     for name in one_files:
@@ -303,6 +307,11 @@ def test_generate_on_three_nodes_writes_what_one_machine_writes(
     for name, address in (("ray", cluster.address), ("one", None)):
         executor = "ray" if address else "local"
         assert (where[name].pop("executor"), where[name].pop("ray_address")) == (executor, address)
+    # and so does each one's saved config (with the output folder each was given)
+    saved = {name: files[".helios/run.json"].pop("config") for name, files in
+             (("ray", on_ray), ("one", alone))}  # fmt: skip
+    assert saved["ray"]["settings"]["executor"] == "ray"
+    assert saved["one"]["settings"]["executor"] == "local"
     assert len(read_jsonl(tmp_path / "ray" / "r" / "trajectories.jsonl")) == 6
     assert on_ray.keys() == alone.keys()
     for name in alone:

@@ -37,6 +37,7 @@ VOLATILE = {
     "created_at", "run_id", "timestamp", "task_paths", "output_dir",
     "seconds",  # run.json's time across resumes
     "workers",  # run.json records the processes asked for
+    "processes",  # and so does its saved config (`config.concurrency`)
 }  # fmt: skip
 
 

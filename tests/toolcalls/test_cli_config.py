@@ -267,3 +267,52 @@ def test_a_missing_espeak_ng_is_one_setup_line_and_exits_2(
     assert len(lines) == 1, out
     assert "apt-get install espeak-ng" in lines[0]
     assert "error:" in lines[0]
+
+
+def test_the_run_folder_saves_the_config(tmp_path: Path) -> None:
+    """run.json's versioned `config`: the YAML config as it was validated, and the
+    engine's settings (secrets removed: `engine.saved_config`)."""
+    code, out = _invoke(tmp_path, GOOD, "-o", str(tmp_path / "out"), "--runs", "3")
+    assert code == 0, out
+    (run_dir,) = (tmp_path / "out").iterdir()
+    saved = json.loads((run_dir / "run.json").read_text())
+    assert saved["config_version"] == 1
+    config = saved["config"]
+    assert config["settings"]["config_file"] == str(tmp_path / "c.yaml")
+    assert [t["id"] for t in config["settings"]["tests"]] == ["one", "two"]
+    assert config["settings"]["synthesizer"]["params"] == {"voice": "x"}
+    assert config["runs"] == 9 and config["max_concurrency"] == 3
+    assert config["retry_policy"]["max_attempts"] >= 1 and config["agent"] == "Echo"
+
+
+def test_resume_loads_the_saved_config(tmp_path: Path) -> None:
+    """`--resume RUN_DIR` alone: the YAML config comes from run.json (its file may be
+    gone), and the runs recorded before are not run again."""
+    code, out = _invoke(tmp_path, GOOD, "-o", str(tmp_path / "out"))
+    assert code == 0, out
+    (run_dir,) = (tmp_path / "out").iterdir()
+    results = run_dir / "results.jsonl"
+    lines = results.read_text().splitlines(keepends=True)
+    assert len(lines) == 4
+    results.write_text("".join(lines[:2]))  # as if stopped before its last two runs
+    (tmp_path / "c.yaml").unlink()
+    resumed = CliRunner().invoke(app, ["toolcalls", "--resume", str(run_dir)])
+    assert resumed.exit_code == 0, resumed.output
+    assert "  PASS  one  (100% match)  [2/2 runs]" in resumed.output
+    assert "  PASS  two  (100% match)  [2/2 runs]" in resumed.output
+    assert len(results.read_text().splitlines()) == 4  # only the two missing ran
+    # a saved config that does not fit is one line naming the file and the field
+    path = run_dir / "run.json"
+    stored = json.loads(path.read_text())
+    stored["config"]["settings"]["runs"] = "many"
+    path.write_text(json.dumps(stored))
+    bad = CliRunner().invoke(app, ["toolcalls", "--resume", str(run_dir)])
+    assert bad.exit_code == 2 and f"{path} [config.settings.runs]" in bad.output, bad.output
+    del stored["config_version"]
+    path.write_text(json.dumps(stored))
+    old = CliRunner().invoke(app, ["toolcalls", "--resume", str(run_dir)])
+    assert old.exit_code == 2 and "resume it with --config FILE" in old.output, old.output
+    (tmp_path / "c.yaml").write_text(textwrap.dedent(GOOD))
+    given = CliRunner().invoke(app, ["toolcalls", "--resume", str(run_dir), "-c",
+                                     str(tmp_path / "c.yaml")])  # fmt: skip
+    assert given.exit_code == 0, given.output

@@ -210,19 +210,25 @@ def batch_command(
     job = _job(config, options.debug)
     named = ("base_url",) if job is not None and job.models else ()
     run = _recorded(ctx, resume, ("batch",), options.debug, named)
-    if run is not None:
+    saved = _saved(ctx, run, resume, options.debug, named)
+    if run is not None and saved is None:  # a run of before config_version: its flat keys
         options = resumed_options(ctx, options, run)
-    if run is not None and isinstance(run.get("executor"), str) and not given(ctx, "executor"):
-        executor = run["executor"]  # before the settings check --ray-address against it
-    settings = _settings(
-        options, n_concurrent=n_concurrent, quiet=quiet, pattern=pattern, resume=resume,
+        if isinstance(run.get("executor"), str) and not given(ctx, "executor"):
+            executor = run["executor"]  # before the settings check --ray-address against it
+    if saved is not None and not given(ctx, "executor"):
+        executor = saved[0].get("executor", executor)  # as above
+    own = dict(
+        n_concurrent=n_concurrent, quiet=quiet, pattern=pattern, resume=resume,
         retry_errors=retry_errors, force=force, workers=workers, executor=executor,
         ray_address=ray_address, watch=_view_mode(options.watch, False),
     )  # fmt: skip
-    if run is not None:
+    settings = _settings(options, **own)
+    if run is not None and saved is None:
         resume_settings(ctx, settings, run)
     try:
-        settings = _several(ctx, settings, run, job, config)
+        settings = _several(ctx, settings, run if saved is None else None, job, config)
+        if saved is not None:
+            settings = _resume_saved(ctx, settings, saved[0], own, resume)
     except Exception as exc:
         handle_errors(exc, options.debug)
     if settings.watch is not None and settings.n_attempts > 1:
@@ -238,9 +244,44 @@ def batch_command(
             handle_errors(exc, options.debug)
         if any(source.pattern for source in job.tasks):
             settings.pattern = "**/task.toml"  # the task folders found: each is itself
+    elif saved is not None and saved[1]:
+        tasks = saved[1]
     else:
         tasks = _recorded_tasks(run, "TASKS_DIR (or a job file's tasks)")
     _execute(tasks, settings, fail_under, options.debug)
+
+
+def _saved(
+    ctx: typer.Context, run: dict[str, Any] | None, resume: Path | None, debug: bool,
+    named: tuple[str, ...] = (),
+) -> tuple[dict[str, Any], list[Path]] | None:  # fmt: skip
+    """The settings and tasks the resumed run saved (run.json's `config`), or None (no
+    resume, or a run of before config_version)."""
+    if run is None or resume is None:
+        return None
+    from helios.cli.common import handle_errors
+    from helios.cli.resume import saved_settings
+    from helios.engine.store import RUN_FILE
+
+    try:
+        return saved_settings(ctx, run, resume / RUN_FILE, named)
+    except Exception as exc:
+        handle_errors(exc, debug)
+
+
+def _resume_saved(
+    ctx: typer.Context, settings: TaskBatchSettings, saved: dict[str, Any], own: dict[str, Any],
+    resume: Path | None,
+) -> TaskBatchSettings:  # fmt: skip
+    """`settings` with every setting no flag changed taken from the saved run: the
+    baseline is what the command makes with every flag at its default."""
+    from helios.cli.options import TrialOptions
+    from helios.cli.resume import command_defaults, resume_saved
+    from helios.engine.store import RUN_FILE
+
+    assert resume is not None  # a saved config is read only with --resume
+    baseline = _settings(TrialOptions(), **command_defaults(ctx, own))
+    return resume_saved(ctx, settings, baseline, saved, resume / RUN_FILE)
 
 
 def _job(config: Path | None, debug: bool) -> JobConfig | None:
@@ -345,24 +386,31 @@ def run_command(
     interactive: InteractiveOpt = False,
 ) -> None:
     """Run one task and show its result."""
-    from helios.cli.common import err_console, fail, shown
+    from helios.cli.common import err_console, fail, handle_errors, shown
     from helios.cli.resume import resume_settings, resumed_options
 
     run = _recorded(ctx, resume, ("run",), options.debug)
-    if run is not None:
+    saved = _saved(ctx, run, resume, options.debug)
+    if run is not None and saved is None:  # a run of before config_version: its flat keys
         options = resumed_options(ctx, options, run)
     if task is None:
-        task = _recorded_tasks(run, "TASK")[0]
+        task = saved[1][0] if saved is not None and saved[1] else _recorded_tasks(run, "TASK")[0]
     if not (task / "task.toml").is_file():
         fail(_not_a_task(task))
-    if (options.watch or interactive) and options.n_attempts > 1:
-        fail(WATCH_WITH_ATTEMPTS)
-    settings = _settings(
-        options, n_concurrent=1, run_prefix="run", view="trial", resume=resume, quiet=quiet,
+    own = dict(
+        n_concurrent=1, run_prefix="run", view="trial", resume=resume, quiet=quiet,
         retry_errors=retry_errors, force=force, watch=_view_mode(options.watch, interactive),
     )  # fmt: skip
-    if run is not None:
+    settings = _settings(options, **own)
+    if run is not None and saved is None:
         resume_settings(ctx, settings, run)
+    if saved is not None:
+        try:
+            settings = _resume_saved(ctx, settings, saved[0], own, resume)
+        except Exception as exc:
+            handle_errors(exc, options.debug)
+    if (options.watch or interactive) and settings.n_attempts > 1:
+        fail(WATCH_WITH_ATTEMPTS)
     batch = _execute([task], settings, fail_under, options.debug)
     if batch.output_dir is not None and not quiet:
         for result in batch.results:

@@ -281,6 +281,16 @@ def _resumed(ctx: typer.Context, run_dir: Path, debug: bool) -> dict[str, Any]:
         run = recorded_run(run_dir / STORE_DIR, ("generate",))
     except Exception as exc:
         handle_errors(exc, debug)
+    where = run_dir / STORE_DIR / "run.json"
+    try:
+        saved = _saved(ctx, run, where)
+    except InputError as exc:
+        handle_errors(exc, debug)
+    if saved is not None:  # the run's config: every option named as a setting, one rule
+        for name, value in saved.items():
+            if name in values and value is not None and not given(ctx, name):
+                values[name] = ",".join(value) if isinstance(value, list) else value
+        return values
     recorded = {**(run.get("settings") or {}), "dataset_file": run.get("dataset_file"),
                 "model": run.get("model"), "distribution": run.get("distribution")}  # fmt: skip
     paths = ("dataset_file", "prices", "distributions_file")
@@ -288,15 +298,36 @@ def _resumed(ctx: typer.Context, run_dir: Path, debug: bool) -> dict[str, Any]:
     for name, value in recorded.items():
         if name in values and value is not None and not given(ctx, name):
             if not _fits(value, hints.get(name)):  # what the flag would refuse is refused
-                where = str(run_dir / STORE_DIR / "run.json")
-                bad = InputError(f"not a valid value: {value!r}", file=where, field=name)
+                bad = InputError(f"not a valid value: {value!r}", file=str(where), field=name)
                 handle_errors(bad, debug)
             values[name] = Path(value) if name in paths else value
     try:
-        refuse_recorded_endpoints(ctx, recorded, run_dir / STORE_DIR / "run.json")
+        refuse_recorded_endpoints(ctx, recorded, where)
     except InputError as exc:
         handle_errors(exc, debug)
     return values
+
+
+#: the options that say where the run's folder is: this invocation's, never the run's
+FOLDER_OPTIONS = ("run_name", "output_dir")
+
+
+def _saved(ctx: typer.Context, run: dict[str, Any], where: Path) -> dict[str, Any] | None:
+    """The settings a run saved (run.json's `config`) that a resume may take, read
+    against `GenerateSettings`'s fields; None for a run of before config_version. An
+    endpoint it records is never taken: it must be named again."""
+    from helios.cli.resume import refuse_recorded_endpoints
+    from helios.datagen.settings import GenerateSettings
+    from helios.engine.saved_config import ENDPOINTS, load_fields, saved_config, saved_endpoints
+
+    config = saved_config(run, str(where))
+    if config is None:
+        return None
+    settings = load_fields(GenerateSettings, config.get("settings", {}), str(where),
+                           "config.settings")  # fmt: skip
+    refuse_recorded_endpoints(ctx, saved_endpoints(config), where)
+    skipped = (*ENDPOINTS, *FOLDER_OPTIONS)
+    return {name: value for name, value in settings.items() if name not in skipped}
 
 
 def _fits(value: Any, hint: Any) -> bool:

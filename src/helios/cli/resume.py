@@ -6,6 +6,12 @@ on the command line wins (a setting that changes results is then refused by the
 engine's check, unless --force); a flag left at its default takes the run's value.
 The API key is never recorded: it comes from the flag or the environment as usual.
 
+A run that saved its config (run.json's `config_version` and `config`) is resumed from it
+with one rule and no field list (`saved_settings`, `resume_saved`: the settings
+object is read back field by field, `engine.saved_config`); a run of before is resumed
+from its flat keys by the functions below them (`RECORDED_TYPES`, `resumed_options`,
+`resume_settings`, `resume_several`), kept for those folders only.
+
 A run folder is something people share, so its run.json is untrusted: the places it
 says to connect to (the model's endpoint, a Ray cluster) are never taken from it
 alone. Resuming a run that records one needs the flag again (`--base-url URL`,
@@ -209,3 +215,49 @@ def _recorded_agent(entry: Any, index: int, where: Path) -> AgentChoice:
             or not isinstance(entry.get("settings", {}), dict)):  # fmt: skip
         raise InputError("expected {name, settings}", file=str(where), field=f"agents[{index}]")
     return AgentChoice(entry["name"], dict(entry.get("settings") or {}))
+
+
+# -- a run that saved its config (run.json's config_version) -----------------------------
+def saved_settings(
+    ctx: typer.Context, run: Mapping[str, Any], where: Path, named: tuple[str, ...] = ()
+) -> tuple[dict[str, Any], list[Path]] | None:
+    """The task settings and task folders a run saved (`config`), read against
+    `TaskBatchSettings`'s own fields: None for a run of before (its flat keys are read
+    as before). Any endpoint the config names anywhere must be named again."""
+    from helios.engine.saved_config import load_fields, saved_config, saved_endpoints
+
+    config = saved_config(run, str(where))
+    if config is None:
+        return None
+    settings = load_fields(TaskBatchSettings, config.get("settings", {}), str(where),
+                           "config.settings")  # fmt: skip
+    refuse_recorded_endpoints(ctx, saved_endpoints(config), where, named)
+    tasks = config.get("tasks", [])
+    if not isinstance(tasks, list) or not all(isinstance(t, str) and t for t in tasks):
+        raise InputError("expected a list of task folders", file=str(where), field="config.tasks")
+    return settings, [Path(t) for t in tasks]
+
+
+def resume_saved(
+    ctx: typer.Context, current: TaskBatchSettings, baseline: TaskBatchSettings,
+    saved: Mapping[str, Any], where: Path,
+) -> TaskBatchSettings:  # fmt: skip
+    """The one rule of a resume (`saved_config.merged`): each setting this invocation
+    changed is kept, every other one is the run's. Saved values the settings refuse
+    together (the flags' own were checked already) are one line naming the file."""
+    from helios.engine.saved_config import merged
+
+    try:
+        return merged(current, baseline, saved,
+                      lambda name: name in ctx.params and given(ctx, name))  # fmt: skip
+    except (ValueError, TypeError, InputError) as exc:
+        message = getattr(exc, "message", str(exc))
+        raise InputError(f"not valid: {message}", file=str(where),
+                         field="config.settings") from None  # fmt: skip
+
+
+def command_defaults(ctx: typer.Context, values: Mapping[str, Any]) -> dict[str, Any]:
+    """`values` (a command's settings by option name) with each option at its default:
+    what the command makes when no flag is given (`resume_saved`'s baseline)."""
+    defaults = {p.name: p.default for p in ctx.command.params if p.name is not None}
+    return {name: defaults.get(name, value) for name, value in values.items()}

@@ -6,8 +6,9 @@ Exit codes: 0 every run passed; 1 a run failed; 2 a bad config or invocation;
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -22,11 +23,16 @@ from helios.cli.options import DebugOpt, NameOpt, TagOpt
 from helios.text import visible
 from helios.toolcalls.types import BatchResult
 
+if TYPE_CHECKING:
+    from helios.toolcalls.config import ToolcallsConfig
+
 
 def toolcalls_command(
     config: Annotated[
-        Path, typer.Option("--config", "-c", help="The YAML config (synthesizer, agent, tests).")
-    ],
+        Path | None,
+        typer.Option("--config", "-c", help="The YAML config (synthesizer, agent, tests). "
+                     "With --resume: the run's saved one, unless given."),
+    ] = None,
     runs: Annotated[
         int | None, typer.Option("--runs", min=1, help="Runs per prompt (beats the config).")
     ] = None,
@@ -46,6 +52,14 @@ def toolcalls_command(
     quiet: Annotated[
         bool, typer.Option("--quiet", "-q", help="Only the per-test table, no run details.")
     ] = False,
+    resume: Annotated[
+        Path | None,
+        typer.Option("--resume", help="A run folder (made with --output) to finish with the "
+                     "config it saved: its recorded runs are not run again."),
+    ] = None,
+    force: Annotated[
+        bool, typer.Option("--force", help="With --resume, accept other components than the run's.")
+    ] = False,
     name: NameOpt = None,
     tag: TagOpt = None,
     debug: DebugOpt = False,
@@ -55,11 +69,22 @@ def toolcalls_command(
     from helios.toolcalls.config import build_components, load_config
     from helios.toolcalls.report import check_report_path
 
+    if config is None and resume is None:
+        fail("--config is required (or --resume RUN_DIR of a run that saved its config)")
     try:
         labels = labels_of(name, tag)
         if report is not None:
             check_report_path(report)
-        parsed = load_config(config)
+        found = _saved(resume, needed=config is None) if resume is not None else None
+        if found is not None:
+            saved, saved_file, saved_runs, saved_limit = found
+            runs = runs if runs is not None else saved_runs
+            max_concurrency = max_concurrency or saved_limit
+        if config is not None:
+            parsed = load_config(config)
+        else:
+            assert found is not None  # `_saved` raised otherwise
+            parsed, config = saved, saved_file
         synthesizer, agent, evaluator = build_components(parsed, config)
         cases = parsed.cases(runs)
     except ValueError as exc:
@@ -73,6 +98,9 @@ def toolcalls_command(
             cases, synthesizer=synthesizer, agent=agent, evaluator=evaluator,
             max_concurrency=max_concurrency or parsed.max_concurrency,
             cache=False if no_cache else None, output_dir=output, labels=labels,
+            settings={CONFIG_FILE: str(config.absolute()), RUNS: runs,
+                      **parsed.model_dump(mode="json", exclude_none=True)},
+            resume=resume, force=force,
         ))  # fmt: skip
     except Exception as exc:
         handle_errors(exc, debug)
@@ -85,6 +113,62 @@ def toolcalls_command(
         except OSError as exc:
             fail(f"{report}: {exc.strerror or exc}")
     raise typer.Exit(EXIT_OK if batch.passed else EXIT_BELOW_THRESHOLD)
+
+
+#: what run.json's `config.settings` holds beside the YAML config: its file (relative
+#: component paths are read from its folder) and --runs
+CONFIG_FILE, RUNS = "config_file", "runs_override"
+
+
+def _saved(
+    run_dir: Path, *, needed: bool
+) -> tuple[ToolcallsConfig, Path, int | None, int | None] | None:
+    """The YAML config a run saved (run.json's `config`), validated again, with its
+    file, --runs and the bound on runs in flight: one InputError line for anything
+    that does not fit. None for a run of before config_version, unless `needed`
+    (no --config given: an InputError)."""
+    from pydantic import ValidationError
+
+    from helios.cli.resume import recorded_run
+    from helios.engine.saved_config import load_fields, saved_config
+    from helios.engine.store import RUN_FILE
+    from helios.errors import InputError
+    from helios.toolcalls.config import ToolcallsConfig
+
+    where = str(run_dir / RUN_FILE)
+    config = saved_config(recorded_run(run_dir, ("toolcalls",)), where)
+    if config is None and not needed:
+        return None
+    if config is None:
+        raise InputError("a run of before config_version saved no config: resume it with "
+                         "--config FILE", file=where, field="config_version")  # fmt: skip
+    settings = config.get("settings")
+    if not isinstance(settings, dict):
+        raise InputError("expected an object", file=where, field="config.settings")
+    settings = dict(settings)
+    head = load_fields(_Head, {k: settings.pop(k) for k in (CONFIG_FILE, RUNS) if k in settings},
+                       where, "config.settings")  # fmt: skip
+    limit = load_fields(_Limit, {"max_concurrency": config.get("max_concurrency")}, where,
+                        "config")  # fmt: skip
+    try:
+        parsed = ToolcallsConfig.model_validate(settings)
+    except ValidationError as exc:
+        error = exc.errors()[0]
+        path = ".".join(str(part) for part in error["loc"])
+        raise InputError(error["msg"], file=where, field=f"config.settings.{path}") from None
+    file = head.get(CONFIG_FILE) or run_dir / "config.yaml"
+    return parsed, Path(file), head.get(RUNS), limit.get("max_concurrency")
+
+
+@dataclass
+class _Head:
+    config_file: Path | None = None
+    runs_override: int | None = None
+
+
+@dataclass
+class _Limit:
+    max_concurrency: int | None = None
 
 
 def _print(batch: BatchResult, test_ids: list[str], quiet: bool) -> list[tuple[str, BatchResult]]:

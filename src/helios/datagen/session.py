@@ -13,6 +13,7 @@ from typing import Any
 from helios.datagen.folder import STORE_DIR, batch_files, cut_torn_tail
 from helios.datagen.settings import GenerateSettings
 from helios.engine.run import ConcurrencyConfig, OutputsConfig, Run, RunConfig, SandboxConfig
+from helios.engine.saved_config import dump_config
 from helios.engine.store import RUN_FILE, RunStore
 from helios.errors import ConfigError
 from helios.secrets import public_url
@@ -84,6 +85,7 @@ def run_config(settings: GenerateSettings) -> RunConfig:
             "model": s.model, "distribution": s.distribution, "seed": seed,
             "settings": resumable_settings(s),
         },
+        config={"settings": dump_config(s)},
         labels=s.labels,
     )  # fmt: skip
 

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any, get_args
 
 from helios.engine.labels import RunLabels
+from helios.engine.saved_config import NOT_SAVED
 from helios.errors import ConfigError, InputError
 from helios.models.base import ReasoningEffort
 from helios.models.routing import DEFAULT_MODEL, openrouter_name
@@ -22,6 +23,8 @@ DEFAULT_SYSTEM_PROMPT = (
 
 @dataclass
 class GenerateSettings:
+    """run.json's `config.settings` saves every field but the `NOT_SAVED` ones."""
+
     dataset_file: Path
     batch_size: int
     run_name: str
@@ -33,10 +36,11 @@ class GenerateSettings:
     base_url: str | None = None
     max_turns: int = 10
     num_workers: int = 4
-    resume: bool = False
-    verbose: bool = False
-    ephemeral_system_prompt: str | None = None
-    log_prefix_chars: int = 100
+    resume: bool = field(default=False, metadata=NOT_SAVED)
+    verbose: bool = field(default=False, metadata=NOT_SAVED)
+    #: the system prompt and prefill are not saved (pass them again): never in any file
+    ephemeral_system_prompt: str | None = field(default=None, metadata=NOT_SAVED)
+    log_prefix_chars: int = field(default=100, metadata=NOT_SAVED)
     providers_allowed: list[str] | None = None
     providers_ignored: list[str] | None = None
     providers_order: list[str] | None = None
@@ -44,8 +48,9 @@ class GenerateSettings:
     max_tokens: int | None = None
     reasoning_effort: str | None = None
     reasoning_disabled: bool = False
-    prefill_messages: list[dict[str, str]] | None = None
-    max_samples: int | None = None
+    prefill_messages: list[dict[str, str]] | None = field(default=None, metadata=NOT_SAVED)
+    #: this invocation's: a resume without it runs the whole dataset
+    max_samples: int | None = field(default=None, metadata=NOT_SAVED)
     # -- Helios's own ---------------------------------------------------------------------
     output_dir: Path = Path("data")
     #: the sandbox of the tools: local (bubblewrap) or docker
@@ -63,8 +68,8 @@ class GenerateSettings:
     prompt_timeout: float = 3600.0
     temperature: float | None = None
     prices: Path | None = None
-    quiet: bool = False
-    show_progress: bool = True
+    quiet: bool = field(default=False, metadata=NOT_SAVED)
+    show_progress: bool = field(default=True, metadata=NOT_SAVED)
     #: where prompts run: "local" (this machine) or "ray" (a Ray cluster's nodes)
     executor: str = "local"
     #: with executor "ray": the cluster's address, "auto", or None (a local Ray instance)

@@ -40,6 +40,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from helios.engine.batch import BatchOptions, BatchPlan, BatchService, OnRecorded
 from helios.engine.door import Door, Unit
 from helios.engine.labels import RunLabels
+from helios.engine.saved_config import CONFIG_KEY, CONFIG_VERSION, VERSION_KEY, dump_config
 from helios.engine.store import RUN_FILE, RunStore, run_metadata, write_json_atomic
 from helios.environments.registry import provider_class
 from helios.events import EventSink
@@ -109,6 +110,9 @@ class RunConfig(BaseModel):
     identity: dict[str, Any] = Field(default_factory=dict)
     #: more of the door's fields for run.json (recorded, never checked)
     recorded: dict[str, Any] = Field(default_factory=dict)
+    #: the door's whole config (`saved_config.dump_config` of its settings, and its
+    #: inputs): run.json's `config`, what `--resume RUN_DIR` continues with
+    config: dict[str, Any] = Field(default_factory=dict)
     #: the run's name and tags (`engine.labels`): in run.json, never in the identity;
     #: a name also names a new run's folder (`<name>_YYYYMMDD_HHMMSS`)
     labels: RunLabels = RunLabels()
@@ -116,6 +120,15 @@ class RunConfig(BaseModel):
     def full_identity(self) -> dict[str, Any]:
         # the HELIOS_* variables that change results (a docker network, prices)
         return {**self.identity, "result_settings": helios_settings().identity()}
+
+    def saved(self) -> dict[str, Any]:
+        """run.json's versioned `config`: the door's config, the engine's settings and
+        the `HELIOS_*` settings that change results; no secret (`dump_config`)."""
+        engine = {"concurrency": self.concurrency.model_dump(mode="json"),
+                  "sandbox": self.sandbox.model_dump(mode="json")}  # fmt: skip
+        return {VERSION_KEY: CONFIG_VERSION, CONFIG_KEY: dump_config({
+            **self.config, **engine, "result_settings": helios_settings().identity(),
+        })}  # fmt: skip
 
 
 @dataclass
@@ -207,7 +220,7 @@ class Run:
 
         def metadata() -> dict[str, Any]:
             return run_metadata(config.kind, **identity, **config.recorded,
-                                **config.labels.recorded())  # fmt: skip
+                                **config.labels.recorded(), **config.saved())  # fmt: skip
 
         folder = outputs.resume or outputs.fixed
         if folder is not None:

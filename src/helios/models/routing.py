@@ -131,6 +131,16 @@ def native_base_url(provider: str, base_url: str | None) -> str:
     return url
 
 
+def key_variable(name: str) -> str | None:
+    """The variable the key of model `name` is read from (None: a name no provider
+    routes, or a provider without a key): how a saved config names a key."""
+    try:
+        info = PROVIDERS.get(split_name(name)[0])
+    except ConfigError:
+        return None
+    return info.key_env if info is not None else None
+
+
 def split_name(name: str) -> tuple[str, str]:
     """`provider/model` → (provider, model); a bare name is routed by its prefix."""
     if "/" in name:

@@ -28,12 +28,13 @@ from helios.engine.run import (
     RunOutcome,
     SandboxConfig,
 )
+from helios.engine.saved_config import dump_config
 from helios.engine.store import KEEP_LEFTOVERS, RunStore, write_json_atomic
 from helios.engine.workers import default_workers
 from helios.environments.registry import sandbox_provider
 from helios.errors import InputError
 from helios.models.pricing import unknown_reason
-from helios.models.routing import DEFAULT_MODEL
+from helios.models.routing import DEFAULT_MODEL, key_variable
 from helios.models.services import ModelServices
 from helios.secrets import public_url
 from helios.tasks.door import TaskDoor
@@ -249,8 +250,18 @@ class ParallelRunner:
             ),
             identity=self._identity(),
             recorded=self._recorded(),
+            config={
+                "tasks": [str(Path(p).absolute()) for p in _as_list(self.task_paths)],
+                "settings": dump_config(s),
+                "api_key_env": self._key_variables(),
+            },
             labels=s.labels,
         )
+
+    def _key_variables(self) -> dict[str, str | None]:
+        """Each model's key, named only by the variable it is read from (or --api-key)."""
+        every = self.settings.models.every() if self.uses_model else []
+        return {str(m.model): key_variable(str(m.model)) for m in every if m.model}
 
     def _recorded(self) -> dict[str, Any]:
         """What `--resume RUN_DIR` alone continues with (never a secret: the endpoint

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from helios.engine.labels import RunLabels, checked
+from helios.engine.saved_config import NOT_SAVED
 from helios.environments.desktop.vnc import ViewMode
 from helios.errors import ConfigError
 from helios.models.services import ModelOptions
@@ -23,25 +24,28 @@ class AgentChoice:
 
 @dataclass
 class TaskBatchSettings:
+    """A task batch's settings; run.json's `config.settings` saves every field but
+    those marked `NOT_SAVED` (one invocation's: --resume, --force, the display)."""
+
     n_concurrent: int = 2
     n_attempts: int = 1
     #: None: chosen by the model (`helios.agents.registry.choose_agent`)
     agent: str | None = None
     provider: str = "docker"
     output_dir: Path = Path("output")
-    quiet: bool = False
+    quiet: bool = field(default=False, metadata=NOT_SAVED)
     pattern: str = "**/task.toml"
     #: a run folder to finish
-    resume: Path | None = None
-    retry_errors: bool = False
+    resume: Path | None = field(default=None, metadata=NOT_SAVED)
+    retry_errors: bool = field(default=False, metadata=NOT_SAVED)
     #: resume even if the run was made with other settings
-    force: bool = False
+    force: bool = field(default=False, metadata=NOT_SAVED)
     agent_settings: dict[str, Any] = field(default_factory=dict)
     #: sandbox starts at once; None = min(n_concurrent, 4)
     max_starts: int | None = None
-    show_progress: bool = True
+    show_progress: bool = field(default=True, metadata=NOT_SAVED)
     #: one line per invalid or unsupported task as they load (off: the caller reports them)
-    report_inputs: bool = True
+    report_inputs: bool = field(default=True, metadata=NOT_SAVED)
     #: processes that run trials (one writer keeps the store); None = the number
     #: of cores, capped by n_concurrent (the CLI's default)
     workers: int | None = 1
@@ -55,13 +59,13 @@ class TaskBatchSettings:
     models: ModelOptions = field(default_factory=ModelOptions)
     #: serve each GUI trial's desktop on 127.0.0.1 (`--watch`: "view", `--interactive`:
     #: "control"); not part of a trial's identity
-    watch: ViewMode | None = None
+    watch: ViewMode | None = field(default=None, metadata=NOT_SAVED)
     #: "batch": the live line and the results panel; "trial": one trial's phases, tool
     #: calls and rewards as lines (`helios run`, `AgentRunner`)
-    view: Literal["batch", "trial"] = "batch"
+    view: Literal["batch", "trial"] = field(default="batch", metadata=NOT_SAVED)
     #: the run.json of the run this one reruns (`helios rerun`): what can no longer be
     #: the same (a task's content, an image, Helios's version) is named before running
-    rerun_of: dict[str, Any] | None = None
+    rerun_of: dict[str, Any] | None = field(default=None, metadata=NOT_SAVED)
     #: a run over several agents (a job file's `agents`, `-a a,b`): the others, beside
     #: `agent` and `agent_settings`; the run is every model × every agent
     other_agents: list[AgentChoice] = field(default_factory=list)

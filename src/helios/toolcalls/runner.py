@@ -10,7 +10,7 @@ run order, whatever happened to it.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, overload
@@ -29,6 +29,7 @@ from helios.engine import (
     write_json_atomic,
 )
 from helios.engine.labels import RunLabels
+from helios.engine.saved_config import dump_config
 from helios.errors import ConfigError
 from helios.failures import ErrorInfo
 from helios.models.base import ToolCall
@@ -241,9 +242,16 @@ async def run_cases(
     show_progress: bool | None = None,
     console: Console | None = None,
     labels: RunLabels | None = None,
+    settings: Mapping[str, Any] | None = None,
+    resume: str | Path | None = None,
+    force: bool = False,
 ) -> BatchResult:
     """Run every case `case.runs` times on the engine; never raises for a run's failure.
-    `labels`: the run's name and tags, kept in its run.json (with `output_dir`)."""
+    `labels`: the run's name and tags, kept in its run.json (with `output_dir`);
+    `settings`: what the run was configured with (the CLI's YAML config, as JSON),
+    saved in run.json's `config` (secrets removed); `resume`: a run folder of these
+    cases to finish (its recorded runs are not run again; other components than the
+    run's are refused unless `force`)."""
     if max_concurrency is not None and max_concurrency < 1:
         raise ConfigError(f"max_concurrency must be at least 1, got {max_concurrency}")
     check_runs(cases)
@@ -281,14 +289,24 @@ async def run_cases(
         kind="toolcalls",
         concurrency=ConcurrencyConfig(in_flight=limit),
         sandbox=SandboxConfig(provider=None),  # each run's episode has the null sandbox
-        outputs=OutputsConfig(parent=Path(output_dir), prefix="toolcalls")
+        outputs=OutputsConfig(resume=Path(resume), force=force) if resume is not None
+        else OutputsConfig(parent=Path(output_dir), prefix="toolcalls")
         if output_dir is not None else OutputsConfig(),
+        identity=_identity(agent, door.evaluator, synth),
         recorded={"runs": len(units), "max_concurrency": limit},
+        config={
+            "settings": dict(settings or {}), "runs": len(units), "max_concurrency": limit,
+            "timeout": timeout, "retry_policy": dump_config(policy),
+            "agent": type(agent).__name__, "evaluator": type(door.evaluator).__name__,
+            "synthesizer": type(synth).__name__ if synth is not None else None,
+        },
         labels=labels or RunLabels(),
     )  # fmt: skip
     show = progress if _show(show_progress, console) else None
 
     def finish(outcome: RunOutcome[RunUnit, SingleRunResult]) -> BatchResult:
+        for record in outcome.plan.finished:  # a resume's runs recorded before
+            by_id.setdefault(str(record["trial_id"]), _from_record(record))
         batch = _collect(units, by_id, outcome.aborted)
         if not engine_run.in_memory:
             from helios.toolcalls.report import batch_document
@@ -300,15 +318,30 @@ async def run_cases(
     async with Run() as engine_run:
         await engine_run.open(config)
         try:
+            done = None if engine_run.in_memory else engine_run.store.load_index()
             return await engine_run.drive(
-                door, units, emit=progress.handle, on_recorded=keep, services=services,
-                display=show, finish=finish,
+                door, units, done=done, emit=progress.handle, on_recorded=keep,
+                services=services, display=show, finish=finish,
             )  # fmt: skip
         finally:
             for component in {id(c): c for c in (agent, synthesizer, synth)}.values():
                 if type(component).__module__.startswith("helios."):
                     await aclose_quietly(component)
                     await aclose_quietly(getattr(component, "inner", None))
+
+
+def _identity(agent: Any, evaluator: Any, synthesizer: Any) -> dict[str, Any]:
+    """What a resume must match: the components (by their class) that change results."""
+    return {"components": {
+        "agent": type(agent).__name__, "evaluator": type(evaluator).__name__,
+        "synthesizer": type(synthesizer).__name__ if synthesizer is not None else None,
+    }}  # fmt: skip
+
+
+def _from_record(record: dict[str, Any]) -> SingleRunResult:
+    """A run recorded by an earlier invocation, as its result."""
+    fields = set(SingleRunResult.model_fields)
+    return SingleRunResult.model_validate({k: v for k, v in record.items() if k in fields})
 
 
 def _collect(units: RunPlan, by_id: dict[str, SingleRunResult],
