@@ -134,7 +134,17 @@ class _Reader:
             return self.expect(value, str, path)
         if hint is Path:
             return Path(self.expect(value, str, path))
-        if origin in (list, Sequence, tuple):
+        if origin is tuple and args and args[-1] is not Ellipsis:  # tuple[str, str]
+            items = self.expect(value, list, path)
+            if len(items) != len(args):
+                raise self.fail(path, f"expected {len(args)} items, got {len(items)}")
+            return tuple(self.convert(a, v, f"{path}[{i}]", depth + 1)
+                         for i, (a, v) in enumerate(zip(args, items, strict=True)))  # fmt: skip
+        if origin is tuple:  # tuple[str, ...]
+            items = self.expect(value, list, path)
+            return tuple(self.convert(args[0] if args else Any, v, f"{path}[{i}]", depth + 1)
+                         for i, v in enumerate(items))  # fmt: skip
+        if origin in (list, Sequence):
             items = self.expect(value, list, path)
             item = args[0] if args else Any
             return [self.convert(item, v, f"{path}[{i}]", depth + 1) for i, v in enumerate(items)]
