@@ -111,7 +111,13 @@ def rerun_command(
     First it names each task, image or Helios version that is no longer the same."""
     from helios.cli.batch import _execute, _settings
     from helios.cli.common import handle_errors
-    from helios.cli.resume import refuse_recorded_endpoints, resume_settings, resumed_options
+    from helios.cli.resume import (
+        refuse_recorded_endpoints,
+        resume_saved,
+        resume_settings,
+        resumed_options,
+        saved_settings,
+    )
 
     try:
         run = saved_run(run_dir)
@@ -124,13 +130,30 @@ def rerun_command(
         output=output if output is not None else run_dir.absolute().parent,
         base_url=base_url, api_key=api_key, debug=debug,
     )  # fmt: skip
+    view = "trial" if kind == "run" else "batch"
+    try:
+        saved = saved_settings(ctx, run, run_dir / RUN_FILE)
+    except Exception as exc:
+        handle_errors(exc, debug)
+    if saved is not None:  # the saved config: every setting, several models and agents too
+        fields, tasks = saved
+        current = _settings(given, quiet=quiet, ray_address=ray_address, run_prefix=kind,
+                            view=view, rerun_of=run)  # fmt: skip
+        baseline = _settings(TrialOptions(), run_prefix=kind, view=view)
+        try:
+            settings = resume_saved(ctx, current, baseline, fields, run_dir / RUN_FILE)
+        except Exception as exc:
+            handle_errors(exc, debug)
+        _execute(tasks, settings, fail_under, debug)
+        return
+    # a run of before config_version: its flat keys
     options = resumed_options(ctx, given, run)
     executor = run.get("executor") or "local"
     settings = _settings(
         options, n_concurrent=run.get("n_concurrent") or 1, quiet=quiet,
         pattern=run.get("pattern") or "**/task.toml", workers=run.get("workers"),
         executor=executor, ray_address=ray_address, run_prefix=kind,
-        view="trial" if kind == "run" else "batch", rerun_of=run,
+        view=view, rerun_of=run,
     )  # fmt: skip
     resume_settings(ctx, settings, run)
     _execute([Path(p) for p in run["task_paths"]], settings, fail_under, debug)
