@@ -134,6 +134,19 @@ def test_harbors_agents_each_run_with_their_own_model(
                              alpha.openai_base_url, cwd=tmp_path, env=ENV)  # fmt: skip
     assert alone.returncode == 0, alone.stdout + alone.stderr
     assert "3 (3 already done)" in alone.stdout and len(_records(run_dir)) == 3
+    # the saved config as a Helios job file: the same three trials, each model's endpoint
+    shown = helios_inprocess("config", "show", str(run_dir), cwd=tmp_path, env=ENV)
+    assert shown.returncode == 0, shown.stderr
+    (tmp_path / "shown.yaml").write_text(shown.stdout)
+    third = helios_inprocess("batch", "-c", "shown.yaml", "-o", "third", "-q", cwd=tmp_path,
+                             env=ENV)  # fmt: skip
+    assert third.returncode == 0, third.stdout + third.stderr
+    (third_dir,) = (tmp_path / "third").iterdir()
+
+    def trials(folder: Path) -> list[tuple[object, ...]]:
+        return sorted((r["trial_id"], r["reward"]) for r in _records(folder))
+
+    assert trials(third_dir) == trials(run_dir)
 
 
 @pytest.mark.parametrize(

@@ -297,3 +297,62 @@ def test_a_job_names_and_tags_its_run_and_a_flag_wins(need_bwrap: None, tmp_path
     bad = helios_inprocess("batch", "-c", "bad.yaml", cwd=tmp_path, env=ENV)
     assert bad.returncode == 2
     assert "bad.yaml" in bad.stderr and "[tags]" in bad.stderr, bad.stderr
+
+
+def test_a_rerun_of_a_run_over_several_models_and_agents_is_the_same_run(
+    need_bwrap: None, tmp_path: Path, servers: tuple[MockLLMServer, MockLLMServer]
+) -> None:
+    """`helios rerun` starts from the saved config: every model and agent, their
+    settings, the run's name: the same trial ids and rewards (one endpoint for both
+    models, which --base-url names again)."""
+    alpha, _ = servers
+    _two_task_folders(tmp_path)
+    url = alpha.openai_base_url
+    (tmp_path / "job.yaml").write_text(_job_yaml(url, url) + "name: sweep\n")
+    done = helios_inprocess("batch", "--config", "job.yaml", "-q", cwd=tmp_path, env=ENV)
+    assert done.returncode == 0, done.stdout + done.stderr
+    (run_dir,) = (tmp_path / "out").iterdir()
+    again = helios_inprocess("rerun", str(run_dir), "-q", "--base-url", url, "-o", "again",
+                             cwd=tmp_path, env=ENV)  # fmt: skip
+    assert again.returncode == 0, again.stdout + again.stderr
+    (new_dir,) = (tmp_path / "again").iterdir()
+    assert new_dir.name.startswith("sweep_")
+
+    def trials(folder: Path) -> list[tuple[object, ...]]:
+        return sorted((r["trial_id"], r["model"], r["agent"], r["reward"])
+                      for r in _records(folder))  # fmt: skip
+
+    assert len(trials(run_dir)) == 8 and trials(new_dir) == trials(run_dir)
+    meta = json.loads((new_dir / "run.json").read_text())
+    assert meta["rerun_of"]["run_id"] == json.loads((run_dir / "run.json").read_text())["run_id"]
+    # the saved config as a job file (`helios config show`) runs the same run again
+    shown = helios_inprocess("config", "show", str(run_dir), cwd=tmp_path, env=ENV)
+    assert shown.returncode == 0, shown.stderr
+    assert "sk-job-test" not in shown.stdout
+    (tmp_path / "shown.yaml").write_text(shown.stdout)
+    third = helios_inprocess("batch", "-c", "shown.yaml", "-q", "-o", "third", cwd=tmp_path,
+                             env=ENV)  # fmt: skip
+    assert third.returncode == 0, third.stdout + third.stderr
+    (third_dir,) = (tmp_path / "third").iterdir()
+    assert trials(third_dir) == trials(run_dir)
+
+
+def test_a_job_gives_an_agent_its_prompt_text_and_settings_and_a_model_its_routing(
+    need_bwrap: None, tmp_path: Path
+) -> None:
+    shutil.copytree(EXAMPLES / "hello-file", tmp_path / "tasks" / "hello-file")
+    (tmp_path / "job.yaml").write_text(
+        "tasks: [tasks]\nprovider: local\noutput: out\n"
+        "models: [{model: openrouter/x/y, base_url: 'http://127.0.0.1:9/v1',"
+        " openrouter_routing: 'order=a,b;sort=price'}]\n"
+        "agents: [{name: oracle, system_prompt: 'Be brief.', settings: {max_turns: 3}}]\n"
+    )
+    done = helios_inprocess("batch", "-c", "job.yaml", "-q", cwd=tmp_path,
+                            env={"OPENROUTER_API_KEY": "sk-or-test"})  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    (run_dir,) = (tmp_path / "out").iterdir()
+    meta = json.loads((run_dir / "run.json").read_text())
+    assert meta["agent_settings"] == {"system_prompt": "Be brief.", "max_turns": 3}
+    generation = meta["config"]["settings"]["models"]["generation"]
+    assert generation["openrouter_provider"] == {"order": ["a", "b"], "sort": "price"}
+    assert "sk-or-test" not in (run_dir / "run.json").read_text()

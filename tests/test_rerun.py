@@ -18,6 +18,7 @@ import yaml
 
 from helios.engine import store as store_module
 from helios.engine.store import RunStore
+from helios.tasks.job import JobConfig
 from helios.testing.mock_llm import MockLLMServer
 
 from .cli_inprocess import helios_inprocess
@@ -126,11 +127,19 @@ def test_a_rerun_with_the_scripted_server_gives_the_same_ids_and_rewards(
     assert shown.returncode == 0, shown.stderr
     assert KEY not in shown.stdout
     assert yaml.safe_load(shown.stdout) == {
-        "tasks": [str(tasks.absolute())], "pattern": "**/task.toml", "agent": "tool",
-        "model": "openai-compatible/scripted", "provider": "local", "n_attempts": 1,
-        "n_concurrent": 1, "base_url": url, "api_key_env": "OPENAI_COMPATIBLE_API_KEY",
-        "max_turns": 12, "max_tokens": 1000,
+        "tasks": [str(tasks.absolute())], "pattern": "**/task.toml",
+        "models": [{"model": "openai-compatible/scripted", "base_url": url,
+                    "api_key_env": "OPENAI_COMPATIBLE_API_KEY", "max_tokens": 1000}],
+        "agents": [{"name": "tool", "max_turns": 12}],
+        "provider": "local", "n_attempts": 1, "n_concurrent": 1,
     }  # fmt: skip
+    # ... which `helios batch --config` runs: the same trials again
+    (tmp_path / "shown.yaml").write_text(shown.stdout)
+    rerun = helios_inprocess("batch", "--config", "shown.yaml", "-q", "-o", "from-job",
+                             cwd=tmp_path, env=ENV)  # fmt: skip
+    assert rerun.returncode == 0, rerun.stderr
+    (job_dir,) = _new_runs(tmp_path / "from-job")
+    assert sorted(_records(job_dir)) == sorted(_records(changed_dir))
 
 
 def test_config_show_prints_no_secret_and_keeps_the_settings(tmp_path: Path) -> None:
@@ -150,11 +159,14 @@ def test_config_show_prints_no_secret_and_keeps_the_settings(tmp_path: Path) -> 
     assert "hunter2" not in shown.stdout and "sk-never-shown" not in shown.stdout
     assert "\x1b" not in shown.stdout and "#evil" not in shown.stdout.splitlines()[0]
     job = yaml.safe_load(shown.stdout)
-    assert job["api_key_env"] == "ANTHROPIC_API_KEY" and "api_key" not in job
-    assert job["base_url"].startswith("https://") and job["base_url"].endswith("example.test/v1")
-    assert job["system_prompt"] == "be\nbrief\x1b[31m" and job["max_turns"] == 7
-    assert job["openrouter_routing"] == "order=a,b;sort=price"
-    assert (job["n_attempts"], job["temperature"], job["reasoning_effort"]) == (3, 0.5, "low")
+    [model], [agent] = job["models"], job["agents"]
+    assert model["api_key_env"] == "ANTHROPIC_API_KEY" and "api_key" not in model
+    assert model["base_url"].startswith("https://")
+    assert model["base_url"].endswith("example.test/v1")
+    assert agent == {"name": "tool", "system_prompt": "be\nbrief\x1b[31m", "max_turns": 7}
+    assert model["openrouter_routing"] == "order=a,b;sort=price"
+    assert (job["n_attempts"], model["temperature"], model["reasoning_effort"]) == (3, 0.5, "low")
+    JobConfig.model_validate(job)  # a job file `helios batch --config` takes
 
 
 HOSTILE = {

@@ -16,6 +16,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from helios.cli.options import _routing
 from helios.engine.labels import RunLabels, checked
 from helios.errors import ConfigError, InputError
 from helios.models.base import GenerationConfig
@@ -109,6 +110,8 @@ def _generation(
             flag_given = given(name) or (name == "reasoning_effort" and given("no_reasoning"))
             if value is not None and not flag_given:
                 changes[field] = value
+        if level.openrouter_routing is not None and not given("openrouter_routing"):
+            changes["openrouter_provider"] = _routing(level.openrouter_routing)
     return replace(base, **changes)
 
 
@@ -139,6 +142,10 @@ def _agent_settings(
     if entry is not None:  # a listed agent's own: not a resumed run's first agent's
         flags = {"max_turns": "max_turns", "system_prompt": "system_prompt_file"}
         settings = {k: v for k, v in settings.items() if k not in flags or given(flags[k])}
+    if entry is not None:
+        settings.update(entry.settings)
+        if entry.system_prompt is not None and not given("system_prompt_file"):
+            settings["system_prompt"] = entry.system_prompt
     turns = (entry.max_turns if entry else None) or job.max_turns
     if turns is not None and not given("max_turns"):
         settings["max_turns"] = turns

@@ -175,44 +175,104 @@ def _check_agent_settings(run: Mapping[str, Any], where: Path) -> None:
                              field="agent_settings") from None  # fmt: skip
 
 
-def job_file(run: Mapping[str, Any]) -> dict[str, Any]:
-    """A task run's saved settings as a job file: `helios batch`'s option names, no
-    secret (the key by its variable), nothing left unset."""
-    from helios.models.routing import PROVIDERS, split_name
+def job_file(run: Mapping[str, Any], saved: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """A task run's saved settings as a job file that `helios batch --config` runs:
+    the job file's keys (`helios.tasks.job`), no secret (each key by its variable),
+    nothing left unset. `saved`: the settings its `config` saved (every model and
+    agent), else the flat keys of a run of before (one model, one agent)."""
     from helios.secrets import public_url
 
-    agent = run.get("agent")
-    model = run.get("model")
+    if saved is not None:
+        models = saved["models"]
+        entries = [(models.model, models.base_url, models.generation),
+                   *((m.model, m.base_url, m.generation) for m in models.others)]  # fmt: skip
+        agents = [(saved["agent"] or _one_agent(run), dict(saved["agent_settings"])),
+                  *((a.name, dict(a.settings)) for a in saved["other_agents"])]  # fmt: skip
+        pairs = saved.get("pairs")
+        labels = saved.get("labels")
+        timeouts = saved.get("timeouts")
+        prices = models.prices
+        n_concurrent, workers = saved.get("n_concurrent"), saved.get("workers")
+        executor = saved.get("executor")
+    else:
+        generation = run.get("generation") or {}
+        entries = [(run.get("model"), run.get("base_url"), generation)]
+        agents = [(_one_agent(run), dict(run.get("agent_settings") or {}))]
+        pairs, labels, timeouts, prices = None, None, None, run.get("prices")
+        n_concurrent, workers = run.get("n_concurrent"), run.get("workers")
+        executor = run.get("executor")
     job: dict[str, Any] = {
-        "tasks": list(run["task_paths"]),
+        "tasks": [str(p) for p in run["task_paths"]],
         "pattern": run.get("pattern"),
-        # "tool, computer": no agent was named, each task chose its own
-        "agent": agent if isinstance(agent, str) and "," not in agent else None,
-        "model": model,
+        "models": [_model_entry(*entry) for entry in entries if entry[0]] or None,
+        "agents": [_agent_entry(name, settings) for name, settings in agents if name]
+        or None,
         "provider": run.get("provider"),
         "n_attempts": run.get("n_attempts"),
-        "n_concurrent": run.get("n_concurrent"),
-        "workers": run.get("workers"),
-        "executor": run.get("executor"),
-        "ray_address": run.get("ray_address"),
-        "base_url": public_url(run["base_url"]) if run.get("base_url") else None,
+        "n_concurrent": n_concurrent,
+        "workers": workers,
+        "executor": executor if executor != "local" else None,
+        "prices": str(prices) if prices else None,
+        "name": getattr(labels, "name", None),
+        "tags": dict(getattr(labels, "tags", None) or {}) or None,
     }
-    if isinstance(model, str):
-        try:
-            info = PROVIDERS.get(split_name(model)[0])
-        except Exception:  # a name no provider routes: no variable to name
-            info = None
-        job["api_key_env"] = info.key_env if info is not None else None
-    agent_settings = dict(run.get("agent_settings") or {})
-    job["max_turns"] = agent_settings.pop("max_turns", None)
-    job["system_prompt"] = agent_settings.pop("system_prompt", None)
-    job["agent_settings"] = agent_settings or None
-    generation = run.get("generation") or {}
-    for name in ("max_tokens", "temperature", "reasoning_effort"):
-        job[name] = generation.get(name)
-    job["openrouter_routing"] = _routing_text(generation.get("openrouter_provider"))
-    job["prices"] = run.get("prices")
+    if agents[0][0] is None:  # each task chose its agent: the settings are every agent's
+        job["max_turns"] = agents[0][1].get("max_turns")
+    if timeouts is not None and (timeouts.all != 1.0 or timeouts.agent or timeouts.verifier):
+        job["timeout_multiplier"] = timeouts.all if timeouts.all != 1.0 else None
+        job["agent_timeout_multiplier"] = timeouts.agent
+        job["verifier_timeout_multiplier"] = timeouts.verifier
+    if pairs is not None:  # an agent with its own model: listed once per model it ran with
+        job["agents"] = [
+            _agent_entry(agent, settings) | {"model": model}
+            for model, agent in pairs
+            for name, settings in agents
+            if name == agent
+        ]
+    for entry in job.get("models") or []:
+        if entry.get("base_url"):
+            entry["base_url"] = public_url(entry["base_url"])
     return {name: value for name, value in job.items() if value is not None}
+
+
+def _one_agent(run: Mapping[str, Any]) -> str | None:
+    """The agent the run recorded; None when each task chose its own ("tool, computer")."""
+    agent = run.get("agent")
+    return agent if isinstance(agent, str) and agent and "," not in agent else None
+
+
+def _model_entry(model: str, base_url: str | None, generation: Any) -> dict[str, Any]:
+    from helios.models.routing import PROVIDERS, split_name
+
+    def get(name: str) -> Any:
+        return generation.get(name) if isinstance(generation, Mapping) else getattr(
+            generation, name, None)  # fmt: skip
+
+    try:
+        info = PROVIDERS.get(split_name(model)[0])
+    except Exception:  # a name no provider routes: no variable to name
+        info = None
+    entry = {
+        "model": model,
+        "base_url": base_url,
+        "api_key_env": info.key_env if info is not None else None,
+        "max_tokens": get("max_tokens"),
+        "temperature": get("temperature"),
+        "reasoning_effort": get("reasoning_effort"),
+        "openrouter_routing": _routing_text(get("openrouter_provider")),
+    }
+    return {k: v for k, v in entry.items() if v is not None}
+
+
+def _agent_entry(name: str, settings: dict[str, Any]) -> dict[str, Any]:
+    settings = dict(settings)
+    entry = {
+        "name": name,
+        "max_turns": settings.pop("max_turns", None),
+        "system_prompt": settings.pop("system_prompt", None),
+        "settings": settings or None,
+    }
+    return {k: v for k, v in entry.items() if v is not None}
 
 
 def _routing_text(routing: object) -> str | None:
@@ -227,6 +287,19 @@ def _routing_text(routing: object) -> str | None:
     return ";".join(parts)
 
 
+def saved_fields(run: Mapping[str, Any], where: Path) -> dict[str, Any] | None:
+    """The task settings a run's `config` saved, checked and typed; None for a run of
+    before config_version."""
+    from helios.engine.saved_config import load_fields, saved_config
+    from helios.tasks.settings import TaskBatchSettings
+
+    config = saved_config(run, str(where))
+    if config is None:
+        return None
+    return load_fields(TaskBatchSettings, config.get("settings", {}), str(where),
+                       "config.settings")  # fmt: skip
+
+
 def config_show_command(
     run_dir: Annotated[Path, typer.Argument(help="A run folder of helios batch or helios run.")],
     debug: DebugOpt = False,
@@ -238,7 +311,8 @@ def config_show_command(
 
     try:
         run = saved_run(run_dir)
-        job = job_file(run)
+        saved = saved_fields(run, run_dir / RUN_FILE)
+        job = job_file(run, saved)
         text = yaml.safe_dump(job, sort_keys=False, allow_unicode=True, width=100)
     except Exception as exc:
         handle_errors(exc, debug)

@@ -55,6 +55,9 @@ class _Generation(_Strict):
     max_tokens: int | None = Field(default=None, ge=1)
     temperature: float | None = Field(default=None, ge=0.0, le=2.0)
     reasoning_effort: ReasoningEffort | None = None
+    #: OpenRouter's provider routing, as `--openrouter-routing` takes it
+    #: (`order=a,b;sort=price`)
+    openrouter_routing: str | None = Field(default=None, min_length=1)
 
 
 class JobTasks(_Strict):
@@ -91,6 +94,10 @@ class JobAgent(_Strict):
     model: str | None = Field(default=None, min_length=1)
     max_turns: int | None = Field(default=None, ge=1)
     system_prompt_file: str | None = Field(default=None, min_length=1)
+    #: the system prompt itself (what `helios config show` writes); or `system_prompt_file`
+    system_prompt: str | None = Field(default=None, min_length=1)
+    #: any other setting the agent takes, by the agent's own names
+    settings: dict[str, Any] = Field(default_factory=dict)
 
 
 def _entries(value: Any, key: str) -> Any:
