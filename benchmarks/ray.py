@@ -42,7 +42,8 @@ REPO = HERE.parent
 # This file's name is Ray's: its folder must not shadow the package.
 sys.path[:] = [str(REPO / "src"), *(p for p in sys.path if Path(p or ".").resolve() != HERE)]
 
-from helios.engine.batch import BatchOptions, BatchService  # noqa: E402
+from helios.engine.batch import BatchService  # noqa: E402
+from helios.engine.config import ConcurrencyConfig  # noqa: E402
 from helios.engine.store import RunStore  # noqa: E402
 from helios.testing.waiting_door import WaitingDoor, WaitingUnit  # noqa: E402
 
@@ -60,8 +61,9 @@ def run_batch(door: WaitingDoor, units: int, in_flight: int, folder: Path,
     store = RunStore.create(folder, {"run_id": folder.name})
     service: BatchService[WaitingUnit, dict[str, Any]] = BatchService(
         door=door, store=store,
-        options=BatchOptions(n_concurrent=in_flight, executor=executor,  # type: ignore[arg-type]
-                             ray_address=address, keep_results=False),
+        concurrency=ConcurrencyConfig(in_flight=in_flight, executor=executor,  # type: ignore[arg-type]
+                                      ray_address=address),
+        keep_results=False,
     )  # fmt: skip
     plan = service.plan([WaitingUnit(i) for i in range(units)])
     cpu, wall = _cpu(), time.perf_counter()

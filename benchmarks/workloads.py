@@ -21,7 +21,8 @@ from rich.console import Console
 from helios.agents.tools import SubmitTool
 from helios.agents.toolsets import Tool, Toolset, register_toolset
 from helios.agents.toolsets.base import ToolContext, ToolOutcome
-from helios.engine.batch import BatchOptions, BatchService, Verdict
+from helios.engine.batch import BatchService, Verdict
+from helios.engine.config import ConcurrencyConfig
 from helios.engine.episode import EpisodeContext, EpisodeSpec, run_episode
 from helios.engine.scheduler import Slot
 from helios.engine.store import RunStore
@@ -144,8 +145,8 @@ async def _trivial(params: Params, out: Path) -> dict[str, Any]:
     store = RunStore.create(out / "run", {"run_id": "bench", "kind": "bench"})
     service: BatchService[BenchUnit, dict[str, Any]] = BatchService(
         door=TrivialDoor(), store=store, services=services,
-        options=BatchOptions(n_concurrent=params.concurrency, keep_results=False,
-                             workers=params.workers),
+        concurrency=ConcurrencyConfig(in_flight=params.concurrency, processes=params.workers),
+        keep_results=False,
     )  # fmt: skip
     try:
         plan = service.plan(BenchUnits(params.episodes))

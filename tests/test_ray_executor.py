@@ -248,13 +248,14 @@ def test_parallel_runner_takes_the_ray_executor(
 EVENTS_SCRIPT = """
 import asyncio, sys
 from collections import Counter
-from helios.engine.batch import BatchOptions, BatchService
+from helios.engine.batch import BatchService
+from helios.engine.config import ConcurrencyConfig
 from helios.testing.waiting_door import WaitingDoor, WaitingUnit
 
 events = []
 service = BatchService(door=WaitingDoor(1.0, 10), store=None, emit=events.append,
-                       options=BatchOptions(n_concurrent=5, executor="ray",
-                                            ray_address=sys.argv[1]))
+                       concurrency=ConcurrencyConfig(in_flight=5, executor="ray",
+                                                     ray_address=sys.argv[1]))
 asyncio.run(service.run(service.plan([WaitingUnit(i) for i in range(5)])))
 print(sorted(Counter(type(e).__name__ for e in events).items()))
 """

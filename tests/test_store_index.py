@@ -10,6 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from helios.engine.batch import BatchService
+from helios.engine.config import ConcurrencyConfig
 from helios.engine.jsonl import RecordStream
 from helios.engine.store import RunStore
 
@@ -93,7 +94,7 @@ def test_plan_uses_heads_and_reads_finished_records_only_when_asked(tmp_path: Pa
         assert plan.records is None  # nothing but heads read so far
         assert [r["trial_id"] for r in plan.finished] == [u.trial_id for u in units[:4]]
         assert plan.finished[0]["payload"] == "x" * 100
-        service.options.retry_errors = True
+        service.concurrency = ConcurrencyConfig(retry_errors=True)
         assert [u.line for u in service.plan(units).pending] == [1, 4, 5]
     finally:
         store.close()

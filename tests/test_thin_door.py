@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from helios.engine.batch import BatchOptions, BatchService
+from helios.engine.batch import BatchService
+from helios.engine.config import ConcurrencyConfig
 from helios.engine.store import RunStore
 
 from .thin_door import PromptDoor, PromptUnit
@@ -22,7 +23,7 @@ def _units() -> list[PromptUnit]:
 
 
 def _service(store: RunStore, delay: float) -> BatchService[PromptUnit, dict[str, object]]:
-    return BatchService(PromptDoor(delay), store, BatchOptions(n_concurrent=3, provider="null"))
+    return BatchService(PromptDoor(delay), store, ConcurrencyConfig(in_flight=3), provider="null")
 
 
 def test_thin_door_resumes_after_an_interrupt(tmp_path: Path) -> None:

@@ -20,7 +20,8 @@ from typing import Any
 import pytest
 
 from helios import ParallelRunner
-from helios.engine.batch import BatchOptions, BatchService
+from helios.engine.batch import BatchService
+from helios.engine.config import ConcurrencyConfig
 from helios.engine.store import RunStore
 from helios.errors import ConfigError
 from helios.events import Event, TrialStarted
@@ -92,7 +93,7 @@ def test_outputs_are_the_same_with_one_and_two_workers(examples_copy: Path, tmp_
 def _prompt_service(tmp_path: Path, workers: int, n: int = 3) -> BatchService[Any, Any]:
     store = RunStore.create(tmp_path / f"run{workers}", {"run_id": "w"})
     return BatchService(door=PromptDoor(delay=0.05), store=store,
-                        options=BatchOptions(n_concurrent=n, workers=workers))  # fmt: skip
+                        concurrency=ConcurrencyConfig(in_flight=n, processes=workers))  # fmt: skip
 
 
 def test_sharded_batch_records_every_unit_once_and_emits_events(tmp_path: Path) -> None:
@@ -118,7 +119,7 @@ def test_sharded_batch_records_every_unit_once_and_emits_events(tmp_path: Path) 
 def test_keep_results_false_keeps_counts_only(tmp_path: Path) -> None:
     units = [PromptUnit(f"p{i} good", i) for i in range(10)]
     service = _prompt_service(tmp_path, workers=1)
-    service.options.keep_results = False
+    service.keep_results = False
     assert service.store is not None
     try:
         asyncio.run(service.run(service.plan(units)))

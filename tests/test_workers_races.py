@@ -16,7 +16,8 @@ import pytest
 
 from helios.engine._wire import frame, receive
 from helios.engine._worker_side import Runner
-from helios.engine.batch import BatchOptions, BatchService
+from helios.engine.batch import BatchService
+from helios.engine.config import ConcurrencyConfig
 from helios.engine.episode import EpisodeContext
 from helios.engine.scheduler import Slot
 from helios.engine.store import RunStore
@@ -30,7 +31,7 @@ from .thin_door import PromptDoor, PromptUnit
 def _service(tmp_path: Path, door: Any, workers: int = 2) -> BatchService[Any, Any]:
     store = RunStore.create(tmp_path / "run", {"run_id": "races"})
     return BatchService(door=door, store=store,
-                        options=BatchOptions(n_concurrent=4, workers=workers))  # fmt: skip
+                        concurrency=ConcurrencyConfig(in_flight=4, processes=workers))  # fmt: skip
 
 
 async def _connected() -> tuple[socket.socket, asyncio.StreamReader, asyncio.StreamWriter]:

@@ -9,36 +9,16 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from helios.lazy import lazy_exports
-from helios.version import __version__
+from helios.version import __version__ as __version__
 
 if TYPE_CHECKING:
-    from helios.errors import HeliosError
-    from helios.tasks.runner import AgentRunner, ParallelRunner
-    from helios.tasks.summary import BatchResult, TaskResult
-    from helios.tasks.task import Task, discover_tasks, load_task
+    from helios.errors import HeliosError as HeliosError
+    from helios.tasks.runner import AgentRunner as AgentRunner
+    from helios.tasks.runner import ParallelRunner as ParallelRunner
+    from helios.tasks.summary import BatchResult as BatchResult
+    from helios.tasks.summary import TaskResult as TaskResult
+    from helios.tasks.task import Task as Task
+    from helios.tasks.task import discover_tasks as discover_tasks
+    from helios.tasks.task import load_task as load_task
 
-_EXPORTS = {
-    "HeliosError": "helios.errors",
-    "AgentRunner": "helios.tasks.runner",
-    "ParallelRunner": "helios.tasks.runner",
-    "BatchResult": "helios.tasks.summary",
-    "TaskResult": "helios.tasks.summary",
-    "Task": "helios.tasks.task",
-    "discover_tasks": "helios.tasks.task",
-    "load_task": "helios.tasks.task",
-}
-
-__all__ = [
-    "AgentRunner",
-    "BatchResult",
-    "HeliosError",
-    "ParallelRunner",
-    "Task",
-    "TaskResult",
-    "__version__",
-    "discover_tasks",
-    "load_task",
-]
-
-
-__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS, globals(), __all__)
+__getattr__, __dir__ = lazy_exports(globals(), also=["__version__"])

@@ -10,24 +10,63 @@ from typing import Any, TypeVar
 
 
 def lazy_exports(
-    package: str, exports: Mapping[str, str], namespace: dict[str, Any], names: Sequence[str]
+    namespace: dict[str, Any], also: Sequence[str] = ()
 ) -> tuple[Callable[[str], Any], Callable[[], list[str]]]:
-    """The module-level `__getattr__` and `__dir__` of `package`: `exports` maps each
-    name to the module that defines it; `namespace` is the package's `globals()`,
-    where a name is kept once imported; `names` its `__all__`."""
+    """The module-level `__getattr__` and `__dir__` of a package (`namespace`: its
+    `globals()`). The names it exports are written once, as the imports under its
+    `if TYPE_CHECKING:` (`from helios.x import Name as Name`: what mypy sees); they
+    are read from its source on first use, and each is imported then. `__all__` is
+    those names and `also` (names the package defines itself)."""
+    package: str = namespace["__name__"]
+    exports: dict[str, str] = {}
+
+    def table() -> dict[str, str]:
+        if not exports:
+            exports.update(type_checking_imports(namespace))
+        return exports
 
     def getattr_(name: str) -> Any:
-        module = exports.get(name)
-        if module is None:
-            raise AttributeError(f"module {package!r} has no attribute {name!r}")
-        value = getattr(import_module(module), name)
+        if name == "__all__":
+            value: Any = sorted([*table(), *also])
+        else:
+            module = table().get(name)
+            if module is None:
+                raise AttributeError(f"module {package!r} has no attribute {name!r}")
+            value = getattr(import_module(module), name)
         namespace[name] = value  # later lookups skip this function
         return value
 
     def dir_() -> list[str]:
-        return sorted(set(namespace) | set(names))
+        return sorted(set(namespace) | set(table()))
 
     return getattr_, dir_
+
+
+def type_checking_imports(namespace: dict[str, Any]) -> dict[str, str]:
+    """Each name imported under the module's `if TYPE_CHECKING:`, to its module."""
+    import ast  # only when a lazy name is first used: `import helios` stays light
+
+    package: str = namespace["__name__"]
+    file = namespace.get("__file__") or ""
+    # Its file, not its loader: pytest's assertion rewriter (a plugin's package is
+    # rewritten) loads it without `get_source`.
+    if file.endswith(".py"):
+        with open(file, "rb") as handle:
+            source: str | bytes | None = handle.read()
+    else:
+        source = getattr(namespace.get("__loader__"), "get_source", lambda _: None)(package)
+    if source is None:
+        raise ImportError(f"{package}: its source is needed for its lazy names")
+    found: dict[str, str] = {}
+    for node in ast.parse(source).body:
+        if not (isinstance(node, ast.If) and isinstance(node.test, ast.Name)
+                and node.test.id == "TYPE_CHECKING"):  # fmt: skip
+            continue
+        for statement in node.body:
+            if isinstance(statement, ast.ImportFrom) and statement.module:
+                for alias in statement.names:
+                    found[alias.asname or alias.name] = statement.module
+    return found
 
 
 T = TypeVar("T")

@@ -12,7 +12,8 @@ from typing import Any
 
 from helios.datagen.folder import STORE_DIR, batch_files, cut_torn_tail
 from helios.datagen.settings import GenerateSettings
-from helios.engine.run import ConcurrencyConfig, OutputsConfig, Run, RunConfig, SandboxConfig
+from helios.engine.config import ConcurrencyConfig, OutputsConfig, RunConfig, SandboxConfig
+from helios.engine.run import Run
 from helios.engine.saved_config import dump_config
 from helios.engine.store import RUN_FILE, RunStore
 from helios.errors import ConfigError
@@ -75,7 +76,6 @@ def run_config(settings: GenerateSettings) -> RunConfig:
         kind="generate",
         concurrency=ConcurrencyConfig(
             in_flight=s.in_flight, retry_errors=True,
-            sandbox_starts=s.in_flight if s.provider == "local" else 4,
             executor="ray" if s.executor == "ray" else "local", ray_address=s.ray_address,
         ),
         sandbox=SandboxConfig(provider=s.provider),

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, get_args
 
+from helios.engine.config import check_executor
 from helios.engine.labels import RunLabels
 from helios.engine.saved_config import NOT_SAVED
 from helios.errors import ConfigError, InputError
@@ -87,15 +88,7 @@ class GenerateSettings:
             self.prices = Path(self.prices)
         if not self.model:
             self.model = default_model(self.routing)
-        if self.executor not in ("local", "ray"):
-            raise ConfigError(f"unknown executor {self.executor!r} (use local or ray)",
-                              field="--executor")  # fmt: skip
-        if self.ray_address is not None and self.executor != "ray":
-            raise ConfigError("--ray-address needs --executor ray", field="--ray-address")
-        if self.executor == "ray":
-            from helios.engine.ray_executor import require_ray
-
-            require_ray()
+        check_executor(self.executor, self.ray_address)
 
     @property
     def in_flight(self) -> int:

@@ -26,8 +26,9 @@ import logging
 import uuid
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
+from helios.engine.config import ConcurrencyConfig
 from helios.engine.door import Door, Unit, Verdict
 from helios.engine.episode import EpisodeContext
 from helios.engine.jsonl import RecordHead
@@ -43,7 +44,6 @@ if TYPE_CHECKING:
 __all__ = [
     "FATAL_ERRORS",
     "STOP_AFTER_IN_A_ROW",
-    "BatchOptions",
     "BatchPlan",
     "BatchService",
     "Counts",
@@ -88,31 +88,6 @@ class BatchPlan(Generic[U]):
 
 
 @dataclass
-class BatchOptions:
-    n_concurrent: int = 2
-    #: sandbox starts at once
-    max_starts: int = 4
-    retry_errors: bool = False
-    #: whose cleanup hook runs after an interrupt (None: no sandboxes)
-    provider: str | None = None
-    fatal_errors: frozenset[str] = FATAL_ERRORS
-    stop_after_in_a_row: dict[str, int] = field(default_factory=lambda: dict(STOP_AFTER_IN_A_ROW))
-    start_retries: int = 2
-    start_backoff: float = 2.0
-    #: processes that run units (see engine/workers.py); 1 = this one alone
-    workers: int = 1
-    #: where units run: "local" (this machine: `workers` processes) or "ray" (the tasks
-    #: of a Ray cluster, see engine/ray_executor.py)
-    executor: Literal["local", "ray"] = "local"
-    #: with "ray": the cluster's address ("auto": the one `ray start` made here); None
-    #: starts a local Ray instance
-    ray_address: str | None = None
-    #: keep every result in `recorded` (the door's summary needs them); False keeps
-    #: only `counts`, so memory does not grow with the number of units
-    keep_results: bool = True
-
-
-@dataclass
 class Counts:
     """What this invocation recorded, kept whatever `keep_results` says."""
 
@@ -129,7 +104,11 @@ class BatchService(Generic[U, R]):
     door: Door[U, R]
     #: None: nothing is persisted and every unit is pending (in-memory batches)
     store: RunStore | None
-    options: BatchOptions = field(default_factory=BatchOptions)
+    #: the run's knobs (`RunConfig.concurrency`): in flight, processes, sandbox
+    #: starts, retry_errors, executor
+    concurrency: ConcurrencyConfig = field(default_factory=ConcurrencyConfig)
+    #: whose cleanup hook removes the run's sandboxes (None: no sandboxes)
+    provider: str | None = None
     emit: EventSink | None = None
     services: ModelServices | None = None
     #: the user's callback, called with (unit, result) after each record
@@ -141,6 +120,14 @@ class BatchService(Generic[U, R]):
     aborted: str | None = None
     interrupted: bool = False
     _in_a_row: tuple[str | None, int] = (None, 0)
+    # -- the engine's own policy (not the user's knobs) --------------------------
+    fatal_errors: frozenset[str] = FATAL_ERRORS
+    stop_after_in_a_row: dict[str, int] = field(default_factory=lambda: dict(STOP_AFTER_IN_A_ROW))
+    start_retries: int = 2
+    start_backoff: float = 2.0
+    #: keep every result in `recorded` (the door's summary needs them); False keeps
+    #: only `counts`, so memory does not grow with the number of units
+    keep_results: bool = True
 
     #: the run id when there is no store
     memory_run_id: str = field(default_factory=lambda: uuid.uuid4().hex)
@@ -167,7 +154,7 @@ class BatchService(Generic[U, R]):
         known = self.store.load_index() if records is None else records
         pending: list[U] = []
         finished_ids: list[str] = []
-        retry_errors = self.options.retry_errors
+        retry_errors = self.concurrency.retry_errors
         for unit in units:
             record = known.get(unit.trial_id)
             if record is None or (retry_errors and not self._is_done(record)):
@@ -189,16 +176,16 @@ class BatchService(Generic[U, R]):
         if record is None:
             return False
         status = record.get("status") if isinstance(record, dict) else record.status
-        return not (self.options.retry_errors and status == "error")
+        return not (self.concurrency.retry_errors and status == "error")
 
     # -- running ---------------------------------------------------------------
     async def run(self, plan: BatchPlan[U]) -> list[R]:
         ctx = EpisodeContext(
             run_id=self.run_id,
             run_dir=self.store.run_dir if self.store is not None else None,
-            start_gate=asyncio.Semaphore(self.options.max_starts),
-            start_retries=self.options.start_retries,
-            start_backoff=self.options.start_backoff,
+            start_gate=asyncio.Semaphore(self.concurrency.starts_at_once),
+            start_retries=self.start_retries,
+            start_backoff=self.start_backoff,
             emit=self.emit,
             services=self.services,
         )
@@ -209,7 +196,7 @@ class BatchService(Generic[U, R]):
 
         scheduler: Scheduler[U, R] = Scheduler(
             job,
-            n_concurrent=self.options.n_concurrent,
+            n_concurrent=self.concurrency.in_flight,
             on_result=self._record,
             on_crash=lambda unit, exc: self.door.crashed(
                 unit, ErrorInfo.from_exception(exc, "internal")
@@ -218,8 +205,8 @@ class BatchService(Generic[U, R]):
             # Results reach `_record` one by one; the scheduler need not keep them.
             keep_results=False,
         )
-        workers = min(self.options.workers, self.options.n_concurrent, len(plan.pending))
-        on_ray = self.options.executor == "ray"
+        workers = min(self.concurrency.processes, self.concurrency.in_flight, len(plan.pending))
+        on_ray = self.concurrency.executor == "ray"
         # On Ray the sweep runs on every node of the cluster (`run_on_ray`).
         if self.store is not None and not self.store.readonly and not on_ray:
             await self._remove_sandboxes(ctx.run_id, "left by an earlier invocation")
@@ -227,8 +214,8 @@ class BatchService(Generic[U, R]):
             if on_ray:
                 from helios.engine.ray_executor import run_on_ray
 
-                await run_on_ray(self, plan.pending, ctx, self.options.ray_address,
-                                 self.options.provider)  # fmt: skip
+                await run_on_ray(self, plan.pending, ctx, self.concurrency.ray_address,
+                                 self.provider)  # fmt: skip
             elif workers > 1:
                 from helios.engine.workers import run_sharded
 
@@ -265,7 +252,7 @@ class BatchService(Generic[U, R]):
                 # The record is rolled back: this unit runs again on resume.
                 self._stop(f"cannot record results in {self.store.run_dir}: {exc.strerror}")
                 return
-        if self.options.keep_results:
+        if self.keep_results:
             self.recorded.append(result)
         verdict = self.door.verdict(result)
         self.counts.total += 1
@@ -283,8 +270,8 @@ class BatchService(Generic[U, R]):
         kind = verdict.error_kind
         last, count = self._in_a_row
         self._in_a_row = (kind, count + 1 if kind == last else 1)
-        limit = self.options.stop_after_in_a_row.get(kind or "")
-        fatal = kind in self.options.fatal_errors or (
+        limit = self.stop_after_in_a_row.get(kind or "")
+        fatal = kind in self.fatal_errors or (
             limit is not None and self._in_a_row[1] >= limit
         )
         if fatal:
@@ -309,12 +296,12 @@ class BatchService(Generic[U, R]):
     async def _remove_sandboxes(self, run_id: str, why: str) -> None:
         """The provider's cleanup hook for this run's sandboxes; a failure is logged,
         never raised (the batch goes on; `helios cleanup` is the fallback)."""
-        if self.options.provider is None:
+        if self.provider is None:
             return
         from helios.environments.registry import provider_class
 
         try:
-            provider = provider_class(self.options.provider)
+            provider = provider_class(self.provider)
             removed = await provider.cleanup_run(run_id)
         except Exception as exc:
             log.info("could not remove the sandboxes of run %s (%s): %s: %s",

@@ -84,7 +84,6 @@ import asyncio
 import contextlib
 import hashlib
 import importlib
-import importlib.util
 import io
 import logging
 import shutil
@@ -101,6 +100,7 @@ from typing import IO, Any, BinaryIO
 from helios._proc import run_to_end, within
 from helios.agents.toolsets.registry import register_toolset, registered_toolsets
 from helios.engine._worker_side import WorkerSetup
+from helios.engine.config import ray_missing
 from helios.engine.door import ReadsFolders
 from helios.engine.episode import EpisodeContext
 from helios.engine.workers import STOP_GRACE, ShardedBatch, _worker_services
@@ -139,27 +139,11 @@ _ARCHIVE_TOP = "trial"
 #: a pending KeyboardInterrupt, which Python takes only between two bytecodes) is
 #: seen at once, not when the loop's next timer fires
 _WAKE_EVERY = 0.2
-INSTALL_HINT = "pip install 'helios-harness[ray]'"
-
-
-def require_ray() -> None:
-    """Refuse `--executor ray` before anything starts when Ray is not installed."""
-    try:
-        found = importlib.util.find_spec("ray") is not None
-    except ValueError:  # in sys.modules as None: an import of it fails
-        found = False
-    if not found:
-        _ray()
-
-
 def _ray() -> Any:
     try:
         return importlib.import_module("ray")
     except ImportError:
-        raise ConfigError(
-            f"--executor ray needs Ray, which is not installed: {INSTALL_HINT}",
-            field="--executor",
-        ) from None
+        raise ray_missing() from None
 
 
 @dataclass(frozen=True)
@@ -527,7 +511,7 @@ async def run_on_ray(service: ShardedBatch, units: Sequence[Any], ctx: EpisodeCo
                      address: str | None, provider: str | None) -> None:  # fmt: skip
     """Run `units` as Ray tasks; record them here, as they come back. `provider`: the
     sandbox provider whose sandboxes of this run the sweeps remove (None: none)."""
-    with connected(address, service.options.n_concurrent) as ray:
+    with connected(address, service.concurrency.in_flight) as ray:
         await _sweep(ray, provider, ctx.run_id, "left by an earlier invocation", check=True)
         batch = _RayBatch(ray, service, units, ctx)
         try:
@@ -659,7 +643,7 @@ class _RayBatch:
                     self.ray.kill(self.events)
 
     async def _run(self) -> None:
-        limit = self.service.options.n_concurrent
+        limit = self.service.concurrency.in_flight
         for unit in self.units:
             while len(self.in_flight) >= limit:
                 self.room.clear()

@@ -33,20 +33,17 @@ from contextlib import AbstractContextManager, nullcontext, suppress
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Generic, Literal, TypeVar
+from typing import Any, Generic, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field
-
-from helios.engine.batch import BatchOptions, BatchPlan, BatchService, OnRecorded
+from helios.engine.batch import BatchPlan, BatchService, OnRecorded
+from helios.engine.config import RunConfig
 from helios.engine.door import Door, Unit
 from helios.engine.labels import RunLabels
-from helios.engine.saved_config import CONFIG_KEY, CONFIG_VERSION, VERSION_KEY, dump_config
 from helios.engine.store import RUN_FILE, RunStore, run_metadata, write_json_atomic
 from helios.environments.registry import provider_class
 from helios.events import EventSink
 from helios.models.services import ModelServices
 from helios.settings import HeliosSettings, active
-from helios.settings import current as helios_settings
 
 U = TypeVar("U", bound=Unit)
 R = TypeVar("R")
@@ -54,81 +51,6 @@ T = TypeVar("T")
 
 #: the key of run.json that keeps the time of every invocation so far
 SECONDS_KEY = "seconds"
-
-
-class ConcurrencyConfig(BaseModel):
-    """One name for each knob: units in flight, processes, sandbox starts at once."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    in_flight: int = Field(default=2, ge=1)
-    #: processes that run units (1: this one)
-    processes: int = Field(default=1, ge=1)
-    #: sandboxes starting at once
-    sandbox_starts: int = Field(default=4, ge=1)
-    #: with a resume, run errored units again too
-    retry_errors: bool = False
-    #: where units run: "local" (this machine, `processes` of it) or "ray" (a Ray
-    #: cluster's nodes; engine/ray_executor.py)
-    executor: Literal["local", "ray"] = "local"
-    #: with "ray": the cluster's address, "auto", or None (start a local Ray instance)
-    ray_address: str | None = None
-
-
-class SandboxConfig(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    #: None: the units start no sandbox of a provider's (no preflight, no cleanup)
-    provider: str | None = "docker"
-
-
-class OutputsConfig(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid", arbitrary_types_allowed=True)
-
-    #: where a new run's folder is made (`<parent>/<prefix>_YYYYMMDD_HHMMSS`)
-    parent: Path | None = None
-    prefix: str = "batch"
-    #: an existing run folder to finish (its run.json must exist)
-    resume: Path | None = None
-    #: a fixed folder: created on the first invocation, resumed on the next ones
-    fixed: Path | None = None
-    # (none of the three: the run keeps its records in memory, with no folder)
-    #: resume even when a setting that changes results differs
-    force: bool = False
-
-
-class RunConfig(BaseModel):
-    """Everything a run is started with, recorded in its `run.json`."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    kind: str
-    concurrency: ConcurrencyConfig = ConcurrencyConfig()
-    sandbox: SandboxConfig = SandboxConfig()
-    outputs: OutputsConfig = OutputsConfig()
-    #: the door's settings that change results: recorded, and checked on a resume
-    identity: dict[str, Any] = Field(default_factory=dict)
-    #: more of the door's fields for run.json (recorded, never checked)
-    recorded: dict[str, Any] = Field(default_factory=dict)
-    #: the door's whole config (`saved_config.dump_config` of its settings, and its
-    #: inputs): run.json's `config`, what `--resume RUN_DIR` continues with
-    config: dict[str, Any] = Field(default_factory=dict)
-    #: the run's name and tags (`engine.labels`): in run.json, never in the identity;
-    #: a name also names a new run's folder (`<name>_YYYYMMDD_HHMMSS`)
-    labels: RunLabels = RunLabels()
-
-    def full_identity(self) -> dict[str, Any]:
-        # the HELIOS_* variables that change results (a docker network, prices)
-        return {**self.identity, "result_settings": helios_settings().identity()}
-
-    def saved(self) -> dict[str, Any]:
-        """run.json's versioned `config`: the door's config, the engine's settings and
-        the `HELIOS_*` settings that change results; no secret (`dump_config`)."""
-        engine = {"concurrency": self.concurrency.model_dump(mode="json"),
-                  "sandbox": self.sandbox.model_dump(mode="json")}  # fmt: skip
-        return {VERSION_KEY: CONFIG_VERSION, CONFIG_KEY: dump_config({
-            **self.config, **engine, "result_settings": helios_settings().identity(),
-        })}  # fmt: skip
 
 
 @dataclass
@@ -282,19 +204,11 @@ class Run:
     ) -> BatchService[U, R]:  # fmt: skip
         """The batch service of this run; `services`: model services the door's
         agent brought (not the run's to close), else the run's own."""
-        c = self.config.concurrency
         return BatchService(
             door=door,
             store=self._store,
-            options=BatchOptions(
-                n_concurrent=c.in_flight,
-                max_starts=c.sandbox_starts,
-                retry_errors=c.retry_errors,
-                provider=self.config.sandbox.provider,
-                workers=c.processes,
-                executor=c.executor,
-                ray_address=c.ray_address,
-            ),
+            concurrency=self.config.concurrency,
+            provider=self.config.sandbox.provider,
             emit=emit,
             services=services or self.services,
             on_recorded=on_recorded,

@@ -98,15 +98,8 @@ from helios.secrets import registered
 from helios.settings import current as helios_settings
 
 if TYPE_CHECKING:
+    from helios.engine.config import ConcurrencyConfig
     from helios.models.services import ModelServices
-
-
-class _Budget(Protocol):
-    @property
-    def n_concurrent(self) -> int: ...
-
-    @property
-    def max_starts(self) -> int: ...
 
 
 class ShardedBatch(Protocol):
@@ -124,7 +117,7 @@ class ShardedBatch(Protocol):
     def emit(self) -> EventSink | None: ...
 
     @property
-    def options(self) -> _Budget: ...
+    def concurrency(self) -> ConcurrencyConfig: ...
 
     @property
     def aborted(self) -> str | None: ...
@@ -510,7 +503,7 @@ async def _start(service: ShardedBatch, ctx: EpisodeContext, count: int,
 async def _connect(service: ShardedBatch, ctx: EpisodeContext, count: int, index: int,
                    pid: int, link: socket.socket, pool: list[_Worker]) -> None:  # fmt: skip
     """Join worker `index` of `count` to the pool and send it its setup."""
-    n, max_starts = service.options.n_concurrent, service.options.max_starts
+    n, max_starts = service.concurrency.in_flight, service.concurrency.starts_at_once
     reader, writer = await asyncio.open_connection(sock=link)
     slots = split(n, count, index)
     pool.append(_Worker(index, pid, slots, reader, writer))

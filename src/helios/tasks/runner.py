@@ -20,14 +20,8 @@ from helios.agents.registry import agent_class, choose_agent, create_agent
 from helios.display import watch
 from helios.display.progress import BatchProgress, default_console, header_panel
 from helios.display.trial import TrialView
-from helios.engine.run import (
-    ConcurrencyConfig,
-    OutputsConfig,
-    Run,
-    RunConfig,
-    RunOutcome,
-    SandboxConfig,
-)
+from helios.engine.config import ConcurrencyConfig, OutputsConfig, RunConfig, SandboxConfig
+from helios.engine.run import Run, RunOutcome
 from helios.engine.saved_config import dump_config
 from helios.engine.store import KEEP_LEFTOVERS, RunStore, write_json_atomic
 from helios.engine.workers import default_workers
@@ -239,7 +233,7 @@ class ParallelRunner:
             concurrency=ConcurrencyConfig(
                 in_flight=s.n_concurrent,
                 processes=s.workers or default_workers(s.n_concurrent),
-                sandbox_starts=s.starts_at_once,
+                sandbox_starts=s.max_starts,
                 retry_errors=s.retry_errors,
                 executor=s.executor,
                 ray_address=s.ray_address,

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, Literal
 
+from helios.engine.config import Executor, check_executor
 from helios.engine.labels import RunLabels, checked
 from helios.engine.saved_config import NOT_SAVED
 from helios.environments.desktop.vnc import ViewMode
@@ -41,7 +42,7 @@ class TaskBatchSettings:
     #: resume even if the run was made with other settings
     force: bool = field(default=False, metadata=NOT_SAVED)
     agent_settings: dict[str, Any] = field(default_factory=dict)
-    #: sandbox starts at once; None = min(n_concurrent, 4)
+    #: sandbox starts at once; None: the engine's rule (`engine.config.default_sandbox_starts`)
     max_starts: int | None = None
     show_progress: bool = field(default=True, metadata=NOT_SAVED)
     #: one line per invalid or unsupported task as they load (off: the caller reports them)
@@ -50,7 +51,7 @@ class TaskBatchSettings:
     #: of cores, capped by n_concurrent (the CLI's default)
     workers: int | None = 1
     #: where trials run: "local" (this machine) or "ray" (a Ray cluster's nodes)
-    executor: Literal["local", "ray"] = "local"
+    executor: Executor = "local"
     #: with executor "ray": the cluster's address ("auto": the one `ray start` made
     #: here); None starts a local Ray instance
     ray_address: str | None = None
@@ -81,24 +82,12 @@ class TaskBatchSettings:
     def __post_init__(self) -> None:
         if self.n_concurrent < 1 or self.n_attempts < 1:
             raise ConfigError("-n and -k must be at least 1", field="-n/-k")
-        if self.executor not in ("local", "ray"):
-            raise ConfigError(f"unknown executor {self.executor!r} (use local or ray)",
-                              field="--executor")  # fmt: skip
-        if self.ray_address is not None and self.executor != "ray":
-            raise ConfigError("--ray-address needs --executor ray", field="--ray-address")
-        if self.executor == "ray":
-            from helios.engine.ray_executor import require_ray
-
-            require_ray()
+        check_executor(self.executor, self.ray_address)
         if self.workers is not None and self.workers < 1:
             raise ConfigError("--workers must be at least 1", field="--workers")
         self.labels = checked(self.labels)
         self.output_dir = Path(self.output_dir)
         self.resume = Path(self.resume) if self.resume is not None else None
-
-    @property
-    def starts_at_once(self) -> int:
-        return self.max_starts or max(1, min(self.n_concurrent, 4))
 
     @classmethod
     def from_kwargs(cls, **kwargs: Any) -> TaskBatchSettings:

@@ -15,10 +15,6 @@ from typing import TYPE_CHECKING
 from helios.lazy import lazy_exports
 
 if TYPE_CHECKING:
-    from helios.environments.daytona.environment import DaytonaEnvironment
+    from helios.environments.daytona.environment import DaytonaEnvironment as DaytonaEnvironment
 
-__all__ = ["DaytonaEnvironment"]
-
-__getattr__, __dir__ = lazy_exports(
-    __name__, {"DaytonaEnvironment": "helios.environments.daytona.environment"}, globals(), __all__
-)
+__getattr__, __dir__ = lazy_exports(globals())

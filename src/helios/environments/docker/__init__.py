@@ -13,10 +13,6 @@ from typing import TYPE_CHECKING
 from helios.lazy import lazy_exports
 
 if TYPE_CHECKING:
-    from helios.environments.docker.environment import DockerEnvironment
+    from helios.environments.docker.environment import DockerEnvironment as DockerEnvironment
 
-__all__ = ["DockerEnvironment"]
-
-__getattr__, __dir__ = lazy_exports(
-    __name__, {"DockerEnvironment": "helios.environments.docker.environment"}, globals(), __all__
-)
+__getattr__, __dir__ = lazy_exports(globals())

@@ -13,10 +13,6 @@ from typing import TYPE_CHECKING
 from helios.lazy import lazy_exports
 
 if TYPE_CHECKING:
-    from helios.environments.local.environment import LocalEnvironment
+    from helios.environments.local.environment import LocalEnvironment as LocalEnvironment
 
-__all__ = ["LocalEnvironment"]
-
-__getattr__, __dir__ = lazy_exports(
-    __name__, {"LocalEnvironment": "helios.environments.local.environment"}, globals(), __all__
-)
+__getattr__, __dir__ = lazy_exports(globals())
