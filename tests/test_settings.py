@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from helios import settings as settings_module
-from helios.settings import VARIABLES, HeliosSettings
+from helios.settings import BY_NAME, VARIABLES, HeliosSettings
 
 from .thin_door import PromptDoor, PromptUnit
 
@@ -26,7 +26,8 @@ SETTINGS_PAGE = ROOT / "docs" / "getting-started.md"
 
 
 def _env_reads(tree: ast.AST, constants: dict[str, str]) -> list[str]:
-    """The HELIOS_* names a module reads from the process environment."""
+    """The HELIOS_* names (and the other declared ones: DAYTONA_*, TAVILY_*) a module
+    reads from the process environment."""
     found = []
 
     def name_of(node: ast.expr) -> str | None:
@@ -50,7 +51,8 @@ def _env_reads(tree: ast.AST, constants: dict[str, str]) -> list[str]:
             value = node.value
             if isinstance(value, ast.Attribute) and value.attr == "environ":
                 target = node.slice
-        if target is not None and (name := name_of(target)) and name.startswith("HELIOS_"):
+        if (target is not None and (name := name_of(target))
+                and (name.startswith("HELIOS_") or name in BY_NAME)):  # fmt: skip
             found.append(name)
     return found
 
@@ -82,10 +84,11 @@ def test_the_scan_sees_each_way_of_reading() -> None:
         'import os\nSWITCH = "HELIOS_X"\n'
         'a = os.environ.get("HELIOS_A")\nb = os.getenv("HELIOS_B")\n'
         'c = os.environ["HELIOS_C"]\nd = os.environ.get(SWITCH)\n'
+        'e = env.get("TAVILY_API_KEY")\nf = os.environ.get("PATH")\n'
     )
     tree = ast.parse(source)
     assert sorted(_env_reads(tree, _constants(tree))) == [
-        "HELIOS_A", "HELIOS_B", "HELIOS_C", "HELIOS_X",
+        "HELIOS_A", "HELIOS_B", "HELIOS_C", "HELIOS_X", "TAVILY_API_KEY",
     ]  # fmt: skip
     assert (SRC / "settings.py").read_text().count("env.get(v.name)") == 1
 
@@ -209,3 +212,45 @@ def test_a_run_reads_its_settings_once_even_in_its_workers(
     recorded = json.loads((tmp_path / "run" / "run.json").read_text())["helios_settings"]
     assert recorded["HELIOS_SANDBOX_DIR"] == first
     assert current().sandbox_dir == later  # outside a run: the environment as it is
+
+
+def test_tavilys_key_comes_from_the_runs_snapshot_and_is_never_recorded(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The web toolset reads TAVILY_* from the run's settings (as `HeliosSettings`
+    declares them), not the process environment: a key changed in-process mid-run is
+    not seen; the key is a secret, in no file of the run."""
+    from helios.agents.toolsets.hermes.web_backends import TavilyBackend, web_settings
+    from helios.engine import OutputsConfig, Run, RunConfig, SandboxConfig
+    from helios.secrets import redact
+
+    key = "tvly-snapshot-" + uuid.uuid4().hex
+    monkeypatch.delenv("HELIOS_SEARXNG_URL", raising=False)
+    monkeypatch.setenv("TAVILY_API_KEY", key)
+    monkeypatch.setenv("TAVILY_API_URL", "http://127.0.0.1:9/tavily")
+    seen: list[object] = []
+
+    async def go() -> None:
+        async with Run() as run:
+            monkeypatch.setenv("TAVILY_API_KEY", "tvly-changed-mid-run")
+            await run.open(RunConfig(
+                kind="prompts", sandbox=SandboxConfig(provider="null"),
+                outputs=OutputsConfig(fixed=tmp_path / "run"), identity={"a": 1},
+            ))  # fmt: skip
+            seen.append(web_settings().backend)
+            await run.drive(PromptDoor(), [PromptUnit("good", 1)], finish=lambda _: None)
+
+    asyncio.run(go())
+    (backend,) = seen
+    assert isinstance(backend, TavilyBackend)
+    assert (backend.api_key, backend.url) == (key, "http://127.0.0.1:9/tavily")
+    assert redact(f"sent {key}") == "sent [REDACTED]"
+    run_json = json.loads((tmp_path / "run" / "run.json").read_text())
+    assert run_json["helios_settings"]["TAVILY_API_URL"] == "http://127.0.0.1:9/tavily"
+    assert "TAVILY_API_KEY" not in run_json["helios_settings"]
+    for path in (tmp_path / "run").rglob("*"):
+        if path.is_file():
+            assert key not in path.read_text("utf-8", errors="replace"), path
+    # outside a run: the environment as it is now
+    assert web_settings().backend == TavilyBackend("http://127.0.0.1:9/tavily",
+                                                   "tvly-changed-mid-run")  # fmt: skip

@@ -1,7 +1,8 @@
-"""Helios's own environment variables (`HELIOS_*`, and the daytona provider's
-`DAYTONA_*`): every one is declared and read here, and nowhere else, so that
-`helios --help`, the README and a run's `run.json` can list them, and a run
-records the values it ran with (a key never: it is registered as a secret).
+"""Helios's own environment variables (`HELIOS_*`, the daytona provider's
+`DAYTONA_*` and the web toolset's `TAVILY_*`): every one is declared and read here,
+and nowhere else, so that `helios --help`, the README and a run's `run.json` can
+list them, and a run records the values it ran with (a key never: it is registered
+as a secret).
 
 A variable that changes what a run produces (a docker network, a price table) is
 part of the run's identity: `--resume` with another value is refused, as a
@@ -62,6 +63,11 @@ VARIABLES: tuple[Variable, ...] = (
     Variable("HELIOS_WEB_TIMEOUT", "seconds for one web request (default 20)"),
     Variable("HELIOS_WEB_MAX_BYTES", "bytes read of one web page (default 5 MB)",
              changes_results=True),
+    # the web toolset's Tavily search (the names Hermes reads)
+    Variable("TAVILY_API_KEY", "the key of the web toolset's Tavily search, used when "
+             "HELIOS_SEARXNG_URL is not set (never recorded)", secret=True),
+    Variable("TAVILY_API_URL", "Tavily's API (default: https://api.tavily.com)",
+             changes_results=True, url=True),
     # the Daytona provider's keys (the names Daytona's own tools read)
     Variable("DAYTONA_API_KEY", "the key of `--provider daytona` (never recorded)",
              secret=True),
@@ -141,6 +147,14 @@ class HeliosSettings:
     @property
     def daytona_target(self) -> str | None:
         return self.get("DAYTONA_TARGET")
+
+    @property
+    def tavily_api_key(self) -> str | None:
+        return self.get("TAVILY_API_KEY")
+
+    @property
+    def tavily_api_url(self) -> str | None:
+        return self.get("TAVILY_API_URL")
 
     @property
     def web_allow_private(self) -> bool:

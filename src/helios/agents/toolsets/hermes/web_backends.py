@@ -1,4 +1,5 @@
-"""The web toolset's configuration and its search backends, from environment variables.
+"""The web toolset's configuration and its search backends, from the run's settings
+snapshot (`helios.settings.current()`: the variables as the run read them once):
 
 - `HELIOS_SEARXNG_URL`: a SearXNG instance (its JSON format must be enabled);
 - `TAVILY_API_KEY` (and optionally `TAVILY_API_URL`, as Hermes reads them): Tavily;
@@ -13,15 +14,13 @@ nothing is faked.
 from __future__ import annotations
 
 import importlib.util
-import os
-from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 import aiohttp
 
-from helios.secrets import register_secret
 from helios.settings import HeliosSettings
+from helios.settings import current as helios_settings
 
 DEFAULT_TAVILY_URL = "https://api.tavily.com"
 USER_AGENT = "Mozilla/5.0 (compatible; helios-harness web tools)"
@@ -107,16 +106,16 @@ class WebSettings:
     max_bytes: int = 5 * 1024 * 1024
 
 
-def web_settings(environ: Mapping[str, str] | None = None) -> WebSettings:
-    env = os.environ if environ is None else environ
-    settings = HeliosSettings.read(env)
+def web_settings(settings: HeliosSettings | None = None) -> WebSettings:
+    """The toolset's settings from `settings` (default: the run's snapshot, which
+    registered the Tavily key as a secret when it was read)."""
+    settings = helios_settings() if settings is None else settings
     backend: SearchBackend | None = None
     if settings.searxng_url:
         backend = SearxngBackend(settings.searxng_url)
-    elif env.get("TAVILY_API_KEY"):
-        register_secret(env["TAVILY_API_KEY"])
-        backend = TavilyBackend(env.get("TAVILY_API_URL") or DEFAULT_TAVILY_URL,
-                                env["TAVILY_API_KEY"])  # fmt: skip
+    elif settings.tavily_api_key:
+        backend = TavilyBackend(settings.tavily_api_url or DEFAULT_TAVILY_URL,
+                                settings.tavily_api_key)  # fmt: skip
     return WebSettings(
         backend=backend,
         allow_private=settings.web_allow_private,
