@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -12,7 +12,7 @@ from typing import Any
 from helios.agents.registry import choose_agent, create_agent
 from helios.environments.base import Environment
 from helios.environments.desktop.vnc import ViewMode
-from helios.errors import ConfigError, HeliosError, TaskFormatError
+from helios.errors import ConfigError, HeliosError, InputError, TaskFormatError
 from helios.identity import trial_id
 from helios.models.services import ModelOptions
 from helios.tasks.features import unsupported
@@ -40,6 +40,13 @@ class LoadedTasks:
         shown = [f"{key} ({n} task{'s' if n > 1 else ''})" for key, n in items[:limit]]
         more = f", and {len(items) - limit} more" if len(items) > limit else ""
         return f"task.toml keys Helios does not know were ignored: {', '.join(shown)}{more}"
+
+    def warning_lines(self) -> list[tuple[str, str]]:
+        """(label, text): one line per invalid or unsupported task, one for unknown keys."""
+        lines = [("invalid task", bad.error) for bad in self.invalid]
+        lines += [("unsupported task", task.error) for task in self.unsupported]
+        unknown = self.unknown_keys_line()
+        return lines + ([("warning", unknown)] if unknown is not None else [])
 
 
 def resolve_task_dirs(paths: Sequence[str | Path] | str | Path, pattern: str) -> list[Path]:
@@ -101,6 +108,30 @@ def load_tasks(task_dirs: list[Path], provider: type[Environment] | None = None)
             loaded.invalid.append(invalid)
         except OSError as exc:
             loaded.invalid.append(InvalidTask(path=str(task_dir), error=f"{task_dir}: {exc}"))
+    return loaded
+
+
+def load_batch(
+    paths: Sequence[str | Path] | str | Path, pattern: str,
+    provider: type[Environment] | None = None,
+    report: Callable[[list[tuple[str, str]]], None] | None = None,
+) -> LoadedTasks:  # fmt: skip
+    """The batch's tasks, each skipped one `report`ed (label, text) first; `InputError`
+    when no task matches or none can run."""
+    task_dirs = resolve_task_dirs(paths, pattern)
+    if not task_dirs:
+        where = ", ".join(str(p) for p in ([paths] if isinstance(paths, str | Path) else paths))
+        raise InputError(f"no task.toml matching {pattern!r} under {where}")
+    loaded = load_tasks(task_dirs, provider)
+    if report is not None:
+        report(loaded.warning_lines())
+    if not loaded.tasks:
+        skipped = [t.error for t in loaded.invalid] + [t.error for t in loaded.unsupported]
+        first = skipped[0] if skipped else "none found"
+        raise InputError(
+            f"no task to run ({len(loaded.invalid)} invalid, "
+            f"{len(loaded.unsupported)} unsupported): {first}"
+        )
     return loaded
 
 
