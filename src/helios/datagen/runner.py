@@ -20,12 +20,7 @@ from helios.agents.toolsets.hermes import HERMES_TOOLSET_TOOLS, all_hermes_tool_
 from helios.datagen.adopt import adopt_rows
 from helios.datagen.dataset import Dataset, check_dataset_file, load_dataset
 from helios.datagen.display import GenerateProgress, final_table, header_rows
-from helios.datagen.distributions import (
-    Distribution,
-    ToolsetSampler,
-    load_distributions_file,
-    resolve_distribution,
-)
+from helios.datagen.distributions import Distribution, ToolsetSampler, chosen_distribution
 from helios.datagen.door import GenerateDoor, PromptResult
 from helios.datagen.finish import write_outputs
 from helios.datagen.folder import RowWriter
@@ -81,8 +76,7 @@ class BatchRunner:
         #: warnings go apart from the output (stderr), unless a console is given
         self.screen = RunPresenter(self.console, show=s.show_progress, quiet=s.quiet,
                                    warnings=console or SafeConsole(stderr=True))  # fmt: skip
-        extra = load_distributions_file(s.distributions_file) if s.distributions_file else {}
-        self.distribution: Distribution = resolve_distribution(s.distribution, extra)
+        self.distribution: Distribution = chosen_distribution(s.distribution, s.distributions_file)
         if openrouter_min_coding_score is not None:
             self.screen.caution("openrouter_min_coding_score is not supported by Helios; ignored")
         self.services: ModelServices | None = None
