@@ -8,8 +8,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from helios.engine import ConcurrencyConfig, OutputsConfig, RunConfig, SandboxConfig
 from helios.engine.labels import RunLabels
-from helios.engine.run import ConcurrencyConfig, OutputsConfig, RunConfig, SandboxConfig
 from helios.engine.saved_config import dump_config
 from helios.models.retry import RetryPolicy
 
