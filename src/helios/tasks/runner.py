@@ -46,7 +46,15 @@ from helios.tasks.plan import (
     resolve_task_dirs,
 )
 from helios.tasks.report import final_panels, pass_at_k_panel
-from helios.tasks.reproduce import MAX_IMAGES, RERUN_KEY, differences, ready_images, rerun_record
+from helios.tasks.reproduce import (
+    MAX_IMAGES,
+    RERUN_KEY,
+    differences,
+    model_differences,
+    ready_images,
+    record_models,
+    rerun_record,
+)
 from helios.tasks.results import TrialResult
 from helios.tasks.settings import TaskBatchSettings
 from helios.tasks.summary import (
@@ -304,7 +312,21 @@ class ParallelRunner:
             return
         recorded = earlier.get(RERUN_KEY)
         lines = differences(recorded if isinstance(recorded, dict) else {}, self._tasks,
-                            self._images, helios_version=earlier.get("helios_version"))  # fmt: skip
+                            self._images, helios_version=earlier.get("helios_version"),
+                            agents=self._agent_identities)  # fmt: skip
+        self._warn_differences(lines)
+
+    def _report_models(self, store: RunStore, reported: dict[str, list[str]]) -> None:
+        """Record the model ids the provider reported; a rerun names one that changed
+        (known only now, once the provider has answered)."""
+        record_models(store, reported)
+        earlier = self.settings.rerun_of
+        if earlier is not None and self.settings.show_progress:
+            recorded = earlier.get(RERUN_KEY)
+            self._warn_differences(
+                model_differences(recorded if isinstance(recorded, dict) else {}, reported))
+
+    def _warn_differences(self, lines: list[str]) -> None:
         for line in lines:
             self.console.print(f"[yellow]warning[/] not as in the run: {escape(line)}",
                                highlight=False, soft_wrap=True)  # fmt: skip
@@ -456,6 +478,7 @@ class ParallelRunner:
                 self.console.print(panel)
         elif shown and batch.n_attempts > 1:
             self.console.print(pass_at_k_panel(batch))
+        self._report_models(store, batch.usage.reported_models)
         return batch
 
     def _print_header(self, n_trials: int, n_pending: int, store: RunStore) -> None:
