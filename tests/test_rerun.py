@@ -177,6 +177,7 @@ HOSTILE = {
     "rerun_not_an_object": {"task_paths": ["/t"], "rerun": "x"},
     "rerun_tasks_a_list": {"task_paths": ["/t"], "rerun": {"tasks": ["a"]}},
     "temperature_text": {"task_paths": ["/t"], "generation": {"temperature": "hot"}},
+    "rerun_models_text": {"task_paths": ["/t"], "rerun": {"models": {"m": "m-1"}}},
     "workers_text": {"task_paths": ["/t"], "workers": "all"},
 }
 LINES = {
@@ -187,6 +188,7 @@ LINES = {
     "rerun_not_an_object": "[rerun]: expected an object, got str",
     "rerun_tasks_a_list": "[rerun.tasks]: expected an object of names to hashes",
     "temperature_text": "[generation.temperature]: expected int, got str",
+    "rerun_models_text": "[rerun.models]: expected an object of models to the ids reported",
     "workers_text": "[workers]: expected int, got str",
     "huge": "too large to be a run's settings",
     "deep": "cannot read the run's settings",
