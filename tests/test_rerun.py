@@ -474,12 +474,12 @@ def test_a_run_records_the_reported_model_ids_and_a_rerun_names_a_changed_one(
 
 
 def test_a_resume_adds_to_the_reported_model_ids_run_json_holds(tmp_path: Path) -> None:
-    from helios.tasks.reproduce import record_models
+    from helios.engine.reported_models import record_models
 
     run_dir = tmp_path / "r"
     store = RunStore.create(run_dir, {"run_id": "x", "rerun": {"models": {"m": ["m-1"]}}})
     try:
-        assert record_models(store, {"m": ["m-2"], "n": ["n-1"]}) == {
+        assert record_models(run_dir, {"m": ["m-2"], "n": ["n-1"]}) == {
             "m": ["m-1", "m-2"], "n": ["n-1"]}  # fmt: skip
     finally:
         store.close()

@@ -53,6 +53,7 @@ from helios.datagen.statistics import statistics_document, totals
 from helios.datagen.units import PromptUnit, assign_batches, build_units
 from helios.display.console import SafeConsole
 from helios.display.progress import default_console, header_panel
+from helios.engine.reported_models import record_models
 from helios.engine.run import Run, RunOutcome
 from helios.engine.store import write_json_atomic
 from helios.environments.registry import sandbox_provider
@@ -312,6 +313,7 @@ class BatchRunner:
             orphan_rows=_orphans(session.run_dir, records.values()),
         )  # fmt: skip
         write_json_atomic(session.run_dir / STATISTICS, statistics)
+        record_models(session.store.run_dir, run.reported_models)  # in run.json too
         self.result.rows, self.result.discarded, self.result.failed = (
             merge.rows,
             n_tombstones,

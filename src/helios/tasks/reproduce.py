@@ -31,18 +31,16 @@ rerun, from what its responses reported.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from contextlib import suppress
+from pathlib import Path
 from typing import Any
 
 from helios.agents.registry import agent_package
-from helios.engine.store import RUN_FILE, RunStore, write_json_atomic
+from helios.engine.reported_models import RERUN_KEY as RERUN_KEY  # the key of the record
+from helios.engine.reported_models import record_models, reported_models
 from helios.tasks.task import Task
 from helios.text import one_line
-from helios.usage import merge_reported
 from helios.version import __version__
 
-#: the key of run.json that holds the record
-RERUN_KEY = "rerun"
 #: at most this many distinct ready images are asked for their digest (the rest: unknown)
 MAX_IMAGES = 256
 #: at most this many lines of differences; then one line counts the rest
@@ -81,36 +79,17 @@ def agents_record(agents: Mapping[str, Any]) -> dict[str, Any]:
     }  # fmt: skip
 
 
-def reported_models(value: object) -> dict[str, list[str]]:
-    """A recorded `"models"` (model asked for -> the ids reported), bounded; anything
-    else in a hand-edited run.json is left out."""
-    if not isinstance(value, dict):
-        return {}
-    found = {str(k): [i for i in v if isinstance(i, str)] for k, v in value.items()
-             if isinstance(v, list)}  # fmt: skip
-    bounded: dict[str, list[str]] = {}
-    merge_reported(bounded, found)
-    return bounded
-
-
-def record_models(store: RunStore, reported: Mapping[str, list[str]]) -> dict[str, list[str]]:
-    """Add the model ids the provider reported to run.json's record (merged with what
-    it holds: a resume adds to it); returns the merged ids. A disk that refuses it
-    costs only the record: the trial records hold the ids too."""
-    try:
-        metadata = store.metadata()
-    except (OSError, ValueError):  # unreadable now: the trial records keep the ids
-        return dict(reported)
-    record = metadata.get(RERUN_KEY)
-    if not isinstance(record, dict):
-        record = metadata[RERUN_KEY] = {}
-    merged = reported_models(record.get("models"))
-    merge_reported(merged, dict(reported))
-    if merged and merged != record.get("models"):
-        record["models"] = merged
-        with suppress(OSError):
-            write_json_atomic(store.run_dir / RUN_FILE, metadata)
-    return merged
+def models_at_end(
+    store_dir: Path, reported: Mapping[str, list[str]], rerun_of: Mapping[str, Any] | None
+) -> list[str]:
+    """At the end of a run: record the model ids the provider reported in its run.json
+    (`record_models`) and, for a rerun (`rerun_of`: the old run's run.json), one line
+    per model whose reported ids are not the old run's."""
+    record_models(store_dir, reported)
+    if rerun_of is None:
+        return []
+    recorded = rerun_of.get(RERUN_KEY)
+    return model_differences(recorded if isinstance(recorded, dict) else {}, reported)
 
 
 def model_differences(

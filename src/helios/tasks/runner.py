@@ -50,9 +50,8 @@ from helios.tasks.reproduce import (
     MAX_IMAGES,
     RERUN_KEY,
     differences,
-    model_differences,
+    models_at_end,
     ready_images,
-    record_models,
     rerun_record,
 )
 from helios.tasks.results import TrialResult
@@ -316,17 +315,9 @@ class ParallelRunner:
                             agents=self._agent_identities)  # fmt: skip
         self._warn_differences(lines)
 
-    def _report_models(self, store: RunStore, reported: dict[str, list[str]]) -> None:
-        """Record the model ids the provider reported; a rerun names one that changed
-        (known only now, once the provider has answered)."""
-        record_models(store, reported)
-        earlier = self.settings.rerun_of
-        if earlier is not None and self.settings.show_progress:
-            recorded = earlier.get(RERUN_KEY)
-            self._warn_differences(
-                model_differences(recorded if isinstance(recorded, dict) else {}, reported))
-
     def _warn_differences(self, lines: list[str]) -> None:
+        if not self.settings.show_progress:
+            return
         for line in lines:
             self.console.print(f"[yellow]warning[/] not as in the run: {escape(line)}",
                                highlight=False, soft_wrap=True)  # fmt: skip
@@ -478,7 +469,10 @@ class ParallelRunner:
                 self.console.print(panel)
         elif shown and batch.n_attempts > 1:
             self.console.print(pass_at_k_panel(batch))
-        self._report_models(store, batch.usage.reported_models)
+        # the model ids the provider reported: recorded; a rerun names a changed one
+        # (known only now that it has answered)
+        self._warn_differences(models_at_end(store.run_dir, batch.usage.reported_models,
+                                             self.settings.rerun_of))  # fmt: skip
         return batch
 
     def _print_header(self, n_trials: int, n_pending: int, store: RunStore) -> None:
