@@ -34,6 +34,7 @@ from helios.datagen.units import PromptUnit, assign_batches, build_units
 from helios.display.console import SafeConsole
 from helios.display.presenter import RunPresenter
 from helios.display.progress import default_console
+from helios.engine.reported_models import record_models
 from helios.engine.run import Run, RunOutcome
 from helios.environments.registry import sandbox_provider
 from helios.models.services import ModelServices
@@ -184,6 +185,7 @@ class BatchRunner:
             self.settings, session.run_dir, session.store, units, bad_lines=len(self.dataset.bad),
             seconds=outcome.seconds, invocation_seconds=outcome.invocation_seconds,
         )  # fmt: skip
+        record_models(session.store.run_dir, written.totals.reported_models)  # run.json too
         result = self.result
         result.rows, result.discarded = written.merge.rows, written.tombstones
         result.failed, result.prompts = written.failures, len(units)

@@ -100,7 +100,8 @@ def rerun_differences(settings: TaskBatchSettings, planned: Planned) -> list[str
         return []
     recorded = earlier.get(RERUN_KEY)
     return differences(recorded if isinstance(recorded, dict) else {}, planned.tasks,
-                       planned.images, helios_version=earlier.get("helios_version"))  # fmt: skip
+                       planned.images, helios_version=earlier.get("helios_version"),
+                       agents=planned.agents)  # fmt: skip
 
 
 def run_config(

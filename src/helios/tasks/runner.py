@@ -26,6 +26,7 @@ from helios.tasks import summary
 from helios.tasks.door import TaskDoor
 from helios.tasks.plan import dedupe_folders, load_batch, product_specs
 from helios.tasks.report import closing_panels, header, show_result
+from helios.tasks.reproduce import models_at_end
 from helios.tasks.results import TrialResult
 from helios.tasks.settings import TaskBatchSettings
 from helios.tasks.summary import SUMMARY_FILE, BatchResult, InvalidTask, TaskResult, UnsupportedTask
@@ -176,6 +177,10 @@ class ParallelRunner:
             self.screen.warn("warning", f"cannot write {run_dir / SUMMARY_FILE}: {why}",
                              always=True)  # fmt: skip
         self.screen.finish(closing_panels(batch, self.settings.view), output=run_dir)
+        # the model ids the provider reported: recorded; a rerun names a changed one
+        # (known only now that it has answered)
+        for line in models_at_end(run_dir, batch.usage.reported_models, self.settings.rerun_of):
+            self.screen.warn("warning", f"not as in the run: {line}")
         return batch
 
 
