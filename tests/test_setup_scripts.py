@@ -61,6 +61,7 @@ def _install(dest: Path, mirror: str) -> subprocess.CompletedProcess[str]:
 def test_a_plugin_deb_whose_sha256_differs_from_the_pin_is_not_installed(tmp_path: Path) -> None:
     """Debian's docker-compose and docker-buildx .debs are pinned: a mirror that
     serves other bytes installs nothing, and says why."""
+
     class Junk(http.server.BaseHTTPRequestHandler):
         def do_GET(self) -> None:
             self.send_response(200)
