@@ -91,9 +91,10 @@ async def _kind(docker: str, forced: str | None) -> str:
 
 
 async def _has_bridge(docker: str) -> bool:
-    names = await _out([docker, "network", "ls", "--format", "{{.Name}}"])
-    # an engine that does not answer: assume the usual bridge (the build will say more)
-    return not names or "bridge" in names.split()
+    names = (await _out([docker, "network", "ls", "--format", "{{.Name}}"])).split()
+    # dockerd's own networks without its bridge: `dockerd --bridge=none`; any other
+    # answer (none, another engine's names) is taken to have a default network
+    return not ({"host", "none"} <= set(names) and "bridge" not in names)
 
 
 async def _ok(argv: list[str]) -> bool:

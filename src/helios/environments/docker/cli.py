@@ -95,8 +95,8 @@ class ImageBuilds:
         deadline = asyncio.get_running_loop().time() + timeout
         derived = derive(text)
         frontend = syntax_frontend(text)
-        first = derived is not None and frontend is not None and frontend in _unreachable_frontends
-        if first:  # known offline: straight to the copy without the syntax line
+        if derived is not None and frontend is not None and frontend in _unreachable_frontends:
+            # out of reach before, in this process: straight to the copy without the line
             result = await _build_with(argv, context, derived, deadline, builder)
         else:
             result = await _build_with(argv, context, None, deadline, builder)
