@@ -30,7 +30,8 @@ DOCKERFILES = {
     "chmod": "COPY --chmod=755 run.sh /run.sh\nRUN /run.sh > /out\n",
     "mount": ("COPY run.sh /run.sh\nRUN --mount=type=cache,target=/root/.cache "
               "chmod 755 /run.sh && /run.sh > /out\n"),
-    "heredoc": "COPY run.sh /run.sh\nRUN <<EOF\nchmod 755 /run.sh\n/run.sh > /out\nEOF\n",
+    "heredoc": (f"COPY <<EOF /run.sh\n{SCRIPT}EOF\n"
+                "RUN <<EOF\nchmod 755 /run.sh\n/run.sh > /out\nEOF\n"),
     "syntax": "COPY --chmod=755 run.sh /run.sh\nRUN /run.sh > /out\n",
 }  # fmt: skip
 VARIABLES = ("HELIOS_DOCKER", "HELIOS_DOCKER_BUILD_NETWORK", "HELIOS_DOCKER_BUILDER",
@@ -178,7 +179,23 @@ def test_what_is_left_alone() -> None:
     out = derive("# syntax=docker/dockerfile:1.7-labs\nFROM x\n# syntax=docker/dockerfile:1\n")
     assert out is not None
     assert out.splitlines()[1:] == ["FROM x", "# syntax=docker/dockerfile:1"]
-    assert "syntax=" not in out.splitlines()[0]
+    assert not out.startswith("# syntax=")
+    # the other directives stay directives: before any comment, at the top
+    out = derive("# syntax=docker/dockerfile:1\n# escape=`\nFROM x\n")
+    assert out is not None
+    assert out.splitlines()[0] == "# escape=`" and out.splitlines()[2] == "FROM x"
+
+
+def test_a_copy_heredoc_becomes_a_run_that_writes_the_file() -> None:
+    out = derive("FROM x\nCOPY --chmod=755 <<EOF /usr/local/bin/hi\n#!/bin/sh\necho $A\nEOF\n")
+    assert out is not None
+    (script,) = [_run_script(line)[1][2] for line in out.splitlines() if line.startswith("RUN")]
+    assert script == ('mkdir -p "$(dirname /usr/local/bin/hi)" && cat > /usr/local/bin/hi <<EOF\n'
+                      "#!/bin/sh\necho $A\nEOF\nchmod 755 /usr/local/bin/hi")  # fmt: skip
+    # into a folder: the file takes the heredoc's name, as BuildKit names it
+    out = derive("FROM x\nCOPY <<'conf' /etc/app/\nkey = 1\nconf\n")
+    assert out is not None
+    assert "cat > /etc/app/conf <<'conf'\nkey = 1\nconf" in _run_script(out.splitlines()[1])[1][2]
 
 
 def test_the_classic_builder_s_missing_features_are_found_at_their_lines() -> None:

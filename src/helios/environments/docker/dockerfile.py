@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import re
+import shlex
 from dataclasses import dataclass
 
 #: `# syntax=docker/dockerfile:1.7` (any tag or digest, with or without docker.io/):
@@ -75,39 +76,48 @@ def syntax_frontend(text: str) -> str | None:
 
 
 def has_heredoc(text: str) -> bool:
-    return any(_is_heredoc_run(line) for line in text.splitlines())
+    return any(_heredoc_keyword(line) for line in text.splitlines())
 
 
 def derive(text: str) -> str | None:
-    """`text` with an official `# syntax=` line dropped and each `RUN` heredoc
-    rewritten as the shell command it stands for; None if that changes nothing."""
+    """`text` with an official `# syntax=` line dropped and each `RUN` or `COPY`
+    heredoc rewritten as the shell command it stands for; None if that changes
+    nothing. Line numbers stay those of `text` up to the first heredoc."""
     lines = text.splitlines()
     out: list[str] = []
     changed = False
-    in_directives = True
     shell = ["/bin/sh", "-c"]
     i = 0
+    dropped = 0
+    while i < len(lines) and _DIRECTIVE.match(lines[i]):
+        if _SYNTAX.match(lines[i]):
+            dropped += 1  # a comment here would end the directives: it goes after them
+        else:
+            out.append(lines[i])
+        i += 1
+    if dropped:
+        changed = True
+        out += ["# (a `# syntax=` line dropped by Helios: the built-in frontend reads this)"]
+        out += [""] * (dropped - 1)
     while i < len(lines):
         line = lines[i]
-        in_directives = in_directives and bool(_DIRECTIVE.match(line))
-        if in_directives and _SYNTAX.match(line):
-            changed = True
-            out.append("# (syntax line dropped by Helios: the built-in frontend reads this file)")
-            i += 1
-            continue
         instruction = _INSTRUCTION.match(line)
         keyword = instruction.group(1).upper() if instruction else ""
         if keyword == "FROM":
             shell = ["/bin/sh", "-c"]
         elif keyword == "SHELL" and instruction:
             shell = _shell_of(instruction.group(3)) or shell
-        if _is_heredoc_run(line):
+        heredoc = _heredoc_keyword(line)
+        if heredoc == "RUN":
             rewritten, i = _rewrite_run(lines, i, shell)
-            out.append(rewritten)
-            changed = True
+        elif heredoc == "COPY":
+            rewritten, i = _rewrite_copy(lines, i)
+        else:
+            out.append(line)
+            i += 1
             continue
-        out.append(line)
-        i += 1
+        out.append(rewritten)
+        changed = True
     return "\n".join(out) + "\n" if changed else None
 
 
@@ -121,10 +131,64 @@ def _shell_of(args: str) -> list[str] | None:
     return None
 
 
-def _is_heredoc_run(line: str) -> bool:
+def _heredoc_keyword(line: str) -> str | None:
+    """RUN or COPY (ADD too) when `line` is one with a heredoc, else None."""
     instruction = _INSTRUCTION.match(line)
-    return bool(instruction and instruction.group(1).upper() == "RUN"
-                and _HEREDOC.search(instruction.group(3)))  # fmt: skip
+    if not instruction or not _HEREDOC.search(instruction.group(3)):
+        return None
+    keyword = instruction.group(1).upper()
+    return {"RUN": "RUN", "COPY": "COPY", "ADD": "COPY"}.get(keyword)
+
+
+def _split_flags(rest: str) -> tuple[str, str]:
+    flags = ""
+    while match := _FLAG.match(rest):
+        flags += match.group(0)
+        rest = rest[match.end() :]
+    return flags, rest
+
+
+def _bodies(
+    lines: list[str], start: int, rest: str
+) -> tuple[list[tuple[str, bool, list[str]]], int]:
+    """The heredocs of `rest` (the instruction at `lines[start]`): each one's word,
+    whether it strips tabs, and its body; and the index of the line after them."""
+    bodies: list[tuple[str, bool, list[str]]] = []
+    i = start + 1
+    for heredoc in _HEREDOC.finditer(rest):
+        strip_tabs, word = heredoc.group(1) == "-", heredoc.group(3)
+        body: list[str] = []
+        while i < len(lines) and (lines[i].lstrip("\t") if strip_tabs else lines[i]) != word:
+            body.append(lines[i].lstrip("\t") if strip_tabs else lines[i])
+            i += 1
+        bodies.append((word, strip_tabs, body))
+        i += 1  # the closing word
+    return bodies, i
+
+
+def _rewrite_copy(lines: list[str], start: int) -> tuple[str, int]:
+    """`COPY <<EOF /dest` as a `RUN` that writes the file (with its `--chmod` and
+    `--chown`); the other flags (`--link`) change nothing a file's bytes."""
+    instruction = _INSTRUCTION.match(lines[start])
+    assert instruction is not None
+    flags, rest = _split_flags(instruction.group(3))
+    bodies, end = _bodies(lines, start, rest)
+    dest = _HEREDOC.sub("", rest).split()
+    mode = re.search(r"--chmod=(\S+)", flags)
+    owner = re.search(r"--chown=(\S+)", flags)
+    steps: list[str] = []
+    for (word, _, body), heredoc in zip(bodies, _HEREDOC.finditer(rest), strict=True):
+        target = dest[-1] if dest else "."
+        if target.endswith("/") or len(bodies) > 1:
+            target = target.rstrip("/") + "/" + word
+        quoted = shlex.quote(target)
+        steps.append(f'mkdir -p "$(dirname {quoted})" && cat > {quoted} <<{heredoc.group(2)}'
+                     f"{word}{heredoc.group(2)}\n" + "\n".join(body) + f"\n{word}")  # fmt: skip
+        if mode:
+            steps.append(f"chmod {shlex.quote(mode.group(1))} {quoted}")
+        if owner:
+            steps.append(f"chown {shlex.quote(owner.group(1))} {quoted}")
+    return f"RUN {json.dumps(['/bin/sh', '-c', chr(10).join(steps)])}", end
 
 
 def _rewrite_run(lines: list[str], start: int, shell: list[str]) -> tuple[str, int]:
@@ -132,36 +196,20 @@ def _rewrite_run(lines: list[str], start: int, shell: list[str]) -> tuple[str, i
     and the index of the line after its last body."""
     instruction = _INSTRUCTION.match(lines[start])
     assert instruction is not None
-    rest = instruction.group(3)
-    flags = ""
-    while match := _FLAG.match(rest):
-        flags += match.group(0)
-        rest = rest[match.end() :]
-    bodies: list[tuple[str, bool, list[str]]] = []
-    i = start + 1
-    for heredoc in _HEREDOC.finditer(rest):
-        strip_tabs, word = heredoc.group(1) == "-", heredoc.group(3)
-        body: list[str] = []
-        while i < len(lines) and (lines[i].lstrip("\t") if strip_tabs else lines[i]) != word:
-            body.append(lines[i])
-            i += 1
-        i += 1  # the closing word
-        bodies.append((word, strip_tabs, body))
-    only = _HEREDOC.fullmatch(rest.strip())
-    if only and len(bodies) == 1:
+    flags, rest = _split_flags(instruction.group(3))
+    bodies, end = _bodies(lines, start, rest)
+    if _HEREDOC.fullmatch(rest.strip()) and len(bodies) == 1:
         # `RUN <<EOF`: the body is the script (a shebang: a program to run)
-        word, strip_tabs, body = bodies[0]
-        if strip_tabs:
-            body = [b.lstrip("\t") for b in body]
+        word, _, body = bodies[0]
         script = "\n".join(body)
         if body and body[0].startswith("#!"):
             script = (f"f=$(mktemp) && cat > \"$f\" <<'{word}'\n{script}\n{word}\n"
                       'chmod +x "$f" && "$f"; s=$?; rm -f "$f"; exit $s')  # fmt: skip
     else:
         # `RUN python3 <<EOF`, `RUN cat <<EOF > f`: the line and its bodies are one
-        # shell script, as BuildKit runs them
-        parts = [rest]
+        # shell script, as BuildKit runs them (tabs already stripped for `<<-`)
+        parts = [_HEREDOC.sub(lambda m: "<<" + m.group(2) + m.group(3) + m.group(2), rest)]
         for word, _, body in bodies:
             parts += [*body, word]
         script = "\n".join(parts)
-    return f"RUN {flags}{json.dumps([*shell, script])}", i
+    return f"RUN {flags}{json.dumps([*shell, script])}", end
