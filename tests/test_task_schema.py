@@ -184,6 +184,22 @@ def test_compose_file_is_unsupported_not_invalid(tmp_path: Path) -> None:
     assert "unsupported: environment/docker-compose.yaml" in loaded.unsupported[0].error
 
 
+@pytest.mark.parametrize("name", ["docker-compose.yml", "compose.yaml", "compose.yml"])
+def test_other_compose_names_are_material(tmp_path: Path, name: str) -> None:
+    """Harbor's docker provider reads only environment/docker-compose.yaml: a task
+    that ships another compose name next to its Dockerfile is a plain task."""
+    folder = task(tmp_path, "material", "")
+    write(folder / "environment" / name, "services:\n  main: {}\n")
+    loaded = load_tasks([folder], DockerEnvironment)
+    assert loaded.unsupported == [] and loaded.invalid == []
+    assert [t.name for t in loaded.tasks] == ["material"]
+    # without a Dockerfile it is no compose task either: the message names Harbor's file
+    bare = task(tmp_path, "bare", "", dockerfile=None)
+    write(bare / "environment" / name, "services:\n  main: {}\n")
+    (invalid,) = load_tasks([bare]).invalid
+    assert "environment/Dockerfile" in invalid.error
+
+
 def test_limits_that_depend_on_the_provider(tmp_path: Path) -> None:
     switch = load_task(task(tmp_path, "switch", '[agent]\nnetwork_mode = "public"\n'))
     (docker_limit,) = unsupported(switch, DockerEnvironment)
