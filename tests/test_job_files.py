@@ -356,3 +356,27 @@ def test_a_job_gives_an_agent_its_prompt_text_and_settings_and_a_model_its_routi
     generation = meta["config"]["settings"]["models"]["generation"]
     assert generation["openrouter_provider"] == {"order": ["a", "b"], "sort": "price"}
     assert "sk-or-test" not in (run_dir / "run.json").read_text()
+
+
+def test_a_job_sets_the_network_default_which_run_json_keeps(
+    need_bwrap: None, tmp_path: Path
+) -> None:
+    """`network_default: none` in a job file (as `--network-default none`): recorded in
+    run.json's config and identity, so a resume of the run alone keeps it."""
+    shutil.copytree(EXAMPLES / "hello-file", tmp_path / "tasks" / "hello-file")
+    (tmp_path / "job.yaml").write_text(
+        "tasks: [tasks]\nagents: [oracle]\nprovider: local\noutput: out\nnetwork_default: none\n"
+    )
+    done = helios_inprocess("batch", "-c", "job.yaml", "-q", cwd=tmp_path, env=ENV)
+    assert done.returncode == 0, done.stdout + done.stderr
+    (run_dir,) = (tmp_path / "out").iterdir()
+    meta = json.loads((run_dir / "run.json").read_text())
+    assert meta["config"]["settings"]["network_default"] == "none"
+    assert meta["network_default"] == "none"  # the identity a resume must match
+    _forget_last(run_dir, 1)
+    again = helios_inprocess("batch", "--resume", str(run_dir), "-q", cwd=tmp_path, env=ENV)
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert len(_records(run_dir)) == 1
+    bad = helios_inprocess("run", "tasks/hello-file", "-a", "oracle", "--network-default",
+                           "closed", cwd=tmp_path, env=ENV)  # fmt: skip
+    assert bad.returncode == 2 and "--network-default" in bad.stderr, bad.stderr

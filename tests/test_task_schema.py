@@ -50,6 +50,7 @@ network_mode = "no-network"
 docker_image = "debian:bookworm-slim"
 cpus = 2
 memory_mb = 1024
+network_mode = "no-network"
 [solution.env]
 S = "1"
 [environment]
@@ -201,12 +202,19 @@ def test_other_compose_names_are_material(tmp_path: Path, name: str) -> None:
 
 
 def test_limits_that_depend_on_the_provider(tmp_path: Path) -> None:
-    switch = load_task(task(tmp_path, "switch", '[agent]\nnetwork_mode = "public"\n'))
+    switch = load_task(task(tmp_path, "switch", '[agent]\nnetwork_mode = "no-network"\n'))
     (docker_limit,) = unsupported(switch, DockerEnvironment)
     assert docker_limit.field == "agent.network_mode"
     assert unsupported(switch, LocalEnvironment) == []
-    same = load_task(task(tmp_path, "same", '[agent]\nnetwork_mode = "no-network"\n'))
+    same = load_task(task(tmp_path, "same", '[agent]\nnetwork_mode = "public"\n'))
     assert unsupported(same, DockerEnvironment) == []  # no change from the baseline: a no-op
+    # with the run's default "none", the same phases judge the other way
+    assert unsupported(load_task(same.path, network_default=False), DockerEnvironment)
+    assert unsupported(load_task(switch.path, network_default=False), DockerEnvironment) == []
+    # Harbor's npm-dynamic-e-v-diff: environment unset, verifier no-network: a switch
+    ev = load_task(task(tmp_path, "ev", '[verifier]\nnetwork_mode = "no-network"\n'))
+    assert [u.field for u in unsupported(ev, DockerEnvironment)] == ["verifier.network_mode"]
+    assert plan_steps(ev)[0].verifier.network is False
     user = load_task(task(tmp_path, "user", '[agent]\nuser = "agent"\n'))
     assert [u.field for u in unsupported(user, NullEnvironment)] == ["agent.user"]
     assert unsupported(user, DockerEnvironment) == unsupported(user, LocalEnvironment) == []
@@ -268,7 +276,11 @@ def test_layout_of_steps_and_separate_verifiers(tmp_path: Path) -> None:
 def test_legacy_spellings_and_network_baseline(tmp_path: Path) -> None:
     old = load_task(task(tmp_path, "old", '[environment]\nmemory = "4G"\nstorage = "10G"\n'))
     assert (old.config.environment.memory_mb, old.config.environment.storage_mb) == (4096, 10240)
-    assert old.sandbox_spec().network is False  # Helios's default: off
+    assert old.sandbox_spec().network is True  # unset: public, as in Harbor
+    closed = load_task(old.path, network_default=False)  # a run's `--network-default none`
+    assert closed.sandbox_spec().network is False and closed.checksum == old.checksum
+    assert load_task(task(tmp_path, "off", "[environment]\nallow_internet = false\n"),
+                     network_default=True).sandbox_spec().network is False  # fmt: skip
     legacy = load_task(task(tmp_path, "legacy", "[environment]\nallow_internet = true\n"))
     assert legacy.sandbox_spec().network is True
     both = '[environment]\nallow_internet = true\nnetwork_mode = "no-network"\n'

@@ -141,7 +141,7 @@ def _provider_limits(task: Task, provider: type[Environment]) -> list[Unsupporte
         for where, verifier in _verifiers(c):
             own = baseline
             if verifier.separate:  # its own sandbox starts with its own network
-                own = (verifier.environment or c.environment).network_public
+                own = (verifier.environment or c.environment).network_public(task.network_default)
             if network_override(verifier.network_mode, own) is not None:
                 found.append(_switch(where, provider))
     return found

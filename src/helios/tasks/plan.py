@@ -76,14 +76,18 @@ def task_keys(task_dirs: list[Path]) -> dict[Path, str]:
     return {d: d.relative_to(root).as_posix() for d in task_dirs}
 
 
-def load_tasks(task_dirs: list[Path], provider: type[Environment] | None = None) -> LoadedTasks:
+def load_tasks(
+    task_dirs: list[Path], provider: type[Environment] | None = None, *,
+    network_default: bool = True,
+) -> LoadedTasks:  # fmt: skip
     """Load every task; a bad one becomes an `InvalidTask`, one that needs what
-    Helios or `provider` cannot give an `UnsupportedTask`, and the rest go on."""
+    Helios or `provider` cannot give an `UnsupportedTask`, and the rest go on.
+    `network_default`: the network of a sandbox whose task leaves it unset."""
     loaded = LoadedTasks()
     keys = task_keys(task_dirs)
     for task_dir in task_dirs:
         try:
-            task = load_task(task_dir, key=keys[task_dir])
+            task = load_task(task_dir, key=keys[task_dir], network_default=network_default)
             for key in task.unknown_keys:
                 loaded.unknown_keys[key] = loaded.unknown_keys.get(key, 0) + 1
             limits = unsupported(task, provider)
@@ -157,6 +161,7 @@ def build_specs(
     keep_model: bool = False,
     suffix: str = "",
     timeouts: TimeoutScale | None = None,
+    network_default: str = "public",
 ) -> list[TrialSpec]:
     """Attempts interleaved across tasks: task1#1, task2#1, …, task1#2, …
 
@@ -170,6 +175,8 @@ def build_specs(
     scaled = timeouts.identity() if timeouts is not None else None
     if scaled is not None:  # only then: the ids of runs without multipliers stay
         settings["timeouts"] = scaled
+    if network_default != "public":  # only then, as above
+        settings["network_default"] = network_default
     specs: list[TrialSpec] = []
     for attempt in range(1, n_attempts + 1):
         for index, task in enumerate(tasks):
@@ -273,6 +280,7 @@ def _combination_specs(
             keep_model=bool(s.models.others),
             suffix=suffix,
             timeouts=s.timeouts,
+            network_default=s.network_default,
         )
         for name in dict.fromkeys(agents)
     }

@@ -160,7 +160,8 @@ class ParallelRunner:
         if not task_dirs:
             where = ", ".join(str(p) for p in _as_list(self.task_paths))
             raise InputError(f"no task.toml matching {s.pattern!r} under {where}")
-        loaded = load_tasks(task_dirs, self.provider_class)
+        loaded = load_tasks(task_dirs, self.provider_class,
+                            network_default=s.network_default == "public")  # fmt: skip
         self.invalid, self.unsupported = loaded.invalid, loaded.unsupported
         self.unknown_keys = loaded.unknown_keys
         self._report_loading(loaded)
@@ -224,6 +225,8 @@ class ParallelRunner:
             identity["pairs"] = [list(pair) for pair in s.pairs]
         if s.timeouts.identity() is not None:
             identity["timeouts"] = s.timeouts.identity()
+        if s.network_default != "public":  # only then: the runs of before still match
+            identity["network_default"] = s.network_default
         return json.loads(json.dumps(identity, default=str))  # type: ignore[no-any-return]
 
     def _agents_recorded(self) -> list[dict[str, Any]]:

@@ -73,6 +73,9 @@ class Task(BaseModel):
     unknown_keys: tuple[str, ...] = ()
     #: a multi-step task's instructions, by step name
     step_instructions: dict[str, str] = {}
+    #: the network of a sandbox whose `network_mode` is unset: public, as in Harbor,
+    #: unless the run says otherwise (`--network-default none`); not the task's content
+    network_default: bool = True
 
     @property
     def source(self) -> Path:
@@ -127,6 +130,7 @@ class Task(BaseModel):
             context_hash=self.environment_hash,
             workdir=self.workdir,
             label=self.name,
+            network_default=self.network_default,
         )
 
 
@@ -157,6 +161,7 @@ def sandbox_spec_for(
     context_hash: str,
     workdir: str,
     label: str,
+    network_default: bool = True,
 ) -> SandboxSpec:
     """The sandbox an `[environment]` table (the task's or a separate verifier's) asks for."""
     if build_context is not None and not build_context.is_dir():
@@ -168,7 +173,7 @@ def sandbox_spec_for(
         context_hash=context_hash,
         workdir=workdir,
         env=expand_env_defaults(env.env),
-        network=env.network_public,
+        network=env.network_public(network_default),
         cpus=env.cpus,
         memory_mb=env.memory_mb,
         storage_mb=env.storage_mb,
@@ -191,8 +196,9 @@ def discover_tasks(root: str | Path, pattern: str = "**/task.toml") -> list[Path
     return sorted(found, key=lambda p: str(p))
 
 
-def load_task(path: str | Path, key: str | None = None) -> Task:
-    """Load and validate one task directory; raise `TaskFormatError` with a one-line reason."""
+def load_task(path: str | Path, key: str | None = None, *, network_default: bool = True) -> Task:
+    """Load and validate one task directory; raise `TaskFormatError` with a one-line
+    reason. `network_default`: the network where the task leaves it unset (public)."""
     task_dir = Path(path).resolve()
     toml_path = task_dir / "task.toml"
     if not toml_path.is_file():
@@ -213,6 +219,7 @@ def load_task(path: str | Path, key: str | None = None) -> Task:
         tests_hashes=_tests_hashes(task_dir, config),
         unknown_keys=tuple(unknown_keys(config)),
         step_instructions=step_instructions,
+        network_default=network_default,
     )
 
 
