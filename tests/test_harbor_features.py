@@ -125,8 +125,10 @@ def test_a_ready_image_gets_the_environment_files(provider: str, tmp_path: Path)
     folder = task(
         tmp_path / "tasks", "ready",
         '[environment]\ndocker_image = "debian:bookworm-slim"\nmemory_mb = 256\n',
-        dockerfile=None, solve="cp data/payload.txt /app/copied.txt\n",
-        test='[ "$(cat /app/copied.txt)" = payload ] && echo 1 > /logs/verifier/reward.txt'
+        # in the working directory: the image's on docker (`/`: it has no WORKDIR, as
+        # in Harbor), /app on local (no image: the fallback)
+        dockerfile=None, solve="cp data/payload.txt /tmp/copied.txt\n",
+        test='[ "$(cat /tmp/copied.txt)" = payload ] && echo 1 > /logs/verifier/reward.txt'
         " || echo 0 > /logs/verifier/reward.txt\n",
     )  # fmt: skip
     write(folder / "environment" / "data" / "payload.txt", "payload\n")

@@ -106,8 +106,10 @@ class Task(BaseModel):
     # is a snapshot, as its checksum, taken at load, already is.
     @cached_property
     def workdir(self) -> str:
-        """The agent's working directory: `[environment] workdir`, else the
-        Dockerfile's last WORKDIR, else /app."""
+        """The agent's working directory: `[environment] workdir`; else, where the
+        image is run (docker), the built image's own (`SandboxSpec.workdir_from_image`),
+        and this value is the fallback of the providers that run no image (local,
+        daytona): the Dockerfile's last absolute WORKDIR, else /app."""
         return self.config.environment.workdir or dockerfile_workdir(self.dockerfile) or "/app"
 
     def sandbox_spec(self) -> SandboxSpec:
@@ -179,6 +181,8 @@ def sandbox_spec_for(
         storage_mb=env.storage_mb,
         **({"pids": env.pids} if env.pids is not None else {}),
         build_timeout=env.build_timeout_sec,
+        workdir_from_image=env.workdir is None,
+        image_entrypoint=True,
         label=label,
         healthcheck=health_check(env.healthcheck),
     )
