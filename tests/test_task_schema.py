@@ -9,13 +9,16 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
+from helios.agents.nop import NopAgent
+from helios.agents.oracle import OracleAgent
+from helios.agents.tool_agent import ToolAgent
 from helios.environments.docker import DockerEnvironment
 from helios.environments.local import LocalEnvironment
 from helios.environments.null import NullEnvironment
-from helios.errors import TaskFormatError
-from helios.tasks.features import features_used, unsupported
+from helios.errors import InputError, TaskFormatError
+from helios.tasks.features import agent_limits, features_used, unsupported
 from helios.tasks.phases import plan_steps
-from helios.tasks.plan import build_specs, load_tasks
+from helios.tasks.plan import build_specs, load_tasks, refuse_for_agents
 from helios.tasks.rewards import combine, meets_min_reward
 from helios.tasks.runner import ParallelRunner
 from helios.tasks.summary import UnsupportedTask, build_batch_result, summary_document
@@ -152,11 +155,6 @@ def test_one_unknown_keys_warning_per_batch(tmp_path: Path) -> None:
         ('[environment]\ngpu_types = ["H100"]\n', "environment.gpu_types"),
         ('[environment.tpu]\ntype = "v6e"\ntopology = "2x4"\n', "environment.tpu"),
         ('[environment]\nos = "Windows"\n', "environment.os"),
-        ('[environment]\nskills_dir = "/skills"\n', "environment.skills_dir"),
-        (
-            '[[environment.mcp_servers]]\nname = "m"\nurl = "http://x/sse"\n',
-            "environment.mcp_servers",
-        ),
         (
             '[environment]\nnetwork_mode = "allowlist"\nallowed_hosts = ["pypi.org"]\n',
             "environment.allowed_hosts",
@@ -199,6 +197,38 @@ def test_other_compose_names_are_material(tmp_path: Path, name: str) -> None:
     write(bare / "environment" / name, "services:\n  main: {}\n")
     (invalid,) = load_tasks([bare]).invalid
     assert "environment/Dockerfile" in invalid.error
+
+
+def test_skills_and_mcp_limit_only_the_agents_that_cannot_take_them(tmp_path: Path) -> None:
+    toml = ('[environment]\nskills_dir = "/skills"\n'
+            '[[environment.mcp_servers]]\nname = "m"\nurl = "http://x/sse"\n')  # fmt: skip
+    folder = task(tmp_path, "offers", toml)
+    loaded = load_tasks([folder], DockerEnvironment)
+    assert loaded.unsupported == [] and [t.name for t in loaded.tasks] == ["offers"]
+    (offers,) = loaded.tasks
+    assert {"skills_dir", "mcp_servers"} <= set(features_used(offers))
+    assert agent_limits(offers, OracleAgent) == agent_limits(offers, NopAgent) == []
+    limits = agent_limits(offers, ToolAgent)
+    assert [u.field for u in limits] == ["environment.skills_dir", "environment.mcp_servers"]
+    assert "the tool agent takes no skills" in str(limits[0])
+    # planned per agent: the oracle runs it, the tool agent's trials are refused
+    specs = build_specs(loaded.tasks, n_attempts=1, agent="oracle", agent_settings={},
+                        model=None, provider="docker")  # fmt: skip
+    specs += build_specs(loaded.tasks, n_attempts=1, agent="tool", agent_settings={},
+                         model="openai/gpt-4o", provider="docker")  # fmt: skip
+    kept, refused = refuse_for_agents(specs)
+    assert [s.agent for s in kept] == ["oracle"]
+    (skipped,) = refused
+    assert "unsupported: environment.skills_dir (the tool agent takes no skills)" in skipped.error
+    # a run's plan: the oracle's has the task; a tool agent's has nothing to run
+    buffer = io.StringIO()
+    oracle = ParallelRunner(folder, agent="oracle", provider="local",
+                            output_dir=tmp_path / "out", console=Console(file=buffer))  # fmt: skip
+    assert len(oracle._plan()) == 1 and oracle.unsupported == []
+    tool = ParallelRunner(folder, agent="tool", model="openai/gpt-4o", provider="local",
+                          output_dir=tmp_path / "out", console=Console(file=buffer))  # fmt: skip
+    with pytest.raises(InputError, match="the tool agent takes no skills"):
+        tool._plan()
 
 
 def test_limits_that_depend_on_the_provider(tmp_path: Path) -> None:

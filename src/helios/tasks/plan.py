@@ -9,13 +9,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from helios.agents.registry import choose_agent, create_agent
+from helios.agents.registry import agent_class, choose_agent, create_agent
 from helios.environments.base import Environment
 from helios.environments.desktop.vnc import ViewMode
 from helios.errors import ConfigError, HeliosError, TaskFormatError
 from helios.identity import trial_id
 from helios.models.services import ModelOptions
-from helios.tasks.features import unsupported
+from helios.tasks.features import agent_limits, unsupported
 from helios.tasks.phases import TimeoutScale
 from helios.tasks.settings import TaskBatchSettings
 from helios.tasks.summary import InvalidTask, UnsupportedTask
@@ -106,6 +106,24 @@ def load_tasks(
         except OSError as exc:
             loaded.invalid.append(InvalidTask(path=str(task_dir), error=f"{task_dir}: {exc}"))
     return loaded
+
+
+def refuse_for_agents(specs: list[TrialSpec]) -> tuple[list[TrialSpec], list[UnsupportedTask]]:
+    """The trials whose agent takes what their task offers it (skills, MCP servers:
+    `features.agent_limits`), and one `UnsupportedTask` per task and agent that does
+    not: the task still runs with the other agents of the run."""
+    judged: dict[tuple[Path, str], list[str]] = {}
+    kept: list[TrialSpec] = []
+    for spec in specs:
+        key = (spec.task.source, spec.agent)
+        if key not in judged:
+            limits = agent_limits(spec.task, agent_class(spec.agent))
+            judged[key] = [str(limit) for limit in limits]
+        if not judged[key]:
+            kept.append(spec)
+    refused = [UnsupportedTask(path=str(path), reasons=reasons)
+               for (path, _), reasons in judged.items() if reasons]  # fmt: skip
+    return kept, refused
 
 
 def shown_path(path: Path) -> str:

@@ -43,6 +43,7 @@ from helios.tasks.plan import (
     dedupe_folders,
     load_tasks,
     product_specs,
+    refuse_for_agents,
     resolve_task_dirs,
 )
 from helios.tasks.report import final_panels, pass_at_k_panel
@@ -173,7 +174,13 @@ class ParallelRunner:
                 f"{len(loaded.unsupported)} unsupported): {first}"
             )
         self._tasks = loaded.tasks
-        return self._specs(loaded.tasks)
+        specs, refused = refuse_for_agents(self._specs(loaded.tasks))
+        if refused:  # a task offers its agent what that agent does not take
+            self.unsupported = [*self.unsupported, *refused]
+            self._report_loading(LoadedTasks(unsupported=refused))
+        if not specs:
+            raise InputError(f"no task to run for the agent(s) {self._agent}: {refused[0].error}")
+        return specs
 
     def _specs(self, tasks: list[Task]) -> list[TrialSpec]:
         """The trials: every model × agent × task × attempt (`plan.product_specs`)."""
