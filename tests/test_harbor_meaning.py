@@ -59,9 +59,15 @@ def test_harbors_entrypoint_and_workdir_cases_give_harbors_rewards(tmp_path: Pat
 
 
 @pytest.mark.usefixtures("need_docker")
-def test_the_entrypoint_outlives_the_agents_processes(tmp_path: Path) -> None:
-    """A service of the init: the stop of the agent's processes (before the
-    verifier) spares it, and an image without one starts none."""
+@pytest.mark.parametrize("path", ["shell", "engine-api"])
+def test_the_entrypoint_outlives_the_agents_processes(
+    tmp_path: Path, path: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A service of the init, on both paths (the shell server's, and the Engine API's
+    of a remote daemon): the stop of the agent's processes (before the verifier)
+    spares it, and it saw the task's variables and Harbor's command."""
+    if path == "engine-api":
+        monkeypatch.setenv("HELIOS_DOCKER_SHELL", "0")
     shutil.copytree(FIXTURES / "environment-env-single", tmp_path / "env")
     env = DockerEnvironment(load_task(tmp_path / "env").sandbox_spec(),
                             trial_id=uuid.uuid4().hex[:8], run_id="pytest")  # fmt: skip
@@ -75,8 +81,11 @@ def test_the_entrypoint_outlives_the_agents_processes(tmp_path: Path) -> None:
             await env.exec("sleep 600 >/dev/null 2>&1 &")
             await env.stop_processes()
             assert await env.service_running(ENTRYPOINT_SERVICE)
-            left = await env.exec("ps -eo args= 2>/dev/null || cat /proc/[0-9]*/cmdline")
-            assert "sleep 600" not in left.stdout
+            left = await env.exec("cat /proc/[0-9]*/cmdline | tr '\\0' ' '")
+            assert "sleep 600" not in left.stdout and "sleep infinity" in left.stdout
+            seen = await env.exec("for _ in $(seq 100); do [ -e /tmp/entrypoint.txt ] && break; "
+                                  "sleep 0.1; done; cat /tmp/entrypoint.txt")  # fmt: skip
+            assert seen.stdout.strip() == "hello from task.toml|image-env|sh -c sleep infinity|/app"
         finally:
             await env.stop()
 
