@@ -34,13 +34,19 @@ def test_image_config_reads_docker_and_gives_harbors_command() -> None:
     assert ImageConfig.parse("null") == ImageConfig()
 
 
-def test_local_keeps_the_dockerfile_workdir_as_its_fallback() -> None:
-    """No image on local: the Dockerfile's last absolute WORKDIR, else /app."""
-    task = load_task(FIXTURES / "hello-healthcheck")
-    spec = task.sandbox_spec()
+def test_without_an_image_the_dockerfile_text_gives_the_workdir() -> None:
+    """No image on local: the WORKDIR the Dockerfile's text gives (`tasks.dockerfile`,
+    ARG and ENV expanded), else /app; docker reads the built image's."""
+    spec = load_task(FIXTURES / "hello-healthcheck").sandbox_spec()
     assert spec.workdir == "/app" and spec.workdir_from_image and spec.image_entrypoint
-    # ARG/ENV expansions cannot be read from the text: the fallback is /app
-    assert load_task(FIXTURES / "workdir-from-image").workdir == "/app"
+    assert load_task(FIXTURES / "workdir-from-image").workdir == "/srv/project/src"
+
+
+@pytest.mark.usefixtures("need_bwrap")
+def test_local_runs_the_workdir_case_from_the_dockerfiles_text(tmp_path: Path) -> None:
+    shutil.copytree(FIXTURES / "workdir-from-image", tmp_path / "tasks" / "workdir-from-image")
+    (record,) = records_of(run_tasks(tmp_path / "tasks", tmp_path / "out", "local")).values()
+    assert record["reward"] == 1.0, record["error"]
 
 
 @pytest.mark.usefixtures("need_docker")

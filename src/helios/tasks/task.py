@@ -20,6 +20,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from helios.environments.spec import HealthCheck, SandboxSpec
 from helios.errors import ConfigError, TaskFormatError
+from helios.tasks.dockerfile import dockerfile_workdir
 from helios.tasks.schema import (
     AgentConfig,
     EnvironmentConfig,
@@ -39,6 +40,7 @@ __all__ = [
     "TaskConfig",
     "VerifierConfig",
     "discover_tasks",
+    "dockerfile_workdir",
     "load_task",
     "sandbox_spec_for",
     "tree_checksum",
@@ -109,7 +111,7 @@ class Task(BaseModel):
         """The agent's working directory: `[environment] workdir`; else, where the
         image is run (docker), the built image's own (`SandboxSpec.workdir_from_image`),
         and this value is the fallback of the providers that run no image (local,
-        daytona): the Dockerfile's last absolute WORKDIR, else /app."""
+        daytona): the WORKDIR the Dockerfile's text gives (`tasks.dockerfile`), else /app."""
         return self.config.environment.workdir or dockerfile_workdir(self.dockerfile) or "/app"
 
     def sandbox_spec(self) -> SandboxSpec:
@@ -134,13 +136,6 @@ class Task(BaseModel):
             label=self.name,
             network_default=self.network_default,
         )
-
-
-def dockerfile_workdir(dockerfile: Path | None) -> str | None:
-    if dockerfile is None or not dockerfile.is_file():
-        return None
-    found = re.findall(r"(?im)^\s*WORKDIR\s+(\S+)\s*$", dockerfile.read_text("utf-8"))
-    return str(found[-1]) if found and found[-1].startswith("/") else None
 
 
 def health_check(config: HealthcheckConfig | None) -> HealthCheck | None:
