@@ -355,19 +355,24 @@ def test_trial_ids_of_plain_tasks_are_unchanged(tmp_path: Path) -> None:
     write(folder / "tests" / "test.sh", "#!/bin/sh\necho 1 > /logs/verifier/reward.txt\n")
     write(folder / "solution" / "solve.sh", "#!/bin/sh\ntrue\n")
     tasks = load_tasks([folder]).tasks
-    ids = {
-        agent: [
-            s.trial_id
-            for s in build_specs(
-                tasks, n_attempts=2, agent=agent, agent_settings={}, model=None, provider="docker"
-            )
-        ]
-        for agent in ("oracle", "nop")
-    }
-    assert ids == {
+
+    def ids_with(network_default: str) -> dict[str, list[str]]:
+        made = {
+            agent: build_specs(tasks, n_attempts=2, agent=agent, agent_settings={}, model=None,
+                               provider="docker", network_default=network_default)
+            for agent in ("oracle", "nop")
+        }  # fmt: skip
+        return {agent: [s.trial_id for s in specs] for agent, specs in made.items()}
+
+    # The task leaves its network unset, which meant none then: with that meaning
+    # (`--network-default none`) its ids are those of before; with Harbor's (public)
+    # the task means something else, and its ids differ.
+    assert ids_with("none") == {
         "oracle": ["9d78b49d54bc5ed8", "ddcb5dc412e5e802"],
         "nop": ["5b07a1e9f069fc92", "d4a356616a98bbf0"],
     }
+    public, before = ids_with("public"), ids_with("none")
+    assert not {*public["oracle"], *public["nop"]} & {*before["oracle"], *before["nop"]}
 
 
 def test_unsupported_tasks_are_counted_apart() -> None:

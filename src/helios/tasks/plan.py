@@ -193,8 +193,9 @@ def build_specs(
     scaled = timeouts.identity() if timeouts is not None else None
     if scaled is not None:  # only then: the ids of runs without multipliers stay
         settings["timeouts"] = scaled
-    if network_default != "public":  # only then, as above
-        settings["network_default"] = network_default
+    # Where a task leaves its network unset and the run's default is public, its
+    # meaning is not what it was before the default (none): so are its trial ids.
+    public = {**settings, "network_default": "public"}
     specs: list[TrialSpec] = []
     for attempt in range(1, n_attempts + 1):
         for index, task in enumerate(tasks):
@@ -204,7 +205,8 @@ def build_specs(
                 attempt=attempt,
                 agent=identity,
                 model=model,
-                settings=settings,
+                settings=public if network_default == "public" and task.network_unset
+                else settings,
             )
             specs.append(
                 TrialSpec(

@@ -232,7 +232,7 @@ class ParallelRunner:
             identity["pairs"] = [list(pair) for pair in s.pairs]
         if s.timeouts.identity() is not None:
             identity["timeouts"] = s.timeouts.identity()
-        if s.network_default != "public":  # only then: the runs of before still match
+        if s.network_default == "public":  # a run of before (unset: none) still matches "none"
             identity["network_default"] = s.network_default
         return json.loads(json.dumps(identity, default=str))  # type: ignore[no-any-return]
 

@@ -78,7 +78,10 @@ class TaskBatchSettings:
     #: multipliers); part of a trial's identity only when a timeout changes
     timeouts: TimeoutScale = field(default_factory=TimeoutScale)
     #: the network of a sandbox whose task leaves `network_mode` unset: "public", as
-    #: in Harbor, or "none" (`--network-default`); part of a trial's identity when "none"
+    #: in Harbor, or "none" (`--network-default`). A run made before this setting
+    #: meant "none": its saved config (which lacks it) is read so, and "none" keeps
+    #: the trial ids and the identity of then ("public" enters the run's identity,
+    #: and the ids of the tasks that leave their network unset: `plan.build_specs`)
     network_default: Literal["public", "none"] = "public"
 
     def __post_init__(self) -> None:

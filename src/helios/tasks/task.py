@@ -114,6 +114,17 @@ class Task(BaseModel):
         daytona): the WORKDIR the Dockerfile's text gives (`tasks.dockerfile`), else /app."""
         return self.config.environment.workdir or dockerfile_workdir(self.dockerfile) or "/app"
 
+    @property
+    def network_unset(self) -> bool:
+        """Whether a sandbox of this task takes its network from the run's default
+        (`network_default`): `[environment]` (or a separate verifier's) names none."""
+        c = self.config
+        tables = [c.environment, c.verifier.environment,
+                  *(s.verifier.environment for s in c.steps or [])]  # fmt: skip
+        return any(
+            t is not None and t.network_mode is None and t.allow_internet is None for t in tables
+        )
+
     def sandbox_spec(self) -> SandboxSpec:
         """The sandbox this task asks for."""
         return self._sandbox_spec
