@@ -166,6 +166,8 @@ def test_config_show_prints_no_secret_and_keeps_the_settings(tmp_path: Path) -> 
     assert agent == {"name": "tool", "system_prompt": "be\nbrief\x1b[31m", "max_turns": 7}
     assert model["openrouter_routing"] == "order=a,b;sort=price"
     assert (job["n_attempts"], model["temperature"], model["reasoning_effort"]) == (3, 0.5, "low")
+    # made before the network default was Harbor's: a task's unset network was none
+    assert job["network_default"] == "none"
     JobConfig.model_validate(job)  # a job file `helios batch --config` takes
 
 

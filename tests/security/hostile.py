@@ -288,5 +288,7 @@ def catalogue(ctx: Context) -> list[Hostile]:
                 "&& echo reached > /app/net\ntrue\n"
             ),
             test=("if [ -e /app/net ]; then echo 1; else echo 0; fi > /logs/verifier/reward.txt\n"),
+            # said: a task that leaves its network unset gets the public one (Harbor's)
+            toml_extra='network_mode = "no-network"\n',
         ),
     ]

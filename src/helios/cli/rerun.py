@@ -205,6 +205,7 @@ def job_file(run: Mapping[str, Any], saved: Mapping[str, Any] | None = None) -> 
         prices = models.prices
         n_concurrent, workers = saved.get("n_concurrent"), saved.get("workers")
         executor = saved.get("executor")
+        network_default = saved.get("network_default", "none")  # lacking: a run of before
     else:
         generation = run.get("generation") or {}
         entries = [(run.get("model"), run.get("base_url"), generation)]
@@ -212,6 +213,7 @@ def job_file(run: Mapping[str, Any], saved: Mapping[str, Any] | None = None) -> 
         pairs, labels, timeouts, prices = None, None, None, run.get("prices")
         n_concurrent, workers = run.get("n_concurrent"), run.get("workers")
         executor = run.get("executor")
+        network_default = "none"  # a run of before the setting: a task's unset network
     job: dict[str, Any] = {
         "tasks": [str(p) for p in run["task_paths"]],
         "pattern": run.get("pattern"),
@@ -219,6 +221,7 @@ def job_file(run: Mapping[str, Any], saved: Mapping[str, Any] | None = None) -> 
         "agents": [_agent_entry(name, settings) for name, settings in agents if name]
         or None,
         "provider": run.get("provider"),
+        "network_default": network_default if network_default != "public" else None,
         "n_attempts": run.get("n_attempts"),
         "n_concurrent": n_concurrent,
         "workers": workers,

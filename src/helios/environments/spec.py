@@ -39,6 +39,12 @@ class SandboxSpec:
     #: content hash of `build_context`: the image cache key
     context_hash: str = ""
     workdir: str = DEFAULT_WORKDIR
+    #: a provider that runs the image (docker) takes the working directory from it
+    #: instead (its WORKDIR, else `/`); `workdir` is the fallback of the others
+    workdir_from_image: bool = False
+    #: a provider that runs the image (docker) starts its ENTRYPOINT as a service
+    #: before any agent, as Harbor does (`environments.docker.image_config`)
+    image_entrypoint: bool = False
     #: environment variables of the sandbox itself (every exec sees them)
     env: Mapping[str, str] = field(default_factory=dict)
     #: outbound network allowed

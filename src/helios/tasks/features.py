@@ -1,8 +1,10 @@
 """Which schema features a task uses, and which of them Helios cannot honour.
 
-A task that needs something Helios cannot give (a GPU, MCP servers, a compose
-file with services, a network allowlist...) is not run: it is reported as
-"unsupported: <field>", one line, and counted apart from invalid tasks. Some
+A task that needs something Helios cannot give (a GPU, a compose file with
+services, a network allowlist...) is not run: it is reported as
+"unsupported: <field>", one line, and counted apart from invalid tasks. What a
+task offers its agent (skills, MCP servers) limits only the agents that cannot
+take it (`agent_limits`, judged per agent when a run is planned). Some
 limits depend on the provider: a network that changes between phases needs
 one that can switch it (local can; docker cannot, as in Harbor), and users
 need one that can run commands as another user.
@@ -13,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+from helios.agents.base import Agent
 from helios.environments.base import Environment
 from helios.tasks.phases import network_override
 from helios.tasks.schema import (
@@ -61,6 +64,8 @@ def features_used(task: Task) -> list[str]:
         "network_mode": c.environment.network_mode is not None
         or any(x.network_mode is not None for x in [*agents, *verifiers]),
         "docker_image": c.environment.docker_image is not None,
+        "skills_dir": c.environment.skills_dir is not None,
+        "mcp_servers": bool(c.environment.mcp_servers),
         "desktop": c.desktop is not None,
     }
     return [name for name, used in checks.items() if used]
@@ -108,16 +113,33 @@ def _environment_limits(env: EnvironmentConfig, where: str) -> Iterator[Unsuppor
         yield Unsupported(f"{where}.gpu_types", "no GPU scheduling")
     if env.tpu is not None:
         yield Unsupported(f"{where}.tpu", "no TPU scheduling")
-    if env.mcp_servers:
-        yield Unsupported(f"{where}.mcp_servers", "the agents take no MCP servers")
-    if env.skills_dir is not None:
-        yield Unsupported(f"{where}.skills_dir", "the agents take no skills")
     if env.network_mode == "allowlist" or env.allowed_hosts:
         yield Unsupported(f"{where}.allowed_hosts", "needs a filtering proxy")
     for key, variable in host_variables(env.env).items():
         yield Unsupported(
             f"{where}.env.{key}", f"${{{variable}}} from the host: Helios passes none in"
         )
+
+
+def agent_limits(task: Task, agent: type[Agent]) -> list[Unsupported]:
+    """What the task offers its agent that `agent` does not take (`Agent.takes`):
+    the task is unsupported for that agent alone."""
+    c = task.config
+    found: list[Unsupported] = []
+    tables = [("environment", c.environment)] + [
+        (f"{where}.environment", v.environment) for where, v in _verifiers(c)
+        if v.environment is not None
+    ]  # fmt: skip
+    for where, env in tables:
+        if env.skills_dir is not None and "skills" not in agent.takes:
+            found.append(
+                Unsupported(f"{where}.skills_dir", f"the {agent.name} agent takes no skills")
+            )
+        if env.mcp_servers and "mcp" not in agent.takes:
+            found.append(
+                Unsupported(f"{where}.mcp_servers", f"the {agent.name} agent takes no MCP servers")
+            )
+    return found
 
 
 def _provider_limits(task: Task, provider: type[Environment]) -> list[Unsupported]:
@@ -141,7 +163,7 @@ def _provider_limits(task: Task, provider: type[Environment]) -> list[Unsupporte
         for where, verifier in _verifiers(c):
             own = baseline
             if verifier.separate:  # its own sandbox starts with its own network
-                own = (verifier.environment or c.environment).network_public
+                own = (verifier.environment or c.environment).network_public(task.network_default)
             if network_override(verifier.network_mode, own) is not None:
                 found.append(_switch(where, provider))
     return found

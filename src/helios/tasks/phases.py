@@ -186,15 +186,15 @@ def _separate_sandbox(
             workdir = env.workdir or dockerfile_workdir(tests / "Dockerfile") or task.workdir
             return sandbox_spec_for(
                 env, build_context=tests, context_hash=task.tests_hashes[key],
-                workdir=workdir, label=label,
+                workdir=workdir, label=label, network_default=task.network_default,
             )  # fmt: skip
     if verifier.environment is not None:
         workdir = env.workdir or task.workdir
         return sandbox_spec_for(
             env, build_context=None, context_hash="",
-            workdir=workdir, label=label,
+            workdir=workdir, label=label, network_default=task.network_default,
         )  # fmt: skip
     return sandbox_spec_for(
         env, build_context=task.environment_dir, context_hash=task.environment_hash,
-        workdir=task.workdir, label=label,
+        workdir=task.workdir, label=label, network_default=task.network_default,
     )  # fmt: skip

@@ -155,6 +155,8 @@ def identity(settings: TaskBatchSettings, *, agent: str, uses_model: bool) -> di
         found["pairs"] = [list(pair) for pair in s.pairs]
     if s.timeouts.identity() is not None:
         found["timeouts"] = s.timeouts.identity()
+    if s.network_default == "public":  # a run of before (unset: none) still matches "none"
+        found["network_default"] = s.network_default
     return json.loads(json.dumps(found, default=str))  # type: ignore[no-any-return]
 
 

@@ -24,7 +24,7 @@ from helios.models.services import ModelServices
 from helios.tasks import run_config as config
 from helios.tasks import summary
 from helios.tasks.door import TaskDoor
-from helios.tasks.plan import dedupe_folders, load_batch, product_specs
+from helios.tasks.plan import dedupe_folders, load_batch, product_specs, refuse_for_agents
 from helios.tasks.report import closing_panels, header, show_result
 from helios.tasks.reproduce import models_at_end
 from helios.tasks.results import TrialResult
@@ -92,13 +92,15 @@ class ParallelRunner:
         """The trials: every model × agent × task × attempt (`plan.product_specs`)."""
         s = self.settings
         report = self.screen.warn_lines if s.report_inputs else None
-        loaded = load_batch(self.task_paths, s.pattern, self.provider_class, report)
-        self.invalid, self.unsupported = loaded.invalid, loaded.unsupported
-        self.unknown_keys = loaded.unknown_keys
+        loaded = load_batch(self.task_paths, s.pattern, self.provider_class, report,
+                            network_default=s.network_default == "public")  # fmt: skip
         specs, agents = product_specs(loaded.tasks, s, uses_model=self.uses_model)
         self._agent = ", ".join(agents)  # what the summary and the header name
         self.planned.tasks = loaded.tasks
         self.planned.agents = config.agent_identities(specs, agents)
+        specs, refused = refuse_for_agents(specs, self._agent, report)  # skills, MCP
+        self.invalid, self.unsupported = loaded.invalid, [*loaded.unsupported, *refused]
+        self.unknown_keys = loaded.unknown_keys
         return specs
 
     # -- the door ----------------------------------------------------------------------

@@ -11,7 +11,10 @@ from pathlib import Path
 from helios.errors import TaskFormatError
 from helios.tasks.schema import StepConfig, TaskConfig, VerifierConfig
 
-COMPOSE_FILES = ("docker-compose.yaml", "docker-compose.yml", "compose.yaml", "compose.yml")
+#: the one compose file Harbor's docker provider reads (`environment/` or a separate
+#: verifier's `tests/`); a `docker-compose.yml` or `compose.yaml` there is material
+#: like any other file, and the folder is a plain Dockerfile task
+COMPOSE_FILE = "docker-compose.yaml"
 
 
 def check_layout(task_dir: Path, config: TaskConfig) -> tuple[str, dict[str, str]]:
@@ -41,7 +44,7 @@ def read_instruction(path: Path) -> str:
 
 
 def has_compose(folder: Path) -> bool:
-    return any((folder / name).is_file() for name in COMPOSE_FILES)
+    return (folder / COMPOSE_FILE).is_file()
 
 
 def _check_environment(task_dir: Path, config: TaskConfig) -> None:

@@ -47,6 +47,7 @@ from helios.environments.docker.cli import (
     docker,
     docker_binary,
 )
+from helios.environments.docker.image_config import ENTRYPOINT_SERVICE, ImageConfig
 from helios.environments.docker.services import EXCHANGE_MOUNT, ContainerServices
 from helios.environments.docker.shell import ContainerShell
 from helios.environments.shell.client import ShellUnavailable, Sink
@@ -59,8 +60,8 @@ from helios.settings import current as helios_settings
 __all__ = ["CONTROL_TIMEOUT", "DockerEnvironment", "docker", "remove_containers", "remove_images"]
 
 _builds = ImageBuilds()
-#: each image's USER (its default user), by image name
-_image_users: dict[str, str] = {}
+#: what each image says (its USER, WORKDIR, ENTRYPOINT), by image name
+_image_configs: dict[str, ImageConfig] = {}
 _NAME_UNSAFE = re.compile(r"[^a-zA-Z0-9_.-]")
 
 
@@ -89,6 +90,8 @@ class DockerEnvironment(ContainerServices):
         self._shell: ContainerShell | None = None
         self._has_tar = False
         self._services, self._exchange = {}, None  # (see ContainerServices)
+        #: the image's working directory, once read (`SandboxSpec.workdir_from_image`)
+        self._image_workdir: str | None = None
 
     @classmethod
     async def preflight(cls) -> None:
@@ -227,14 +230,28 @@ class DockerEnvironment(ContainerServices):
             self._storage_refused(with_storage, True, "")
             return shell
 
+    @property
+    def workdir(self) -> str:
+        return self._image_workdir or self.spec.workdir
+
     async def start(self) -> None:
+        try:
+            image = await self._image_config()
+        except EnvironmentExecError as exc:
+            raise EnvironmentStartError(str(exc)) from None
+        if self.spec.workdir_from_image:
+            self._image_workdir = image.workdir or "/"  # docker's own without a WORKDIR
         await self._make_exchange(_name_part(self.run_id, 36))
+        await self._start_container()
+        await self._setup()
+        await self._start_entrypoint(image)
+
+    async def _start_container(self) -> None:
         server = _docker_shell.server_path()
         if server is not None:
             self._shell = await self._start_shell(server)
             if self._shell is not None:
                 self.container = self.container_name
-                await self._setup()
                 return
         code, out, err = await self._run()
         if code != 0:
@@ -243,7 +260,17 @@ class DockerEnvironment(ContainerServices):
             await self._remove_own()
             raise EnvironmentStartError(f"docker run failed: {last_line(err, f'exit {code}')}")
         self.container = out.strip()
-        await self._setup()
+
+    async def _start_entrypoint(self, image: ImageConfig) -> None:
+        """The image's ENTRYPOINT as a service, with the sandbox's variables, before
+        any agent (`docker.image_config`)."""
+        command = image.entrypoint_command() if self.spec.image_entrypoint else None
+        if command is None:
+            return
+        try:
+            await self.start_service(ENTRYPOINT_SERVICE, command, env=dict(self.spec.env))
+        except EnvironmentExecError as exc:
+            raise EnvironmentStartError(f"the image's ENTRYPOINT did not start: {exc}") from None
 
     async def _setup(self) -> None:
         owner = await self.default_owner()
@@ -278,14 +305,24 @@ class DockerEnvironment(ContainerServices):
             await docker("rm", "-f", "-v", cid)
 
     async def _image_user(self) -> str:
-        """The image's USER (`user[:group]`), read once per image (no exec)."""
+        """The image's USER (`user[:group]`)."""
+        return (await self._image_config()).user
+
+    async def _image_config(self) -> ImageConfig:
+        """What the image says, read once per image (no exec)."""
         image = self.image
-        if image not in _image_users:
-            code, out, err = await docker("image", "inspect", "--format", "{{.Config.User}}", image)
+        if image not in _image_configs:
+            inspect = ("image", "inspect", "--format", "{{json .Config}}", image)
+            code, out, err = await docker(*inspect)
+            if code != 0 and self.spec.dockerfile is None:
+                # a ready image not here yet: `docker run` would pull it, and so do we
+                pulled, _, _ = await docker("pull", "-q", image, timeout=self.spec.build_timeout)
+                if pulled == 0:
+                    code, out, err = await docker(*inspect)
             if code != 0:
                 raise EnvironmentExecError(f"cannot inspect {image}: {last_line(err, 'no answer')}")
-            _image_users[image] = out.strip()
-        return _image_users[image]
+            _image_configs[image] = ImageConfig.parse(out)
+        return _image_configs[image]
 
     async def default_owner(self) -> User | None:
         """The image's USER, without its group."""
