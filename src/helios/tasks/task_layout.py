@@ -11,7 +11,9 @@ from pathlib import Path
 from helios.errors import TaskFormatError
 from helios.tasks.schema import StepConfig, TaskConfig, VerifierConfig
 
-COMPOSE_FILES = ("docker-compose.yaml", "docker-compose.yml", "compose.yaml", "compose.yml")
+#: Harbor's docker provider reads this name only (a `compose.yml` is a task's material)
+HARBOR_COMPOSE = "docker-compose.yaml"
+COMPOSE_FILES = (HARBOR_COMPOSE,)
 
 
 def check_layout(task_dir: Path, config: TaskConfig) -> tuple[str, dict[str, str]]:

@@ -47,6 +47,12 @@ from helios.environments.docker.cli import (
     docker,
     docker_binary,
 )
+from helios.environments.docker.compose import (
+    ComposeProject,
+    ComposeService,
+    cleanup_compose,
+    project_name,
+)
 from helios.environments.docker.services import EXCHANGE_MOUNT, ContainerServices
 from helios.environments.docker.shell import ContainerShell
 from helios.environments.shell.client import ShellUnavailable, Sink
@@ -74,6 +80,7 @@ log = logging.getLogger(__name__)
 class DockerEnvironment(ContainerServices):
     name: ClassVar[str] = "docker"
     supports_users: ClassVar[bool] = True
+    supports_compose: ClassVar[bool] = True
     #: does this engine take `--storage-opt size=`? (overlay2 only on xfs with pquota)
     storage_opt: ClassVar[bool | None] = None
 
@@ -89,6 +96,10 @@ class DockerEnvironment(ContainerServices):
         self._shell: ContainerShell | None = None
         self._has_tar = False
         self._services, self._exchange = {}, None  # (see ContainerServices)
+        #: the trial's compose project, when its spec has a compose file
+        self._compose: ComposeProject | None = None
+        #: a compose task's `main` image when its file gives it (Helios builds none)
+        self._main_image: str | None = None
 
     @classmethod
     async def preflight(cls) -> None:
@@ -117,7 +128,9 @@ class DockerEnvironment(ContainerServices):
     async def cleanup_run(cls, run_id: str | None, *, force: bool = False) -> list[str]:
         run = None if run_id is None else _name_part(run_id, 36)
         exchanges = await _docker_services.remove_exchanges(run)
-        return [*await cleanup_containers(run_id, force=force), *exchanges]
+        containers = await cleanup_containers(run_id, force=force)
+        # their networks and volumes, once their containers are gone
+        return [*containers, *exchanges, *await cleanup_compose(run_id, force=force)]
 
     @property
     def container_name(self) -> str:
@@ -127,6 +140,8 @@ class DockerEnvironment(ContainerServices):
 
     @property
     def image(self) -> str:
+        if self._main_image is not None:
+            return self._main_image
         if self.spec.dockerfile is not None:
             return f"{IMAGE_REPO}:{self.spec.context_hash[:16]}"
         if self.spec.image is None:
@@ -227,7 +242,48 @@ class DockerEnvironment(ContainerServices):
             self._storage_refused(with_storage, True, "")
             return shell
 
+    def _labels(self) -> dict[str, str]:
+        return {
+            LABEL_MANAGED: "true",
+            LABEL_RUN: self.run_id,
+            LABEL_TRIAL: self.trial_id,
+            LABEL_OWNER: current_owner().label(),
+            LABEL_INSTANCE: self.instance,
+        }
+
+    async def _start_compose(self) -> None:
+        """`main` and its sidecars, by `docker compose` (`docker.compose`): main's
+        commands then go to the Engine API, as without the shell server."""
+        spec = self.spec
+        own = spec.dockerfile is not None or spec.image is not None
+        project = ComposeProject(
+            spec, name=project_name(self.run_id, self.trial_id, self.instance),
+            labels=self._labels(), image=self.image if own else None,
+        )  # fmt: skip
+        self._compose = project
+        try:
+            self.container = await project.up()
+        except BaseException:
+            await run_to_end(self._stop())
+            raise
+        if not own:
+            code, out, err = await docker("container", "inspect", "--format",
+                                          "{{.Config.Image}}", self.container)  # fmt: skip
+            if code != 0:
+                raise EnvironmentStartError(f"cannot inspect main: {last_line(err, '')}")
+            self._main_image = out.strip()
+        await self._setup()
+
+    async def compose_service(self, name: str) -> ComposeService:
+        """A running sidecar of this compose sandbox (EnvironmentExecError if none)."""
+        if self._compose is None:
+            raise EnvironmentExecError(f"no compose service {name!r}: the task has no compose file")
+        return await self._compose.service(name, self._engine)
+
     async def start(self) -> None:
+        if self.spec.compose_file is not None:
+            await self._start_compose()
+            return
         await self._make_exchange(_name_part(self.run_id, 36))
         server = _docker_shell.server_path()
         if server is not None:
@@ -377,8 +433,11 @@ class DockerEnvironment(ContainerServices):
     async def _stop(self) -> None:
         container, self.container = self.container, None
         shell, self._shell = self._shell, None
+        compose, self._compose = self._compose, None
         try:
-            if shell is not None:
+            if compose is not None:
+                await compose.down()  # main with the rest
+            elif shell is not None:
                 # its end removes the container (by force if need be)
                 await shell.close()
             elif container is not None:
