@@ -267,7 +267,7 @@ class ComposeProject:
         """Remove every container, network and volume of the project, whatever happened."""
         try:
             code, _, err = await self._compose(
-                "down", "-v", "--remove-orphans", "-t", "1", timeout=CONTROL_TIMEOUT
+                "down", "-v", "--remove-orphans", "-t", "0", timeout=CONTROL_TIMEOUT
             )
             if code != 0:
                 log.warning("docker compose down of %s failed: %s", self.name, last_line(err, ""))
@@ -299,8 +299,10 @@ def _check_main(task_file: Path, main: dict[str, Any], services: dict[str, Any])
 
 def _covers(target: str, protected: str) -> bool:
     target = target.rstrip("/") or "/"
-    return target == protected or target.startswith(f"{protected}/") or protected.startswith(
-        f"{target.rstrip('/')}/"
+    return (
+        target == protected
+        or target.startswith(f"{protected}/")
+        or protected.startswith(f"{target.rstrip('/')}/")
     )
 
 

@@ -1,0 +1,130 @@
+"""Compose environments on docker (`environments.docker.compose`): a Harbor-format
+task whose `environment/docker-compose.yaml` adds sidecars to `main`, one compose
+project per trial, its services gone at the trial's end (and after a kill -9, by
+`helios cleanup`), a sidecar that never becomes healthy named in the error, and
+the local provider's one-line refusal."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from helios.environments.local import LocalEnvironment
+from helios.tasks.features import unsupported
+from helios.tasks.task import load_task
+
+from .conftest import helios_cmd
+from .harbor_tasks import only_record, run_tasks, write
+
+FIXTURE = Path(__file__).resolve().parent / "fixtures" / "harbor" / "sidecar-artifacts"
+
+
+def _docker(*args: str) -> str:
+    return subprocess.run(["docker", *args], capture_output=True, text=True, timeout=60).stdout
+
+
+def _left(run_id: str) -> list[str]:
+    """Containers, networks and volumes of one run still in the engine."""
+    label = f"label=helios.run={run_id}"
+    return [
+        *_docker("ps", "-aq", "--filter", label).split(),
+        *_docker("network", "ls", "-q", "--filter", label).split(),
+        *_docker("volume", "ls", "-q", "--filter", label).split(),
+    ]
+
+
+def _copy(tmp_path: Path, name: str = "sidecar-artifacts") -> Path:
+    target = tmp_path / "tasks" / name
+    shutil.copytree(FIXTURE, target)
+    return target
+
+
+def _run_id(out: Path) -> str:
+    return str(json.loads(next(out.glob("*/run.json")).read_text())["run_id"])
+
+
+@pytest.mark.usefixtures("need_docker")
+def test_two_trials_of_a_sidecar_task_pass_each_with_its_own_sidecar(tmp_path: Path) -> None:
+    # The sidecar counts the GET /hello it served; test.sh wants 1: two trials
+    # sharing one sidecar would give one of them 2.
+    _copy(tmp_path)
+    out = tmp_path / "out"
+    batch = run_tasks(tmp_path / "tasks", out, "docker", n_attempts=2)
+    assert batch.output_dir is not None
+    records = [json.loads((batch.output_dir / r.folder / "result.json").read_text())
+               for r in batch.results]  # fmt: skip
+    assert [r["reward"] for r in records] == [1.0, 1.0], [r["error"] for r in records]
+    for record in records:
+        trial = batch.output_dir / record["folder"]
+        # [[verifier.collect]] ran in the sidecar, and its file was copied out of it
+        assert "exit 0" in (trial / "verifier" / "collect.log").read_text()
+        assert (trial / "artifacts" / "api" / "requests.log").read_text() == "GET /hello HTTP/1.0\n"
+    assert _left(_run_id(out)) == []
+
+
+@pytest.mark.usefixtures("need_docker")
+def test_a_sidecar_never_healthy_is_an_infrastructure_error_naming_it(tmp_path: Path) -> None:
+    folder = _copy(tmp_path, "sick-sidecar")
+    compose = folder / "environment" / "docker-compose.yaml"
+    text = compose.read_text()
+    probe = text[text.index("      test:") : text.index("      interval:")]
+    compose.write_text(text.replace(probe, '      test: ["CMD", "false"]\n')
+                       .replace("retries: 30", "retries: 1"))  # fmt: skip
+    out = tmp_path / "out"
+    started = time.monotonic()
+    record = only_record(run_tasks(tmp_path / "tasks", out, "docker"))
+    assert time.monotonic() - started < 90
+    assert record["status"] == "error", record
+    assert record["error"]["infrastructure"] is True, record["error"]
+    assert "'api'" in record["error"]["message"], record["error"]["message"]
+    assert record["turns"] == 0
+    assert _left(_run_id(out)) == []
+
+
+@pytest.mark.usefixtures("need_docker")
+def test_kill_9_leaves_no_compose_project_once_cleanup_ran(tmp_path: Path) -> None:
+    folder = _copy(tmp_path, "slow-sidecar")
+    write(folder / "solution" / "solve.sh", "#!/bin/bash\nsleep 300\n", 0o755)
+    out = tmp_path / "out"
+    batch = subprocess.Popen(
+        helios_cmd("batch", str(tmp_path / "tasks"), "--provider", "docker", "--agent",
+                   "oracle", "-q", "-o", str(out)),
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 90
+        while not list(out.glob("*/run.json")) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        run_id = _run_id(out)
+        label = f"label=helios.run={run_id}"
+        # both services up: the oracle is running in main
+        while time.monotonic() < deadline:
+            if len(_docker("ps", "-q", "--filter", label).split()) == 2:
+                break
+            time.sleep(0.2)
+        else:
+            raise AssertionError("the compose project never came up")
+        assert _docker("network", "ls", "-q", "--filter", label).split()
+    finally:
+        batch.send_signal(signal.SIGKILL)
+        batch.wait(timeout=30)
+    assert _left(run_id)  # nothing removed them: their Helios is dead
+    cleanup = subprocess.run(helios_cmd("cleanup"), capture_output=True, text=True, timeout=120)
+    assert cleanup.returncode == 0, cleanup.stderr
+    assert _left(run_id) == []
+
+
+def test_the_local_provider_says_in_one_line_it_cannot_run_compose(tmp_path: Path) -> None:
+    task = load_task(_copy(tmp_path))
+    assert unsupported(task) == []  # docker runs it
+    (found,) = unsupported(task, LocalEnvironment)
+    assert str(found) == (
+        "unsupported: environment/docker-compose.yaml (the local provider cannot run compose "
+        "services (use --provider docker))"
+    )
