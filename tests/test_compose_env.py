@@ -12,10 +12,14 @@ import signal
 import subprocess
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from helios.environments.docker.compose import ComposeProject
 from helios.environments.local import LocalEnvironment
+from helios.environments.spec import SandboxSpec
+from helios.errors import EnvironmentStartError
 from helios.tasks.features import unsupported
 from helios.tasks.task import load_task
 
@@ -128,3 +132,62 @@ def test_the_local_provider_says_in_one_line_it_cannot_run_compose(tmp_path: Pat
         "unsupported: environment/docker-compose.yaml (the local provider cannot run compose "
         "services (use --provider docker))"
     )
+
+
+def _project(tmp_path: Path, network: bool = False) -> ComposeProject:
+    compose = write(tmp_path / "environment" / "docker-compose.yaml", "services: {}\n")
+    spec = SandboxSpec(build_context=compose.parent, context_hash="abc123def4567890",
+                       network=network, compose_file=compose)  # fmt: skip
+    return ComposeProject(spec, name="helios-r-t-i", labels={"helios.run": "r"}, image="img:1")
+
+
+def test_the_merged_model_gets_what_a_task_may_not_change(tmp_path: Path) -> None:
+    model: dict[str, Any] = {
+        "name": "theirs",
+        "services": {
+            "main": {"image": "theirs", "build": {"context": "."}, "command": ["serve"],
+                     "ports": ["80:80"], "depends_on": {"db": {"condition": "service_started"}}},
+            "db": {"image": "db", "container_name": "db", "healthcheck": {"test": ["true"]}},
+            "api": {"build": {"context": "/x/api"}, "healthcheck": {"test": ["true"]}},
+            "worker": {"image": "w", "depends_on": {"main": {"condition": "service_started"}}},
+        },
+        "networks": {"back": {"name": "fixed"}},
+        "volumes": {"data": {}},
+    }  # fmt: skip
+    edited = _project(tmp_path).edit(model)
+    main, services = edited["services"]["main"], edited["services"]
+    assert edited["name"] == "helios-r-t-i"
+    assert main["image"] == "img:1" and "build" not in main and "command" not in main
+    assert main["entrypoint"][:2] == ["sh", "-c"] and "ports" not in main
+    # the task's own condition stays; the other sidecars come first, healthy where they can
+    assert main["depends_on"] == {
+        "db": {"condition": "service_started"},
+        "api": {"condition": "service_healthy", "required": True},
+    }  # worker needs main: no cycle
+    assert "container_name" not in services["db"]
+    assert services["api"]["image"] == "helios-env:compose-abc123def456-api"
+    assert all(s["labels"]["helios.run"] == "r" for s in services.values())
+    assert edited["networks"]["default"]["internal"] is True
+    assert "name" not in edited["networks"]["back"] and edited["networks"]["back"]["internal"]
+    assert edited["volumes"]["data"]["labels"] == {"helios.run": "r"}
+    public = _project(tmp_path, network=True).edit({"services": {"main": {}}})
+    assert "internal" not in public["networks"]["default"]
+
+
+@pytest.mark.parametrize(
+    ("services", "said"),
+    [
+        ({"main": {"volumes": [{"type": "volume", "target": "/logs/verifier"}]}}, "mounts"),
+        ({"main": {"volumes": [{"type": "bind", "target": "/"}]}}, "mounts"),
+        ({"main": {}, "spy": {"pid": "service:main"}}, "services.spy shares"),
+        ({"main": {}, "spy": {"volumes_from": ["main:ro"]}}, "services.spy shares"),
+        ({"api": {}}, "no service 'main'"),
+    ],
+)
+def test_a_model_that_reaches_the_reward_is_refused(
+    tmp_path: Path, services: dict[str, Any], said: str
+) -> None:
+    with pytest.raises(EnvironmentStartError, match=said):
+        _project(tmp_path).edit({"services": services})
+    # a service named like main but not main is no share
+    _project(tmp_path).edit({"services": {"main": {}, "b": {"pid": "service:maintenance"}}})

@@ -30,6 +30,7 @@ import asyncio
 import contextlib
 import json
 import logging
+import os
 import re
 import shutil
 import tempfile
@@ -123,7 +124,7 @@ class ComposeProject:
         spec = self.spec
         main: dict[str, Any] = {
             "environment": dict(spec.env),
-            "cpus": spec.cpus,
+            "cpus": min(spec.cpus, float(os.cpu_count() or 1)),
             "mem_limit": f"{spec.memory_mb}m",
             "pids_limit": spec.pids,
         }
@@ -290,11 +291,15 @@ def _check_main(task_file: Path, main: dict[str, Any], services: dict[str, Any])
     for name, service in services.items():
         shares = [str(service.get(key) or "") for key in ("pid", "ipc")]
         shares += [str(v) for v in service.get("volumes_from") or []]
-        if name != MAIN and any(s.split(":", 1)[-1].startswith(MAIN) for s in shares if ":" in s
-                                or s == MAIN):  # fmt: skip
+        if name != MAIN and any(_names_main(share) for share in shares):
             raise EnvironmentStartError(
                 f"{task_file}: services.{name} shares main's processes or volumes: refused"
             )
+
+
+def _names_main(share: str) -> bool:
+    """`service:main`, `main` or `main:ro` (a `pid`, `ipc` or `volumes_from` value)."""
+    return share.removeprefix("service:").split(":", 1)[0] == MAIN
 
 
 def _covers(target: str, protected: str) -> bool:
