@@ -19,7 +19,7 @@ import pytest
 from helios.environments.docker.compose import ComposeProject
 from helios.environments.local import LocalEnvironment
 from helios.environments.spec import SandboxSpec
-from helios.errors import EnvironmentStartError
+from helios.errors import UnsupportedFeature
 from helios.tasks.features import unsupported
 from helios.tasks.task import load_task
 
@@ -83,8 +83,9 @@ def test_a_sidecar_never_healthy_is_an_infrastructure_error_naming_it(tmp_path: 
     out = tmp_path / "out"
     started = time.monotonic()
     record = only_record(run_tasks(tmp_path / "tasks", out, "docker"))
-    assert time.monotonic() - started < 90
+    assert time.monotonic() - started < 60
     assert record["status"] == "error", record
+    assert record["error"]["type"] == "EnvironmentUnhealthy", record["error"]
     assert record["error"]["infrastructure"] is True, record["error"]
     assert "'api'" in record["error"]["message"], record["error"]["message"]
     assert record["turns"] == 0
@@ -130,7 +131,7 @@ def test_the_local_provider_says_in_one_line_it_cannot_run_compose(tmp_path: Pat
     (found,) = unsupported(task, LocalEnvironment)
     assert str(found) == (
         "unsupported: environment/docker-compose.yaml (the local provider cannot run compose "
-        "services (use --provider docker))"
+        "services; docker can)"
     )
 
 
@@ -187,7 +188,39 @@ def test_the_merged_model_gets_what_a_task_may_not_change(tmp_path: Path) -> Non
 def test_a_model_that_reaches_the_reward_is_refused(
     tmp_path: Path, services: dict[str, Any], said: str
 ) -> None:
-    with pytest.raises(EnvironmentStartError, match=said):
+    with pytest.raises(UnsupportedFeature, match=said):
         _project(tmp_path).edit({"services": services})
     # a service named like main but not main is no share
     _project(tmp_path).edit({"services": {"main": {}, "b": {"pid": "service:maintenance"}}})
+
+
+@pytest.mark.usefixtures("need_docker")
+def test_a_separate_verifier_gets_its_own_sidecars(tmp_path: Path) -> None:
+    # tests/docker-compose.yaml adds a sidecar to the verifier's sandbox only
+    folder = tmp_path / "tasks" / "separate"
+    write(folder / "task.toml", """
+        schema_version = "1.4"
+        [verifier]
+        timeout_sec = 60
+        environment_mode = "separate"
+        [environment]
+        memory_mb = 256
+    """)  # fmt: skip
+    write(folder / "instruction.md", "Nothing to do.\n")
+    write(folder / "environment" / "Dockerfile", "FROM debian:bookworm-slim\nWORKDIR /app\n")
+    write(folder / "solution" / "solve.sh", "#!/bin/bash\ntrue\n", 0o755)
+    tests = folder / "tests"
+    write(tests / "Dockerfile", "FROM debian:bookworm-slim\nCOPY test.sh /tests/test.sh\n")
+    shutil.copy(FIXTURE / "environment" / "api" / "server.pl", tests / "server.pl")
+    compose = (FIXTURE / "environment" / "docker-compose.yaml").read_text()
+    write(tests / "docker-compose.yaml", compose.replace("./api/server.pl", "./server.pl"))
+    write(tests / "test.sh", """\
+        #!/bin/bash
+        exec 3<>/dev/tcp/api/8000 && printf 'GET /hello HTTP/1.0\\r\\n\\r\\n' >&3
+        if tail -n 1 <&3 | grep -q 'hello from api'; then echo 1; else echo 0; fi \\
+          > /logs/verifier/reward.txt
+    """, 0o755)  # fmt: skip
+    out = tmp_path / "out"
+    record = only_record(run_tasks(tmp_path / "tasks", out, "docker"))
+    assert record["reward"] == 1.0, record
+    assert _left(_run_id(out)) == []

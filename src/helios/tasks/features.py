@@ -120,7 +120,7 @@ def _provider_limits(task: Task, provider: type[Environment]) -> list[Unsupporte
     compose = _compose_use(task)
     if compose is not None and not provider.supports_compose:
         found.append(Unsupported(compose, f"the {provider.name} provider cannot run compose "
-                                          "services (use --provider docker)"))  # fmt: skip
+                                          "services; docker can"))  # fmt: skip
     if c.desktop is not None and not provider.supports_services:
         found.append(Unsupported(
             "environment.desktop", f"the {provider.name} provider cannot run desktop services"

@@ -20,8 +20,9 @@ processes (`pid`, `volumes_from`), is refused: the reward is read there.
 
 Each trial is its own project (`helios-<run>-<trial>-<instance>`), so its
 services and its network are its own. `up --wait` starts the sidecars before
-`main` and waits for their healthchecks; one that never becomes healthy is an
-`EnvironmentStartError` that names it.
+`main` and waits for their healthchecks; one that never becomes healthy (or
+exits) is an `EnvironmentUnhealthy` that names it, not tried again. A model Helios
+refuses, or that compose refuses, is an `UnsupportedFeature`.
 """
 
 from __future__ import annotations
@@ -55,7 +56,14 @@ from helios.environments.docker.cli import (
 from helios.environments.shell.owner import Owner
 from helios.environments.shell.safe_copy import Bounds
 from helios.environments.spec import SandboxSpec
-from helios.errors import EnvironmentBuildError, EnvironmentExecError, EnvironmentStartError
+from helios.errors import (
+    EnvironmentBuildError,
+    EnvironmentExecError,
+    EnvironmentStartError,
+    EnvironmentUnavailable,
+    EnvironmentUnhealthy,
+    UnsupportedFeature,
+)
 from helios.settings import current as helios_settings
 
 log = logging.getLogger(__name__)
@@ -153,8 +161,14 @@ class ComposeProject:
         code, out, err = await self._compose(
             "config", "--format", "json", files=(base, self.task_file)
         )
+        if code != 0 and "is not a docker command" in err:
+            raise EnvironmentUnavailable(
+                "a compose task needs Docker's compose plugin (`docker compose` v2): install "
+                "docker-compose-plugin, or Debian's docker-compose (trixie and later)"
+            )
         if code != 0:
-            raise EnvironmentStartError(
+            # the task's file: trying again would give the same answer
+            raise UnsupportedFeature(
                 f"{self.task_file}: docker compose refused it: {last_line(err, f'exit {code}')}"
             )
         try:
@@ -183,7 +197,7 @@ class ComposeProject:
         """The merged model with what Helios does not let a task change (see the module)."""
         services: dict[str, dict[str, Any]] = model.get("services") or {}
         if MAIN not in services:
-            raise EnvironmentStartError(f"{self.task_file}: no service {MAIN!r}")
+            raise UnsupportedFeature(f"{self.task_file}: no service {MAIN!r}")
         model["name"] = self.name
         main = services[MAIN]
         _check_main(self.task_file, main, services)
@@ -230,7 +244,8 @@ class ComposeProject:
             return EnvironmentBuildError(f"docker compose build failed: {said}")
         if broken:
             name, state = broken[0]
-            return EnvironmentStartError(
+            # as a healthcheck of main that never passes: not tried again
+            return EnvironmentUnhealthy(
                 f"compose service {name!r} did not become healthy ({state}): {said}"
             )
         return EnvironmentStartError(f"docker compose up failed: {said}")
@@ -284,7 +299,7 @@ def _check_main(task_file: Path, main: dict[str, Any], services: dict[str, Any])
     for volume in main.get("volumes") or []:
         target = str(volume.get("target", "")) if isinstance(volume, dict) else ""
         if any(_covers(target, path) for path in PROTECTED):
-            raise EnvironmentStartError(
+            raise UnsupportedFeature(
                 f"{task_file}: services.{MAIN}.volumes mounts {target}: Helios keeps "
                 "/logs and /tests of main to itself (the reward is read there)"
             )
@@ -292,7 +307,7 @@ def _check_main(task_file: Path, main: dict[str, Any], services: dict[str, Any])
         shares = [str(service.get(key) or "") for key in ("pid", "ipc")]
         shares += [str(v) for v in service.get("volumes_from") or []]
         if name != MAIN and any(_names_main(share) for share in shares):
-            raise EnvironmentStartError(
+            raise UnsupportedFeature(
                 f"{task_file}: services.{name} shares main's processes or volumes: refused"
             )
 
