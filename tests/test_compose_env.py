@@ -23,10 +23,24 @@ from helios.errors import UnsupportedFeature
 from helios.tasks.features import unsupported
 from helios.tasks.task import load_task
 
-from .conftest import helios_cmd
+from .conftest import _need, helios_cmd
 from .harbor_tasks import only_record, run_tasks, write
 
 FIXTURE = Path(__file__).resolve().parent / "fixtures" / "harbor" / "sidecar-artifacts"
+
+
+@pytest.fixture(scope="session")
+def compose_available(docker_available: bool) -> bool:
+    if not docker_available:
+        return False
+    probe = subprocess.run(["docker", "compose", "version"], capture_output=True, timeout=30)
+    return probe.returncode == 0
+
+
+@pytest.fixture
+def need_compose(need_docker: None, compose_available: bool) -> None:
+    """Docker's compose plugin too (scripts/setup-system.sh installs it)."""
+    _need("HELIOS_REQUIRE_DOCKER", compose_available, "docker compose (the v2 plugin)")
 
 
 def _docker(*args: str) -> str:
@@ -53,7 +67,7 @@ def _run_id(out: Path) -> str:
     return str(json.loads(next(out.glob("*/run.json")).read_text())["run_id"])
 
 
-@pytest.mark.usefixtures("need_docker")
+@pytest.mark.usefixtures("need_compose")
 def test_two_trials_of_a_sidecar_task_pass_each_with_its_own_sidecar(tmp_path: Path) -> None:
     # The sidecar counts the GET /hello it served; test.sh wants 1: two trials
     # sharing one sidecar would give one of them 2.
@@ -72,7 +86,7 @@ def test_two_trials_of_a_sidecar_task_pass_each_with_its_own_sidecar(tmp_path: P
     assert _left(_run_id(out)) == []
 
 
-@pytest.mark.usefixtures("need_docker")
+@pytest.mark.usefixtures("need_compose")
 def test_a_sidecar_never_healthy_is_an_infrastructure_error_naming_it(tmp_path: Path) -> None:
     folder = _copy(tmp_path, "sick-sidecar")
     compose = folder / "environment" / "docker-compose.yaml"
@@ -92,7 +106,7 @@ def test_a_sidecar_never_healthy_is_an_infrastructure_error_naming_it(tmp_path: 
     assert _left(_run_id(out)) == []
 
 
-@pytest.mark.usefixtures("need_docker")
+@pytest.mark.usefixtures("need_compose")
 def test_kill_9_leaves_no_compose_project_once_cleanup_ran(tmp_path: Path) -> None:
     folder = _copy(tmp_path, "slow-sidecar")
     write(folder / "solution" / "solve.sh", "#!/bin/bash\nsleep 300\n", 0o755)
@@ -194,7 +208,7 @@ def test_a_model_that_reaches_the_reward_is_refused(
     _project(tmp_path).edit({"services": {"main": {}, "b": {"pid": "service:maintenance"}}})
 
 
-@pytest.mark.usefixtures("need_docker")
+@pytest.mark.usefixtures("need_compose")
 def test_a_separate_verifier_gets_its_own_sidecars(tmp_path: Path) -> None:
     # tests/docker-compose.yaml adds a sidecar to the verifier's sandbox only
     folder = tmp_path / "tasks" / "separate"
