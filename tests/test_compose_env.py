@@ -6,6 +6,7 @@ the local provider's one-line refusal."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import shutil
 import signal
@@ -238,3 +239,23 @@ def test_a_separate_verifier_gets_its_own_sidecars(tmp_path: Path) -> None:
     record = only_record(run_tasks(tmp_path / "tasks", out, "docker"))
     assert record["reward"] == 1.0, record
     assert _left(_run_id(out)) == []
+
+
+@pytest.mark.usefixtures("need_compose")
+def test_no_host_variable_reaches_a_compose_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-canary-of-the-host")
+    project = _project(tmp_path)
+    write(project.task_file, """
+        services:
+          main:
+            image: debian:bookworm-slim
+            environment:
+              KEY: ${OPENAI_API_KEY:-none}
+    """)  # fmt: skip
+    code, out, err = asyncio.run(
+        project._compose("config", "--format", "json", files=(project.task_file,))
+    )
+    assert code == 0, err
+    assert json.loads(out)["services"]["main"]["environment"] == {"KEY": "none"}

@@ -146,7 +146,7 @@ class ComposeProject:
                 "--project-directory", str(self.project_dir)]  # fmt: skip
         for file in files:
             argv += ["-f", str(file)]
-        result = await run_process([*argv, *args], timeout=timeout)
+        result = await run_process([*argv, *args], timeout=timeout, env=compose_environment())
         if result.timed_out:
             raise EnvironmentStartError(f"docker compose {args[0]} did not answer within "
                                         f"{timeout:g}s")  # fmt: skip
@@ -293,6 +293,18 @@ class ComposeProject:
             folder, self._folder = self._folder, None
             if folder is not None:
                 await asyncio.to_thread(shutil.rmtree, folder, True)
+
+
+#: what `docker compose` itself needs of Helios's environment: nothing else reaches
+#: it, so a task's `${OPENAI_API_KEY}` interpolates to nothing (secrets never reach a
+#: sandbox); the task's own `environment/.env` still counts
+_PASSED = ("PATH", "HOME", "LANG", "LC_ALL", "TMPDIR", "XDG_RUNTIME_DIR", "DOCKER_HOST",
+           "DOCKER_CONTEXT", "DOCKER_CONFIG", "DOCKER_CERT_PATH", "DOCKER_TLS_VERIFY",
+           "DOCKER_API_VERSION", "DOCKER_BUILDKIT", "BUILDKIT_PROGRESS")  # fmt: skip
+
+
+def compose_environment() -> dict[str, str]:
+    return {key: os.environ[key] for key in _PASSED if key in os.environ}
 
 
 def _check_main(task_file: Path, main: dict[str, Any], services: dict[str, Any]) -> None:
