@@ -11,13 +11,14 @@ import json
 import shutil
 import signal
 import subprocess
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from helios.environments.docker.compose import ComposeProject
+from helios.environments.docker.compose import FOLDER_PREFIX, ComposeProject, project_name
 from helios.environments.local import LocalEnvironment
 from helios.environments.spec import SandboxSpec
 from helios.errors import UnsupportedFeature
@@ -138,6 +139,9 @@ def test_kill_9_leaves_no_compose_project_once_cleanup_ran(tmp_path: Path) -> No
     cleanup = subprocess.run(helios_cmd("cleanup"), capture_output=True, text=True, timeout=120)
     assert cleanup.returncode == 0, cleanup.stderr
     assert _left(run_id) == []
+    # and no file of an `up` the kill cut short
+    project = project_name(run_id, "x", "x").rsplit("-x-x", 1)[0]
+    assert list(Path(tempfile.gettempdir()).glob(f"{FOLDER_PREFIX}{project}-*")) == []
 
 
 def test_the_local_provider_says_in_one_line_it_cannot_run_compose(tmp_path: Path) -> None:

@@ -29,12 +29,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import json
 import logging
 import os
 import re
 import shutil
 import tempfile
+import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -74,13 +76,22 @@ MAIN = "main"
 #: where the reward and the tests live: no compose mount may cover them in `main`
 PROTECTED = ("/logs", "/tests")
 _PROJECT_UNSAFE = re.compile(r"[^a-z0-9_-]")
+#: the files of one `up` (removed once it ends; a kill -9 meanwhile: `cleanup_compose`)
+FOLDER_PREFIX = "helios-compose-"
+#: in such a folder: the owner label of the Helios that made it
+OWNER_FILE = "owner"
+#: a cleanup of every run leaves such a folder without an owner younger than this (s)
+FOLDER_GRACE = 300.0
 
 
 def project_name(run_id: str, trial_id: str, instance: str) -> str:
     """A compose project name (lowercase letters, digits, `-`, `_`) of one trial."""
-    run = _PROJECT_UNSAFE.sub("-", run_id.lower())[:30]
     trial = _PROJECT_UNSAFE.sub("-", trial_id.lower())[:30]
-    return f"helios-{run}-{trial}-{instance}"
+    return f"helios-{_run_part(run_id)}-{trial}-{instance}"
+
+
+def _run_part(run_id: str) -> str:
+    return _PROJECT_UNSAFE.sub("-", run_id.lower())[:30]
 
 
 class ComposeService:
@@ -126,7 +137,9 @@ class ComposeProject:
         self.image = image
         self.task_file = spec.compose_file
         self.project_dir = spec.compose_file.parent
-        self._folder: Path | None = None
+        # a sidecar's image is named by the content it is built from: the hashed
+        # environment folder, else (a separate verifier's tests/) the file itself
+        self._build_key = spec.context_hash[:12] or _file_key(self.task_file)
 
     def _base(self) -> dict[str, Any]:
         spec = self.spec
@@ -154,8 +167,16 @@ class ComposeProject:
 
     async def up(self) -> str:
         """Start every service; return `main`'s container id."""
-        folder = Path(await asyncio.to_thread(tempfile.mkdtemp, prefix="helios-compose-"))
-        self._folder = folder
+        prefix = f"{FOLDER_PREFIX}{self.name}-"
+        folder = Path(await asyncio.to_thread(tempfile.mkdtemp, prefix=prefix))
+        owner = self.labels.get(LABEL_OWNER, "")
+        await asyncio.to_thread((folder / OWNER_FILE).write_text, owner, "utf-8")
+        try:
+            return await self._up(folder)
+        finally:  # the project is known by its name from now on
+            await asyncio.to_thread(shutil.rmtree, folder, True)
+
+    async def _up(self, folder: Path) -> str:
         base = folder / "base.json"
         await asyncio.to_thread(base.write_text, json.dumps(self._base()), "utf-8")
         code, out, err = await self._compose(
@@ -185,7 +206,7 @@ class ComposeProject:
         )  # fmt: skip
         if code != 0:
             raise await self._failure(err, code)
-        code, out, err = await self._compose("ps", "-q", MAIN, files=(final,))
+        code, out, err = await self._compose("ps", "-q", MAIN)
         container = out.strip().splitlines()[0] if code == 0 and out.strip() else ""
         if not container:
             raise EnvironmentStartError(
@@ -217,7 +238,7 @@ class ComposeProject:
                 if build_network and "network" not in build:
                     build["network"] = build_network
                 if name != MAIN and not service.get("image"):
-                    tag = f"{self.spec.context_hash[:12] or 'x'}-{name}"
+                    tag = f"{self._build_key}-{name}"
                     service["image"] = f"{IMAGE_REPO}:compose-{_tag_part(tag)}"
         _depend_on_sidecars(main, services)
         networks: dict[str, dict[str, Any]] = model.setdefault("networks", {}) or {}
@@ -289,10 +310,6 @@ class ComposeProject:
                 log.warning("docker compose down of %s failed: %s", self.name, last_line(err, ""))
         except EnvironmentStartError as exc:
             log.warning("docker compose down of %s: %s", self.name, exc)
-        finally:
-            folder, self._folder = self._folder, None
-            if folder is not None:
-                await asyncio.to_thread(shutil.rmtree, folder, True)
 
 
 #: what `docker compose` itself needs of Helios's environment: nothing else reaches
@@ -363,6 +380,15 @@ def _needs(services: dict[str, dict[str, Any]], name: str, target: str, seen: se
     return any(d == target or _needs(services, d, target, seen) for d in depends)
 
 
+def _file_key(path: Path) -> str:
+    """A short hash of a compose file's path and text (one small read, once a trial)."""
+    try:
+        text = path.read_bytes()
+    except OSError:
+        text = b""
+    return hashlib.sha256(str(path).encode() + b"\0" + text).hexdigest()[:12]
+
+
 def _tag_part(text: str) -> str:
     return re.sub(r"[^a-zA-Z0-9_.-]", "-", text)[:120]
 
@@ -382,7 +408,7 @@ async def cleanup_compose(run_id: str | None, *, force: bool = False) -> list[st
     """The networks and volumes of compose projects whose containers are gone
     (`cleanup_containers` removes those by their labels): of one run, or, with
     None, whose owner is gone (`force`: every Helios one not in use)."""
-    removed: list[str] = []
+    removed = await asyncio.to_thread(_remove_folders, run_id, force)
     for kind in ("network", "volume"):
         fmt = ("{{.ID}}" if kind == "network" else "{{.Name}}") + (
             '\t{{.Label "' + LABEL_RUN + '"}}\t{{.Label "' + LABEL_OWNER + '"}}'
@@ -406,3 +432,28 @@ async def cleanup_compose(run_id: str | None, *, force: bool = False) -> list[st
                 if code == 0:
                     removed.append(ident)
     return removed
+
+
+def _remove_folders(run_id: str | None, force: bool) -> list[str]:
+    """`up`'s files left by a kill -9: of one run, or (None) whose owner is gone."""
+    base = Path(tempfile.gettempdir())
+    if run_id is not None:
+        chosen = list(base.glob(f"{FOLDER_PREFIX}helios-{_run_part(run_id)}-*"))
+    else:
+        chosen = [f for f in base.glob(f"{FOLDER_PREFIX}*") if force or _orphaned(f)]
+    for folder in chosen:
+        shutil.rmtree(folder, True)
+    return [str(folder) for folder in chosen]
+
+
+def _orphaned(folder: Path) -> bool:
+    try:
+        owner = Owner.parse((folder / OWNER_FILE).read_text("utf-8").strip())
+    except (OSError, ValueError):
+        owner = None
+    if owner is not None:
+        return not owner.alive()
+    try:  # being made, or by an older Helios
+        return time.time() - folder.lstat().st_mtime > FOLDER_GRACE
+    except OSError:
+        return False
