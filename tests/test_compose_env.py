@@ -108,8 +108,8 @@ def test_a_sidecar_never_healthy_is_an_infrastructure_error_naming_it(tmp_path: 
     assert _left(_run_id(out)) == []
 
 
-@pytest.mark.usefixtures("need_compose")
-def test_kill_9_leaves_no_compose_project_once_cleanup_ran(tmp_path: Path) -> None:
+def _batch_with_a_running_project(tmp_path: Path) -> tuple[subprocess.Popen[bytes], str]:
+    """`helios batch` of a sidecar task whose oracle sleeps, once its two services run."""
     folder = _copy(tmp_path, "slow-sidecar")
     write(folder / "solution" / "solve.sh", "#!/bin/bash\nsleep 300\n", 0o755)
     out = tmp_path / "out"
@@ -124,7 +124,6 @@ def test_kill_9_leaves_no_compose_project_once_cleanup_ran(tmp_path: Path) -> No
             time.sleep(0.1)
         run_id = _run_id(out)
         label = f"label=helios.run={run_id}"
-        # both services up: the oracle is running in main
         while time.monotonic() < deadline:
             if len(_docker("ps", "-q", "--filter", label).split()) == 2:
                 break
@@ -132,9 +131,26 @@ def test_kill_9_leaves_no_compose_project_once_cleanup_ran(tmp_path: Path) -> No
         else:
             raise AssertionError("the compose project never came up")
         assert _docker("network", "ls", "-q", "--filter", label).split()
-    finally:
-        batch.send_signal(signal.SIGKILL)
+    except BaseException:
+        batch.kill()
         batch.wait(timeout=30)
+        raise
+    return batch, run_id
+
+
+@pytest.mark.usefixtures("need_compose")
+def test_ctrl_c_removes_the_compose_project(tmp_path: Path) -> None:
+    batch, run_id = _batch_with_a_running_project(tmp_path)
+    batch.send_signal(signal.SIGINT)
+    assert batch.wait(timeout=90) == 130
+    assert _left(run_id) == []
+
+
+@pytest.mark.usefixtures("need_compose")
+def test_kill_9_leaves_no_compose_project_once_cleanup_ran(tmp_path: Path) -> None:
+    batch, run_id = _batch_with_a_running_project(tmp_path)
+    batch.send_signal(signal.SIGKILL)
+    batch.wait(timeout=30)
     assert _left(run_id)  # nothing removed them: their Helios is dead
     cleanup = subprocess.run(helios_cmd("cleanup"), capture_output=True, text=True, timeout=120)
     assert cleanup.returncode == 0, cleanup.stderr
