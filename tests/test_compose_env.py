@@ -208,6 +208,11 @@ def test_the_merged_model_gets_what_a_task_may_not_change(tmp_path: Path) -> Non
     assert edited["volumes"]["data"]["labels"] == {"helios.run": "r"}
     public = _project(tmp_path, network=True).edit({"services": {"main": {}}})
     assert "internal" not in public["networks"]["default"]
+    # no Dockerfile and no docker_image: the file's own build of main, named once
+    built = ComposeProject(_project(tmp_path).spec, name="p", labels={}, image=None).edit(
+        {"services": {"main": {"build": {"context": "/x"}}}}
+    )
+    assert built["services"]["main"]["image"] == "helios-env:compose-abc123def456-main"
 
 
 @pytest.mark.parametrize(

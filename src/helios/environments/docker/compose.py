@@ -13,7 +13,7 @@ merged model before `up`, with what the task may not change:
   started), unless a sidecar depends on `main`;
 - no `container_name` and no published `ports` (two trials would collide), every
   network `internal` when the sandbox has no network;
-- a sidecar built from a folder gets an image name of the task's content hash,
+- a service built from a folder gets an image name of the task's content hash,
   so trials share one build.
 A `main` whose mounts cover /logs or /tests, or a service that shares `main`'s
 processes (`pid`, `volumes_from`), is refused: the reward is read there.
@@ -237,7 +237,7 @@ class ComposeProject:
                 build["labels"] = {**(build.get("labels") or {}), LABEL_MANAGED: "true"}
                 if build_network and "network" not in build:
                     build["network"] = build_network
-                if name != MAIN and not service.get("image"):
+                if not service.get("image"):  # main too, when the file builds it
                     tag = f"{self._build_key}-{name}"
                     service["image"] = f"{IMAGE_REPO}:compose-{_tag_part(tag)}"
         _depend_on_sidecars(main, services)
