@@ -160,8 +160,6 @@ def test_one_unknown_keys_warning_per_batch(tmp_path: Path) -> None:
             "environment.allowed_hosts",
         ),
         ('[agent]\nallowed_hosts = ["pypi.org"]\n', "agent.allowed_hosts"),
-        ('[[verifier.collect]]\ncommand = "dump"\nservice = "db"\n', "verifier.collect"),
-        ('artifacts = [{ source = "/log", service = "api" }]\n', "artifacts[0].service"),
         ('[environment.env]\nKEY = "${OPENAI_API_KEY}"\n', "environment.env.KEY"),
         ('schema_version = "2.0"\n', "schema_version"),
     ],
@@ -175,12 +173,41 @@ def test_unsupported_fields_are_named(tmp_path: Path, toml: str, field: str) -> 
     assert "\n" not in skipped.error and str(folder) in skipped.error
 
 
-def test_compose_file_is_unsupported_not_invalid(tmp_path: Path) -> None:
+def test_compose_runs_on_docker_and_is_unsupported_on_local(tmp_path: Path) -> None:
+    from helios.environments.local import LocalEnvironment
+
     folder = task(tmp_path, "compose", "", dockerfile=None)
     write(folder / "environment" / "docker-compose.yaml", "services:\n  main: {}\n")
-    loaded = load_tasks([folder])
-    assert loaded.invalid == []
-    assert "unsupported: environment/docker-compose.yaml" in loaded.unsupported[0].error
+    loaded = load_tasks([folder], DockerEnvironment)
+    assert loaded.invalid == [] and loaded.unsupported == [] and len(loaded.tasks) == 1
+    compose = folder / "environment" / "docker-compose.yaml"
+    assert loaded.tasks[0].sandbox_spec().compose_file == compose
+    local = load_tasks([folder], LocalEnvironment)
+    assert "unsupported: environment/docker-compose.yaml" in local.unsupported[0].error
+
+
+@pytest.mark.parametrize(
+    ("toml", "field"),
+    [
+        ('[[verifier.collect]]\ncommand = "dump"\nservice = "db"\n', "verifier.collect"),
+        ('artifacts = [{ source = "/log", service = "api" }]\n', "artifacts[0].service"),
+    ],
+)
+def test_compose_fields_run_on_docker_only(tmp_path: Path, toml: str, field: str) -> None:
+    from helios.environments.local import LocalEnvironment
+
+    folder = task(tmp_path, "needs", toml)
+    assert len(load_tasks([folder], DockerEnvironment).tasks) == 1
+    (skipped,) = load_tasks([folder], LocalEnvironment).unsupported
+    assert f"unsupported: {field} (the local provider cannot run compose" in skipped.error
+
+
+def test_a_compose_yml_is_material_not_a_compose_task(tmp_path: Path) -> None:
+    # Harbor's docker provider reads environment/docker-compose.yaml only
+    folder = task(tmp_path, "material", "")
+    write(folder / "environment" / "docker-compose.yml", "services:\n  db: {}\n")
+    loaded = load_tasks([folder], DockerEnvironment)
+    assert loaded.unsupported == [] and loaded.tasks[0].sandbox_spec().compose_file is None
 
 
 @pytest.mark.parametrize("name", ["docker-compose.yml", "compose.yaml", "compose.yml"])

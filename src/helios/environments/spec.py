@@ -60,6 +60,8 @@ class SandboxSpec:
     label: str = ""
     #: the agent starts only once this passes (None: as soon as the sandbox runs)
     healthcheck: HealthCheck | None = None
+    #: a compose file merged over the `main` service (docker: `docker.compose`)
+    compose_file: Path | None = None
 
     @property
     def dockerfile(self) -> Path | None:

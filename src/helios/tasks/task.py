@@ -31,7 +31,7 @@ from helios.tasks.schema import (
 )
 from helios.tasks.schema_env import expand_env_defaults
 from helios.tasks.task_checks import check_task_folder
-from helios.tasks.task_layout import check_layout
+from helios.tasks.task_layout import HARBOR_COMPOSE, check_layout
 
 __all__ = [
     "AgentConfig",
@@ -170,10 +170,14 @@ def sandbox_spec_for(
     workdir: str,
     label: str,
     network_default: bool = True,
+    compose_dir: Path | None = None,
 ) -> SandboxSpec:
-    """The sandbox an `[environment]` table (the task's or a separate verifier's) asks for."""
+    """The sandbox an `[environment]` table (the task's or a separate verifier's) asks
+    for; its compose file is Harbor's, in `compose_dir` or else the build context."""
     if build_context is not None and not build_context.is_dir():
         build_context = None
+    compose = next((d / HARBOR_COMPOSE for d in (compose_dir, build_context)
+                    if d is not None and (d / HARBOR_COMPOSE).is_file()), None)  # fmt: skip
     has_dockerfile = build_context is not None and (build_context / "Dockerfile").is_file()
     return SandboxSpec(
         image=None if has_dockerfile else env.docker_image,
@@ -191,6 +195,7 @@ def sandbox_spec_for(
         image_entrypoint=True,
         label=label,
         healthcheck=health_check(env.healthcheck),
+        compose_file=compose,
     )
 
 

@@ -14,7 +14,7 @@ from helios.tasks.schema import StepConfig, TaskConfig, VerifierConfig
 #: the one compose file Harbor's docker provider reads (`environment/` or a separate
 #: verifier's `tests/`); a `docker-compose.yml` or `compose.yaml` there is material
 #: like any other file, and the folder is a plain Dockerfile task
-COMPOSE_FILE = "docker-compose.yaml"
+COMPOSE_FILE = HARBOR_COMPOSE = "docker-compose.yaml"
 
 
 def check_layout(task_dir: Path, config: TaskConfig) -> tuple[str, dict[str, str]]:
@@ -49,7 +49,7 @@ def has_compose(folder: Path) -> bool:
 
 def _check_environment(task_dir: Path, config: TaskConfig) -> None:
     env_dir = task_dir / "environment"
-    # A compose file is named as unsupported by `tasks.features`, not as invalid.
+    # A compose task's main service may come from its compose file (`tasks.features`).
     if has_compose(env_dir):
         return
     if config.environment.docker_image is None and not (env_dir / "Dockerfile").is_file():

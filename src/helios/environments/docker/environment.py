@@ -47,6 +47,12 @@ from helios.environments.docker.cli import (
     docker,
     docker_binary,
 )
+from helios.environments.docker.compose import (
+    ComposeProject,
+    ComposeService,
+    cleanup_compose,
+    project_name,
+)
 from helios.environments.docker.image_config import ENTRYPOINT_SERVICE, ImageConfig
 from helios.environments.docker.services import EXCHANGE_MOUNT, ContainerServices
 from helios.environments.docker.shell import ContainerShell
@@ -75,6 +81,7 @@ log = logging.getLogger(__name__)
 class DockerEnvironment(ContainerServices):
     name: ClassVar[str] = "docker"
     supports_users: ClassVar[bool] = True
+    supports_compose: ClassVar[bool] = True
     #: does this engine take `--storage-opt size=`? (overlay2 only on xfs with pquota)
     storage_opt: ClassVar[bool | None] = None
 
@@ -92,6 +99,10 @@ class DockerEnvironment(ContainerServices):
         self._services, self._exchange = {}, None  # (see ContainerServices)
         #: the image's working directory, once read (`SandboxSpec.workdir_from_image`)
         self._image_workdir: str | None = None
+        #: the trial's compose project, when its spec has a compose file
+        self._compose: ComposeProject | None = None
+        #: a compose task's `main` image when its file gives it (Helios builds none)
+        self._main_image: str | None = None
 
     @classmethod
     async def preflight(cls) -> None:
@@ -120,7 +131,9 @@ class DockerEnvironment(ContainerServices):
     async def cleanup_run(cls, run_id: str | None, *, force: bool = False) -> list[str]:
         run = None if run_id is None else _name_part(run_id, 36)
         exchanges = await _docker_services.remove_exchanges(run)
-        return [*await cleanup_containers(run_id, force=force), *exchanges]
+        containers = await cleanup_containers(run_id, force=force)
+        # their networks and volumes, once their containers are gone
+        return [*containers, *exchanges, *await cleanup_compose(run_id, force=force)]
 
     @property
     def container_name(self) -> str:
@@ -130,6 +143,8 @@ class DockerEnvironment(ContainerServices):
 
     @property
     def image(self) -> str:
+        if self._main_image is not None:
+            return self._main_image
         if self.spec.dockerfile is not None:
             return f"{IMAGE_REPO}:{self.spec.context_hash[:16]}"
         if self.spec.image is None:
@@ -234,13 +249,51 @@ class DockerEnvironment(ContainerServices):
     def workdir(self) -> str:
         return self._image_workdir or self.spec.workdir
 
-    async def start(self) -> None:
+    def _labels(self) -> dict[str, str]:
+        return {
+            LABEL_MANAGED: "true",
+            LABEL_RUN: self.run_id,
+            LABEL_TRIAL: self.trial_id,
+            LABEL_OWNER: current_owner().label(),
+            LABEL_INSTANCE: self.instance,
+        }
+
+    async def _start_compose(self) -> None:
+        """`main` and its sidecars, by `docker compose` (`docker.compose`): main's
+        commands then go to the Engine API, as without the shell server."""
+        spec = self.spec
+        own = spec.dockerfile is not None or spec.image is not None
+        project = ComposeProject(
+            spec, name=project_name(self.run_id, self.trial_id, self.instance),
+            labels=self._labels(), image=self.image if own else None,
+        )  # fmt: skip
+        self._compose = project
         try:
-            image = await self._image_config()
-        except EnvironmentExecError as exc:
-            raise EnvironmentStartError(str(exc)) from None
-        if self.spec.workdir_from_image:
-            self._image_workdir = image.workdir or "/"  # docker's own without a WORKDIR
+            self.container = await project.up()
+        except BaseException:
+            await run_to_end(self._stop())
+            raise
+        if not own:
+            code, out, err = await docker("container", "inspect", "--format",
+                                          "{{.Config.Image}}", self.container)  # fmt: skip
+            if code != 0:
+                raise EnvironmentStartError(f"cannot inspect main: {last_line(err, '')}")
+            self._main_image = out.strip()
+        image = await self._read_image()
+        await self._setup()
+        await self._start_entrypoint(image)  # in `main`, as Harbor's compose runs it
+
+    async def compose_service(self, name: str) -> ComposeService:
+        """A running sidecar of this compose sandbox (EnvironmentExecError if none)."""
+        if self._compose is None:
+            raise EnvironmentExecError(f"no compose service {name!r}: the task has no compose file")
+        return await self._compose.service(name, self._engine)
+
+    async def start(self) -> None:
+        if self.spec.compose_file is not None:
+            await self._start_compose()
+            return
+        image = await self._read_image()
         await self._make_exchange(_name_part(self.run_id, 36))
         await self._start_container()
         await self._setup()
@@ -260,6 +313,16 @@ class DockerEnvironment(ContainerServices):
             await self._remove_own()
             raise EnvironmentStartError(f"docker run failed: {last_line(err, f'exit {code}')}")
         self.container = out.strip()
+
+    async def _read_image(self) -> ImageConfig:
+        """The image's config, and its working directory when the task names none."""
+        try:
+            image = await self._image_config()
+        except EnvironmentExecError as exc:
+            raise EnvironmentStartError(str(exc)) from None
+        if self.spec.workdir_from_image:
+            self._image_workdir = image.workdir or "/"  # docker's own without a WORKDIR
+        return image
 
     async def _start_entrypoint(self, image: ImageConfig) -> None:
         """The image's ENTRYPOINT as a service, with the sandbox's variables, before
@@ -414,8 +477,11 @@ class DockerEnvironment(ContainerServices):
     async def _stop(self) -> None:
         container, self.container = self.container, None
         shell, self._shell = self._shell, None
+        compose, self._compose = self._compose, None
         try:
-            if shell is not None:
+            if compose is not None:
+                await compose.down()  # main with the rest
+            elif shell is not None:
                 # its end removes the container (by force if need be)
                 await shell.close()
             elif container is not None:
