@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from helios.datagen.session import run_config
+from helios.datagen.run_config import run_config
 from helios.datagen.settings import GenerateSettings
 from helios.engine.config import ConcurrencyConfig, check_executor, default_sandbox_starts
 from helios.errors import ConfigError

@@ -78,11 +78,20 @@ class TaskBatchSettings:
     #: the agent's and verifier's task.toml timeouts scaled (a job's, Harbor's
     #: multipliers); part of a trial's identity only when a timeout changes
     timeouts: TimeoutScale = field(default_factory=TimeoutScale)
+    #: the network of a sandbox whose task leaves `network_mode` unset: "public", as
+    #: in Harbor, or "none" (`--network-default`). A run made before this setting
+    #: meant "none": its saved config (which lacks it) is read so, and "none" keeps
+    #: the trial ids and the identity of then ("public" enters the run's identity,
+    #: and the ids of the tasks that leave their network unset: `plan.build_specs`)
+    network_default: Literal["public", "none"] = "public"
 
     def __post_init__(self) -> None:
         if self.n_concurrent < 1 or self.n_attempts < 1:
             raise ConfigError("-n and -k must be at least 1", field="-n/-k")
         check_executor(self.executor, self.ray_address)
+        if self.network_default not in ("public", "none"):
+            raise ConfigError(f"--network-default {self.network_default!r}: use public or none",
+                              field="--network-default")  # fmt: skip
         if self.workers is not None and self.workers < 1:
             raise ConfigError("--workers must be at least 1", field="--workers")
         self.labels = checked(self.labels)
