@@ -18,9 +18,9 @@ def lazy_exports(
     are read from its source on first use, and each is imported then. `__all__` is
     those names and `also` (names the package defines itself)."""
     package: str = namespace["__name__"]
-    exports: dict[str, str] = {}
+    exports: dict[str, tuple[str, str]] = {}
 
-    def table() -> dict[str, str]:
+    def table() -> dict[str, tuple[str, str]]:
         if not exports:
             exports.update(type_checking_imports(namespace))
         return exports
@@ -29,10 +29,11 @@ def lazy_exports(
         if name == "__all__":
             value: Any = sorted([*table(), *also])
         else:
-            module = table().get(name)
-            if module is None:
+            where = table().get(name)
+            if where is None:
                 raise AttributeError(f"module {package!r} has no attribute {name!r}")
-            value = getattr(import_module(module), name)
+            module, attribute = where
+            value = getattr(import_module(module), attribute)
         namespace[name] = value  # later lookups skip this function
         return value
 
@@ -42,8 +43,9 @@ def lazy_exports(
     return getattr_, dir_
 
 
-def type_checking_imports(namespace: dict[str, Any]) -> dict[str, str]:
-    """Each name imported under the module's `if TYPE_CHECKING:`, to its module."""
+def type_checking_imports(namespace: dict[str, Any]) -> dict[str, tuple[str, str]]:
+    """Each name imported under the module's `if TYPE_CHECKING:`, to its module and
+    its name there (`from m import X as Y`: Y is m's X)."""
     import ast  # only when a lazy name is first used: `import helios` stays light
 
     package: str = namespace["__name__"]
@@ -57,7 +59,7 @@ def type_checking_imports(namespace: dict[str, Any]) -> dict[str, str]:
         source = getattr(namespace.get("__loader__"), "get_source", lambda _: None)(package)
     if source is None:
         raise ImportError(f"{package}: its source is needed for its lazy names")
-    found: dict[str, str] = {}
+    found: dict[str, tuple[str, str]] = {}
     for node in ast.parse(source).body:
         if not (isinstance(node, ast.If) and isinstance(node.test, ast.Name)
                 and node.test.id == "TYPE_CHECKING"):  # fmt: skip
@@ -65,7 +67,7 @@ def type_checking_imports(namespace: dict[str, Any]) -> dict[str, str]:
         for statement in node.body:
             if isinstance(statement, ast.ImportFrom) and statement.module:
                 for alias in statement.names:
-                    found[alias.asname or alias.name] = statement.module
+                    found[alias.asname or alias.name] = (statement.module, alias.name)
     return found
 
 

@@ -13,34 +13,15 @@ does not pay for the model clients and tools.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from helios.lazy import lazy_exports
 
 if TYPE_CHECKING:
-    from helios.datagen.distributions import BUILTIN as BUILTIN_DISTRIBUTIONS
-    from helios.datagen.distributions import Distribution
-    from helios.datagen.runner import BatchRunner, GenerateResult
-    from helios.datagen.settings import GenerateSettings
+    from helios.datagen.distributions import BUILTIN_DISTRIBUTIONS as BUILTIN_DISTRIBUTIONS
+    from helios.datagen.distributions import Distribution as Distribution
+    from helios.datagen.runner import BatchRunner as BatchRunner
+    from helios.datagen.runner import GenerateResult as GenerateResult
+    from helios.datagen.settings import GenerateSettings as GenerateSettings
 
-__all__ = [
-    "BUILTIN_DISTRIBUTIONS",
-    "BatchRunner",
-    "Distribution",
-    "GenerateResult",
-    "GenerateSettings",
-]
-
-_WHERE = {
-    "BUILTIN_DISTRIBUTIONS": ("helios.datagen.distributions", "BUILTIN"),
-    "Distribution": ("helios.datagen.distributions", "Distribution"),
-    "BatchRunner": ("helios.datagen.runner", "BatchRunner"),
-    "GenerateResult": ("helios.datagen.runner", "GenerateResult"),
-    "GenerateSettings": ("helios.datagen.settings", "GenerateSettings"),
-}
-
-
-def __getattr__(name: str) -> Any:
-    if name not in _WHERE:
-        raise AttributeError(f"module 'helios.datagen' has no attribute {name!r}")
-    module, attribute = _WHERE[name]
-    return getattr(importlib.import_module(module), attribute)
+__getattr__, __dir__ = lazy_exports(globals())

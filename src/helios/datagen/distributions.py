@@ -101,6 +101,9 @@ BUILTIN: dict[str, Distribution] = {
         ),
     )
 }
+
+#: its name in `helios.datagen`
+BUILTIN_DISTRIBUTIONS = BUILTIN
 #: Hermes distributions without any toolset Helios provides
 HERMES_ONLY = {"browser_only": "browser"}
 
