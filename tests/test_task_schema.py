@@ -156,11 +156,6 @@ def test_one_unknown_keys_warning_per_batch(tmp_path: Path) -> None:
             '[[environment.mcp_servers]]\nname = "m"\nurl = "http://x/sse"\n',
             "environment.mcp_servers",
         ),
-        (
-            '[environment]\nnetwork_mode = "allowlist"\nallowed_hosts = ["pypi.org"]\n',
-            "environment.allowed_hosts",
-        ),
-        ('[agent]\nallowed_hosts = ["pypi.org"]\n', "agent.allowed_hosts"),
         ('[[verifier.collect]]\ncommand = "dump"\nservice = "db"\n', "verifier.collect"),
         ('artifacts = [{ source = "/log", service = "api" }]\n', "artifacts[0].service"),
         ('[environment.env]\nKEY = "${OPENAI_API_KEY}"\n', "environment.env.KEY"),

@@ -1,10 +1,12 @@
 """Which schema features a task uses, and which of them Helios cannot honour.
 
 A task that needs something Helios cannot give (a GPU, MCP servers, a compose
-file with services, a network allowlist...) is not run: it is reported as
+file with services...) is not run: it is reported as
 "unsupported: <field>", one line, and counted apart from invalid tasks. Some
 limits depend on the provider: a network that changes between phases needs
-one that can switch it (local can; docker cannot, as in Harbor), and users
+one that can switch it (local can; docker cannot, as in Harbor, but for an
+allowlisted sandbox, whose proxy takes each phase's allowlist or none), an
+allowlist one with an egress proxy (`Environment.supports_allowlist`), and users
 need one that can run commands as another user.
 """
 
@@ -14,6 +16,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from helios.environments.base import Environment
+from helios.environments.egress import AllowList, Network
+from helios.tasks.network import phase_network, sandbox_network
 from helios.tasks.phases import network_override
 from helios.tasks.schema import (
     AgentConfig,
@@ -82,9 +86,6 @@ def _task_limits(task: Task) -> Iterator[Unsupported]:
     yield from _environment_limits(c.environment, "environment")
     if has_compose(task.environment_dir):
         yield Unsupported("environment/docker-compose.yaml", "compose services")
-    for where, phase in _phases(c):
-        if phase.network_mode == "allowlist" or phase.allowed_hosts:
-            yield Unsupported(f"{where}.allowed_hosts", "needs a filtering proxy")
     for where, verifier in _verifiers(c):
         if verifier.collect:
             yield Unsupported(f"{where}.collect", "commands in compose services")
@@ -112,8 +113,6 @@ def _environment_limits(env: EnvironmentConfig, where: str) -> Iterator[Unsuppor
         yield Unsupported(f"{where}.mcp_servers", "the agents take no MCP servers")
     if env.skills_dir is not None:
         yield Unsupported(f"{where}.skills_dir", "the agents take no skills")
-    if env.network_mode == "allowlist" or env.allowed_hosts:
-        yield Unsupported(f"{where}.allowed_hosts", "needs a filtering proxy")
     for key, variable in host_variables(env.env).items():
         yield Unsupported(
             f"{where}.env.{key}", f"${{{variable}}} from the host: Helios passes none in"
@@ -133,18 +132,44 @@ def _provider_limits(task: Task, provider: type[Environment]) -> list[Unsupporte
                 found.append(
                     Unsupported(f"{where}.user", f"the {provider.name} provider has no users")
                 )
+    if not provider.supports_allowlist:
+        found += [
+            Unsupported(f"{where}.allowed_hosts", f"the {provider.name} provider has no proxy")
+            for where, network in _networks(c) if isinstance(network, AllowList)
+        ]  # fmt: skip
     if not provider.dynamic_network:
         baseline = task.sandbox_spec().network
         for where, phase in [(w, p) for w, p in _phases(c) if isinstance(p, AgentConfig)]:
-            if network_override(phase.network_mode, baseline) is not None:
+            change = network_override(phase.network_mode, baseline, phase.allowed_hosts)
+            if not _switchable(provider, baseline, change):
                 found.append(_switch(where, provider))
         for where, verifier in _verifiers(c):
             own = baseline
             if verifier.separate:  # its own sandbox starts with its own network
-                own = (verifier.environment or c.environment).network_public
-            if network_override(verifier.network_mode, own) is not None:
+                own = sandbox_network(verifier.environment or c.environment)
+            change = network_override(verifier.network_mode, own, verifier.allowed_hosts)
+            if not _switchable(provider, own, change):
                 found.append(_switch(where, provider))
     return found
+
+
+def _switchable(provider: type[Environment], baseline: Network, change: Network | None) -> bool:
+    """No change, or one the sandbox's egress proxy makes (an allowlisted sandbox's
+    phase with an allowlist or no network)."""
+    if change is None:
+        return True
+    return provider.supports_allowlist and isinstance(baseline, AllowList) and change is not True
+
+
+def _networks(c: TaskConfig) -> Iterator[tuple[str, Network | None]]:
+    """Each table's own network (None: it names none)."""
+    yield "environment", phase_network(c.environment.network_mode, c.environment.allowed_hosts)
+    for where, phase in _phases(c):
+        yield where, phase_network(phase.network_mode, phase.allowed_hosts)
+    for where, verifier in _verifiers(c):
+        if verifier.environment is not None:
+            env = verifier.environment
+            yield f"{where}.environment", phase_network(env.network_mode, env.allowed_hosts)
 
 
 def _switch(where: str, provider: type[Environment]) -> Unsupported:

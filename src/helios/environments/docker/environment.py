@@ -47,8 +47,10 @@ from helios.environments.docker.cli import (
     docker,
     docker_binary,
 )
+from helios.environments.docker.egress import DockerEgress, remove_networks
 from helios.environments.docker.services import EXCHANGE_MOUNT, ContainerServices
 from helios.environments.docker.shell import ContainerShell
+from helios.environments.egress import AllowList, Network
 from helios.environments.shell.client import ShellUnavailable, Sink
 from helios.environments.shell.owner import current_owner
 from helios.environments.shell.safe_copy import Bounds
@@ -74,6 +76,8 @@ log = logging.getLogger(__name__)
 class DockerEnvironment(ContainerServices):
     name: ClassVar[str] = "docker"
     supports_users: ClassVar[bool] = True
+    #: a network of the trial's own whose one way out is its proxy (`docker.egress`)
+    supports_allowlist: ClassVar[bool] = True
     #: does this engine take `--storage-opt size=`? (overlay2 only on xfs with pquota)
     storage_opt: ClassVar[bool | None] = None
 
@@ -89,6 +93,8 @@ class DockerEnvironment(ContainerServices):
         self._shell: ContainerShell | None = None
         self._has_tar = False
         self._services, self._exchange = {}, None  # (see ContainerServices)
+        #: an allowlisted network's own docker network and proxy
+        self._egress = DockerEgress()
 
     @classmethod
     async def preflight(cls) -> None:
@@ -117,7 +123,8 @@ class DockerEnvironment(ContainerServices):
     async def cleanup_run(cls, run_id: str | None, *, force: bool = False) -> list[str]:
         run = None if run_id is None else _name_part(run_id, 36)
         exchanges = await _docker_services.remove_exchanges(run)
-        return [*await cleanup_containers(run_id, force=force), *exchanges]
+        containers = await cleanup_containers(run_id, force=force)
+        return [*containers, *exchanges, *await remove_networks(run_id, force=force)]
 
     @property
     def container_name(self) -> str:
@@ -149,7 +156,7 @@ class DockerEnvironment(ContainerServices):
         spec = self.spec
         cpus = min(spec.cpus, float(os.cpu_count() or 1))
         # With the network allowed, use the engine's default unless told otherwise.
-        network = helios_settings().docker_network if spec.network else "none"
+        network = helios_settings().docker_network if spec.network is True else "none"
         env_args = [arg for key, value in spec.env.items() for arg in ("-e", f"{key}={value}")]
         storage = ["--storage-opt", f"size={spec.storage_mb}m"] if with_storage else []
         if server is None:
@@ -171,10 +178,15 @@ class DockerEnvironment(ContainerServices):
             "--pids-limit", str(spec.pids),
             *storage,
             *env_args,
-            *(["--network", network] if network else []),
+            *self._network_args(network),
             *init,
             self.image, *args,
         ]  # fmt: skip
+
+    def _network_args(self, network: str | None) -> list[str]:
+        if self._egress.active:
+            return self._egress.run_args()
+        return ["--network", network] if network else []
 
     def _storage_refused(self, with_storage: bool, ok: bool, err: str) -> bool:
         """Record whether this engine takes the storage limit, from a `docker run`'s
@@ -229,6 +241,8 @@ class DockerEnvironment(ContainerServices):
 
     async def start(self) -> None:
         await self._make_exchange(_name_part(self.run_id, 36))
+        if isinstance(self.spec.network, AllowList):
+            await self._egress.open(self.container_name, self.run_id, self.spec.network)
         server = _docker_shell.server_path()
         if server is not None:
             self._shell = await self._start_shell(server)
@@ -370,6 +384,17 @@ class DockerEnvironment(ContainerServices):
         container = self._require_container()
         return await _docker_api.download(self._engine, container, src, dst, Bounds())
 
+    async def set_network(self, network: Network) -> None:
+        """An allowlisted sandbox's phases switch its proxy's policy (to another
+        allowlist, or to none); any other change needs a new container."""
+        if network != self.network and self._egress.follow(network):
+            self.network = network
+            return
+        await super().set_network(network)
+
+    def egress_denials(self) -> list[str]:
+        return self._egress.denials()
+
     async def stop(self) -> None:
         # To its end: a Ctrl-C arriving now must not leave the container behind.
         await run_to_end(self._stop())
@@ -397,6 +422,7 @@ class DockerEnvironment(ContainerServices):
             if client is not None:
                 await _docker_api.release(client)
             await self._drop_exchange()
+            await self._egress.close()
 
 
 async def remove_containers(run_id: str | None = None, *, force: bool = False) -> list[str]:

@@ -30,6 +30,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from urllib.parse import urlsplit
 
+from helios._proc import within
 from helios.environments.egress.policy import AllowList
 
 log = logging.getLogger(__name__)
@@ -43,6 +44,9 @@ CONNECT_TIMEOUT = 15.0
 MAX_CONNECTIONS = 256
 MAX_DENIALS = 10_000
 _CHUNK = 64 * 1024
+#: what ends one client's connection quietly (a bad request, a peer gone)
+_CLIENT_ERRORS = (TimeoutError, OSError, asyncio.IncompleteReadError,
+                  asyncio.LimitOverrunError, ValueError)  # fmt: skip
 _HOP_HEADERS = (b"proxy-connection", b"proxy-authorization", b"connection", b"keep-alive")
 
 
@@ -86,7 +90,7 @@ class EgressProxy:
             server.close()
         for server in servers:
             with contextlib.suppress(Exception):
-                await asyncio.wait_for(server.wait_closed(), 5)
+                await within(5, server.wait_closed())
 
     def _deny(self, method: str, target: str, reason: str) -> None:
         if len(self.denials) < MAX_DENIALS:
@@ -97,14 +101,13 @@ class EgressProxy:
         async with self._slots:
             try:
                 await self._handle(reader, writer)
-            except (OSError, asyncio.IncompleteReadError, asyncio.LimitOverrunError,
-                    asyncio.TimeoutError, ValueError):  # fmt: skip
+            except _CLIENT_ERRORS:
                 pass
             finally:
                 writer.close()
 
     async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        head = await asyncio.wait_for(_read_head(reader), HEAD_TIMEOUT)
+        head = await within(HEAD_TIMEOUT, _read_head(reader))
         line, _, rest = head.partition(b"\r\n")
         method, target, version = line.decode("latin-1").split(" ", 2)
         if method.upper() == "CONNECT":
@@ -143,8 +146,8 @@ class EgressProxy:
             return None
         try:
             addresses = await self._resolve(host, port)
-            return await asyncio.wait_for(_connect(addresses, port), CONNECT_TIMEOUT)
-        except (OSError, asyncio.TimeoutError) as exc:
+            return await within(CONNECT_TIMEOUT, _connect(addresses, port))
+        except (TimeoutError, OSError) as exc:
             await _refuse(writer, 502, f"cannot reach {host}:{port}: {exc}")
             return None
 

@@ -44,7 +44,6 @@ import helios.environments.shell.transfer as _shell_transfer
 from helios._proc import decode, last_line, run_process, run_to_end
 from helios.environments.base import ExecResult, User
 from helios.environments.egress import Network
-from helios.environments.local.egress import LocalEgress
 from helios.environments.local.bwrap import (
     TRANSFER_MOUNT,
     BwrapCall,
@@ -57,6 +56,7 @@ from helios.environments.local.cleanup import (
     kill_processes,
     remove_holder,
 )
+from helios.environments.local.egress import LocalEgress
 from helios.environments.local.limits import LocalLimits, runs_as_root
 from helios.environments.local.pool import ShellPool
 from helios.environments.local.services import LocalServices
