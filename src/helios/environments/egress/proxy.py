@@ -40,6 +40,8 @@ HOSTS_VARIABLE = "HELIOS_EGRESS_HOSTS"
 MAX_HEAD = 64 * 1024
 HEAD_TIMEOUT = 30.0
 CONNECT_TIMEOUT = 15.0
+#: how long a refused client may go on sending before its connection closes
+LINGER = 2.0
 #: connections through one proxy at once; denials kept for the trial's log
 MAX_CONNECTIONS = 256
 MAX_DENIALS = 10_000
@@ -100,31 +102,34 @@ class EgressProxy:
     async def _client(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         async with self._slots:
             try:
-                await self._handle(reader, writer)
+                if not await self._handle(reader, writer):
+                    await _linger(reader, writer)
             except _CLIENT_ERRORS:
                 pass
             finally:
                 writer.close()
 
-    async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> bool:
+        """Serve one request; False when it was refused."""
         head = await within(HEAD_TIMEOUT, _read_head(reader))
         line, _, rest = head.partition(b"\r\n")
         method, target, version = line.decode("latin-1").split(" ", 2)
         if method.upper() == "CONNECT":
             host, port = _split_host_port(target, 443)
             upstream = await self._open(method, target, host, port, writer)
-            if upstream is not None:
-                writer.write(b"HTTP/1.1 200 Connection established\r\n\r\n")
-                await _pipe(reader, writer, *upstream)
-            return
+            if upstream is None:
+                return False
+            writer.write(b"HTTP/1.1 200 Connection established\r\n\r\n")
+            await _pipe(reader, writer, *upstream)
+            return True
         url = urlsplit(target)
         if url.scheme.lower() != "http" or not url.hostname:
             self._deny(method, target, "not an absolute http:// URL")
             await _refuse(writer, 400, "a proxy request names an http:// URL")
-            return
+            return False
         upstream = await self._open(method, target, url.hostname, url.port or 80, writer)
         if upstream is None:
-            return
+            return False
         path = url.path or "/"
         path += f"?{url.query}" if url.query else ""
         headers = [h for h in rest.split(b"\r\n") if h and
@@ -134,6 +139,7 @@ class EgressProxy:
             + b"".join(h + b"\r\n" for h in headers) + b"Connection: close\r\n\r\n"
         )
         await _pipe(reader, writer, *upstream)
+        return True
 
     async def _open(
         self, method: str, target: str, host: str, port: int, writer: asyncio.StreamWriter
@@ -198,6 +204,15 @@ async def _refuse(writer: asyncio.StreamWriter, status: int, text: str) -> None:
     )
     with contextlib.suppress(OSError):
         await writer.drain()
+
+
+async def _linger(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    """After a refusal: end our side, and read what the client sent on (a tunnel's
+    first bytes) before closing, or the kernel's reset may beat the answer to it."""
+    with contextlib.suppress(*_CLIENT_ERRORS):
+        if writer.can_write_eof():
+            writer.write_eof()
+        await within(LINGER, reader.read(MAX_HEAD))
 
 
 async def _pipe(

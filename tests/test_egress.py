@@ -1,0 +1,230 @@
+"""Allowlisted networks (`network_mode = "allowlist"`): the egress proxy's rules,
+and a sandbox on each provider whose only way out is that proxy.
+
+Everything is on 127.0.0.1 under test host names (HELIOS_EGRESS_HOSTS maps them
+for the proxy): `allowed.test` and `other.test` are the upstream server, which
+also listens on 127.0.0.2 for the CIDR rule; `denied.test` is the same server
+under a name no rule allows. The sandbox's client is bash's /dev/tcp (every image
+here has bash, not every one curl)."""
+
+from __future__ import annotations
+
+import asyncio
+import shlex
+import socket
+import threading
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from helios.environments.base import Environment
+from helios.environments.docker import DockerEnvironment
+from helios.environments.egress import DENY_ALL, AllowList, describe
+from helios.environments.egress.proxy import HOSTS_VARIABLE, EgressProxy
+from helios.environments.local import LocalEnvironment
+from helios.environments.spec import SandboxSpec
+
+POLICY = AllowList(("allowed.test", "*.wild.test", "127.0.0.2/32"))
+#: CONNECT to $1 through $HTTP_PROXY, then a GET in the tunnel; prints both answers
+CONNECT = (
+    'p=${HTTP_PROXY#http://}; exec 3<>"/dev/tcp/${p%:*}/${p##*:}" || exit 9; '
+    "printf 'CONNECT %s HTTP/1.1\\r\\n\\r\\nGET / HTTP/1.1\\r\\nHost: %s\\r\\n\\r\\n' "
+    '"$1" "$1" >&3; timeout 5 cat <&3'
+)
+#: a plain-HTTP proxy request for http://$1/
+PLAIN = (
+    'p=${HTTP_PROXY#http://}; exec 3<>"/dev/tcp/${p%:*}/${p##*:}" || exit 9; '
+    "printf 'GET http://%s/ HTTP/1.1\\r\\nHost: %s\\r\\n\\r\\n' \"$1\" \"$1\" >&3; "
+    "timeout 5 cat <&3"
+)
+
+
+class Upstream:
+    """An HTTP server on 127.0.0.1 and 127.0.0.2 (one port) that says which host
+    it was asked for, in a thread of its own."""
+
+    def __init__(self) -> None:
+        self.loop = asyncio.new_event_loop()
+        self.port = 0
+        ready = threading.Event()
+        threading.Thread(target=self._run, args=(ready,), daemon=True).start()
+        assert ready.wait(10)
+
+    def _run(self, ready: threading.Event) -> None:
+        async def answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            head = (await reader.readuntil(b"\r\n\r\n")).decode("latin-1")
+            host = next((line.split(":", 1)[1].strip() for line in head.split("\r\n")
+                         if line.lower().startswith("host:")), "?")  # fmt: skip
+            body = f"hello from {host}".encode()
+            writer.write(b"HTTP/1.1 200 OK\r\nConnection: close\r\nContent-Length: "
+                         + str(len(body)).encode() + b"\r\n\r\n" + body)  # fmt: skip
+            await writer.drain()
+            writer.close()
+
+        async def serve() -> None:
+            first = await asyncio.start_server(answer, "127.0.0.1", 0)
+            self.port = first.sockets[0].getsockname()[1]
+            await asyncio.start_server(answer, "127.0.0.2", self.port)
+            ready.set()
+            await asyncio.Event().wait()
+
+        self.loop.run_until_complete(serve())
+
+
+@pytest.fixture(scope="module")
+def upstream() -> Upstream:
+    return Upstream()
+
+
+@pytest.fixture
+def test_hosts(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
+    """The test names on 127.0.0.1, and every name the proxy looked up."""
+    hosts = tmp_path / "hosts"
+    hosts.write_text("127.0.0.1 allowed.test other.test denied.test a.wild.test\n")
+    monkeypatch.setenv(HOSTS_VARIABLE, str(hosts))
+    asked: list[str] = []
+    resolve = EgressProxy._resolve
+
+    async def spy(self: EgressProxy, host: str, port: int) -> list[str]:
+        asked.append(host)
+        return await resolve(self, host, port)
+
+    monkeypatch.setattr(EgressProxy, "_resolve", spy)
+    yield asked
+
+
+def test_the_rules_match_names_as_names_and_addresses_as_addresses() -> None:
+    allowed = ["allowed.test", "ALLOWED.test.", "a.wild.test", "b.a.wild.test",
+               "127.0.0.2"]  # fmt: skip
+    denied = ["x.allowed.test", "wild.test", "denied.test", "127.0.0.1", "127.0.0.3",
+              "2130706434", "[::1]", "allowed.test.evil", ""]  # fmt: skip
+    assert [h for h in allowed if POLICY.verdict(h) is not None] == []
+    assert [h for h in denied if POLICY.verdict(h) is None] == []
+    assert DENY_ALL.verdict("allowed.test") is not None
+    assert not POLICY  # falsy: never taken for a public network
+    assert describe(POLICY) == {"mode": "allowlist", "allowed_hosts": list(POLICY.hosts)}
+    with pytest.raises(ValueError, match="not a host name"):
+        AllowList(("http://pypi.org/",))
+
+
+def test_the_proxy_in_process(upstream: Upstream, test_hosts: list[str]) -> None:
+    """CONNECT and plain HTTP, allowed and denied, with no lookup of a denied name."""
+
+    async def ask(port: int, request: bytes) -> bytes:
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        writer.write(request)
+        data = await asyncio.wait_for(reader.read(), 10)
+        writer.close()
+        return data
+
+    async def body() -> None:
+        proxy = EgressProxy(POLICY)
+        listener = socket.create_server(("127.0.0.1", 0))
+        port = listener.getsockname()[1]
+        await proxy.serve(listener)
+        try:
+            tunnel = f"CONNECT allowed.test:{upstream.port} HTTP/1.1\r\n\r\n" \
+                     "GET / HTTP/1.1\r\nHost: allowed.test\r\n\r\n"  # fmt: skip
+            assert b"hello from allowed.test" in await ask(port, tunnel.encode())
+            plain = f"GET http://a.wild.test:{upstream.port}/x HTTP/1.1\r\nHost: a\r\n\r\n"
+            assert b"hello from a" in await ask(port, plain.encode())
+            cidr = f"CONNECT 127.0.0.2:{upstream.port} HTTP/1.1\r\n\r\nGET / HTTP/1.1\r\n\r\n"
+            assert b"200 OK" in await ask(port, cidr.encode())
+            for target in (f"127.0.0.1:{upstream.port}", "leak-s3cret.denied.test:443"):
+                answer = await ask(port, f"CONNECT {target} HTTP/1.1\r\n\r\n".encode())
+                assert answer.startswith(b"HTTP/1.1 403")
+        finally:
+            await proxy.close()
+        assert test_hosts == ["allowed.test", "a.wild.test", "127.0.0.2"]
+        assert [line.split(" ", 1)[1] for line in proxy.denials] == [
+            f"denied CONNECT 127.0.0.1:{upstream.port}: address not in allowed_hosts",
+            "denied CONNECT leak-s3cret.denied.test:443: name not in allowed_hosts",
+        ]
+
+    asyncio.run(body())
+
+
+@pytest.fixture(params=["docker", "local"])
+def provider(request: pytest.FixtureRequest) -> str:
+    request.getfixturevalue("need_docker" if request.param == "docker" else "need_bwrap")
+    return str(request.param)
+
+
+def _sandbox(provider: str) -> Environment:
+    trial = f"egress-{uuid.uuid4().hex[:8]}"
+    if provider == "docker":
+        spec = SandboxSpec(image="debian:bookworm-slim", network=POLICY, label="egress")
+        return DockerEnvironment(spec, trial_id=trial, run_id="test-egress")
+    return LocalEnvironment(SandboxSpec(network=POLICY, label="egress"),
+                            trial_id=trial, run_id="test-egress")  # fmt: skip
+
+
+async def _through(env: Environment, script: str, target: str) -> str:
+    result = await env.exec(f"bash -c {shlex.quote(script)} - {target}", cwd="/", timeout=30)
+    return result.stdout
+
+
+def test_an_allowlisted_sandbox_reaches_only_what_its_list_allows(
+    provider: str, upstream: Upstream, test_hosts: list[str]
+) -> None:
+    port = upstream.port
+
+    async def body() -> None:
+        env = _sandbox(provider)
+        try:
+            await env.start()
+            variables = await env.exec("env", cwd="/")
+            assert "HTTPS_PROXY=http://" in variables.stdout
+            assert "https_proxy=http://" in variables.stdout
+            # an allowed host, by CONNECT and by plain HTTP, and an allowed address
+            assert "hello from allowed.test" in await _through(env, CONNECT, f"allowed.test:{port}")
+            assert "hello from allowed.test" in await _through(env, PLAIN, f"allowed.test:{port}")
+            assert "hello from 127.0.0.2" in await _through(env, CONNECT, f"127.0.0.2:{port}")
+            # a denied host, a denied address, and the address the allowed name has
+            for target in (f"denied.test:{port}", f"127.0.0.3:{port}", f"127.0.0.1:{port}"):
+                answer = await _through(env, CONNECT, target)
+                assert answer.startswith("HTTP/1.1 403") and "hello" not in answer, target
+            # a lookup that would carry data out: no resolver answers in the sandbox,
+            # and the proxy never looks up a name no rule allows
+            lookup = await env.exec("timeout 5 getent hosts leak-s3cret.denied.test",
+                                    cwd="/", timeout=30)  # fmt: skip
+            assert not lookup.ok and lookup.stdout == ""
+            assert "403" in await _through(env, CONNECT, "leak-s3cret.denied.test:443")
+            assert not any("denied" in name for name in test_hosts)
+            # a process that ignores the proxy variables has no route out
+            direct = await env.exec(
+                f"timeout 5 bash -c 'echo > /dev/tcp/127.0.0.1/{port}' && echo REACHED",
+                cwd="/", timeout=30,
+            )  # fmt: skip
+            assert "REACHED" not in direct.stdout
+            denials = env.egress_denials()
+            assert any(f"denied.test:{port}" in line for line in denials)
+            assert any("leak-s3cret.denied.test" in line for line in denials)
+        finally:
+            await env.stop()
+
+    asyncio.run(body())
+
+
+def test_a_phase_switches_the_policy_and_the_verifiers_own_holds(
+    provider: str, upstream: Upstream, test_hosts: list[str]
+) -> None:
+    port = upstream.port
+
+    async def body() -> None:
+        env = _sandbox(provider)
+        try:
+            await env.start()
+            await env.set_network(AllowList(("other.test",)))  # the verifier's own
+            assert "hello from other.test" in await _through(env, CONNECT, f"other.test:{port}")
+            assert "hello" not in await _through(env, CONNECT, f"allowed.test:{port}")
+            await env.set_network(False)  # a phase with no network
+            assert "hello" not in await _through(env, CONNECT, f"other.test:{port}")
+            await env.set_network(POLICY)  # back to the sandbox's
+            assert "hello from allowed.test" in await _through(env, CONNECT, f"allowed.test:{port}")
+        finally:
+            await env.stop()
+
+    asyncio.run(body())
