@@ -10,6 +10,7 @@ here has bash, not every one curl)."""
 from __future__ import annotations
 
 import asyncio
+import json
 import shlex
 import socket
 import threading
@@ -25,6 +26,8 @@ from helios.environments.egress import DENY_ALL, AllowList, describe
 from helios.environments.egress.proxy import HOSTS_VARIABLE, EgressProxy
 from helios.environments.local import LocalEnvironment
 from helios.environments.spec import SandboxSpec
+
+from .harbor_tasks import records_of, run_tasks, task
 
 POLICY = AllowList(("allowed.test", "*.wild.test", "127.0.0.2/32"))
 #: CONNECT to $1 through $HTTP_PROXY, then a GET in the tunnel; prints both answers
@@ -228,3 +231,75 @@ def test_a_phase_switches_the_policy_and_the_verifiers_own_holds(
             await env.stop()
 
     asyncio.run(body())
+
+
+def _reaches(script: str, target: str, mark: str) -> str:
+    """A shell line: `mark` open or closed, whether `target` answers through the proxy."""
+    return (f"if bash -c {shlex.quote(script)} - {target} | grep -q 'hello from'; "
+            f"then echo open >> {mark}; else echo closed >> {mark}; fi\n")  # fmt: skip
+
+
+def test_a_task_whose_verifier_has_its_own_allowlist(
+    provider: str, upstream: Upstream, test_hosts: list[str], tmp_path: Path
+) -> None:
+    """The agent gets the sandbox's list, the verifier its own; the trial records
+    both and logs what was denied."""
+    port = upstream.port
+
+    def probes(mark: str) -> str:
+        return "".join(_reaches(CONNECT, f"{host}:{port}", mark)
+                       for host in ("allowed.test", "other.test"))  # fmt: skip
+
+    toml = """
+        schema_version = "1.2"
+        [environment]
+        memory_mb = 256
+        network_mode = "allowlist"
+        allowed_hosts = ["allowed.test"]
+        [verifier]
+        network_mode = "allowlist"
+        allowed_hosts = ["other.test"]
+        """
+    test = probes("/tmp/verifier-net") + (
+        '[ "$(cat /app/agent-net | tr "\\n" /)" = open/closed/ ] && '
+        '[ "$(cat /tmp/verifier-net | tr "\\n" /)" = closed/open/ ] && '
+        "echo 1 > /logs/verifier/reward.txt || echo 0 > /logs/verifier/reward.txt\n"
+    )
+    task(tmp_path / "tasks", "lists", toml, solve=probes("/app/agent-net"), test=test)
+    batch = run_tasks(tmp_path / "tasks", tmp_path / "out", provider)
+    assert batch.unsupported == []
+    (record,) = records_of(batch).values()
+    assert record["reward"] == 1.0, record["error"]
+    assert batch.output_dir is not None
+    folder = batch.output_dir / batch.results[0].folder
+    config = json.loads((folder / "config.json").read_text())
+    assert config["network"] == {
+        "sandbox": {"mode": "allowlist", "allowed_hosts": ["allowed.test"]},
+        "agent": {"mode": "allowlist", "allowed_hosts": ["allowed.test"]},
+        "verifier": {"mode": "allowlist", "allowed_hosts": ["other.test"]},
+    }
+    log = (folder / "egress.log").read_text().splitlines()
+    assert [line.split(" ", 2)[2] for line in log] == [
+        f"CONNECT other.test:{port}: name not in allowed_hosts",
+        f"CONNECT allowed.test:{port}: name not in allowed_hosts",
+    ]
+
+
+def test_a_provider_without_a_proxy_names_the_allowlist(tmp_path: Path) -> None:
+    from helios.environments.daytona import DaytonaEnvironment
+    from helios.errors import TaskFormatError
+    from helios.tasks.features import unsupported
+    from helios.tasks.task import load_task
+
+    folder = task(tmp_path, "t", '[environment]\nallowed_hosts = ["pypi.org"]\n'
+                  '[verifier]\nnetwork_mode = "public"\n')  # fmt: skip
+    loaded = load_task(folder)
+    assert [str(u) for u in unsupported(loaded, DaytonaEnvironment)] == [
+        "unsupported: environment.allowed_hosts (the daytona provider has no proxy)",
+        "unsupported: verifier.network_mode "
+        "(the daytona provider cannot change a running sandbox's network)",
+    ]
+    # docker's proxy takes a phase's allowlist or none, but cannot open the network
+    assert [u.field for u in unsupported(loaded, DockerEnvironment)] == ["verifier.network_mode"]
+    with pytest.raises(TaskFormatError, match=r"task.toml:2 \[agent.allowed_hosts\]: 'a b' is"):
+        load_task(task(tmp_path, "bad", '[agent]\nallowed_hosts = ["a b"]\n'))
