@@ -51,6 +51,8 @@ class Upstream:
     def __init__(self) -> None:
         self.loop = asyncio.new_event_loop()
         self.port = 0
+        #: the same server on every address of the host
+        self.everywhere = 0
         ready = threading.Event()
         threading.Thread(target=self._run, args=(ready,), daemon=True).start()
         assert ready.wait(10)
@@ -70,6 +72,8 @@ class Upstream:
             first = await asyncio.start_server(answer, "127.0.0.1", 0)
             self.port = first.sockets[0].getsockname()[1]
             await asyncio.start_server(answer, "127.0.0.2", self.port)
+            anywhere = await asyncio.start_server(answer, "0.0.0.0", 0)
+            self.everywhere = anywhere.sockets[0].getsockname()[1]
             ready.set()
             await asyncio.Event().wait()
 
@@ -164,6 +168,13 @@ def _sandbox(provider: str) -> Environment:
                             trial_id=trial, run_id="test-egress")  # fmt: skip
 
 
+def _host_address() -> str:
+    """The host's own address on its way out (no packet is sent)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
+        probe.connect(("192.0.2.1", 9))
+        return str(probe.getsockname()[0])
+
+
 async def _through(env: Environment, script: str, target: str) -> str:
     result = await env.exec(f"bash -c {shlex.quote(script)} - {target}", cwd="/", timeout=30)
     return result.stdout
@@ -202,6 +213,14 @@ def test_an_allowlisted_sandbox_reaches_only_what_its_list_allows(
                 cwd="/", timeout=30,
             )  # fmt: skip
             assert "REACHED" not in direct.stdout
+            # nor to the host: a service on every address, at the proxy's address
+            # (docker's gateway) and at the host's own
+            for address in ("${p%:*}", _host_address()):
+                probe = await env.exec(
+                    'p=${HTTP_PROXY#http://}; timeout 5 bash -c "echo > /dev/tcp/'
+                    f'{address}/{upstream.everywhere}" && echo REACHED', cwd="/", timeout=30,
+                )  # fmt: skip
+                assert "REACHED" not in probe.stdout, address
             denials = env.egress_denials()
             assert any(f"denied.test:{port}" in line for line in denials)
             assert any("leak-s3cret.denied.test" in line for line in denials)

@@ -1,18 +1,18 @@
 """A docker sandbox's allowlisted network: a network of the trial's own,
-`--internal`, whose one reachable host is the trial's egress proxy, listening on
-the network's gateway address on the host.
+`--internal`, whose gateway is not the host but a network namespace of Helios's
+own (`egress.netns`), where the one listening socket is the trial's egress proxy.
 
-On an engine without iptables (`dockerd --iptables=false`, as here) an internal
-network still gives its containers a default route through the host, which
-forwards; so Helios turns forwarding off on the network's bridge
-(`net.ipv4.conf.<bridge>.forwarding = 0`): nothing the sandbox sends is routed
-on, whatever its address, and the container has no NET_ADMIN to change its own
-routes. Docker's own resolver (127.0.0.11) is given an upstream no one holds (an
-unused address of the trial's subnet), so it forwards no lookup out: names are
-resolved by the proxy, and only allowed ones. What the sandbox can still reach
-is the host itself at the gateway address: a host service listening on every
-address (0.0.0.0) is in reach (docs/tasks.md says so). This needs Helios on the
-engine's host, as root (it writes /proc/sys and listens on the bridge).
+Helios makes the namespace with one end of a veth pair in it, holding the trial
+network's gateway address, and plugs the other end into the network's bridge;
+the bridge loses its own address, so the host is not on the trial network at
+all. The container's default route leads into that namespace, which forwards
+nothing (a new namespace's `ip_forward` is 0) and has no other interface: the
+proxy is all there is. Forwarding is turned off on the bridge too, should the
+engine give it an address again. Docker's own resolver (127.0.0.11) is given
+an upstream no one holds (an unused address of the trial's subnet, which the
+host no longer routes), so it forwards no lookup out: names are resolved by the
+proxy, and only allowed ones. The namespace, and with it the veth pair, ends
+when Helios closes it or dies. This needs Helios as root on the engine's host.
 """
 
 from __future__ import annotations
@@ -20,11 +20,16 @@ from __future__ import annotations
 import contextlib
 import ipaddress
 import json
-import socket
+import os
+import secrets
+import shutil
+import subprocess
 from pathlib import Path
 
+from helios._proc import decode, run_process
 from helios.environments.docker.cli import LABEL_MANAGED, LABEL_OWNER, LABEL_RUN, docker
 from helios.environments.egress import DENY_ALL, AllowList, Network, proxy_variables
+from helios.environments.egress.netns import PROXY_PORT, Namespace, available, make_namespace
 from helios.environments.egress.proxy import EgressProxy
 from helios.environments.shell.owner import Owner, current_owner
 from helios.errors import EnvironmentExecError, EnvironmentStartError
@@ -40,6 +45,8 @@ class DockerEgress:
         self._proxy: EgressProxy | None = None
         self._args: list[str] = []
         self._log: list[str] = []
+        #: the proxy's namespace, the trial network's gateway
+        self._namespace: Namespace | None = None
 
     @property
     def active(self) -> bool:
@@ -58,39 +65,60 @@ class DockerEgress:
             raise EnvironmentStartError(f"cannot make the trial's network: {err.strip()[:200]}")
         self.network = name
         try:
-            gateway, unused = await self._seal(out.strip())
-            listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-            listener.bind((gateway, 0))
-            listener.listen(128)
+            gateway, unused = await self._gateway(out.strip())
             proxy = EgressProxy(policy)
-            await proxy.serve(listener)
+            assert self._namespace is not None
+            await proxy.serve(self._namespace.listener)
         except BaseException:
             await self.close()
             raise
         self._proxy, self._log = proxy, proxy.denials
-        port = listener.getsockname()[1]
-        variables = proxy_variables(f"http://{gateway}:{port}")
+        variables = proxy_variables(f"http://{gateway}:{PROXY_PORT}")
         self._args = [
             "--network", name, "--dns", unused,
             *(arg for key, value in variables.items() for arg in ("-e", f"{key}={value}")),
         ]  # fmt: skip
 
-    async def _seal(self, network_id: str) -> tuple[str, str]:
-        """Forwarding off on the bridge; (gateway, an unused address of the subnet)."""
+    async def _gateway(self, network_id: str) -> tuple[str, str]:
+        """The proxy's namespace as the network's gateway, the host off the network;
+        (gateway, an unused address of the subnet)."""
         code, out, err = await docker("network", "inspect", network_id)
         if code != 0:
             raise EnvironmentStartError(f"cannot inspect the trial's network: {err[:200]}")
         config = json.loads(out)[0]["IPAM"]["Config"][0]
         subnet = ipaddress.ip_network(config["Subnet"])
         gateway = config.get("Gateway") or str(next(subnet.hosts()))
-        bridge = f"br-{network_id[:12]}"
-        try:
-            (_PROC_SYS / bridge / "forwarding").write_text("0\n")
-        except OSError as exc:
+        bridge, peer = f"br-{network_id[:12]}", f"hlx{secrets.token_hex(5)}"
+        ip = shutil.which("ip", path="/usr/sbin:/sbin:/usr/bin:/bin")
+        if ip is None or available() is not None:
             raise EnvironmentStartError(
-                f"cannot seal the trial's network (forwarding off on {bridge}: {exc.strerror}):"
-                " allowlisted networks on docker need Helios as root on the engine's host"
-            ) from None
+                "allowlisted networks on docker need Helios as root on the engine's host, "
+                "with iproute2 (`ip`)"
+            )
+
+        def inside() -> None:  # in the namespace: its end of the pair, with the gateway
+            for argv in (
+                [ip, "link", "add", "gw0", "type", "veth", "peer", "name", peer,
+                 "netns", str(os.getpid())],
+                [ip, "addr", "add", f"{gateway}/{subnet.prefixlen}", "dev", "gw0"],
+                [ip, "link", "set", "gw0", "up"],
+            ):  # fmt: skip
+                subprocess.run(argv, check=True, capture_output=True, timeout=30)
+
+        try:
+            self._namespace = await make_namespace((gateway, PROXY_PORT), inside)
+        except (OSError, subprocess.SubprocessError) as exc:
+            raise EnvironmentStartError(f"cannot make the trial's gateway: {exc}") from None
+        for argv in (["addr", "flush", "dev", bridge], ["link", "set", peer, "master", bridge],
+                     ["link", "set", peer, "up"]):  # fmt: skip
+            result = await run_process([ip, *argv], timeout=30)
+            if result.returncode != 0:
+                raise EnvironmentStartError(
+                    f"cannot plug the trial's gateway in ({' '.join(argv)}): "
+                    f"{decode(result.stderr).strip()[:200]}"
+                )
+        with contextlib.suppress(OSError):
+            (_PROC_SYS / bridge / "forwarding").write_text("0\n")
         return gateway, str(subnet.broadcast_address - 1)
 
     def run_args(self) -> list[str]:
@@ -112,8 +140,11 @@ class DockerEgress:
         """The proxy, then the network (after the container: docker refuses before)."""
         proxy, self._proxy = self._proxy, None
         name, self.network = self.network, None
+        namespace, self._namespace = self._namespace, None
         if proxy is not None:
             await proxy.close()
+        if namespace is not None:
+            namespace.close()
         if name is not None:
             with contextlib.suppress(EnvironmentExecError):
                 await docker("network", "rm", name)

@@ -25,6 +25,7 @@ import os
 import socket
 import struct
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 
 CLONE_NEWNET = 0x40000000
@@ -73,8 +74,9 @@ def _loopback_up() -> None:
         fcntl.ioctl(probe, _SIOCSIFFLAGS, struct.pack("16sh22x", b"lo", flags | _IFF_UP))
 
 
-def _make() -> Namespace:
-    """Run in a thread of its own, which ends after (its namespace is then moot)."""
+def _make(address: tuple[str, int], setup: Callable[[], None] | None) -> Namespace:
+    """Run in a thread of its own, which ends after (its namespace is then moot).
+    `setup` runs inside the namespace first (a process it starts is in it too)."""
     libc = ctypes.CDLL(None, use_errno=True)
     own = os.open("/proc/thread-self/ns/net", os.O_RDONLY | os.O_CLOEXEC)
     try:
@@ -82,9 +84,11 @@ def _make() -> Namespace:
         try:
             fd = os.open("/proc/thread-self/ns/net", os.O_RDONLY | os.O_CLOEXEC)
             _loopback_up()
+            if setup is not None:
+                setup()
             listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
             listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            listener.bind(("127.0.0.1", PROXY_PORT))
+            listener.bind(address)
             listener.listen(128)
         finally:
             _check(libc.setns(own, CLONE_NEWNET), "setns back")
@@ -94,14 +98,17 @@ def _make() -> Namespace:
     return Namespace(fd, listener)
 
 
-async def make_namespace() -> Namespace:
-    """A fresh namespace with the proxy's socket listening in it."""
+async def make_namespace(
+    address: tuple[str, int] = ("127.0.0.1", PROXY_PORT), setup: Callable[[], None] | None = None
+) -> Namespace:
+    """A fresh namespace with the proxy's socket listening in it at `address`, after
+    `setup` (run inside it: the docker provider's interface on the trial network)."""
     loop = asyncio.get_running_loop()
     done: asyncio.Future[Namespace] = loop.create_future()
 
     def work() -> None:
         try:
-            made = _make()
+            made = _make(address, setup)
         except BaseException as exc:  # handed to the awaiting task
             loop.call_soon_threadsafe(_settle, done, None, exc)
         else:
