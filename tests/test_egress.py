@@ -307,12 +307,13 @@ def test_a_task_whose_verifier_has_its_own_allowlist(
 def test_a_provider_without_a_proxy_names_the_allowlist(tmp_path: Path) -> None:
     from helios.environments.daytona import DaytonaEnvironment
     from helios.errors import TaskFormatError
-    from helios.tasks.features import unsupported
+    from helios.tasks.features import features_used, unsupported
     from helios.tasks.task import load_task
 
     folder = task(tmp_path, "t", '[environment]\nallowed_hosts = ["pypi.org"]\n'
                   '[verifier]\nnetwork_mode = "public"\n')  # fmt: skip
     loaded = load_task(folder)
+    assert "allowlist" in features_used(loaded)
     assert [str(u) for u in unsupported(loaded, DaytonaEnvironment)] == [
         "unsupported: environment.allowed_hosts (the daytona provider has no proxy)",
         "unsupported: verifier.network_mode "

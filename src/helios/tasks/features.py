@@ -64,6 +64,7 @@ def features_used(task: Task) -> list[str]:
         or any(s.healthcheck is not None for s in c.steps or []),
         "network_mode": c.environment.network_mode is not None
         or any(x.network_mode is not None for x in [*agents, *verifiers]),
+        "allowlist": any(isinstance(n, AllowList) for _, n in _networks(c)),
         "docker_image": c.environment.docker_image is not None,
         "desktop": c.desktop is not None,
     }
