@@ -323,3 +323,27 @@ def test_a_provider_without_a_proxy_names_the_allowlist(tmp_path: Path) -> None:
     assert [u.field for u in unsupported(loaded, DockerEnvironment)] == ["verifier.network_mode"]
     with pytest.raises(TaskFormatError, match=r"task.toml:2 \[agent.allowed_hosts\]: 'a b' is"):
         load_task(task(tmp_path, "bad", '[agent]\nallowed_hosts = ["a b"]\n'))
+
+
+def test_helios_cleanup_removes_a_trial_network_left_behind(need_docker: None) -> None:
+    """A killed Helios leaves its trial's docker network (its namespace dies with
+    it): the run's cleanup removes the network."""
+    from helios.environments.docker.egress import DockerEgress
+
+    run = f"test-egress-{uuid.uuid4().hex[:8]}"
+
+    async def body() -> None:
+        egress = DockerEgress()
+        await egress.open(f"helios-{run}", run, POLICY)
+        name = egress.network
+        assert name is not None
+        leftover, egress._namespace, egress.network = egress._namespace, None, None
+        try:  # as if Helios had died: the network is left
+            removed = await DockerEnvironment.cleanup_run(run)
+        finally:
+            await egress.close()
+            if leftover is not None:
+                leftover.close()
+        assert name in removed
+
+    asyncio.run(body())
