@@ -17,6 +17,7 @@ when Helios closes it or dies. This needs Helios as root on the engine's host.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import ipaddress
 import json
@@ -146,8 +147,24 @@ class DockerEgress:
         if namespace is not None:
             namespace.close()
         if name is not None:
-            with contextlib.suppress(EnvironmentExecError):
-                await docker("network", "rm", name)
+            await _remove_network(name)
+
+
+async def _remove_network(name: str, within: float = 10.0) -> None:
+    """`docker network rm`, again while the container's endpoint lingers (an `--rm`
+    removal may still be under way); what is left goes at `helios cleanup`."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + within
+    delay = 0.05
+    while True:
+        try:
+            code, _, err = await docker("network", "rm", name)
+        except EnvironmentExecError:
+            return
+        if code == 0 or "active endpoints" not in err or loop.time() > deadline:
+            return
+        await asyncio.sleep(delay)
+        delay = min(delay * 2, 1.0)
 
 
 async def remove_networks(run: str | None, *, force: bool = False) -> list[str]:
