@@ -47,6 +47,8 @@ VARIABLES: tuple[Variable, ...] = (
              "network (default: the engine's)", changes_results=True),
     Variable("HELIOS_DOCKER_BUILD_NETWORK", "`docker build --network` for task images "
              "(e.g. host)"),
+    Variable("HELIOS_EGRESS_HOSTS", "an /etc/hosts-style file the egress proxy of an "
+             "allowlisted sandbox reads before the host's resolver", changes_results=True),
     Variable("HELIOS_DOCKER_SHELL", "0: every docker call through the Engine API instead "
              "of the shell server as the container's init"),
     Variable("HELIOS_LOCAL_SHELL", "0: a one-shot bwrap per command; python: the Python "
@@ -107,6 +109,10 @@ class HeliosSettings:
     @property
     def docker_build_network(self) -> str | None:
         return self.get("HELIOS_DOCKER_BUILD_NETWORK")
+
+    @property
+    def egress_hosts(self) -> str | None:
+        return self.get("HELIOS_EGRESS_HOSTS")
 
     @property
     def docker_shell(self) -> bool:

@@ -23,7 +23,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import os
 import socket
 import time
 from collections.abc import Iterable
@@ -32,9 +31,11 @@ from urllib.parse import urlsplit
 
 from helios._proc import within
 from helios.environments.egress.policy import AllowList
+from helios.settings import current as helios_settings
 
 log = logging.getLogger(__name__)
 
+#: the setting that maps test names for the proxy (`hosts_override`)
 HOSTS_VARIABLE = "HELIOS_EGRESS_HOSTS"
 #: a request's head may not be longer (bytes) nor take longer (seconds)
 MAX_HEAD = 64 * 1024
@@ -54,7 +55,7 @@ _HOP_HEADERS = (b"proxy-connection", b"proxy-authorization", b"connection", b"ke
 
 def hosts_override() -> dict[str, list[str]]:
     """HELIOS_EGRESS_HOSTS's names -> addresses (empty when unset or unreadable)."""
-    path = os.environ.get(HOSTS_VARIABLE)
+    path = helios_settings().egress_hosts
     found: dict[str, list[str]] = {}
     if not path:
         return found
