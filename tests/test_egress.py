@@ -347,3 +347,20 @@ def test_helios_cleanup_removes_a_trial_network_left_behind(need_docker: None) -
         assert name in removed
 
     asyncio.run(body())
+
+
+def test_closing_the_proxy_ends_a_tunnel_left_open(
+    upstream: Upstream, test_hosts: list[str]
+) -> None:
+    async def body() -> None:
+        proxy = EgressProxy(POLICY)
+        listener = socket.create_server(("127.0.0.1", 0))
+        await proxy.serve(listener)
+        reader, writer = await asyncio.open_connection(*listener.getsockname()[:2])
+        writer.write(f"CONNECT allowed.test:{upstream.port} HTTP/1.1\r\n\r\n".encode())
+        assert b" 200 " in await reader.readline()
+        await proxy.close()  # the client never closes its side
+        assert await asyncio.wait_for(reader.read(), 10) == b"\r\n"
+        writer.close()
+
+    asyncio.run(body())

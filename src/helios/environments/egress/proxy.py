@@ -81,6 +81,8 @@ class EgressProxy:
         self._servers: list[asyncio.Server] = []
         self._slots = asyncio.Semaphore(MAX_CONNECTIONS)
         self._hosts = hosts_override()
+        #: the connections being served (ended at `close`: a tunnel never ends by itself)
+        self._tasks: set[asyncio.Task[None]] = set()
 
     async def serve(self, sock: socket.socket) -> None:
         """Accept connections on a listening socket (the proxy closes it at `close`)."""
@@ -91,6 +93,11 @@ class EgressProxy:
         servers, self._servers = self._servers, []
         for server in servers:
             server.close()
+        tasks, self._tasks = list(self._tasks), set()
+        for task in tasks:
+            task.cancel()
+        if tasks:
+            await asyncio.wait(tasks, timeout=5)
         for server in servers:
             with contextlib.suppress(Exception):
                 await within(5, server.wait_closed())
@@ -101,6 +108,12 @@ class EgressProxy:
             self.denials.append(f"{stamp} denied {method} {target}: {reason}")
 
     async def _client(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        task = asyncio.current_task()
+        if task is None or not self._servers:
+            writer.close()
+            return
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
         async with self._slots:
             try:
                 if not await self._handle(reader, writer):
