@@ -2,7 +2,8 @@
 # Installs and starts what the test suite needs, where this runs as root:
 # Debian's docker.io, bubblewrap and debootstrap; a running dockerd; the
 # local base image debian:bookworm-slim (no registry is needed: debootstrap
-# builds it from Debian's package mirror); the programs of a desktop (Xvfb,
+# builds it from Debian's package mirror); Docker's compose and buildx plugins
+# (scripts/install-docker-plugins.sh); the programs of a desktop (Xvfb,
 # openbox, chromium, xdotool, ImageMagick, x11vnc, noVNC) for GUI tasks on the
 # local sandbox and for --watch; and the desktop base image of GUI tasks,
 # helios-desktop:bookworm (examples/gui/desktop-base). As non-root it only reports.
@@ -29,6 +30,15 @@ if [ -n "$missing" ]; then
     log "installing:$missing"
     apt-get update -q
     DEBIAN_FRONTEND=noninteractive apt-get install -y -q $missing
+fi
+
+# Docker's v2 plugins: `docker compose` (compose environments) and `docker buildx`
+# (BuildKit for the docker clients from 23.0 on). Debian 12 packages neither; the
+# script fetches Debian 13's static builds, pinned by sha256 (or Docker's own
+# packages, where apt has them).
+if ! docker compose version >/dev/null 2>&1 || ! docker buildx version >/dev/null 2>&1; then
+    # Not fatal: compose tasks then say the plugin is missing, and builds fall back.
+    "$(dirname "$0")/install-docker-plugins.sh" || log "docker's compose and buildx plugins are not installed"
 fi
 
 # A desktop on the host: the local sandbox runs the host's programs for a GUI task

@@ -103,6 +103,22 @@ def test_tasks_check_flags_broken_copies(examples_copy: Path, tmp_path: Path) ->
 
 
 @pytest.mark.usefixtures("need_bwrap")
+def test_tasks_check_runs_a_task_with_skills_and_names_who_cannot_take_them(
+    examples_copy: Path, tmp_path: Path
+) -> None:
+    """Skills are offered to the agent: the oracle and nop run the task (before,
+    every agent's run refused it)."""
+    tasks = tmp_path / "skills"
+    shutil.copytree(examples_copy / "hello-file", tasks / "hello-skills")
+    toml = tasks / "hello-skills" / "task.toml"
+    toml.write_text(toml.read_text().replace("[environment]", '[environment]\nskills_dir = "/s"'))
+    done = _helios("tasks", "check", str(tasks), "--provider", "local", cwd=tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "all 1 tasks healthy" in done.stdout and "unsupported" not in done.stdout
+    assert "skills_dir" in done.stdout and "tool" in done.stdout
+
+
+@pytest.mark.usefixtures("need_bwrap")
 def test_run_single_task(examples_copy: Path, tmp_path: Path) -> None:
     result = _run_line(
         f"run {examples_copy / 'sort-unique'} --provider local --agent oracle -o out", cwd=tmp_path

@@ -66,7 +66,9 @@ def test_concurrent_trials_build_once(
 
 
 def test_limits_labels_and_no_network(make_task: TaskMaker) -> None:
-    env = _env(make_task("limits"), run_id="limits-run")
+    # said: a task that leaves its network unset gets the public one (Harbor's)
+    env = _env(make_task("limits", toml_extra='network_mode = "no-network"\n'),
+               run_id="limits-run")  # fmt: skip
 
     async def go() -> None:
         await env.build()

@@ -4,6 +4,7 @@ local sandbox: users, workdir, env per phase, images, healthchecks and network m
 from __future__ import annotations
 
 import asyncio
+import json
 import socket
 import threading
 import time
@@ -124,8 +125,10 @@ def test_a_ready_image_gets_the_environment_files(provider: str, tmp_path: Path)
     folder = task(
         tmp_path / "tasks", "ready",
         '[environment]\ndocker_image = "debian:bookworm-slim"\nmemory_mb = 256\n',
-        dockerfile=None, solve="cp data/payload.txt /app/copied.txt\n",
-        test='[ "$(cat /app/copied.txt)" = payload ] && echo 1 > /logs/verifier/reward.txt'
+        # in the working directory: the image's on docker (`/`: it has no WORKDIR, as
+        # in Harbor), /app on local (no image: the fallback)
+        dockerfile=None, solve="cp data/payload.txt /tmp/copied.txt\n",
+        test='[ "$(cat /tmp/copied.txt)" = payload ] && echo 1 > /logs/verifier/reward.txt'
         " || echo 0 > /logs/verifier/reward.txt\n",
     )  # fmt: skip
     write(folder / "environment" / "data" / "payload.txt", "payload\n")
@@ -261,14 +264,39 @@ def test_network_modes(
         '[verifier]\nnetwork_mode = "no-network"\n'
     )
     _network_task(tasks, "agent-only", per_phase, loopback_port, "open/closed")
+    # unset is public, as in Harbor
+    _network_task(tasks, "unset", base, loopback_port, "open/open")
+    # Harbor's npm-dynamic-e-v-diff: the environment unset (public), the verifier
+    # without network: a phase switch, which Harbor's docker refuses
+    verifier_off = base + '[verifier]\nnetwork_mode = "no-network"\n'
+    _network_task(tasks, "e-v-diff", verifier_off, loopback_port, "open/closed")
     batch = run_tasks(tasks, tmp_path / "out", provider)
     records = records_of(batch)
-    for name in ("public", "offline", "legacy"):
+    for name in ("public", "offline", "legacy", "unset"):
         assert records[name]["reward"] == 1.0, (name, records[name]["error"])
     if provider == "local":  # every exec is its own sandbox: the network can change per phase
         assert records["agent-only"]["reward"] == 1.0
+        assert records["e-v-diff"]["reward"] == 1.0
         assert batch.unsupported == []
     else:  # as in Harbor, plain docker cannot switch a running container's network
-        assert "agent-only" not in records
-        (skipped,) = batch.unsupported
-        assert "unsupported: agent.network_mode" in skipped.error
+        assert "agent-only" not in records and "e-v-diff" not in records
+        skipped = sorted(u.error for u in batch.unsupported)
+        assert len(skipped) == 2
+        assert "unsupported: agent.network_mode" in skipped[0]
+        assert "unsupported: verifier.network_mode" in skipped[1]
+
+
+def test_network_default_none(
+    provider: str, tmp_path: Path, loopback_port: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`--network-default none`: a task that leaves its network unset gets none, and
+    the run's saved config says so."""
+    monkeypatch.setenv("HELIOS_DOCKER_NETWORK", "host")
+    tasks = tmp_path / "tasks"
+    _network_task(tasks, "unset", "[environment]\nmemory_mb = 256\n", loopback_port,
+                  "closed/closed")  # fmt: skip
+    batch = run_tasks(tasks, tmp_path / "out", provider, network_default="none")
+    assert only_record(batch)["reward"] == 1.0
+    assert batch.output_dir is not None
+    run = json.loads((batch.output_dir / "run.json").read_text())
+    assert run["config"]["settings"]["network_default"] == "none"

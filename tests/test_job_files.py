@@ -203,6 +203,9 @@ def test_a_single_model_job_keeps_the_trial_ids_of_before(
         "tasks": ["tasks"], "models": [{"model": "openai-compatible/scripted",
                                         "base_url": beta.openai_base_url}],
         "agents": ["tool"], "n_attempts": 2, "provider": "local", "output": "out",
+        # the task leaves its network unset, which meant none before the default was
+        # Harbor's (public): with that meaning, its ids are those of before
+        "network_default": "none",
     }))  # fmt: skip
     done = helios_inprocess("batch", "-c", "job.json", "-q", cwd=tmp_path, env=ENV)
     assert done.returncode == 0, done.stdout + done.stderr
@@ -356,3 +359,39 @@ def test_a_job_gives_an_agent_its_prompt_text_and_settings_and_a_model_its_routi
     generation = meta["config"]["settings"]["models"]["generation"]
     assert generation["openrouter_provider"] == {"order": ["a", "b"], "sort": "price"}
     assert "sk-or-test" not in (run_dir / "run.json").read_text()
+
+
+def test_a_job_sets_the_network_default_which_run_json_keeps(
+    need_bwrap: None, tmp_path: Path
+) -> None:
+    """`network_default: none` in a job file (as `--network-default none`): recorded in
+    run.json's config and identity, so a resume of the run alone keeps it."""
+    shutil.copytree(EXAMPLES / "hello-file", tmp_path / "tasks" / "hello-file")
+    toml = tmp_path / "tasks" / "hello-file" / "task.toml"
+    toml.write_text(toml.read_text().replace("allow_internet = false\n", ""))  # unset
+    (tmp_path / "job.yaml").write_text(
+        "tasks: [tasks]\nagents: [oracle]\nprovider: local\noutput: out\nnetwork_default: none\n"
+    )
+    done = helios_inprocess("batch", "-c", "job.yaml", "-q", cwd=tmp_path, env=ENV)
+    assert done.returncode == 0, done.stdout + done.stderr
+    (run_dir,) = (tmp_path / "out").iterdir()
+    meta = json.loads((run_dir / "run.json").read_text())
+    assert meta["config"]["settings"]["network_default"] == "none"
+    # "none" is what a run made before the setting meant: its identity has no key
+    assert "network_default" not in meta
+    _forget_last(run_dir, 1)
+    again = helios_inprocess("batch", "--resume", str(run_dir), "-q", cwd=tmp_path, env=ENV)
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert len(_records(run_dir)) == 1
+    # the public default is another run: its identity says so, and its trial's id differs
+    # (the task leaves its network unset)
+    public = helios_inprocess("batch", "tasks", "-a", "oracle", "--provider", "local", "-q",
+                              "-o", "public", cwd=tmp_path, env=ENV)  # fmt: skip
+    assert public.returncode == 0, public.stdout + public.stderr
+    (public_dir,) = (tmp_path / "public").iterdir()
+    assert json.loads((public_dir / "run.json").read_text())["network_default"] == "public"
+    ((before,), (now,)) = ([r["trial_id"] for r in _records(d)] for d in (run_dir, public_dir))
+    assert before != now
+    bad = helios_inprocess("run", "tasks/hello-file", "-a", "oracle", "--network-default",
+                           "closed", cwd=tmp_path, env=ENV)  # fmt: skip
+    assert bad.returncode == 2 and "--network-default" in bad.stderr, bad.stderr

@@ -51,7 +51,8 @@ def test_no_network_no_home_no_repo(make_task: TaskMaker) -> None:
     port = listener.getsockname()[1]
     canary = Path.home() / f".helios-canary-{uuid.uuid4().hex}"
     canary.write_text("secret")
-    env = _env(make_task("isolation"))
+    # said: a task that leaves its network unset gets the public one (Harbor's)
+    env = _env(make_task("isolation", toml_extra='network_mode = "no-network"\n'))
 
     async def go() -> None:
         await env.start()

@@ -166,6 +166,8 @@ def test_config_show_prints_no_secret_and_keeps_the_settings(tmp_path: Path) -> 
     assert agent == {"name": "tool", "system_prompt": "be\nbrief\x1b[31m", "max_turns": 7}
     assert model["openrouter_routing"] == "order=a,b;sort=price"
     assert (job["n_attempts"], model["temperature"], model["reasoning_effort"]) == (3, 0.5, "low")
+    # made before the network default was Harbor's: a task's unset network was none
+    assert job["network_default"] == "none"
     JobConfig.model_validate(job)  # a job file `helios batch --config` takes
 
 
@@ -177,6 +179,7 @@ HOSTILE = {
     "rerun_not_an_object": {"task_paths": ["/t"], "rerun": "x"},
     "rerun_tasks_a_list": {"task_paths": ["/t"], "rerun": {"tasks": ["a"]}},
     "temperature_text": {"task_paths": ["/t"], "generation": {"temperature": "hot"}},
+    "rerun_models_text": {"task_paths": ["/t"], "rerun": {"models": {"m": "m-1"}}},
     "workers_text": {"task_paths": ["/t"], "workers": "all"},
 }
 LINES = {
@@ -187,6 +190,7 @@ LINES = {
     "rerun_not_an_object": "[rerun]: expected an object, got str",
     "rerun_tasks_a_list": "[rerun.tasks]: expected an object of names to hashes",
     "temperature_text": "[generation.temperature]: expected int, got str",
+    "rerun_models_text": "[rerun.models]: expected an object of models to the ids reported",
     "workers_text": "[workers]: expected int, got str",
     "huge": "too large to be a run's settings",
     "deep": "cannot read the run's settings",
@@ -387,3 +391,123 @@ def test_agent_settings_the_agent_refuses_are_one_line(tmp_path: Path, settings:
     assert result.returncode == 2, result.stdout + result.stderr
     (line,) = result.stderr.strip().splitlines()
     assert "[agent_settings]: not settings of the tool agent" in line
+
+
+def test_a_model_call_notes_the_model_id_the_provider_reported() -> None:
+    """The id a response names (a dated snapshot for an alias) reaches the call's
+    usage and the trial's, survives a record's round trip, and stays bounded; a
+    usage with no model call dumps as before."""
+    import asyncio
+
+    from helios.models.base import Message
+    from helios.models.services import open_model_services
+    from helios.usage import MAX_ID_CHARS, MAX_REPORTED, Usage
+
+    async def ask(server: MockLLMServer) -> Usage:
+        services = open_model_services("openai-compatible/scripted", api_key=KEY,
+                                       base_url=server.openai_base_url)  # fmt: skip
+        usage = Usage()
+        try:
+            await services.generate([Message("user", "hello")], [], usage=usage)
+        finally:
+            await services.close()
+        assert services.totals.reported_models == usage.reported_models
+        return usage
+
+    reported = "scripted-2026-01-01"
+    script = {"scenarios": [{"match": "*", "turns": []}]}
+    with MockLLMServer(script=script, require_key=KEY, reported_model=reported) as server:
+        usage = asyncio.run(ask(server))
+    assert usage.reported_models == {"openai-compatible/scripted": [reported]}
+    again = Usage.model_validate_json(usage.model_dump_json())
+    assert again.reported_models == usage.reported_models
+    assert "reported_models" not in Usage().model_dump()
+    hostile = Usage.model_validate({"reported_models": {"m": [f"{i}" * 999 for i in range(50)]}})
+    assert len(hostile.reported_models["m"]) == MAX_REPORTED
+    assert all(len(i) == MAX_ID_CHARS for i in hostile.reported_models["m"])
+
+
+def test_a_run_records_the_reported_model_ids_and_a_rerun_names_a_changed_one(
+    tmp_path: Path, need_bwrap: None
+) -> None:
+    shutil.copytree(EXAMPLES / "hello-file", tmp_path / "tasks" / "hello-file")
+    snapshot = {"openai-compatible/scripted": ["scripted-2026-01-01"]}
+    with MockLLMServer(script=SCRIPT, require_key=KEY,
+                       reported_model="scripted-2026-01-01") as server:  # fmt: skip
+        url = server.openai_base_url
+        first = helios_inprocess(
+            "batch", "tasks", "--provider", "local", "-m", "openai-compatible/scripted",
+            "--base-url", url, "--max-tokens", "1000", "-q", "-o", "out", cwd=tmp_path, env=ENV,
+        )  # fmt: skip
+        assert first.returncode == 0, first.stderr
+        (run_dir,) = _new_runs(tmp_path / "out")
+        saved = json.loads((run_dir / "run.json").read_text())
+        assert saved["rerun"]["models"] == snapshot
+        version = __import__("helios").__version__
+        assert saved["rerun"]["agents"]["tool"]["package"] == f"helios {version}"
+        summary = (run_dir / "batch_summary.json").read_text()
+        assert json.loads(summary)["usage"]["reported_models"] == snapshot
+        assert KEY not in json.dumps(saved) + summary
+
+        # the same snapshot: nothing to name
+        same = helios_inprocess("rerun", str(run_dir), "--base-url", url, "-o", "same",
+                                cwd=tmp_path, env=ENV)  # fmt: skip
+        assert same.returncode == 0, same.stderr
+        assert _warnings(same.stdout) == []
+
+        # the provider moved the alias to another snapshot, and the agent is another
+        # version than the run's: each named in one line (the model's at the end)
+        server.reported_model = "scripted-2026-02-02"
+        saved["rerun"]["agents"]["tool"]["version"] = "0.9"
+        (run_dir / "run.json").write_text(json.dumps(saved))
+        changed = helios_inprocess("rerun", str(run_dir), "--base-url", url, "-o", "changed",
+                                   cwd=tmp_path, env=ENV)  # fmt: skip
+    assert changed.returncode == 0, changed.stderr
+    agent, model = _warnings(changed.stdout)
+    assert agent == "warning not as in the run: agent tool: version 1.0 now, 0.9 in the run"
+    assert model == ("warning not as in the run: model openai-compatible/scripted: the "
+                     "provider reported scripted-2026-02-02 now, scripted-2026-01-01 in the run")
+    assert changed.stdout.index(agent) < changed.stdout.index("Helios batch")
+    assert changed.stdout.index(model) > changed.stdout.index("Helios batch")
+    assert KEY not in changed.stdout + changed.stderr
+    (new,) = _new_runs(tmp_path / "changed")
+    now = json.loads((new / "run.json").read_text())["rerun"]["models"]
+    assert now == {"openai-compatible/scripted": ["scripted-2026-02-02"]}
+
+
+def test_a_resume_adds_to_the_reported_model_ids_run_json_holds(tmp_path: Path) -> None:
+    from helios.engine.reported_models import record_models
+
+    run_dir = tmp_path / "r"
+    store = RunStore.create(run_dir, {"run_id": "x", "rerun": {"models": {"m": ["m-1"]}}})
+    try:
+        assert record_models(run_dir, {"m": ["m-2"], "n": ["n-1"]}) == {
+            "m": ["m-1", "m-2"], "n": ["n-1"]}  # fmt: skip
+    finally:
+        store.close()
+    saved = json.loads((run_dir / "run.json").read_text())
+    assert saved["rerun"]["models"] == {"m": ["m-1", "m-2"], "n": ["n-1"]}
+    assert saved["run_id"] == "x"
+
+
+def test_a_plugin_agent_is_recorded_with_its_package_and_a_new_one_is_named(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from types import SimpleNamespace
+
+    from helios.agents import registry
+    from helios.tasks.reproduce import agents_record, differences
+
+    class FakeEntryPoint:
+        name, value = "echo", "echo_agents.agent:EchoAgent"
+        dist = SimpleNamespace(name="echo-agents", version="2.3.1")
+
+    monkeypatch.setattr(registry, "entry_points", lambda group: [FakeEntryPoint()])
+    identity = {"name": "echo", "version": "1.0", "settings": {}}
+    record = {"agents": agents_record({"echo": identity})}
+    assert record["agents"]["echo"]["package"] == "echo-agents 2.3.1"
+    assert differences(record, [], {}, helios_version=None, agents={"echo": identity}) == []
+    FakeEntryPoint.dist = SimpleNamespace(name="echo-agents", version="2.4.0")
+    assert differences(record, [], {}, helios_version=None, agents={"echo": identity}) == [
+        "agent echo: echo-agents 2.4.0 now, echo-agents 2.3.1 in the run"
+    ]

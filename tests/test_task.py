@@ -5,7 +5,7 @@ from pathlib import Path
 import pytest
 
 from helios.errors import TaskFormatError
-from helios.tasks.task import discover_tasks, load_task, tree_checksum
+from helios.tasks.task import discover_tasks, dockerfile_workdir, load_task, tree_checksum
 
 from .conftest import EXAMPLES, TaskMaker
 
@@ -104,6 +104,24 @@ def test_workdir_from_dockerfile(make_task: TaskMaker) -> None:
     task = make_task("wd")
     (task / "environment" / "Dockerfile").write_text("FROM x\nWORKDIR /srv\nWORKDIR /srv/app\n")
     assert load_task(task).workdir == "/srv/app"
+
+
+@pytest.mark.parametrize(
+    ("text", "workdir"),
+    [
+        ('FROM x\nARG BASE=/srv\nENV P=project\nWORKDIR $BASE\nWORKDIR "${P}/src"\n',
+         "/srv/project/src"),
+        ("FROM x\nWORKDIR app\nWORKDIR sub\n", "/app/sub"),  # relative: joined, as docker does
+        ("FROM x\nENV A /opt\nWORKDIR ${A}/w \\\n\n", "/opt/w"),  # legacy ENV, a continuation
+        ("FROM x\nWORKDIR ${UNSET:-/d}\n# WORKDIR /no\n", "/d"),
+        ("FROM x AS build\nWORKDIR /build\nFROM y\n", None),  # the final stage's alone
+    ],
+)
+def test_the_dockerfile_text_gives_the_fallback_workdir(
+    tmp_path: Path, text: str, workdir: str | None
+) -> None:
+    (tmp_path / "Dockerfile").write_text(text)
+    assert dockerfile_workdir(tmp_path / "Dockerfile") == workdir
 
 
 def test_derived_values_are_kept_per_task_and_worked_out_again_for_a_copy(

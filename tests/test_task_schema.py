@@ -9,13 +9,16 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
+from helios.agents.nop import NopAgent
+from helios.agents.oracle import OracleAgent
+from helios.agents.tool_agent import ToolAgent
 from helios.environments.docker import DockerEnvironment
 from helios.environments.local import LocalEnvironment
 from helios.environments.null import NullEnvironment
-from helios.errors import TaskFormatError
-from helios.tasks.features import features_used, unsupported
+from helios.errors import InputError, TaskFormatError
+from helios.tasks.features import agent_limits, features_used, unsupported
 from helios.tasks.phases import plan_steps
-from helios.tasks.plan import build_specs, load_tasks
+from helios.tasks.plan import build_specs, load_tasks, refuse_for_agents
 from helios.tasks.rewards import combine, meets_min_reward
 from helios.tasks.runner import ParallelRunner
 from helios.tasks.summary import UnsupportedTask, build_batch_result, summary_document
@@ -50,6 +53,7 @@ network_mode = "no-network"
 docker_image = "debian:bookworm-slim"
 cpus = 2
 memory_mb = 1024
+network_mode = "no-network"
 [solution.env]
 S = "1"
 [environment]
@@ -151,13 +155,6 @@ def test_one_unknown_keys_warning_per_batch(tmp_path: Path) -> None:
         ('[environment]\ngpu_types = ["H100"]\n', "environment.gpu_types"),
         ('[environment.tpu]\ntype = "v6e"\ntopology = "2x4"\n', "environment.tpu"),
         ('[environment]\nos = "Windows"\n', "environment.os"),
-        ('[environment]\nskills_dir = "/skills"\n', "environment.skills_dir"),
-        (
-            '[[environment.mcp_servers]]\nname = "m"\nurl = "http://x/sse"\n',
-            "environment.mcp_servers",
-        ),
-        ('[[verifier.collect]]\ncommand = "dump"\nservice = "db"\n', "verifier.collect"),
-        ('artifacts = [{ source = "/log", service = "api" }]\n', "artifacts[0].service"),
         ('[environment.env]\nKEY = "${OPENAI_API_KEY}"\n', "environment.env.KEY"),
         ('schema_version = "2.0"\n', "schema_version"),
     ],
@@ -171,21 +168,105 @@ def test_unsupported_fields_are_named(tmp_path: Path, toml: str, field: str) -> 
     assert "\n" not in skipped.error and str(folder) in skipped.error
 
 
-def test_compose_file_is_unsupported_not_invalid(tmp_path: Path) -> None:
+def test_compose_runs_on_docker_and_is_unsupported_on_local(tmp_path: Path) -> None:
+    from helios.environments.local import LocalEnvironment
+
     folder = task(tmp_path, "compose", "", dockerfile=None)
     write(folder / "environment" / "docker-compose.yaml", "services:\n  main: {}\n")
-    loaded = load_tasks([folder])
-    assert loaded.invalid == []
-    assert "unsupported: environment/docker-compose.yaml" in loaded.unsupported[0].error
+    loaded = load_tasks([folder], DockerEnvironment)
+    assert loaded.invalid == [] and loaded.unsupported == [] and len(loaded.tasks) == 1
+    compose = folder / "environment" / "docker-compose.yaml"
+    assert loaded.tasks[0].sandbox_spec().compose_file == compose
+    local = load_tasks([folder], LocalEnvironment)
+    assert "unsupported: environment/docker-compose.yaml" in local.unsupported[0].error
+
+
+@pytest.mark.parametrize(
+    ("toml", "field"),
+    [
+        ('[[verifier.collect]]\ncommand = "dump"\nservice = "db"\n', "verifier.collect"),
+        ('artifacts = [{ source = "/log", service = "api" }]\n', "artifacts[0].service"),
+    ],
+)
+def test_compose_fields_run_on_docker_only(tmp_path: Path, toml: str, field: str) -> None:
+    from helios.environments.local import LocalEnvironment
+
+    folder = task(tmp_path, "needs", toml)
+    assert len(load_tasks([folder], DockerEnvironment).tasks) == 1
+    (skipped,) = load_tasks([folder], LocalEnvironment).unsupported
+    assert f"unsupported: {field} (the local provider cannot run compose" in skipped.error
+
+
+def test_a_compose_yml_is_material_not_a_compose_task(tmp_path: Path) -> None:
+    # Harbor's docker provider reads environment/docker-compose.yaml only
+    folder = task(tmp_path, "material", "")
+    write(folder / "environment" / "docker-compose.yml", "services:\n  db: {}\n")
+    loaded = load_tasks([folder], DockerEnvironment)
+    assert loaded.unsupported == [] and loaded.tasks[0].sandbox_spec().compose_file is None
+
+
+@pytest.mark.parametrize("name", ["docker-compose.yml", "compose.yaml", "compose.yml"])
+def test_other_compose_names_are_material(tmp_path: Path, name: str) -> None:
+    """Harbor's docker provider reads only environment/docker-compose.yaml: a task
+    that ships another compose name next to its Dockerfile is a plain task."""
+    folder = task(tmp_path, "material", "")
+    write(folder / "environment" / name, "services:\n  main: {}\n")
+    loaded = load_tasks([folder], DockerEnvironment)
+    assert loaded.unsupported == [] and loaded.invalid == []
+    assert [t.name for t in loaded.tasks] == ["material"]
+    # without a Dockerfile it is no compose task either: the message names Harbor's file
+    bare = task(tmp_path, "bare", "", dockerfile=None)
+    write(bare / "environment" / name, "services:\n  main: {}\n")
+    (invalid,) = load_tasks([bare]).invalid
+    assert "environment/Dockerfile" in invalid.error
+
+
+def test_skills_and_mcp_limit_only_the_agents_that_cannot_take_them(tmp_path: Path) -> None:
+    toml = ('[environment]\nskills_dir = "/skills"\n'
+            '[[environment.mcp_servers]]\nname = "m"\nurl = "http://x/sse"\n')  # fmt: skip
+    folder = task(tmp_path, "offers", toml)
+    loaded = load_tasks([folder], DockerEnvironment)
+    assert loaded.unsupported == [] and [t.name for t in loaded.tasks] == ["offers"]
+    (offers,) = loaded.tasks
+    assert {"skills_dir", "mcp_servers"} <= set(features_used(offers))
+    assert agent_limits(offers, OracleAgent) == agent_limits(offers, NopAgent) == []
+    limits = agent_limits(offers, ToolAgent)
+    assert [u.field for u in limits] == ["environment.skills_dir", "environment.mcp_servers"]
+    assert "the tool agent takes no skills" in str(limits[0])
+    # planned per agent: the oracle runs it, the tool agent's trials are refused
+    specs = build_specs(loaded.tasks, n_attempts=1, agent="oracle", agent_settings={},
+                        model=None, provider="docker")  # fmt: skip
+    specs += build_specs(loaded.tasks, n_attempts=1, agent="tool", agent_settings={},
+                         model="openai/gpt-4o", provider="docker")  # fmt: skip
+    kept, refused = refuse_for_agents(specs, "oracle, tool")
+    assert [s.agent for s in kept] == ["oracle"]
+    (skipped,) = refused
+    assert "unsupported: environment.skills_dir (the tool agent takes no skills)" in skipped.error
+    # a run's plan: the oracle's has the task; a tool agent's has nothing to run
+    buffer = io.StringIO()
+    oracle = ParallelRunner(folder, agent="oracle", provider="local",
+                            output_dir=tmp_path / "out", console=Console(file=buffer))  # fmt: skip
+    assert len(oracle._plan()) == 1 and oracle.unsupported == []
+    tool = ParallelRunner(folder, agent="tool", model="openai/gpt-4o", provider="local",
+                          output_dir=tmp_path / "out", console=Console(file=buffer))  # fmt: skip
+    with pytest.raises(InputError, match="the tool agent takes no skills"):
+        tool._plan()
 
 
 def test_limits_that_depend_on_the_provider(tmp_path: Path) -> None:
-    switch = load_task(task(tmp_path, "switch", '[agent]\nnetwork_mode = "public"\n'))
+    switch = load_task(task(tmp_path, "switch", '[agent]\nnetwork_mode = "no-network"\n'))
     (docker_limit,) = unsupported(switch, DockerEnvironment)
     assert docker_limit.field == "agent.network_mode"
     assert unsupported(switch, LocalEnvironment) == []
-    same = load_task(task(tmp_path, "same", '[agent]\nnetwork_mode = "no-network"\n'))
+    same = load_task(task(tmp_path, "same", '[agent]\nnetwork_mode = "public"\n'))
     assert unsupported(same, DockerEnvironment) == []  # no change from the baseline: a no-op
+    # with the run's default "none", the same phases judge the other way
+    assert unsupported(load_task(same.path, network_default=False), DockerEnvironment)
+    assert unsupported(load_task(switch.path, network_default=False), DockerEnvironment) == []
+    # Harbor's npm-dynamic-e-v-diff: environment unset, verifier no-network: a switch
+    ev = load_task(task(tmp_path, "ev", '[verifier]\nnetwork_mode = "no-network"\n'))
+    assert [u.field for u in unsupported(ev, DockerEnvironment)] == ["verifier.network_mode"]
+    assert plan_steps(ev)[0].verifier.network is False
     user = load_task(task(tmp_path, "user", '[agent]\nuser = "agent"\n'))
     assert [u.field for u in unsupported(user, NullEnvironment)] == ["agent.user"]
     assert unsupported(user, DockerEnvironment) == unsupported(user, LocalEnvironment) == []
@@ -247,7 +328,11 @@ def test_layout_of_steps_and_separate_verifiers(tmp_path: Path) -> None:
 def test_legacy_spellings_and_network_baseline(tmp_path: Path) -> None:
     old = load_task(task(tmp_path, "old", '[environment]\nmemory = "4G"\nstorage = "10G"\n'))
     assert (old.config.environment.memory_mb, old.config.environment.storage_mb) == (4096, 10240)
-    assert old.sandbox_spec().network is False  # Helios's default: off
+    assert old.sandbox_spec().network is True  # unset: public, as in Harbor
+    closed = load_task(old.path, network_default=False)  # a run's `--network-default none`
+    assert closed.sandbox_spec().network is False and closed.checksum == old.checksum
+    assert load_task(task(tmp_path, "off", "[environment]\nallow_internet = false\n"),
+                     network_default=True).sandbox_spec().network is False  # fmt: skip
     legacy = load_task(task(tmp_path, "legacy", "[environment]\nallow_internet = true\n"))
     assert legacy.sandbox_spec().network is True
     both = '[environment]\nallow_internet = true\nnetwork_mode = "no-network"\n'
@@ -292,19 +377,24 @@ def test_trial_ids_of_plain_tasks_are_unchanged(tmp_path: Path) -> None:
     write(folder / "tests" / "test.sh", "#!/bin/sh\necho 1 > /logs/verifier/reward.txt\n")
     write(folder / "solution" / "solve.sh", "#!/bin/sh\ntrue\n")
     tasks = load_tasks([folder]).tasks
-    ids = {
-        agent: [
-            s.trial_id
-            for s in build_specs(
-                tasks, n_attempts=2, agent=agent, agent_settings={}, model=None, provider="docker"
-            )
-        ]
-        for agent in ("oracle", "nop")
-    }
-    assert ids == {
+
+    def ids_with(network_default: str) -> dict[str, list[str]]:
+        made = {
+            agent: build_specs(tasks, n_attempts=2, agent=agent, agent_settings={}, model=None,
+                               provider="docker", network_default=network_default)
+            for agent in ("oracle", "nop")
+        }  # fmt: skip
+        return {agent: [s.trial_id for s in specs] for agent, specs in made.items()}
+
+    # The task leaves its network unset, which meant none then: with that meaning
+    # (`--network-default none`) its ids are those of before; with Harbor's (public)
+    # the task means something else, and its ids differ.
+    assert ids_with("none") == {
         "oracle": ["9d78b49d54bc5ed8", "ddcb5dc412e5e802"],
         "nop": ["5b07a1e9f069fc92", "d4a356616a98bbf0"],
     }
+    public, before = ids_with("public"), ids_with("none")
+    assert not {*public["oracle"], *public["nop"]} & {*before["oracle"], *before["nop"]}
 
 
 def test_unsupported_tasks_are_counted_apart() -> None:

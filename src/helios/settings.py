@@ -49,6 +49,8 @@ VARIABLES: tuple[Variable, ...] = (
              "(e.g. host)"),
     Variable("HELIOS_EGRESS_HOSTS", "an /etc/hosts-style file the egress proxy of an "
              "allowlisted sandbox reads before the host's resolver", changes_results=True),
+    Variable("HELIOS_DOCKER_BUILDER", "buildkit or classic: the builder of task images "
+             "(default: BuildKit where the docker client has it)"),
     Variable("HELIOS_DOCKER_SHELL", "0: every docker call through the Engine API instead "
              "of the shell server as the container's init"),
     Variable("HELIOS_LOCAL_SHELL", "0: a one-shot bwrap per command; python: the Python "
@@ -113,6 +115,12 @@ class HeliosSettings:
     @property
     def egress_hosts(self) -> str | None:
         return self.get("HELIOS_EGRESS_HOSTS")
+
+    @property
+    def docker_builder(self) -> str | None:
+        """buildkit, classic, or None (found per client)."""
+        value = (self.get("HELIOS_DOCKER_BUILDER") or "").lower()
+        return value if value in ("buildkit", "classic") else None
 
     @property
     def docker_shell(self) -> bool:

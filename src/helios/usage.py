@@ -7,7 +7,22 @@ A sum with an unknown part is unknown. A known price of zero stays 0.0.
 
 from __future__ import annotations
 
-from pydantic import BaseModel
+from typing import Any
+
+from pydantic import (
+    BaseModel,
+    Field,
+    SerializerFunctionWrapHandler,
+    field_validator,
+    model_serializer,
+)
+
+#: at most this many models asked for are kept in `reported_models` ...
+MAX_REQUESTED = 32
+#: ... each with at most this many ids reported for it ...
+MAX_REPORTED = 8
+#: ... each id cut to this many characters (what a provider sends is untrusted)
+MAX_ID_CHARS = 200
 
 
 class Usage(BaseModel):
@@ -26,6 +41,37 @@ class Usage(BaseModel):
     retries: int = 0
     #: seconds spent waiting on the model, for tokens/s
     model_seconds: float = 0.0
+    #: each model asked for (as the run names it) with the ids the provider reported
+    #: in its responses (`gpt-4o-2024-08-06` for `gpt-4o`), in the order first seen;
+    #: bounded, and left out of a dump while empty (a run without model calls)
+    reported_models: dict[str, list[str]] = Field(default_factory=dict)
+
+    @field_validator("reported_models", mode="after")
+    @classmethod
+    def _bounded(cls, value: dict[str, list[str]]) -> dict[str, list[str]]:
+        """A record read back (a resume, a worker's) is bounded as a live count is."""
+        if len(value) <= MAX_REQUESTED and all(
+            len(ids) <= MAX_REPORTED and all(len(i) <= MAX_ID_CHARS for i in ids)
+            for ids in value.values()
+        ):
+            return value
+        bounded: dict[str, list[str]] = {}
+        merge_reported(bounded, value)
+        return bounded
+
+    @model_serializer(mode="wrap")
+    def _dump(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        data: dict[str, Any] = handler(self)
+        if not self.reported_models:
+            data.pop("reported_models", None)
+        return data
+
+    def note_model(self, requested: str, reported: str) -> None:
+        """One response of the model `requested` named itself `reported`."""
+        ids = self.reported_models.get(requested)
+        if ids is not None and reported in ids:  # the common case: one dict and list look-up
+            return
+        merge_reported(self.reported_models, {requested: [reported]})
 
     def add(self, other: Usage) -> None:
         """Accumulate `other` into this usage in place (cheap: no validation)."""
@@ -42,6 +88,8 @@ class Usage(BaseModel):
         self.calls += other.calls
         self.retries += other.retries
         self.model_seconds += other.model_seconds
+        if other.reported_models:
+            merge_reported(self.reported_models, other.reported_models)
 
     def mark_cost_unknown(self, reason: str) -> None:
         self.cost_usd, self.cost_unknown_reason = None, reason
@@ -68,3 +116,21 @@ class Usage(BaseModel):
         for item in items:
             total.add(item)
         return total
+
+
+def merge_reported(into: dict[str, list[str]], more: dict[str, list[str]]) -> None:
+    """Add the reported model ids of `more` to `into`, in place, within the bounds
+    (`MAX_REQUESTED` models asked for, `MAX_REPORTED` ids each, `MAX_ID_CHARS` each)."""
+    for requested, ids in more.items():
+        requested = str(requested)[:MAX_ID_CHARS]
+        known = into.get(requested)
+        if known is None:
+            if len(into) >= MAX_REQUESTED:
+                continue
+            known = into[requested] = []
+        for reported in ids:
+            reported = str(reported)[:MAX_ID_CHARS]
+            if len(known) >= MAX_REPORTED:
+                break
+            if reported not in known:
+                known.append(reported)

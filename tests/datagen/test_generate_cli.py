@@ -110,6 +110,10 @@ def test_checkpoint_and_statistics_have_hermes_fields(finished_run: Path) -> Non
     assert stats["failed_prompts"] == 0 and stats["discarded_prompts"] == 0
     assert stats["bad_input_lines"] == 0 and stats["trajectories_written"] == 5
     assert isinstance(stats["duration_seconds"], float)
+    # the model id the provider reported (the mock server names the one asked for)
+    assert stats["usage"]["reported_models"] == {"openai-compatible/mock": ["mock"]}
+    saved = json.loads((finished_run / ".helios" / "run.json").read_text())
+    assert saved["rerun"]["models"] == {"openai-compatible/mock": ["mock"]}
 
 
 def test_batch_files_hold_each_row_once(finished_run: Path) -> None:

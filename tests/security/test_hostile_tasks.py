@@ -114,6 +114,7 @@ FORGERS = {
     "key-read": None,
     "host-secret-read": None,
     "network": None,
+    "sidecar-rewriter": "RewardFileMissing",
 }
 
 
@@ -124,6 +125,23 @@ def test_forged_reward_is_zero(outcome: BatchOutcome, name: str) -> None:
     assert record["status"] == "failed", record
     error = record["error"]
     assert (error["type"] if isinstance(error, dict) else None) == FORGERS[name], record
+
+
+@pytest.mark.parametrize(("outcome", "name"), cases("sidecar-rewriter"), indirect=["outcome"])
+def test_the_sidecar_s_rewriter_was_live(outcome: BatchOutcome, name: str) -> None:
+    # the attack ran (its loop wrote the shared reward): its zero is the reset's doing
+    record = _record(outcome, name)
+    said = (outcome.run_dir / str(record["folder"]) / "agent" / "oracle.txt").read_text()
+    assert "helper: started" in said, said
+
+
+@pytest.mark.parametrize(("outcome", "name"), cases("sidecar-mounted-logs"),
+                         indirect=["outcome"])  # fmt: skip
+def test_a_compose_mount_over_main_s_logs_is_refused(outcome: BatchOutcome, name: str) -> None:
+    record = _record(outcome, name)
+    assert record["status"] == "error" and not record["reward"], record
+    error = record["error"]
+    assert isinstance(error, dict) and "mounts /logs/verifier" in str(error["message"]), error
 
 
 @pytest.mark.parametrize(
@@ -203,8 +221,10 @@ def test_host_untouched(outcome: BatchOutcome) -> None:
     assert [h for h in sandbox_processes().values() if not h.exists()] == []
     assert outcome.sandboxes_left == []
     if outcome.runner.provider in ("docker", "daytona"):
-        left = subprocess.run(
-            ["docker", "ps", "-aq", "--filter", f"label=helios.run={run_id}"],
-            capture_output=True, text=True, check=True,
-        )  # fmt: skip
-        assert left.stdout.split() == []
+        # containers, and a compose project's networks and volumes
+        for kind in (["ps", "-a"], ["network", "ls"], ["volume", "ls"]):
+            left = subprocess.run(
+                ["docker", *kind, "-q", "--filter", f"label=helios.run={run_id}"],
+                capture_output=True, text=True, check=True,
+            )  # fmt: skip
+            assert left.stdout.split() == [], kind

@@ -98,6 +98,11 @@ class Agent(ABC):
     version: ClassVar[str] = "1.0"
     #: whether the agent calls a model (decides if --model and keys matter)
     uses_model: ClassVar[bool] = False
+    #: what a task may offer its agent that this one takes: "skills" (`[environment]
+    #: skills_dir`), "mcp" (`mcp_servers`). An agent that has no use for them (the
+    #: oracle, nop) takes them too: the task means the same to it. A task that offers
+    #: one to an agent that does not take it is unsupported for that agent alone.
+    takes: ClassVar[frozenset[str]] = frozenset()
 
     def __init__(self, **settings: Any) -> None:
         self.settings = settings

@@ -57,6 +57,33 @@ def create_agent(name: str, **settings: Any) -> Agent:
     return agent_class(name)(**settings)
 
 
+def agent_package(name: str) -> str | None:
+    """The package an agent comes from, with its version: "helios 0.1.0" for a
+    built-in, the distribution that offers a plugin ("my-agents 2.3.1"); None when
+    no installed distribution is known for it. What a rerun compares: a plugin's
+    code can change with no change to its `version`."""
+    from importlib.metadata import PackageNotFoundError, packages_distributions, version
+
+    from helios.version import __version__
+
+    if name in _builtins():
+        return f"helios {__version__}"
+    for ep in AGENTS.entries(AGENTS.group):
+        if ep.name != name:
+            continue
+        dist = getattr(ep, "dist", None)  # importlib.metadata's EntryPoint knows it
+        if dist is not None and getattr(dist, "name", None):
+            return f"{dist.name} {dist.version}"
+        top = ep.value.split(":", 1)[0].split(".", 1)[0]
+        for dist_name in packages_distributions().get(top, [])[:1]:
+            try:
+                return f"{dist_name} {version(dist_name)}"
+            except PackageNotFoundError:
+                return None
+        return None
+    return None
+
+
 def is_computer_use_model(model: str | None) -> bool:
     """Whether `model` is a computer-use-only model (its name says `computer-use`)."""
     return model is not None and "computer-use" in model.lower()

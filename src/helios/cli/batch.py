@@ -5,7 +5,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Coroutine
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, cast
 
 import typer
 
@@ -40,8 +40,9 @@ def _settings(options: TrialOptions, **fields: Any) -> TaskBatchSettings:
         parsed = options.agent_and_model()
         return TaskBatchSettings(
             n_attempts=options.n_attempts, agent=options.agent, provider=options.provider,
-            output_dir=options.output, agent_settings=parsed.agent_settings,
-            models=parsed.models, labels=labels_of(options.name, options.tags), **fields,
+            network_default=cast(Any, options.network_default), output_dir=options.output,
+            agent_settings=parsed.agent_settings, models=parsed.models,
+            labels=labels_of(options.name, options.tags), **fields,
         )  # fmt: skip
     except Exception as exc:
         handle_errors(exc, options.debug)
@@ -146,8 +147,8 @@ def _execute(
 
 @trial_options(
     "ctx", "tasks_dir", "config", "n_concurrent", "n_attempts", "model", "output", "quiet",
-    "pattern", "provider", "agent", "resume", "retry_errors", "force", "fail_under", "workers",
-    "executor", "ray_address", "base_url", "api_key",
+    "pattern", "provider", "network_default", "agent", "resume", "retry_errors", "force",
+    "fail_under", "workers", "executor", "ray_address", "base_url", "api_key",
     "max_turns", "system_prompt_file", "max_tokens", "temperature", "reasoning_effort",
     "no_reasoning", "openrouter_routing", "prices", "watch", "debug", "name", "tags",
 )  # fmt: skip
@@ -363,8 +364,8 @@ def _recorded_tasks(run: dict[str, Any] | None, argument: str) -> list[Path]:
 
 
 @trial_options(
-    "ctx", "task", "model", "agent", "provider", "output", "n_attempts", "quiet", "resume",
-    "retry_errors", "force", "fail_under", "name", "tags", "base_url",
+    "ctx", "task", "model", "agent", "provider", "network_default", "output", "n_attempts",
+    "quiet", "resume", "retry_errors", "force", "fail_under", "name", "tags", "base_url",
     "api_key", "max_turns", "system_prompt_file", "max_tokens", "temperature", "reasoning_effort",
     "no_reasoning", "openrouter_routing", "prices", "watch", "interactive", "debug",
 )  # fmt: skip

@@ -32,7 +32,7 @@ SIMPLE = {
     "n_attempts": "n_attempts", "n_concurrent": "n_concurrent", "provider": "provider",
     "output": "output_dir", "pattern": "pattern", "workers": "workers",
     "executor": "executor", "ray_address": "ray_address", "quiet": "quiet",
-    "retry_errors": "retry_errors",
+    "retry_errors": "retry_errors", "network_default": "network_default",
 }  # fmt: skip
 #: the generation settings a job may give: its field → the GenerationConfig field
 GENERATION = {"max_tokens": "max_tokens", "temperature": "temperature",

@@ -41,6 +41,13 @@ ProviderOpt = Annotated[
         help="Sandbox: docker (default), local (bubblewrap) or daytona (cloud: the daytona extra).",
     ),
 ]
+NetworkDefaultOpt = Annotated[
+    str,
+    typer.Option(
+        "--network-default",
+        help="The network of a task that leaves network_mode unset: public (as in Harbor) or none.",
+    ),
+]
 OutputOpt = Annotated[
     Path,
     typer.Option(
@@ -227,6 +234,7 @@ class TrialOptions:
     model: ModelOpt = None
     agent: AgentOpt = None
     provider: ProviderOpt = "docker"
+    network_default: NetworkDefaultOpt = "public"
     output: OutputOpt = Path("output")
     n_attempts: AttemptsOpt = 1
     base_url: BaseUrlOpt = None

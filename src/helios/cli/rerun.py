@@ -6,7 +6,9 @@ setting of the old one, as `--resume RUN_DIR` would continue it (`helios.cli.res
 the same tasks, agent, model, attempts, generation and concurrency, so the same trial
 ids. Before it runs, it names one line per thing that can no longer be the same
 (`helios.tasks.reproduce`): a task whose content changed, one that is gone or new, a
-ready image whose digest changed, another Helios version.
+ready image whose digest changed, another Helios version, an agent of another version
+or package. At its end, one line per model the provider reported under other ids
+than in the run (known only once it has answered).
 
 As with a resume, a run folder is untrusted input: the API key comes only from the
 environment or `--api-key`, and an endpoint it records (a model's URL, a Ray
@@ -81,6 +83,14 @@ def saved_run(run_dir: Path) -> dict[str, Any]:
         ):
             raise InputError("expected an object of names to hashes", file=where,
                              field=f"{RERUN_KEY}.{name}")  # fmt: skip
+    models = (record or {}).get("models")
+    if models is not None and not (
+        isinstance(models, dict)
+        and all(isinstance(v, list) and all(isinstance(i, str) for i in v)
+                for v in models.values())
+    ):  # fmt: skip
+        raise InputError("expected an object of models to the ids reported", file=where,
+                         field=f"{RERUN_KEY}.models")  # fmt: skip
     return run
 
 
@@ -108,7 +118,8 @@ def rerun_command(
 ) -> None:
     """Run a task run again, in a new folder, with the settings it saved.
 
-    First it names each task, image or Helios version that is no longer the same."""
+    First it names each task, image, agent or Helios version that is no longer the
+    same; at the end, each model the provider now reports under another id."""
     from helios.cli.batch import _execute, _settings
     from helios.cli.common import handle_errors
     from helios.cli.resume import (
@@ -194,6 +205,7 @@ def job_file(run: Mapping[str, Any], saved: Mapping[str, Any] | None = None) -> 
         prices = models.prices
         n_concurrent, workers = saved.get("n_concurrent"), saved.get("workers")
         executor = saved.get("executor")
+        network_default = saved.get("network_default", "none")  # lacking: a run of before
     else:
         generation = run.get("generation") or {}
         entries = [(run.get("model"), run.get("base_url"), generation)]
@@ -201,6 +213,7 @@ def job_file(run: Mapping[str, Any], saved: Mapping[str, Any] | None = None) -> 
         pairs, labels, timeouts, prices = None, None, None, run.get("prices")
         n_concurrent, workers = run.get("n_concurrent"), run.get("workers")
         executor = run.get("executor")
+        network_default = "none"  # a run of before the setting: a task's unset network
     job: dict[str, Any] = {
         "tasks": [str(p) for p in run["task_paths"]],
         "pattern": run.get("pattern"),
@@ -208,6 +221,7 @@ def job_file(run: Mapping[str, Any], saved: Mapping[str, Any] | None = None) -> 
         "agents": [_agent_entry(name, settings) for name, settings in agents if name]
         or None,
         "provider": run.get("provider"),
+        "network_default": network_default if network_default != "public" else None,
         "n_attempts": run.get("n_attempts"),
         "n_concurrent": n_concurrent,
         "workers": workers,

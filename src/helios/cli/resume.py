@@ -151,6 +151,8 @@ def resume_settings(
         settings.models.generation = GenerationConfig.from_identity(generation)
     if run.get("timeouts") is not None:  # a job's multipliers (a job given again wins)
         settings.timeouts = TimeoutScale.from_identity(run["timeouts"])
+    if not given(ctx, "network_default"):  # a run of before: a task's unset network was none
+        settings.network_default = "none"
     for name, field in (("n_concurrent", "n_concurrent"), ("pattern", "pattern"),
                         ("workers", "workers"), ("executor", "executor"),
                         ("ray_address", "ray_address")):  # fmt: skip
@@ -231,6 +233,8 @@ def saved_settings(
         return None
     settings = load_fields(TaskBatchSettings, config.get("settings", {}), str(where),
                            "config.settings")  # fmt: skip
+    # made before the setting, when a task's unset network meant none
+    settings.setdefault("network_default", "none")
     refuse_recorded_endpoints(ctx, saved_endpoints(config), where, named)
     tasks = config.get("tasks", [])
     if not isinstance(tasks, list) or not all(isinstance(t, str) and t for t in tasks):

@@ -9,13 +9,16 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
+from helios.agents.registry import agent_class, available_agents
 from helios.cli.common import Interrupted, handle_errors, run_coroutine, shown
 from helios.display.console import SafeConsole, plain
 from helios.environments.registry import sandbox_provider
-from helios.tasks.features import caveats, features_used
+from helios.errors import HeliosError
+from helios.tasks.features import agent_limits, caveats, features_used
 from helios.tasks.plan import LoadedTasks, load_tasks, resolve_task_dirs
 from helios.tasks.runner import ParallelRunner
 from helios.tasks.summary import BatchResult
+from helios.tasks.task import Task
 
 console = SafeConsole()
 
@@ -81,13 +84,28 @@ def _features_table(loaded: LoadedTasks, provider: str) -> None:
     cls = sandbox_provider(provider)
     for task in loaded.tasks:
         used = ", ".join(features_used(task)) or "-"
-        notes = "; ".join(caveats(task, cls)) or "-"
+        notes = "; ".join([*caveats(task, cls), *_agents_without(task)]) or "-"
         table.add_row(plain(task.name), plain(used), plain(notes))
     for skipped in loaded.unsupported:
         reasons = plain("; ".join(skipped.reasons), style="yellow")
         table.add_row(plain(Path(skipped.path).name), "-", reasons)
     if table.rows:
         console.print(table)
+
+
+def _agents_without(task: Task) -> list[str]:
+    """What the task offers its agent that some agents do not take (skills, MCP
+    servers): the runs of those agents refuse it (the oracle and nop take it)."""
+    refused: dict[str, list[str]] = {}
+    for name in available_agents():
+        try:
+            limits = agent_limits(task, agent_class(name))
+        except HeliosError:  # a plugin that cannot be loaded here: not for this table
+            continue
+        for limit in limits:
+            refused.setdefault(limit.field, []).append(name)
+    return [f"{field}: not for the {', '.join(names)} agent(s)"
+            for field, names in refused.items()]  # fmt: skip
 
 
 def _skipped(loaded: LoadedTasks) -> None:

@@ -25,6 +25,9 @@ from typing import Any
 from helios.errors import InputError
 from helios.safe_json import JsonValueError, parse_json
 
+#: bad lines warned about one by one (all are counted)
+MAX_BAD_LINE_WARNINGS = 20
+
 
 @dataclass(frozen=True, slots=True)
 class PromptRow:
@@ -59,6 +62,14 @@ class Dataset:
     bad: list[BadLine] = field(default_factory=list)
     #: valid rows dropped by max_samples
     truncated: int = 0
+
+    def bad_line_warnings(self, limit: int = MAX_BAD_LINE_WARNINGS) -> list[str]:
+        """One warning per bad line, the first `limit` of them, then how many more."""
+        lines = [line.render(self.path) for line in self.bad[:limit]]
+        if len(self.bad) > limit:
+            lines.append(f"… and {len(self.bad) - limit} more bad lines (all counted "
+                         "in statistics.json)")  # fmt: skip
+        return lines
 
 
 def content_hash(prompt: str, image: str | None, cwd: str | None) -> str:

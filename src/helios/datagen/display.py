@@ -1,4 +1,4 @@
-"""The generate run on screen: a header, a live line counted in prompts (rows
+"""The generate run on screen: a header's rows, a live line counted in prompts (rows
 written, discarded, failed, tokens/s, cost), and a final table with tool usage,
 reasoning coverage and discards. Fed by the engine's events like `helios batch`."""
 
@@ -6,17 +6,41 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 from rich.console import Console, RenderableType
 from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
+from helios.datagen.settings import GenerateSettings
 from helios.datagen.statistics import RunTotals
 from helios.display.console import markup_safe
+from helios.display.presenter import RunPresenter, endpoint_text
 from helios.display.progress import BatchProgress
 from helios.models.services import ModelServices
 from helios.text import visible
+
+
+def header_rows(
+    show: RunPresenter, settings: GenerateSettings, *, total: int, pending: int,
+    bad_lines: int, first_batch: int, run_dir: Path,
+) -> dict[str, str]:  # fmt: skip
+    """The header's rows: the dataset, the prompts to run, the batch files, the model
+    and its endpoint; concurrency and sandbox as the run's config has them."""
+    s, done = settings, total - pending
+    return {
+        "Dataset": f"{s.dataset_file} ({total} prompts"
+        + (f", {bad_lines} bad lines" if bad_lines else "")
+        + ")",
+        "Prompts": f"{pending} to run" + (f", {done} already done" if done else ""),
+        "Batches": f"{s.batch_size} prompts each, from batch_{first_batch}",
+        "Concurrency": f"{show.concurrency} prompts in flight",
+        "Model": f"{s.model} @ {endpoint_text(show.services, default='')}",
+        "Distribution": s.distribution,
+        "Sandbox": show.environment,
+        "Output": str(run_dir),
+    }
 
 
 class GenerateProgress(BatchProgress):

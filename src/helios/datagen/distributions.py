@@ -200,6 +200,12 @@ class ToolsetSampler:
         return chosen or [self.fallback]
 
 
+def chosen_distribution(name: str, distributions_file: Path | None) -> Distribution:
+    """The distribution a run names: a built-in one, or one of `distributions_file`."""
+    extra = load_distributions_file(distributions_file) if distributions_file else {}
+    return resolve_distribution(name, extra)
+
+
 def describe(distribution: Distribution) -> str:
     parts = sorted(distribution.toolsets.items(), key=lambda item: -item[1])
     return ", ".join(f"{name} {p:g}%" for name, p in parts)

@@ -184,6 +184,8 @@ class GenerateDoor:
         }  # fmt: skip
         if result.usage.cost_usd is None:
             record["cost_unknown_reason"] = result.usage.cost_unknown_reason
+        if result.usage.reported_models:  # the model ids the provider answered with
+            record["reported_models"] = result.usage.reported_models
         if result.location is not None:
             record["file"], record["offset"], record["length"] = result.location
         if result.reason is not None:

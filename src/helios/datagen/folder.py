@@ -22,6 +22,7 @@ from __future__ import annotations
 import os
 import re
 import threading
+from collections.abc import Iterable
 from pathlib import Path
 from typing import IO, Any
 
@@ -113,3 +114,13 @@ class RowWriter:
             handles, self._handles = self._handles, {}
         for handle in handles.values():
             handle.close()
+
+
+def orphan_rows(run_dir: Path, records: Iterable[dict[str, Any]]) -> int:
+    """Rows in batch files that no record points at (left by a kill mid-prompt)."""
+    lines = 0
+    for path in batch_files(run_dir).values():
+        with path.open("rb") as handle:
+            lines += sum(chunk.count(b"\n") for chunk in iter(lambda: handle.read(1 << 20), b""))
+    referenced = sum(1 for r in records if "file" in r)
+    return max(lines - referenced, 0)

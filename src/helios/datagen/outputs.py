@@ -1,13 +1,16 @@
 """What the completion records become at the end of an invocation: the merged
 `trajectories.jsonl`, the tombstones and failures files, `checkpoint.json` and
 `statistics.json`. All are derived from the records, so they always agree: every
-prompt is in exactly one of trajectories, tombstones and failures.
+prompt is in exactly one of trajectories, tombstones and failures. While prompts
+finish, `RunningCheckpoint` keeps `checkpoint.json` current.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
+import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -20,6 +23,8 @@ from helios.engine.store import write_json_atomic
 from helios.safe_json import dumps
 
 TERMINAL = ("ok", "discarded")
+#: seconds between two checkpoints while prompts finish (a finished batch file: at once)
+CHECKPOINT_INTERVAL = 2.0
 
 
 def final_records(records: Iterable[dict[str, Any]]) -> dict[str, dict[str, Any]]:
@@ -173,3 +178,35 @@ def checkpoint_document(
 
 def write_checkpoint(run_dir: Path, document: dict[str, Any]) -> None:
     write_json_atomic(run_dir / CHECKPOINT, document)
+
+
+class RunningCheckpoint:
+    """`checkpoint.json` kept current as prompts finish: when a batch file is complete
+    and at least every `CHECKPOINT_INTERVAL` seconds, one write at a time (in a thread)."""
+
+    def __init__(self, run_dir: Path, run_name: str, records: dict[str, dict[str, Any]],
+                 units: Sequence[PromptUnit], pending: Iterable[PromptUnit]) -> None:  # fmt: skip
+        self.run_dir, self.run_name, self.units = run_dir, run_name, units
+        self.records = dict(records)
+        #: prompts still to finish in each batch file
+        self.remaining: dict[int, int] = {}
+        for unit in pending:
+            self.remaining[unit.batch_num] = self.remaining.get(unit.batch_num, 0) + 1
+        self._written_at, self._writing = 0.0, False
+
+    def record(self, unit: PromptUnit, record: dict[str, Any]) -> bool:
+        """Keep a finished prompt's record; True when its batch file is now complete."""
+        self.records[unit.trial_id] = record
+        self.remaining[unit.batch_num] -= 1
+        return self.remaining[unit.batch_num] == 0
+
+    async def update(self, batch_done: bool) -> None:
+        due = time.monotonic() - self._written_at >= CHECKPOINT_INTERVAL
+        if (batch_done or due) and not self._writing:
+            self._writing = True
+            try:
+                document = checkpoint_document(self.run_name, self.records.values(), self.units)
+                await asyncio.to_thread(write_checkpoint, self.run_dir, document)
+                self._written_at = time.monotonic()
+            finally:
+                self._writing = False

@@ -1,22 +1,19 @@
-"""A generate folder's run for one invocation: its `RunConfig` (the engine's `Run`
-opens and locks it), then what the invocation continues from (the seed, the
-reviewed records, the number of the first new batch file); and how records are
-read."""
+"""A generate folder's run for one invocation, once the engine's `Run` has opened
+and locked it (its config: `datagen.run_config`): what the invocation continues
+from (the seed, the reviewed records, the number of the first new batch file); and
+how records are read."""
 
 from __future__ import annotations
 
-import random
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from helios.datagen.folder import STORE_DIR, batch_files, cut_torn_tail
 from helios.datagen.settings import GenerateSettings
-from helios.engine.run import ConcurrencyConfig, OutputsConfig, Run, RunConfig, SandboxConfig
-from helios.engine.saved_config import dump_config
+from helios.engine.run import Run
 from helios.engine.store import RUN_FILE, RunStore
 from helios.errors import ConfigError
-from helios.secrets import public_url
 
 
 @dataclass
@@ -40,54 +37,6 @@ def check_run_name(settings: GenerateSettings) -> None:
             f"{run_dir} already holds a run: add --resume to continue it, or choose another "
             "--run_name", field="--run_name",
         )  # fmt: skip
-
-
-#: the settings `helios generate --resume` takes from the run when not given again, by
-#: their flag's name (the system prompt and prefill are not kept: pass them again;
-#: --max_samples is this invocation's: a resume without it runs the whole dataset)
-RESUMABLE = ("batch_size", "base_url", "routing", "provider", "max_turns", "num_workers",
-             "concurrency", "max_tokens", "reasoning_effort", "reasoning_disabled",
-             "providers_allowed", "providers_ignored", "providers_order", "provider_sort",
-             "keep_no_reasoning", "image", "prompt_timeout", "prices",
-             "distributions_file", "executor", "ray_address")  # fmt: skip
-
-
-def resumable_settings(settings: GenerateSettings) -> dict[str, Any]:
-    """What run.json keeps for `--resume` (no key; the endpoint without its userinfo)."""
-    kept: dict[str, Any] = {}
-    for name in RESUMABLE:
-        value = getattr(settings, name)
-        if isinstance(value, list):
-            value = ",".join(value)
-        elif isinstance(value, Path):
-            value = str(value.absolute())
-        kept[name] = value
-    if settings.base_url:
-        kept["base_url"] = public_url(settings.base_url)
-    return kept
-
-
-def run_config(settings: GenerateSettings) -> RunConfig:
-    """The engine's run for a generate folder: `<run_name>/.helios/`, resumed by name."""
-    s = settings
-    seed = s.seed if s.seed is not None else random.randrange(2**31)  # recorded if new
-    return RunConfig(
-        kind="generate",
-        concurrency=ConcurrencyConfig(
-            in_flight=s.in_flight, retry_errors=True,
-            sandbox_starts=s.in_flight if s.provider == "local" else 4,
-            executor="ray" if s.executor == "ray" else "local", ray_address=s.ray_address,
-        ),
-        sandbox=SandboxConfig(provider=s.provider),
-        outputs=OutputsConfig(fixed=s.run_dir / STORE_DIR),
-        recorded={
-            "run_name": s.run_name, "dataset_file": str(s.dataset_file.absolute()),
-            "model": s.model, "distribution": s.distribution, "seed": seed,
-            "settings": resumable_settings(s),
-        },
-        config={"settings": dump_config(s)},
-        labels=s.labels,
-    )  # fmt: skip
 
 
 def open_session(run: Run, settings: GenerateSettings) -> RunSession:

@@ -4,11 +4,12 @@ prompts, bad input lines, what the merge dropped, tokens and cost)."""
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
 from helios.datagen.outputs import TERMINAL, MergeResult
+from helios.usage import merge_reported
 
 
 @dataclass
@@ -27,6 +28,8 @@ class RunTotals:
     cost_usd: float | None
     batches: int
     cost_unknown_reason: str | None = None
+    #: each model asked for with the ids the provider reported (`Usage.reported_models`)
+    reported_models: dict[str, list[str]] = field(default_factory=dict)
 
     @property
     def cost_text(self) -> str:
@@ -42,6 +45,11 @@ def totals(finals: Iterable[dict[str, Any]], failed_now: int) -> RunTotals:
         result.tokens_in += int(record.get("tokens_in", 0))
         result.tokens_out += int(record.get("tokens_out", 0))
         _add_cost(result, record)
+        reported = record.get("reported_models")
+        if isinstance(reported, dict):  # a record is read back: only lists of ids count
+            merge_reported(result.reported_models, {
+                str(k): [i for i in v if isinstance(i, str)]
+                for k, v in reported.items() if isinstance(v, list)})  # fmt: skip
         if status not in TERMINAL:
             continue
         result.rows += status == "ok"
@@ -50,8 +58,8 @@ def totals(finals: Iterable[dict[str, Any]], failed_now: int) -> RunTotals:
         result.turns_with_reasoning += int(record.get("turns_with_reasoning", 0))
         for name, entry in (record.get("tool_stats") or {}).items():
             total = result.tools.setdefault(name, {"count": 0, "success": 0, "failure": 0})
-            for field in total:
-                total[field] += int(entry.get(field, 0))
+            for key in total:
+                total[key] += int(entry.get(key, 0))
     result.batches = len(batches)
     return result
 
@@ -126,5 +134,6 @@ def statistics_document(
             "output_tokens": run.tokens_out,
             "cost_usd": None if run.cost_usd is None else round(run.cost_usd, 6),
             **({"cost_unknown_reason": run.cost_unknown_reason} if run.cost_usd is None else {}),
+            **({"reported_models": run.reported_models} if run.reported_models else {}),
         },
     }

@@ -61,6 +61,8 @@ class Environment(ABC):
     #: `start_service` can start long-lived processes that Helios owns (see there);
     #: a provider may answer for this host (local: whether its shell server runs here)
     supports_services: ClassVar[bool] = False
+    #: runs a spec's `compose_file` (sidecar services beside the sandbox)
+    supports_compose: ClassVar[bool] = False
 
     def __init__(self, spec: SandboxSpec, *, trial_id: str, run_id: str) -> None:
         self.spec = spec

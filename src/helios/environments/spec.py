@@ -41,6 +41,12 @@ class SandboxSpec:
     #: content hash of `build_context`: the image cache key
     context_hash: str = ""
     workdir: str = DEFAULT_WORKDIR
+    #: a provider that runs the image (docker) takes the working directory from it
+    #: instead (its WORKDIR, else `/`); `workdir` is the fallback of the others
+    workdir_from_image: bool = False
+    #: a provider that runs the image (docker) starts its ENTRYPOINT as a service
+    #: before any agent, as Harbor does (`environments.docker.image_config`)
+    image_entrypoint: bool = False
     #: environment variables of the sandbox itself (every exec sees them)
     env: Mapping[str, str] = field(default_factory=dict)
     #: outbound network: True = public, False = none, an `AllowList` = through a
@@ -57,6 +63,8 @@ class SandboxSpec:
     label: str = ""
     #: the agent starts only once this passes (None: as soon as the sandbox runs)
     healthcheck: HealthCheck | None = None
+    #: a compose file merged over the `main` service (docker: `docker.compose`)
+    compose_file: Path | None = None
 
     @property
     def dockerfile(self) -> Path | None:

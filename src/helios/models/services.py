@@ -179,6 +179,8 @@ class ModelServices:
         call_usage = response.usage
         call_usage.model_seconds = time.monotonic() - started
         self.prices.price_usage(self.spec.qualified, call_usage)
+        if response.model:  # the id the provider reported: what a rerun compares
+            call_usage.note_model(self.name or self.spec.qualified, response.model)
         owner.totals.add(call_usage)  # retries are counted live by count_retry
         if usage is not None:
             usage.add(call_usage)

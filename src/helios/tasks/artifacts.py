@@ -26,6 +26,7 @@ from typing import Any
 from helios.environments.base import ROOT, Environment, User
 from helios.environments.view import file_owner
 from helios.errors import EnvironmentError_
+from helios.tasks.collect import ServiceSandbox, service_sandbox
 from helios.tasks.schema import ArtifactConfig
 
 CONVENTION = "/logs/artifacts"
@@ -67,9 +68,32 @@ async def collect(
         return []
     found: list[Collected] = []
     entries = _entries(artifacts, env.workdir)
+    services = list(dict.fromkeys(item.service or "main" for item in entries))
+    for service in services:
+        chosen = [item for item in entries if (item.service or "main") == service]
+        try:
+            where = await service_sandbox(env, service)
+        except EnvironmentError_ as exc:
+            found += [Collected(item.source, _destination(item), f"failed: {exc}")
+                      for item in chosen]  # fmt: skip
+            continue
+        found += await _collect_from(where, chosen, host_dir)
+    if found:
+        await asyncio.to_thread(_write_manifest, host_dir, found)
+    return found
+
+
+def _destination(item: ArtifactConfig) -> str:
+    return item.destination or PurePosixPath(item.source).relative_to("/").as_posix()
+
+
+async def _collect_from(env: Environment | ServiceSandbox, entries: list[ArtifactConfig],
+                        host_dir: Path) -> list[Collected]:  # fmt: skip
+    """The entries of one service (`main`: the sandbox itself)."""
+    found: list[Collected] = []
     kinds = await _kinds(env, [item.source for item in entries])
     for item, kind in zip(entries, kinds, strict=True):
-        destination = item.destination or PurePosixPath(item.source).relative_to("/").as_posix()
+        destination = _destination(item)
         record = Collected(item.source, destination, "ok")
         if kind == "missing":
             if item.source != CONVENTION:
@@ -91,12 +115,10 @@ async def collect(
         if record.ok and not await asyncio.to_thread(target.exists):
             record.status = "skipped: not a regular file or folder"
         found.append(record)
-    if found:
-        await asyncio.to_thread(_write_manifest, host_dir, found)
     return found
 
 
-async def _kinds(env: Environment, paths: list[str]) -> list[str]:
+async def _kinds(env: Environment | ServiceSandbox, paths: list[str]) -> list[str]:
     """What each path is in the sandbox, in one exec (its processes are stopped:
     nothing changes them between this and the download)."""
     lines = []

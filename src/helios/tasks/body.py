@@ -49,6 +49,7 @@ from helios.environments.view import as_user
 from helios.errors import HeliosError
 from helios.failures import ErrorInfo
 from helios.tasks.artifacts import Collected, collect, transfer
+from helios.tasks.collect import run_collect
 from helios.tasks.phases import StepPlan
 from helios.tasks.rewards import combine, meets_min_reward
 from helios.tasks.schema import DesktopConfig
@@ -173,6 +174,7 @@ class TaskBody:
         session.phase("verifier")
         with session.timing("verifier"), _kept_or_scratch(folder) as base:
             await env.stop_processes()  # nothing the agent started runs while it is scored
+            await run_collect(env, plan.verifier.collect, base / "verifier")
             self._frozen = await freeze_pages(env)  # nor its pages' scripts, in the browser
             if self._desktop is not None and folder is not None:
                 await _keep_final_screen(self._desktop, folder / "agent" / IMAGES_DIR)

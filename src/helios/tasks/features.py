@@ -1,13 +1,15 @@
 """Which schema features a task uses, and which of them Helios cannot honour.
 
-A task that needs something Helios cannot give (a GPU, MCP servers, a compose
-file with services...) is not run: it is reported as
-"unsupported: <field>", one line, and counted apart from invalid tasks. Some
-limits depend on the provider: a network that changes between phases needs
-one that can switch it (local can; docker cannot, as in Harbor, but for an
-allowlisted sandbox, whose proxy takes each phase's allowlist or none), an
-allowlist one with an egress proxy (`Environment.supports_allowlist`), and users
-need one that can run commands as another user.
+A task that needs something Helios cannot give (a GPU...) is
+not run: it is reported as "unsupported: <field>", one line, and counted apart
+from invalid tasks. What a task offers its agent (skills, MCP servers) limits
+only the agents that cannot take it (`agent_limits`, judged per agent when a run
+is planned). Some limits depend on the provider: a network that changes between
+phases needs one that can switch it (local can; docker cannot, as in Harbor, but
+for an allowlisted sandbox, whose proxy takes each phase's allowlist or none), an
+allowlist one with an egress proxy (`Environment.supports_allowlist`), users need
+one that can run commands as another user, and compose services (a task's
+`environment/docker-compose.yaml`) need docker.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+from helios.agents.base import Agent
 from helios.environments.base import Environment
 from helios.environments.egress import AllowList, Network
 from helios.tasks.network import phase_network, sandbox_network
@@ -66,7 +69,11 @@ def features_used(task: Task) -> list[str]:
         or any(x.network_mode is not None for x in [*agents, *verifiers]),
         "allowlist": any(isinstance(n, AllowList) for _, n in _networks(c)),
         "docker_image": c.environment.docker_image is not None,
+        "skills_dir": c.environment.skills_dir is not None,
+        "mcp_servers": bool(c.environment.mcp_servers),
         "desktop": c.desktop is not None,
+        "compose": has_compose(task.environment_dir),
+        "verifier collect": any(v.collect for v in verifiers),
     }
     return [name for name, used in checks.items() if used]
 
@@ -85,20 +92,11 @@ def _task_limits(task: Task) -> Iterator[Unsupported]:
     if major != SUPPORTED_MAJOR:
         yield Unsupported("schema_version", f"{c.schema_version}: Helios reads 1.x")
     yield from _environment_limits(c.environment, "environment")
-    if has_compose(task.environment_dir):
-        yield Unsupported("environment/docker-compose.yaml", "compose services")
     for where, verifier in _verifiers(c):
-        if verifier.collect:
-            yield Unsupported(f"{where}.collect", "commands in compose services")
         if verifier.environment is not None:
             yield from _environment_limits(verifier.environment, f"{where}.environment")
             if verifier.environment.desktop is not None:
                 yield Unsupported(f"{where}.environment.desktop", "a separate verifier has none")
-        if verifier.separate and has_compose(task.tests_dir):
-            yield Unsupported("tests/docker-compose.yaml", "compose services")
-    for index, item in enumerate(_all_artifacts(c)):
-        if item.service not in (None, "main"):
-            yield Unsupported(f"artifacts[{index}].service", "compose services")
 
 
 def _environment_limits(env: EnvironmentConfig, where: str) -> Iterator[Unsupported]:
@@ -110,19 +108,40 @@ def _environment_limits(env: EnvironmentConfig, where: str) -> Iterator[Unsuppor
         yield Unsupported(f"{where}.gpu_types", "no GPU scheduling")
     if env.tpu is not None:
         yield Unsupported(f"{where}.tpu", "no TPU scheduling")
-    if env.mcp_servers:
-        yield Unsupported(f"{where}.mcp_servers", "the agents take no MCP servers")
-    if env.skills_dir is not None:
-        yield Unsupported(f"{where}.skills_dir", "the agents take no skills")
     for key, variable in host_variables(env.env).items():
         yield Unsupported(
             f"{where}.env.{key}", f"${{{variable}}} from the host: Helios passes none in"
         )
 
 
+def agent_limits(task: Task, agent: type[Agent]) -> list[Unsupported]:
+    """What the task offers its agent that `agent` does not take (`Agent.takes`):
+    the task is unsupported for that agent alone."""
+    c = task.config
+    found: list[Unsupported] = []
+    tables = [("environment", c.environment)] + [
+        (f"{where}.environment", v.environment) for where, v in _verifiers(c)
+        if v.environment is not None
+    ]  # fmt: skip
+    for where, env in tables:
+        if env.skills_dir is not None and "skills" not in agent.takes:
+            found.append(
+                Unsupported(f"{where}.skills_dir", f"the {agent.name} agent takes no skills")
+            )
+        if env.mcp_servers and "mcp" not in agent.takes:
+            found.append(
+                Unsupported(f"{where}.mcp_servers", f"the {agent.name} agent takes no MCP servers")
+            )
+    return found
+
+
 def _provider_limits(task: Task, provider: type[Environment]) -> list[Unsupported]:
     c = task.config
     found: list[Unsupported] = []
+    compose = _compose_use(task)
+    if compose is not None and not provider.supports_compose:
+        found.append(Unsupported(compose, f"the {provider.name} provider cannot run compose "
+                                          "services; docker can"))  # fmt: skip
     if c.desktop is not None and not provider.supports_services:
         found.append(Unsupported(
             "environment.desktop", f"the {provider.name} provider cannot run desktop services"
@@ -133,11 +152,12 @@ def _provider_limits(task: Task, provider: type[Environment]) -> list[Unsupporte
                 found.append(
                     Unsupported(f"{where}.user", f"the {provider.name} provider has no users")
                 )
-    if not provider.supports_allowlist:
-        found += [
-            Unsupported(f"{where}.allowed_hosts", f"the {provider.name} provider has no proxy")
-            for where, network in _networks(c) if isinstance(network, AllowList)
-        ]  # fmt: skip
+    if not provider.supports_allowlist or compose is not None:
+        why = f"the {provider.name} provider has no proxy" if compose is None else (
+            "a compose task has no egress proxy yet"
+        )  # fmt: skip
+        found += [Unsupported(f"{where}.allowed_hosts", why)
+                  for where, network in _networks(c) if isinstance(network, AllowList)]  # fmt: skip
     if not provider.dynamic_network:
         baseline = task.sandbox_spec().network
         for where, phase in [(w, p) for w, p in _phases(c) if isinstance(p, AgentConfig)]:
@@ -147,7 +167,8 @@ def _provider_limits(task: Task, provider: type[Environment]) -> list[Unsupporte
         for where, verifier in _verifiers(c):
             own = baseline
             if verifier.separate:  # its own sandbox starts with its own network
-                own = sandbox_network(verifier.environment or c.environment)
+                own = sandbox_network(verifier.environment or c.environment,
+                                      task.network_default)
             change = network_override(verifier.network_mode, own, verifier.allowed_hosts)
             if not _switchable(provider, own, change):
                 found.append(_switch(where, provider))
@@ -171,6 +192,20 @@ def _networks(c: TaskConfig) -> Iterator[tuple[str, Network | None]]:
         if verifier.environment is not None:
             env = verifier.environment
             yield f"{where}.environment", phase_network(env.network_mode, env.allowed_hosts)
+def _compose_use(task: Task) -> str | None:
+    """The first field or file that needs compose services, if any."""
+    c = task.config
+    if has_compose(task.environment_dir):
+        return "environment/docker-compose.yaml"
+    for where, verifier in _verifiers(c):
+        if verifier.separate and has_compose(task.tests_dir):
+            return "tests/docker-compose.yaml"
+        if any(item.service != "main" for item in verifier.collect):
+            return f"{where}.collect"
+    for index, item in enumerate(_all_artifacts(c)):
+        if item.service not in (None, "main"):
+            return f"artifacts[{index}].service"
+    return None
 
 
 def _switch(where: str, provider: type[Environment]) -> Unsupported:

@@ -15,6 +15,7 @@
     n_concurrent: 4
     timeout_multiplier: 2.0          # every agent's and verifier's task.toml timeout × 2
     provider: docker
+    network_default: none            # a task that leaves network_mode unset: no network
     output: runs
 
 YAML (`.yaml`, `.yml`), TOML (`.toml`) or JSON (`.json`), checked by one pydantic
@@ -121,6 +122,8 @@ class JobConfig(_Generation):
     pattern: str | None = Field(default=None, min_length=1)
     workers: int | None = Field(default=None, ge=1)
     executor: Literal["local", "ray"] | None = None
+    #: the network of a sandbox whose task leaves `network_mode` unset (`--network-default`)
+    network_default: Literal["public", "none"] | None = None
     ray_address: str | None = Field(default=None, min_length=1)
     fail_under: float | None = Field(default=None, ge=0.0, le=1.0)
     quiet: bool | None = None

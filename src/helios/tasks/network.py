@@ -18,7 +18,8 @@ def phase_network(mode: NetworkMode | None, hosts: list[str] | None) -> Network 
     return mode == "public"
 
 
-def sandbox_network(env: EnvironmentConfig) -> Network:
-    """An `[environment]` table's network from the start."""
+def sandbox_network(env: EnvironmentConfig, default: bool = True) -> Network:
+    """An `[environment]` table's network from the start (`default`: the run's for
+    a table that names none)."""
     own = phase_network(env.network_mode, env.allowed_hosts)
-    return own if isinstance(own, AllowList) else env.network_public
+    return own if isinstance(own, AllowList) else env.network_public(default)

@@ -16,11 +16,17 @@ from helios.environments.base import User
 from helios.environments.egress import Network, describe
 from helios.environments.spec import HealthCheck, SandboxSpec
 from helios.tasks.network import phase_network
-from helios.tasks.schema import AgentConfig, ArtifactConfig, StepConfig, VerifierConfig
+from helios.tasks.schema import (
+    AgentConfig,
+    ArtifactConfig,
+    CollectConfig,
+    StepConfig,
+    VerifierConfig,
+)
 from helios.tasks.schema_env import NetworkMode
 from helios.tasks.schema_phases import as_artifact
 from helios.tasks.task import Task, dockerfile_workdir, health_check, sandbox_spec_for
-from helios.tasks.task_layout import step_verifier
+from helios.tasks.task_layout import has_compose, step_verifier
 
 MinReward = float | dict[str, float] | None
 
@@ -71,6 +77,8 @@ class VerifierPlan:
     tests_dirs: tuple[Path, ...]
     #: the verifier's own sandbox (environment_mode = "separate"); None = shared
     sandbox: SandboxSpec | None = None
+    #: `[[verifier.collect]]`: commands run in compose services once the agent stops
+    collect: tuple[CollectConfig, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -176,6 +184,7 @@ def _verifier(task: Task, verifier: VerifierConfig, tests_dirs: tuple[Path, ...]
         network=network_override(verifier.network_mode, baseline, verifier.allowed_hosts),
         tests_dirs=tuple(d for d in tests_dirs if d.is_dir()),
         sandbox=sandbox,
+        collect=tuple(verifier.collect),
     )
 
 
@@ -193,17 +202,19 @@ def _separate_sandbox(
             workdir = env.workdir or dockerfile_workdir(tests / "Dockerfile") or task.workdir
             return sandbox_spec_for(
                 env, build_context=tests, context_hash=task.tests_hashes[key],
-                workdir=workdir, label=label,
+                workdir=workdir, label=label, network_default=task.network_default,
             )  # fmt: skip
     if verifier.environment is not None:
         workdir = env.workdir or task.workdir
+        composed = [d for d in tests_dirs if has_compose(d)]
         return sandbox_spec_for(
             env, build_context=None, context_hash="",
-            workdir=workdir, label=label,
+            workdir=workdir, label=label, network_default=task.network_default,
+            compose_dir=composed[-1] if composed else None,
         )  # fmt: skip
     return sandbox_spec_for(
         env, build_context=task.environment_dir, context_hash=task.environment_hash,
-        workdir=task.workdir, label=label,
+        workdir=task.workdir, label=label, network_default=task.network_default,
     )  # fmt: skip
 
 

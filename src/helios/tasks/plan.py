@@ -4,18 +4,18 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from helios.agents.registry import choose_agent, create_agent
+from helios.agents.registry import agent_class, choose_agent, create_agent
 from helios.environments.base import Environment
 from helios.environments.desktop.vnc import ViewMode
-from helios.errors import ConfigError, HeliosError, TaskFormatError
+from helios.errors import ConfigError, HeliosError, InputError, TaskFormatError
 from helios.identity import trial_id
 from helios.models.services import ModelOptions
-from helios.tasks.features import unsupported
+from helios.tasks.features import agent_limits, unsupported
 from helios.tasks.phases import TimeoutScale
 from helios.tasks.settings import TaskBatchSettings
 from helios.tasks.summary import InvalidTask, UnsupportedTask
@@ -40,6 +40,13 @@ class LoadedTasks:
         shown = [f"{key} ({n} task{'s' if n > 1 else ''})" for key, n in items[:limit]]
         more = f", and {len(items) - limit} more" if len(items) > limit else ""
         return f"task.toml keys Helios does not know were ignored: {', '.join(shown)}{more}"
+
+    def warning_lines(self) -> list[tuple[str, str]]:
+        """(label, text): one line per invalid or unsupported task, one for unknown keys."""
+        lines = [("invalid task", bad.error) for bad in self.invalid]
+        lines += [("unsupported task", task.error) for task in self.unsupported]
+        unknown = self.unknown_keys_line()
+        return lines + ([("warning", unknown)] if unknown is not None else [])
 
 
 def resolve_task_dirs(paths: Sequence[str | Path] | str | Path, pattern: str) -> list[Path]:
@@ -76,14 +83,18 @@ def task_keys(task_dirs: list[Path]) -> dict[Path, str]:
     return {d: d.relative_to(root).as_posix() for d in task_dirs}
 
 
-def load_tasks(task_dirs: list[Path], provider: type[Environment] | None = None) -> LoadedTasks:
+def load_tasks(
+    task_dirs: list[Path], provider: type[Environment] | None = None, *,
+    network_default: bool = True,
+) -> LoadedTasks:  # fmt: skip
     """Load every task; a bad one becomes an `InvalidTask`, one that needs what
-    Helios or `provider` cannot give an `UnsupportedTask`, and the rest go on."""
+    Helios or `provider` cannot give an `UnsupportedTask`, and the rest go on.
+    `network_default`: the network of a sandbox whose task leaves it unset."""
     loaded = LoadedTasks()
     keys = task_keys(task_dirs)
     for task_dir in task_dirs:
         try:
-            task = load_task(task_dir, key=keys[task_dir])
+            task = load_task(task_dir, key=keys[task_dir], network_default=network_default)
             for key in task.unknown_keys:
                 loaded.unknown_keys[key] = loaded.unknown_keys.get(key, 0) + 1
             limits = unsupported(task, provider)
@@ -102,6 +113,57 @@ def load_tasks(task_dirs: list[Path], provider: type[Environment] | None = None)
         except OSError as exc:
             loaded.invalid.append(InvalidTask(path=str(task_dir), error=f"{task_dir}: {exc}"))
     return loaded
+
+
+def load_batch(
+    paths: Sequence[str | Path] | str | Path, pattern: str,
+    provider: type[Environment] | None = None,
+    report: Callable[[list[tuple[str, str]]], None] | None = None, *,
+    network_default: bool = True,
+) -> LoadedTasks:  # fmt: skip
+    """The batch's tasks, each skipped one `report`ed (label, text) first; `InputError`
+    when no task matches or none can run."""
+    task_dirs = resolve_task_dirs(paths, pattern)
+    if not task_dirs:
+        where = ", ".join(str(p) for p in ([paths] if isinstance(paths, str | Path) else paths))
+        raise InputError(f"no task.toml matching {pattern!r} under {where}")
+    loaded = load_tasks(task_dirs, provider, network_default=network_default)
+    if report is not None:
+        report(loaded.warning_lines())
+    if not loaded.tasks:
+        skipped = [t.error for t in loaded.invalid] + [t.error for t in loaded.unsupported]
+        first = skipped[0] if skipped else "none found"
+        raise InputError(
+            f"no task to run ({len(loaded.invalid)} invalid, "
+            f"{len(loaded.unsupported)} unsupported): {first}"
+        )
+    return loaded
+
+
+def refuse_for_agents(
+    specs: list[TrialSpec], agents: str,
+    report: Callable[[list[tuple[str, str]]], None] | None = None,
+) -> tuple[list[TrialSpec], list[UnsupportedTask]]:  # fmt: skip
+    """The trials whose agent takes what their task offers it (skills, MCP servers:
+    `features.agent_limits`), and one `UnsupportedTask` per task and agent that does
+    not, each `report`ed: the task still runs with the other agents of the run.
+    `InputError` when no trial is left (`agents`: the run's, for that line)."""
+    judged: dict[tuple[Path, str], list[str]] = {}
+    kept: list[TrialSpec] = []
+    for spec in specs:
+        key = (spec.task.source, spec.agent)
+        if key not in judged:
+            limits = agent_limits(spec.task, agent_class(spec.agent))
+            judged[key] = [str(limit) for limit in limits]
+        if not judged[key]:
+            kept.append(spec)
+    refused = [UnsupportedTask(path=str(path), reasons=reasons)
+               for (path, _), reasons in judged.items() if reasons]  # fmt: skip
+    if refused and report is not None:
+        report(LoadedTasks(unsupported=refused).warning_lines())
+    if not kept:
+        raise InputError(f"no task to run for the agent(s) {agents}: {refused[0].error}")
+    return kept, refused
 
 
 def shown_path(path: Path) -> str:
@@ -157,6 +219,7 @@ def build_specs(
     keep_model: bool = False,
     suffix: str = "",
     timeouts: TimeoutScale | None = None,
+    network_default: str = "public",
 ) -> list[TrialSpec]:
     """Attempts interleaved across tasks: task1#1, task2#1, …, task1#2, …
 
@@ -170,6 +233,9 @@ def build_specs(
     scaled = timeouts.identity() if timeouts is not None else None
     if scaled is not None:  # only then: the ids of runs without multipliers stay
         settings["timeouts"] = scaled
+    # Where a task leaves its network unset and the run's default is public, its
+    # meaning is not what it was before the default (none): so are its trial ids.
+    public = {**settings, "network_default": "public"}
     specs: list[TrialSpec] = []
     for attempt in range(1, n_attempts + 1):
         for index, task in enumerate(tasks):
@@ -179,7 +245,7 @@ def build_specs(
                 attempt=attempt,
                 agent=identity,
                 model=model,
-                settings=settings,
+                settings=public if network_default == "public" and task.network_unset else settings,
             )
             specs.append(
                 TrialSpec(
@@ -273,6 +339,7 @@ def _combination_specs(
             keep_model=bool(s.models.others),
             suffix=suffix,
             timeouts=s.timeouts,
+            network_default=s.network_default,
         )
         for name in dict.fromkeys(agents)
     }

@@ -1,4 +1,5 @@
-"""Final panels: "Batch Results" and, with k > 1, pass@k."""
+"""What a task run shows: its header's rows, each trial's result in `helios run`'s
+view, and the final panels ("Batch Results" and, with k > 1, pass@k)."""
 
 from __future__ import annotations
 
@@ -7,9 +8,54 @@ from rich.table import Table
 from rich.text import Text
 
 from helios.display.console import plain
+from helios.display.presenter import RunPresenter
+from helios.display.trial import TrialView
 from helios.figures import out_tokens_per_second, percent
+from helios.tasks.results import TrialResult
+from helios.tasks.settings import TaskBatchSettings
 from helios.tasks.summary import BatchResult, breakdown
 from helios.usage import Usage
+
+
+def header(
+    show: RunPresenter, settings: TaskBatchSettings, *, task: str, agent: str,
+    n_trials: int, n_pending: int, per_task: int, invalid: int = 0, unsupported: int = 0,
+) -> tuple[str, dict[str, str]]:  # fmt: skip
+    """The header's title and rows: `helios run`'s (one task) or the batch's. The
+    agent line names the agent(s) and model(s); the rest the run's config holds."""
+    s = settings
+    endpoint = show.endpoint_row() if s.models.model else {}
+    done = f" ({n_trials - n_pending} already done)" if n_pending < n_trials else ""
+    if s.view == "trial":
+        rows = {"Task": task, "Agent": agent, **endpoint, "Environment": show.environment}
+        if s.n_attempts > 1:
+            rows["Attempts"] = str(s.n_attempts) + done
+        return "Helios run", {**rows, "Output": show.output}
+    return "Helios batch", {
+        "Tasks": f"{n_trials // per_task} found"
+        + (f", {invalid} invalid" if invalid else "")
+        + (f", {unsupported} unsupported" if unsupported else ""),
+        "Attempts": str(s.n_attempts),
+        "Trials": f"{n_trials}{done}",
+        "Concurrency": show.concurrency,
+        "Agent": agent,
+        **endpoint,
+        "Environment": show.environment,
+        "Output": show.output,
+    }
+
+
+def show_result(view: TrialView, result: TrialResult) -> None:
+    """A trial's result in `helios run`'s view."""
+    errors = [e for e in (result.error, result.agent_error) if e is not None]
+    usage = result.usage
+    view.result(
+        passed=result.passed, status=result.status,
+        rewards=result.rewards or {"reward": result.reward}, duration=result.duration,
+        error="; ".join(f"{e.type}: {e.message}" for e in errors) or None,
+        usage=f"tokens {usage.input_tokens:,} in · {usage.output_tokens:,} out · "
+        f"{usage.calls:,} model calls" if usage.calls else "",
+    )  # fmt: skip
 
 
 def _fmt_duration(seconds: float) -> str:
@@ -145,6 +191,14 @@ def breakdown_panel(batch: BatchResult) -> Panel | None:
     if not rows:
         return None
     return Panel(table, title="By model and agent", expand=False, border_style="cyan")
+
+
+def closing_panels(batch: BatchResult, view: str) -> list[Panel]:
+    """What a finished run shows: the batch's final panels; `helios run`'s view has
+    shown each trial already, so only pass@k (with k > 1)."""
+    if view == "batch":
+        return final_panels(batch)
+    return [pass_at_k_panel(batch)] if batch.n_attempts > 1 else []
 
 
 def final_panels(batch: BatchResult) -> list[Panel]:

@@ -116,7 +116,8 @@ class EnvironmentConfig(Section):
     gpus: int | None = Field(default=None, ge=0)
     gpu_types: list[str] | None = None
     tpu: TpuSpec | None = None
-    #: the network from the start (the baseline); None = `allow_internet`, else off
+    #: the network from the start (the baseline); None = `allow_internet`, else the
+    #: run's default (public, as in Harbor)
     network_mode: NetworkMode | None = None
     allowed_hosts: list[str] | None = None
     #: deprecated by Harbor for `network_mode`; `network` is a Helios alias
@@ -165,13 +166,14 @@ class EnvironmentConfig(Section):
     def _absolute_workdir(cls, value: str | None) -> str | None:
         return None if value is None else check_absolute_path(value, "workdir")
 
-    @property
-    def network_public(self) -> bool:
-        """The baseline: `network_mode`, else `allow_internet`, else off (Helios's
-        default; Harbor's is public)."""
+    def network_public(self, default: bool = True) -> bool:
+        """The baseline: `network_mode`, else `allow_internet`, else `default`:
+        public, as in Harbor, unless the run says otherwise (`--network-default none`)."""
         if self.network_mode is not None:
             return self.network_mode == "public"
-        return bool(self.allow_internet)
+        if self.allow_internet is not None:
+            return self.allow_internet
+        return default
 
 
 _TEMPLATE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")

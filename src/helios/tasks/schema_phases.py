@@ -90,7 +90,7 @@ class ArtifactConfig(Section):
     destination: str | None = None
     #: patterns (fnmatch) of files to leave out of a folder
     exclude: list[str] = Field(default_factory=list)
-    #: a compose service (unsupported unless "main")
+    #: the compose service it is copied out of (None: main, the sandbox)
     service: str | None = None
 
     @field_validator("source")

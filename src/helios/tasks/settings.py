@@ -77,6 +77,12 @@ class TaskBatchSettings:
     #: the agent's and verifier's task.toml timeouts scaled (a job's, Harbor's
     #: multipliers); part of a trial's identity only when a timeout changes
     timeouts: TimeoutScale = field(default_factory=TimeoutScale)
+    #: the network of a sandbox whose task leaves `network_mode` unset: "public", as
+    #: in Harbor, or "none" (`--network-default`). A run made before this setting
+    #: meant "none": its saved config (which lacks it) is read so, and "none" keeps
+    #: the trial ids and the identity of then ("public" enters the run's identity,
+    #: and the ids of the tasks that leave their network unset: `plan.build_specs`)
+    network_default: Literal["public", "none"] = "public"
 
     def __post_init__(self) -> None:
         if self.n_concurrent < 1 or self.n_attempts < 1:
@@ -84,6 +90,9 @@ class TaskBatchSettings:
         if self.executor not in ("local", "ray"):
             raise ConfigError(f"unknown executor {self.executor!r} (use local or ray)",
                               field="--executor")  # fmt: skip
+        if self.network_default not in ("public", "none"):
+            raise ConfigError(f"--network-default {self.network_default!r}: use public or none",
+                              field="--network-default")  # fmt: skip
         if self.ray_address is not None and self.executor != "ray":
             raise ConfigError("--ray-address needs --executor ray", field="--ray-address")
         if self.executor == "ray":

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from helios.engine.metrics import (
     bootstrap_ci,
@@ -16,6 +16,9 @@ from helios.engine.metrics import (
 )
 from helios.tasks.results import TrialResult
 from helios.usage import Usage
+
+if TYPE_CHECKING:
+    from helios.models.services import ModelServices
 
 
 @dataclass(frozen=True)
@@ -316,3 +319,57 @@ def summary_document(batch: BatchResult) -> dict[str, Any]:
         else None
     )
     return doc
+
+
+#: the batch's summary in its run folder
+SUMMARY_FILE = "batch_summary.json"
+
+
+def add_service_figures(batch: BatchResult, services: ModelServices | None) -> None:
+    """The figures only the run's model services hold: output tokens per second and,
+    when no call was priced, why the cost is unknown."""
+    from helios.models.pricing import unknown_reason
+
+    if services is None:
+        return
+    batch.out_tokens_per_second = services.out_tokens_per_second()
+    if not services.priced and batch.usage.cost_usd is not None:
+        # no call was priced (every trial errored, or a resume of such a run)
+        batch.usage.mark_cost_unknown(unknown_reason(services.spec.qualified))
+
+
+def write_summary(batch: BatchResult, run_dir: Path) -> str | None:
+    """Write `batch_summary.json`; None, or why it could not be written (the records
+    are safe; only the summary is missing, and a resume writes it again)."""
+    from helios.engine.store import write_json_atomic
+
+    try:
+        write_json_atomic(run_dir / SUMMARY_FILE, summary_document(batch))
+    except OSError as exc:
+        return str(exc.strerror)
+    return None
+
+
+def stopped_usage(services: ModelServices | None, recorded: list[TrialResult]) -> Usage | None:
+    """The tokens and calls this invocation's live line counted that no recorded trial
+    holds: those of the trials the interrupt stopped."""
+    if services is None:
+        return None
+    live, kept = services.totals, Usage.sum([r.usage for r in recorded])
+    return Usage(
+        input_tokens=max(0, live.input_tokens - kept.input_tokens),
+        cache_read_tokens=max(0, live.cache_read_tokens - kept.cache_read_tokens),
+        output_tokens=max(0, live.output_tokens - kept.output_tokens),
+        calls=max(0, live.calls - kept.calls),
+    )
+
+
+def prior_duration(run_dir: Path) -> float:
+    """The time a batch of an earlier Helios kept only in its summary."""
+    path = run_dir / SUMMARY_FILE
+    if not path.is_file():
+        return 0.0
+    try:
+        return float(json.loads(path.read_text("utf-8")).get("duration_seconds", 0.0))
+    except (ValueError, OSError, AttributeError):
+        return 0.0

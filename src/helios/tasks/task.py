@@ -20,6 +20,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from helios.environments.spec import HealthCheck, SandboxSpec
 from helios.errors import ConfigError, TaskFormatError
+from helios.tasks.dockerfile import dockerfile_workdir
 from helios.tasks.network import sandbox_network
 from helios.tasks.schema import (
     AgentConfig,
@@ -31,7 +32,7 @@ from helios.tasks.schema import (
 )
 from helios.tasks.schema_env import expand_env_defaults
 from helios.tasks.task_checks import check_task_folder
-from helios.tasks.task_layout import check_layout
+from helios.tasks.task_layout import HARBOR_COMPOSE, check_layout
 
 __all__ = [
     "AgentConfig",
@@ -40,6 +41,7 @@ __all__ = [
     "TaskConfig",
     "VerifierConfig",
     "discover_tasks",
+    "dockerfile_workdir",
     "load_task",
     "sandbox_spec_for",
     "tree_checksum",
@@ -74,6 +76,9 @@ class Task(BaseModel):
     unknown_keys: tuple[str, ...] = ()
     #: a multi-step task's instructions, by step name
     step_instructions: dict[str, str] = {}
+    #: the network of a sandbox whose `network_mode` is unset: public, as in Harbor,
+    #: unless the run says otherwise (`--network-default none`); not the task's content
+    network_default: bool = True
 
     @property
     def source(self) -> Path:
@@ -104,9 +109,22 @@ class Task(BaseModel):
     # is a snapshot, as its checksum, taken at load, already is.
     @cached_property
     def workdir(self) -> str:
-        """The agent's working directory: `[environment] workdir`, else the
-        Dockerfile's last WORKDIR, else /app."""
+        """The agent's working directory: `[environment] workdir`; else, where the
+        image is run (docker), the built image's own (`SandboxSpec.workdir_from_image`),
+        and this value is the fallback of the providers that run no image (local,
+        daytona): the WORKDIR the Dockerfile's text gives (`tasks.dockerfile`), else /app."""
         return self.config.environment.workdir or dockerfile_workdir(self.dockerfile) or "/app"
+
+    @property
+    def network_unset(self) -> bool:
+        """Whether a sandbox of this task takes its network from the run's default
+        (`network_default`): `[environment]` (or a separate verifier's) names none."""
+        c = self.config
+        tables = [c.environment, c.verifier.environment,
+                  *(s.verifier.environment for s in c.steps or [])]  # fmt: skip
+        return any(
+            t is not None and t.network_mode is None and t.allow_internet is None for t in tables
+        )
 
     def sandbox_spec(self) -> SandboxSpec:
         """The sandbox this task asks for."""
@@ -128,14 +146,8 @@ class Task(BaseModel):
             context_hash=self.environment_hash,
             workdir=self.workdir,
             label=self.name,
+            network_default=self.network_default,
         )
-
-
-def dockerfile_workdir(dockerfile: Path | None) -> str | None:
-    if dockerfile is None or not dockerfile.is_file():
-        return None
-    found = re.findall(r"(?im)^\s*WORKDIR\s+(\S+)\s*$", dockerfile.read_text("utf-8"))
-    return str(found[-1]) if found and found[-1].startswith("/") else None
 
 
 def health_check(config: HealthcheckConfig | None) -> HealthCheck | None:
@@ -158,10 +170,15 @@ def sandbox_spec_for(
     context_hash: str,
     workdir: str,
     label: str,
+    network_default: bool = True,
+    compose_dir: Path | None = None,
 ) -> SandboxSpec:
-    """The sandbox an `[environment]` table (the task's or a separate verifier's) asks for."""
+    """The sandbox an `[environment]` table (the task's or a separate verifier's) asks
+    for; its compose file is Harbor's, in `compose_dir` or else the build context."""
     if build_context is not None and not build_context.is_dir():
         build_context = None
+    compose = next((d / HARBOR_COMPOSE for d in (compose_dir, build_context)
+                    if d is not None and (d / HARBOR_COMPOSE).is_file()), None)  # fmt: skip
     has_dockerfile = build_context is not None and (build_context / "Dockerfile").is_file()
     return SandboxSpec(
         image=None if has_dockerfile else env.docker_image,
@@ -169,14 +186,17 @@ def sandbox_spec_for(
         context_hash=context_hash,
         workdir=workdir,
         env=expand_env_defaults(env.env),
-        network=sandbox_network(env),
+        network=sandbox_network(env, network_default),
         cpus=env.cpus,
         memory_mb=env.memory_mb,
         storage_mb=env.storage_mb,
         **({"pids": env.pids} if env.pids is not None else {}),
         build_timeout=env.build_timeout_sec,
+        workdir_from_image=env.workdir is None,
+        image_entrypoint=True,
         label=label,
         healthcheck=health_check(env.healthcheck),
+        compose_file=compose,
     )
 
 
@@ -192,8 +212,9 @@ def discover_tasks(root: str | Path, pattern: str = "**/task.toml") -> list[Path
     return sorted(found, key=lambda p: str(p))
 
 
-def load_task(path: str | Path, key: str | None = None) -> Task:
-    """Load and validate one task directory; raise `TaskFormatError` with a one-line reason."""
+def load_task(path: str | Path, key: str | None = None, *, network_default: bool = True) -> Task:
+    """Load and validate one task directory; raise `TaskFormatError` with a one-line
+    reason. `network_default`: the network where the task leaves it unset (public)."""
     task_dir = Path(path).resolve()
     toml_path = task_dir / "task.toml"
     if not toml_path.is_file():
@@ -214,6 +235,7 @@ def load_task(path: str | Path, key: str | None = None) -> Task:
         tests_hashes=_tests_hashes(task_dir, config),
         unknown_keys=tuple(unknown_keys(config)),
         step_instructions=step_instructions,
+        network_default=network_default,
     )
 
 

@@ -11,7 +11,10 @@ from pathlib import Path
 from helios.errors import TaskFormatError
 from helios.tasks.schema import StepConfig, TaskConfig, VerifierConfig
 
-COMPOSE_FILES = ("docker-compose.yaml", "docker-compose.yml", "compose.yaml", "compose.yml")
+#: the one compose file Harbor's docker provider reads (`environment/` or a separate
+#: verifier's `tests/`); a `docker-compose.yml` or `compose.yaml` there is material
+#: like any other file, and the folder is a plain Dockerfile task
+COMPOSE_FILE = HARBOR_COMPOSE = "docker-compose.yaml"
 
 
 def check_layout(task_dir: Path, config: TaskConfig) -> tuple[str, dict[str, str]]:
@@ -41,12 +44,12 @@ def read_instruction(path: Path) -> str:
 
 
 def has_compose(folder: Path) -> bool:
-    return any((folder / name).is_file() for name in COMPOSE_FILES)
+    return (folder / COMPOSE_FILE).is_file()
 
 
 def _check_environment(task_dir: Path, config: TaskConfig) -> None:
     env_dir = task_dir / "environment"
-    # A compose file is named as unsupported by `tasks.features`, not as invalid.
+    # A compose task's main service may come from its compose file (`tasks.features`).
     if has_compose(env_dir):
         return
     if config.environment.docker_image is None and not (env_dir / "Dockerfile").is_file():

@@ -84,12 +84,16 @@ class MockLLMServer:
         strict_history: bool = True,
         max_recorded: int = 1000,
         retry_after_headers: Sequence[str] = (),
+        reported_model: str | None = None,
     ) -> None:
         self.script = Script.coerce(script)
         #: raw Retry-After values for 429s, each its own header (a duplicated or
         #: malformed header, as proxies send them); empty = `retry_after`
         self.retry_after_headers = tuple(retry_after_headers)
         self.host = host
+        #: the model id replies name, as a provider that serves `gpt-4o` from its
+        #: `gpt-4o-2024-08-06` snapshot does; None: the one asked for (settable live)
+        self.reported_model = reported_model
         self.strict_history = strict_history
         self._requested_port = port
         self._faults = Faults(
@@ -339,6 +343,8 @@ class MockLLMServer:
         except InvalidRequest as exc:
             self._count("bad_request")
             return dialect.error(400, str(exc))
+        if self.reported_model is not None:
+            conv = replace(conv, model=self.reported_model)
         scenario = self.script.select(conv.haystack)
         if scenario is None:
             self._count("unmatched")

@@ -41,7 +41,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from helios.errors import InputError
 from helios.safe_yaml import load_yaml
-from helios.toolcalls.runner import MAX_RUNS, Case, too_many_runs
+from helios.toolcalls.plan import MAX_RUNS, Case, too_many_runs
 from helios.toolcalls.types import new_call
 
 SYNTHESIZERS = {

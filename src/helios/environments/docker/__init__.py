@@ -1,6 +1,9 @@
 """The docker provider: a container per trial (`environment`), reached over the
 shell server's stream (`shell`), the Engine API (`api`) and the `docker` CLI
-(`cli`: run, build, inspect, cleanup), with its services and cleanup.
+(`cli`: run, build, inspect, cleanup), with its services and cleanup. Builds use
+the builder the client can drive (`builder`: buildx, BuildKit, classic), from a copy
+of a Dockerfile that the engine's own frontend can read offline where needed
+(`dockerfile`).
 
 `DockerEnvironment` is imported on first use, so importing one of the modules
 here does not import the provider.

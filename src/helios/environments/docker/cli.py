@@ -9,14 +9,24 @@ tests/test_docker_env.py and tests/test_env_cleanup.py."""
 from __future__ import annotations
 
 import asyncio
+import shutil
+import tempfile
 from pathlib import Path
 
-from helios._proc import decode, run_process
+from helios._proc import ProcResult, decode, run_process
 from helios.environments.docker.base_images import (
     base_images,
     is_desktop_image,
     missing_base_images,
     missing_desktop_image,
+)
+from helios.environments.docker.builder import Builder
+from helios.environments.docker.builder import detect as detect_builder
+from helios.environments.docker.dockerfile import (
+    buildkit_features,
+    derive,
+    has_heredoc,
+    syntax_frontend,
 )
 from helios.errors import (
     BaseImageMissing,
@@ -76,19 +86,102 @@ class ImageBuilds:
         for image in bases:
             if is_desktop_image(image) and not await image_present(image):
                 raise BaseImageMissing(missing_desktop_image(image))
-        args = ["build", "-q", "-t", tag, "--label", f"{LABEL_MANAGED}=true"]
-        build_network = helios_settings().docker_build_network
-        if build_network:
-            args += ["--network", build_network]
-        result = await run_process([docker_binary(), *args, str(context)], timeout=timeout)
+        dockerfile = context / "Dockerfile"
+        text = await asyncio.to_thread(_read, dockerfile)
+        settings = helios_settings()
+        builder = await detect_builder(docker_binary(), settings.docker_builder)
+        argv = [docker_binary(), *builder.argv(builder.network(settings.docker_build_network)),
+                "-q", "-t", tag, "--label", f"{LABEL_MANAGED}=true"]  # fmt: skip
+        deadline = asyncio.get_running_loop().time() + timeout
+        derived = derive(text)
+        frontend = syntax_frontend(text)
+        if derived is not None and frontend is not None and frontend in _unreachable_frontends:
+            # out of reach before, in this process: straight to the copy without the line
+            result = await _build_with(argv, context, derived, deadline, builder)
+        else:
+            result = await _build_with(argv, context, None, deadline, builder)
+            err = decode(result.stderr)
+            if result.returncode != 0 and derived is not None and _frontend_failed(text, err):
+                if frontend and _syntax_unreachable(frontend, err):
+                    _unreachable_frontends.add(frontend)
+                result = await _build_with(argv, context, derived, deadline, builder)
         if result.timed_out:
             raise PhaseTimeout("build", timeout)
         if result.returncode != 0:
-            tail = " | ".join(decode(result.stderr).strip().splitlines()[-3:])
+            err = decode(result.stderr)
+            tail = " | ".join(err.strip().splitlines()[-3:])
             missing = [image for image in bases if not await image_present(image)]
             if missing:
                 raise BaseImageMissing(missing_base_images(missing, tail))
-            raise EnvironmentBuildError(f"docker build of {context} failed: {tail}")
+            why = _why(dockerfile, text, err, builder)
+            raise EnvironmentBuildError(f"docker build of {context} failed: {why or tail}")
+
+
+#: `# syntax=` frontends that could not be fetched in this process: later builds go
+#: straight to the copy of their Dockerfile without the line
+_unreachable_frontends: set[str] = set()
+
+
+async def _build_with(argv: list[str], context: Path, derived: str | None, deadline: float,
+                      builder: Builder) -> ProcResult:  # fmt: skip
+    """One `docker build` of `context`, from `derived` (a copy of its Dockerfile,
+    kept outside the task's folder) when given."""
+    remaining = max(1.0, deadline - asyncio.get_running_loop().time())
+    if derived is None:
+        return await run_process([*argv, str(context)], timeout=remaining, env=builder.env())
+    with tempfile.TemporaryDirectory(prefix="helios-dockerfile-") as folder:
+        copy = Path(folder) / "Dockerfile"
+        await asyncio.to_thread(copy.write_text, derived, "utf-8")
+        ignore = context / ".dockerignore"  # buildx reads it next to the Dockerfile first
+        if ignore.is_file():
+            beside = copy.with_name("Dockerfile.dockerignore")
+            await asyncio.to_thread(shutil.copyfile, ignore, beside)
+        return await run_process([*argv, "-f", str(copy), str(context)], timeout=remaining,
+                                 env=builder.env())  # fmt: skip
+
+
+def _frontend_failed(text: str, err: str) -> bool:
+    """Whether BuildKit failed on the frontend: its `# syntax=` image, or a parse
+    error in a file with heredocs (a built-in frontend older than Docker 23's)."""
+    frontend = syntax_frontend(text)
+    if frontend and _syntax_unreachable(frontend, err):
+        return True
+    return has_heredoc(text) and ("parse error" in err or "unknown instruction" in err)
+
+
+def _syntax_unreachable(frontend: str, err: str) -> bool:
+    name = frontend.split("@", 1)[0].split(":", 1)[0].removeprefix("docker.io/")
+    return "frontend gateway" in err or "resolve image config" in err or name in err
+
+
+def _why(dockerfile: Path, text: str, err: str, builder: Builder) -> str | None:
+    """One line on a failure that the Dockerfile's features explain, or None."""
+    if not builder.buildkit:
+        features = [f for f in buildkit_features(text) if f.name != "`# syntax=`"]
+        if not features:
+            return None
+        first = features[0]
+        how = ("unset HELIOS_DOCKER_BUILDER" if helios_settings().docker_builder == "classic"
+               else "install Docker's buildx plugin (docker-buildx-plugin from Docker's apt "
+               "repository, docker-buildx on Debian 13 or Ubuntu 24.04)")  # fmt: skip
+        return (
+            f"{dockerfile}:{first.line} uses {first.name}, which needs BuildKit, and "
+            f"{docker_binary()} builds without it: {how}"
+        )
+    frontend = syntax_frontend(text)
+    if frontend and _syntax_unreachable(frontend, err):
+        return (
+            f"{dockerfile}:1 names the Dockerfile frontend `{frontend}` (`# syntax=`), "
+            "which the engine cannot fetch from its registry: load that image into the "
+            "engine, or drop the line if the engine's built-in frontend reads the file"
+        )
+    if frontend and "parse error" in err:
+        return (
+            f"{dockerfile} needs a newer Dockerfile frontend than the engine's built-in "
+            f"one, and `# syntax={frontend}` cannot be fetched offline: "
+            f"{err.strip().splitlines()[-1]}"
+        )
+    return None
 
 
 async def image_present(image: str) -> bool:
@@ -123,6 +216,13 @@ async def check_desktop_image(image: str) -> None:
     registry serves it, so `docker run` would only fail on a registry's DNS."""
     if is_desktop_image(image) and not await image_present(image):
         raise BaseImageMissing(missing_desktop_image(image))
+
+
+def _read(dockerfile: Path) -> str:
+    try:
+        return dockerfile.read_text("utf-8", errors="replace")
+    except OSError:
+        return ""
 
 
 def _bases_of(context: Path) -> list[str]:

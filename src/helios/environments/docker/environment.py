@@ -47,7 +47,14 @@ from helios.environments.docker.cli import (
     docker,
     docker_binary,
 )
+from helios.environments.docker.compose import (
+    ComposeProject,
+    ComposeService,
+    cleanup_compose,
+    project_name,
+)
 from helios.environments.docker.egress import DockerEgress, remove_networks
+from helios.environments.docker.image_config import ENTRYPOINT_SERVICE, ImageConfig
 from helios.environments.docker.services import EXCHANGE_MOUNT, ContainerServices
 from helios.environments.docker.shell import ContainerShell
 from helios.environments.egress import AllowList, Network
@@ -61,8 +68,8 @@ from helios.settings import current as helios_settings
 __all__ = ["CONTROL_TIMEOUT", "DockerEnvironment", "docker", "remove_containers", "remove_images"]
 
 _builds = ImageBuilds()
-#: each image's USER (its default user), by image name
-_image_users: dict[str, str] = {}
+#: what each image says (its USER, WORKDIR, ENTRYPOINT), by image name
+_image_configs: dict[str, ImageConfig] = {}
 _NAME_UNSAFE = re.compile(r"[^a-zA-Z0-9_.-]")
 
 
@@ -78,6 +85,7 @@ class DockerEnvironment(ContainerServices):
     supports_users: ClassVar[bool] = True
     #: a network of the trial's own whose one way out is its proxy (`docker.egress`)
     supports_allowlist: ClassVar[bool] = True
+    supports_compose: ClassVar[bool] = True
     #: does this engine take `--storage-opt size=`? (overlay2 only on xfs with pquota)
     storage_opt: ClassVar[bool | None] = None
 
@@ -95,6 +103,12 @@ class DockerEnvironment(ContainerServices):
         self._services, self._exchange = {}, None  # (see ContainerServices)
         #: an allowlisted network's own docker network and proxy
         self._egress = DockerEgress()
+        #: the image's working directory, once read (`SandboxSpec.workdir_from_image`)
+        self._image_workdir: str | None = None
+        #: the trial's compose project, when its spec has a compose file
+        self._compose: ComposeProject | None = None
+        #: a compose task's `main` image when its file gives it (Helios builds none)
+        self._main_image: str | None = None
 
     @classmethod
     async def preflight(cls) -> None:
@@ -124,7 +138,9 @@ class DockerEnvironment(ContainerServices):
         run = None if run_id is None else _name_part(run_id, 36)
         exchanges = await _docker_services.remove_exchanges(run)
         containers = await cleanup_containers(run_id, force=force)
-        return [*containers, *exchanges, *await remove_networks(run_id, force=force)]
+        # their networks and volumes, once their containers are gone
+        return [*containers, *exchanges, *await cleanup_compose(run_id, force=force),
+                *await remove_networks(run_id, force=force)]
 
     @property
     def container_name(self) -> str:
@@ -134,6 +150,8 @@ class DockerEnvironment(ContainerServices):
 
     @property
     def image(self) -> str:
+        if self._main_image is not None:
+            return self._main_image
         if self.spec.dockerfile is not None:
             return f"{IMAGE_REPO}:{self.spec.context_hash[:16]}"
         if self.spec.image is None:
@@ -239,16 +257,68 @@ class DockerEnvironment(ContainerServices):
             self._storage_refused(with_storage, True, "")
             return shell
 
+    @property
+    def workdir(self) -> str:
+        return self._image_workdir or self.spec.workdir
+
+    def _labels(self) -> dict[str, str]:
+        return {
+            LABEL_MANAGED: "true",
+            LABEL_RUN: self.run_id,
+            LABEL_TRIAL: self.trial_id,
+            LABEL_OWNER: current_owner().label(),
+            LABEL_INSTANCE: self.instance,
+        }
+
+    async def _start_compose(self) -> None:
+        """`main` and its sidecars, by `docker compose` (`docker.compose`): main's
+        commands then go to the Engine API, as without the shell server."""
+        spec = self.spec
+        own = spec.dockerfile is not None or spec.image is not None
+        project = ComposeProject(
+            spec, name=project_name(self.run_id, self.trial_id, self.instance),
+            labels=self._labels(), image=self.image if own else None,
+        )  # fmt: skip
+        self._compose = project
+        try:
+            self.container = await project.up()
+        except BaseException:
+            await run_to_end(self._stop())
+            raise
+        if not own:
+            code, out, err = await docker("container", "inspect", "--format",
+                                          "{{.Config.Image}}", self.container)  # fmt: skip
+            if code != 0:
+                raise EnvironmentStartError(f"cannot inspect main: {last_line(err, '')}")
+            self._main_image = out.strip()
+        image = await self._read_image()
+        await self._setup()
+        await self._start_entrypoint(image)  # in `main`, as Harbor's compose runs it
+
+    async def compose_service(self, name: str) -> ComposeService:
+        """A running sidecar of this compose sandbox (EnvironmentExecError if none)."""
+        if self._compose is None:
+            raise EnvironmentExecError(f"no compose service {name!r}: the task has no compose file")
+        return await self._compose.service(name, self._engine)
+
     async def start(self) -> None:
+        if self.spec.compose_file is not None:
+            await self._start_compose()
+            return
+        image = await self._read_image()
         await self._make_exchange(_name_part(self.run_id, 36))
         if isinstance(self.spec.network, AllowList):
             await self._egress.open(self.container_name, self.run_id, self.spec.network)
+        await self._start_container()
+        await self._setup()
+        await self._start_entrypoint(image)
+
+    async def _start_container(self) -> None:
         server = _docker_shell.server_path()
         if server is not None:
             self._shell = await self._start_shell(server)
             if self._shell is not None:
                 self.container = self.container_name
-                await self._setup()
                 return
         code, out, err = await self._run()
         if code != 0:
@@ -257,7 +327,27 @@ class DockerEnvironment(ContainerServices):
             await self._remove_own()
             raise EnvironmentStartError(f"docker run failed: {last_line(err, f'exit {code}')}")
         self.container = out.strip()
-        await self._setup()
+
+    async def _read_image(self) -> ImageConfig:
+        """The image's config, and its working directory when the task names none."""
+        try:
+            image = await self._image_config()
+        except EnvironmentExecError as exc:
+            raise EnvironmentStartError(str(exc)) from None
+        if self.spec.workdir_from_image:
+            self._image_workdir = image.workdir or "/"  # docker's own without a WORKDIR
+        return image
+
+    async def _start_entrypoint(self, image: ImageConfig) -> None:
+        """The image's ENTRYPOINT as a service, with the sandbox's variables, before
+        any agent (`docker.image_config`)."""
+        command = image.entrypoint_command() if self.spec.image_entrypoint else None
+        if command is None:
+            return
+        try:
+            await self.start_service(ENTRYPOINT_SERVICE, command, env=dict(self.spec.env))
+        except EnvironmentExecError as exc:
+            raise EnvironmentStartError(f"the image's ENTRYPOINT did not start: {exc}") from None
 
     async def _setup(self) -> None:
         owner = await self.default_owner()
@@ -292,14 +382,24 @@ class DockerEnvironment(ContainerServices):
             await docker("rm", "-f", "-v", cid)
 
     async def _image_user(self) -> str:
-        """The image's USER (`user[:group]`), read once per image (no exec)."""
+        """The image's USER (`user[:group]`)."""
+        return (await self._image_config()).user
+
+    async def _image_config(self) -> ImageConfig:
+        """What the image says, read once per image (no exec)."""
         image = self.image
-        if image not in _image_users:
-            code, out, err = await docker("image", "inspect", "--format", "{{.Config.User}}", image)
+        if image not in _image_configs:
+            inspect = ("image", "inspect", "--format", "{{json .Config}}", image)
+            code, out, err = await docker(*inspect)
+            if code != 0 and self.spec.dockerfile is None:
+                # a ready image not here yet: `docker run` would pull it, and so do we
+                pulled, _, _ = await docker("pull", "-q", image, timeout=self.spec.build_timeout)
+                if pulled == 0:
+                    code, out, err = await docker(*inspect)
             if code != 0:
                 raise EnvironmentExecError(f"cannot inspect {image}: {last_line(err, 'no answer')}")
-            _image_users[image] = out.strip()
-        return _image_users[image]
+            _image_configs[image] = ImageConfig.parse(out)
+        return _image_configs[image]
 
     async def default_owner(self) -> User | None:
         """The image's USER, without its group."""
@@ -402,8 +502,11 @@ class DockerEnvironment(ContainerServices):
     async def _stop(self) -> None:
         container, self.container = self.container, None
         shell, self._shell = self._shell, None
+        compose, self._compose = self._compose, None
         try:
-            if shell is not None:
+            if compose is not None:
+                await compose.down()  # main with the rest
+            elif shell is not None:
                 # its end removes the container (by force if need be)
                 await shell.close()
             elif container is not None:

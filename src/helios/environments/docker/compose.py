@@ -1,0 +1,459 @@
+"""Compose environments: a task's `environment/docker-compose.yaml` merged over
+Helios's own `main` service, run by Docker's `docker compose` (the v2 plugin).
+
+As Harbor does, the task's file goes over a base file in which Helios gives `main`
+its image (the task's built Dockerfile, or `docker_image`), its variables and its
+limits. Compose merges the two (`docker compose config`); Helios then edits the
+merged model before `up`, with what the task may not change:
+- `main`'s init: the Engine API path's reaping shell (`docker.api.INIT_LOOP`), so
+  a trial's commands, copies and process stops work as in a single container;
+- the labels of every container, network and volume (run, trial, owner,
+  instance): `helios cleanup` finds them after a kill -9;
+- `main` depends on every sidecar (healthy where it has a healthcheck, else
+  started), unless a sidecar depends on `main`;
+- no `container_name` and no published `ports` (two trials would collide), every
+  network `internal` when the sandbox has no network;
+- a service built from a folder gets an image name of the task's content hash,
+  so trials share one build.
+A `main` whose mounts cover /logs or /tests, or a service that shares `main`'s
+processes (`pid`, `volumes_from`), is refused: the reward is read there.
+
+Each trial is its own project (`helios-<run>-<trial>-<instance>`), so its
+services and its network are its own. `up --wait` starts the sidecars before
+`main` and waits for their healthchecks; one that never becomes healthy (or
+exits) is an `EnvironmentUnhealthy` that names it, not tried again. A model Helios
+refuses, or that compose refuses, is an `UnsupportedFeature`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import json
+import logging
+import os
+import re
+import shutil
+import tempfile
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import aiodocker
+
+import helios.environments.docker.api as _docker_api
+from helios._proc import decode, last_line, run_process
+from helios.environments.base import ExecResult, User
+from helios.environments.docker.cli import (
+    CONTROL_TIMEOUT,
+    IMAGE_REPO,
+    LABEL_MANAGED,
+    LABEL_OWNER,
+    LABEL_RUN,
+    docker,
+    docker_binary,
+)
+from helios.environments.shell.owner import Owner
+from helios.environments.shell.safe_copy import Bounds
+from helios.environments.spec import SandboxSpec
+from helios.errors import (
+    EnvironmentBuildError,
+    EnvironmentExecError,
+    EnvironmentStartError,
+    EnvironmentUnavailable,
+    EnvironmentUnhealthy,
+    UnsupportedFeature,
+)
+from helios.settings import current as helios_settings
+
+log = logging.getLogger(__name__)
+
+#: Harbor's name for a task's compose file (its docker provider reads no other)
+COMPOSE_FILE = "docker-compose.yaml"
+MAIN = "main"
+#: where the reward and the tests live: no compose mount may cover them in `main`
+PROTECTED = ("/logs", "/tests")
+_PROJECT_UNSAFE = re.compile(r"[^a-z0-9_-]")
+#: the files of one `up` (removed once it ends; a kill -9 meanwhile: `cleanup_compose`)
+FOLDER_PREFIX = "helios-compose-"
+#: in such a folder: the owner label of the Helios that made it
+OWNER_FILE = "owner"
+#: a cleanup of every run leaves such a folder without an owner younger than this (s)
+FOLDER_GRACE = 300.0
+
+
+def project_name(run_id: str, trial_id: str, instance: str) -> str:
+    """A compose project name (lowercase letters, digits, `-`, `_`) of one trial."""
+    trial = _PROJECT_UNSAFE.sub("-", trial_id.lower())[:30]
+    return f"helios-{_run_part(run_id)}-{trial}-{instance}"
+
+
+def _run_part(run_id: str) -> str:
+    return _PROJECT_UNSAFE.sub("-", run_id.lower())[:30]
+
+
+class ComposeService:
+    """A sidecar's container, as the verifier's collection needs it: commands (as
+    root by default) and checked downloads."""
+
+    supports_users = True
+    workdir = "/"
+
+    def __init__(self, name: str, engine: aiodocker.Docker, container: str) -> None:
+        self.name = name
+        self._engine = engine
+        self._container = container
+
+    async def exec(
+        self,
+        command: str,
+        *,
+        cwd: str | None = None,
+        env: dict[str, str] | None = None,
+        timeout: float | None = None,
+        user: User | None = None,
+    ) -> ExecResult:
+        return await _docker_api.run_shell_command(
+            self._engine, self._container, command, cwd=cwd or "/", env=env or {},
+            timeout=timeout, user=user, has_timeout=False,
+        )  # fmt: skip
+
+    async def download(self, src: str, dst: Path) -> list[str]:
+        return await _docker_api.download(self._engine, self._container, src, dst, Bounds())
+
+
+class ComposeProject:
+    """One trial's compose project: `up` once, `service` while it runs, `down` at its end."""
+
+    def __init__(self, spec: SandboxSpec, *, name: str, labels: Mapping[str, str],
+                 image: str | None) -> None:  # fmt: skip
+        assert spec.compose_file is not None
+        self.spec = spec
+        self.name = name
+        self.labels = dict(labels)
+        #: the image Helios built or was given for `main`; None: the task's file gives it
+        self.image = image
+        self.task_file = spec.compose_file
+        self.project_dir = spec.compose_file.parent
+        # a sidecar's image is named by the content it is built from: the hashed
+        # environment folder, else (a separate verifier's tests/) the file itself
+        self._build_key = spec.context_hash[:12] or _file_key(self.task_file)
+
+    def _base(self) -> dict[str, Any]:
+        spec = self.spec
+        main: dict[str, Any] = {
+            "environment": dict(spec.env),
+            "cpus": min(spec.cpus, float(os.cpu_count() or 1)),
+            "mem_limit": f"{spec.memory_mb}m",
+            "pids_limit": spec.pids,
+        }
+        if self.image is not None:
+            main["image"] = self.image
+        return {"services": {MAIN: main}}
+
+    async def _compose(self, *args: str, timeout: float | None = CONTROL_TIMEOUT,
+                       files: tuple[Path, ...] = ()) -> tuple[int, str, str]:  # fmt: skip
+        argv = [docker_binary(), "compose", "-p", self.name,
+                "--project-directory", str(self.project_dir)]  # fmt: skip
+        for file in files:
+            argv += ["-f", str(file)]
+        result = await run_process([*argv, *args], timeout=timeout, env=compose_environment())
+        if result.timed_out:
+            raise EnvironmentStartError(f"docker compose {args[0]} did not answer within "
+                                        f"{timeout:g}s")  # fmt: skip
+        return result.returncode, decode(result.stdout), decode(result.stderr)
+
+    async def up(self) -> str:
+        """Start every service; return `main`'s container id."""
+        prefix = f"{FOLDER_PREFIX}{self.name}-"
+        folder = Path(await asyncio.to_thread(tempfile.mkdtemp, prefix=prefix))
+        owner = self.labels.get(LABEL_OWNER, "")
+        await asyncio.to_thread((folder / OWNER_FILE).write_text, owner, "utf-8")
+        try:
+            return await self._up(folder)
+        finally:  # the project is known by its name from now on
+            await asyncio.to_thread(shutil.rmtree, folder, True)
+
+    async def _up(self, folder: Path) -> str:
+        base = folder / "base.json"
+        await asyncio.to_thread(base.write_text, json.dumps(self._base()), "utf-8")
+        code, out, err = await self._compose(
+            "config", "--format", "json", files=(base, self.task_file)
+        )
+        if code != 0 and "is not a docker command" in err:
+            raise EnvironmentUnavailable(
+                "a compose task needs Docker's compose plugin (`docker compose` v2): install "
+                "docker-compose-plugin, or Debian's docker-compose (trixie and later)"
+            )
+        if code != 0:
+            # the task's file: trying again would give the same answer
+            raise UnsupportedFeature(
+                f"{self.task_file}: docker compose refused it: {last_line(err, f'exit {code}')}"
+            )
+        try:
+            model = json.loads(out)
+        except ValueError:
+            raise EnvironmentStartError("docker compose config gave no JSON") from None
+        final = folder / "compose.json"
+        edited = self.edit(model)
+        await asyncio.to_thread(final.write_text, json.dumps(_escaped(edited)), "utf-8")
+        wait = f"{max(1, int(self.spec.build_timeout))}"
+        code, _, err = await self._compose(
+            "up", "-d", "--wait", "--wait-timeout", wait, "--quiet-pull",
+            timeout=self.spec.build_timeout * 2 + 60, files=(final,),
+        )  # fmt: skip
+        if code != 0:
+            raise await self._failure(err, code)
+        code, out, err = await self._compose("ps", "-q", MAIN)
+        container = out.strip().splitlines()[0] if code == 0 and out.strip() else ""
+        if not container:
+            raise EnvironmentStartError(
+                f"compose service {MAIN!r} is not running: {last_line(err, 'no container')}"
+            )
+        return container
+
+    def edit(self, model: dict[str, Any]) -> dict[str, Any]:
+        """The merged model with what Helios does not let a task change (see the module)."""
+        services: dict[str, dict[str, Any]] = model.get("services") or {}
+        if MAIN not in services:
+            raise UnsupportedFeature(f"{self.task_file}: no service {MAIN!r}")
+        model["name"] = self.name
+        main = services[MAIN]
+        _check_main(self.task_file, main, services)
+        main["entrypoint"] = ["sh", "-c", _docker_api.INIT_LOOP]
+        main.pop("command", None)
+        if self.image is not None:
+            main["image"] = self.image
+            main.pop("build", None)
+        build_network = helios_settings().docker_build_network
+        for name, service in services.items():
+            service["labels"] = {**(service.get("labels") or {}), **self.labels}
+            service.pop("container_name", None)
+            service.pop("ports", None)
+            build = service.get("build")
+            if isinstance(build, dict):
+                build["labels"] = {**(build.get("labels") or {}), LABEL_MANAGED: "true"}
+                if build_network and "network" not in build:
+                    build["network"] = build_network
+                if not service.get("image"):  # main too, when the file builds it
+                    tag = f"{self._build_key}-{name}"
+                    service["image"] = f"{IMAGE_REPO}:compose-{_tag_part(tag)}"
+        _depend_on_sidecars(main, services)
+        networks: dict[str, dict[str, Any]] = model.setdefault("networks", {}) or {}
+        model["networks"] = networks
+        networks.setdefault("default", {})
+        for network in networks.values():
+            if network.get("external"):
+                continue
+            network["labels"] = {**(network.get("labels") or {}), **self.labels}
+            network.pop("name", None)  # its project's own, named by compose
+            if not self.spec.network:
+                network["internal"] = True
+        for volume in (model.get("volumes") or {}).values():
+            if isinstance(volume, dict) and not volume.get("external"):
+                volume["labels"] = {**(volume.get("labels") or {}), **self.labels}
+                volume.pop("name", None)
+        return model
+
+    async def _failure(self, err: str, code: int) -> Exception:
+        """Why `up` failed, naming the service that did not come up."""
+        said = last_line(err, f"exit {code}")
+        broken = await self._broken_services()
+        if ("build" in err.lower() and "failed to solve" in err.lower()) or "build" in said[:40]:
+            return EnvironmentBuildError(f"docker compose build failed: {said}")
+        if broken:
+            name, state = broken[0]
+            # as a healthcheck of main that never passes: not tried again
+            return EnvironmentUnhealthy(
+                f"compose service {name!r} did not become healthy ({state}): {said}"
+            )
+        return EnvironmentStartError(f"docker compose up failed: {said}")
+
+    async def _broken_services(self) -> list[tuple[str, str]]:
+        code, out, _ = await self._compose("ps", "-a", "--format", "json")
+        if code != 0:
+            return []
+        rows: list[dict[str, Any]] = []
+        text = out.strip()
+        with contextlib.suppress(ValueError):
+            parsed = json.loads(text) if text.startswith("[") else None
+            rows = parsed if isinstance(parsed, list) else [
+                json.loads(line) for line in text.splitlines() if line.strip()
+            ]  # fmt: skip
+        broken: list[tuple[str, str]] = []
+        for row in rows:
+            service, state = row.get("Service", ""), row.get("State", "")
+            health = row.get("Health", "")
+            if health == "unhealthy" or state in ("exited", "dead", "restarting"):
+                broken.append((service, health or f"{state}, exit {row.get('ExitCode', '?')}"))
+        broken.sort(key=lambda item: item[0] == MAIN)  # a sidecar's failure first
+        return broken
+
+    async def service(self, name: str, engine: aiodocker.Docker) -> ComposeService:
+        code, out, err = await self._compose("ps", "-q", name)
+        container = out.strip().splitlines()[0] if code == 0 and out.strip() else ""
+        if not container:
+            raise EnvironmentExecError(
+                f"compose service {name!r} is not running: {last_line(err, 'no container')}"
+            )
+        return ComposeService(name, engine, container)
+
+    async def down(self) -> None:
+        """Remove every container, network and volume of the project, whatever happened."""
+        try:
+            code, _, err = await self._compose(
+                "down", "-v", "--remove-orphans", "-t", "0", timeout=CONTROL_TIMEOUT
+            )
+            if code != 0:
+                log.warning("docker compose down of %s failed: %s", self.name, last_line(err, ""))
+        except EnvironmentStartError as exc:
+            log.warning("docker compose down of %s: %s", self.name, exc)
+
+
+#: what `docker compose` itself needs of Helios's environment: nothing else reaches
+#: it, so a task's `${OPENAI_API_KEY}` interpolates to nothing (secrets never reach a
+#: sandbox); the task's own `environment/.env` still counts
+_PASSED = ("PATH", "HOME", "LANG", "LC_ALL", "TMPDIR", "XDG_RUNTIME_DIR", "DOCKER_HOST",
+           "DOCKER_CONTEXT", "DOCKER_CONFIG", "DOCKER_CERT_PATH", "DOCKER_TLS_VERIFY",
+           "DOCKER_API_VERSION", "DOCKER_BUILDKIT", "BUILDKIT_PROGRESS")  # fmt: skip
+
+
+def compose_environment() -> dict[str, str]:
+    return {key: os.environ[key] for key in _PASSED if key in os.environ}
+
+
+def _check_main(task_file: Path, main: dict[str, Any], services: dict[str, Any]) -> None:
+    for volume in main.get("volumes") or []:
+        target = str(volume.get("target", "")) if isinstance(volume, dict) else ""
+        if any(_covers(target, path) for path in PROTECTED):
+            raise UnsupportedFeature(
+                f"{task_file}: services.{MAIN}.volumes mounts {target}: Helios keeps "
+                "/logs and /tests of main to itself (the reward is read there)"
+            )
+    for name, service in services.items():
+        shares = [str(service.get(key) or "") for key in ("pid", "ipc")]
+        shares += [str(v) for v in service.get("volumes_from") or []]
+        if name != MAIN and any(_names_main(share) for share in shares):
+            raise UnsupportedFeature(
+                f"{task_file}: services.{name} shares main's processes or volumes: refused"
+            )
+
+
+def _names_main(share: str) -> bool:
+    """`service:main`, `main` or `main:ro` (a `pid`, `ipc` or `volumes_from` value)."""
+    return share.removeprefix("service:").split(":", 1)[0] == MAIN
+
+
+def _covers(target: str, protected: str) -> bool:
+    target = target.rstrip("/") or "/"
+    return (
+        target == protected
+        or target.startswith(f"{protected}/")
+        or protected.startswith(f"{target.rstrip('/')}/")
+    )
+
+
+def _depend_on_sidecars(main: dict[str, Any], services: dict[str, dict[str, Any]]) -> None:
+    """`main` starts after every sidecar (healthy where it has a healthcheck), as in
+    Harbor; a sidecar that needs `main` itself is left to its own order."""
+    depends: dict[str, Any] = main.get("depends_on") or {}
+    for name, service in services.items():
+        if name == MAIN or name in depends or _needs(services, name, MAIN, set()):
+            continue
+        check = service.get("healthcheck") or {}
+        healthy = bool(check) and not check.get("disable")
+        depends[name] = {
+            "condition": "service_healthy" if healthy else "service_started",
+            "required": True,
+        }
+    if depends:
+        main["depends_on"] = depends
+
+
+def _needs(services: dict[str, dict[str, Any]], name: str, target: str, seen: set[str]) -> bool:
+    if name in seen:
+        return False
+    seen.add(name)
+    depends = services.get(name, {}).get("depends_on") or {}
+    return any(d == target or _needs(services, d, target, seen) for d in depends)
+
+
+def _file_key(path: Path) -> str:
+    """A short hash of a compose file's path and text (one small read, once a trial)."""
+    try:
+        text = path.read_bytes()
+    except OSError:
+        text = b""
+    return hashlib.sha256(str(path).encode() + b"\0" + text).hexdigest()[:12]
+
+
+def _tag_part(text: str) -> str:
+    return re.sub(r"[^a-zA-Z0-9_.-]", "-", text)[:120]
+
+
+def _escaped(value: Any) -> Any:
+    """The merged model is interpolated already: its `$` must stay `$` in `up`."""
+    if isinstance(value, str):
+        return value.replace("$", "$$")
+    if isinstance(value, list):
+        return [_escaped(item) for item in value]
+    if isinstance(value, dict):
+        return {key: _escaped(item) for key, item in value.items()}
+    return value
+
+
+async def cleanup_compose(run_id: str | None, *, force: bool = False) -> list[str]:
+    """The networks and volumes of compose projects whose containers are gone
+    (`cleanup_containers` removes those by their labels): of one run, or, with
+    None, whose owner is gone (`force`: every Helios one not in use)."""
+    removed = await asyncio.to_thread(_remove_folders, run_id, force)
+    for kind in ("network", "volume"):
+        fmt = ("{{.ID}}" if kind == "network" else "{{.Name}}") + (
+            '\t{{.Label "' + LABEL_RUN + '"}}\t{{.Label "' + LABEL_OWNER + '"}}'
+        )
+        code, out, _ = await docker(kind, "ls", "--filter", f"label={LABEL_MANAGED}=true",
+                                    "--format", fmt)  # fmt: skip
+        if code != 0:
+            continue
+        for line in out.splitlines():
+            ident, run, owner = [*line.split("\t"), "", ""][:3]
+            if not ident:
+                continue
+            if run_id is not None:
+                chosen = run == run_id
+            else:
+                parsed = Owner.parse(owner) if owner else None
+                chosen = force or parsed is None or not parsed.alive()
+            if chosen:
+                # in use (a live trial's): refused by the engine, and left
+                code, _, _ = await docker(kind, "rm", ident)
+                if code == 0:
+                    removed.append(ident)
+    return removed
+
+
+def _remove_folders(run_id: str | None, force: bool) -> list[str]:
+    """`up`'s files left by a kill -9: of one run, or (None) whose owner is gone."""
+    base = Path(tempfile.gettempdir())
+    if run_id is not None:
+        chosen = list(base.glob(f"{FOLDER_PREFIX}helios-{_run_part(run_id)}-*"))
+    else:
+        chosen = [f for f in base.glob(f"{FOLDER_PREFIX}*") if force or _orphaned(f)]
+    for folder in chosen:
+        shutil.rmtree(folder, True)
+    return [str(folder) for folder in chosen]
+
+
+def _orphaned(folder: Path) -> bool:
+    try:
+        owner = Owner.parse((folder / OWNER_FILE).read_text("utf-8").strip())
+    except (OSError, ValueError):
+        owner = None
+    if owner is not None:
+        return not owner.alive()
+    try:  # being made, or by an older Helios
+        return time.time() - folder.lstat().st_mtime > FOLDER_GRACE
+    except OSError:
+        return False

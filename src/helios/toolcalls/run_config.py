@@ -1,0 +1,62 @@
+"""A tool-call batch's `RunConfig`: in memory, a new run folder (`output_dir`) or
+an old one to finish (`resume`); its identity is the components that change
+results, and run.json saves the config it ran with (secrets removed)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from helios.engine import ConcurrencyConfig, OutputsConfig, RunConfig, SandboxConfig
+from helios.engine.labels import RunLabels
+from helios.engine.saved_config import dump_config
+from helios.models.retry import RetryPolicy
+
+#: the bound when max_concurrency is None ("all at once"): sockets and memory stay sane
+DEFAULT_MAX_CONCURRENCY = 256
+
+
+def in_flight(max_concurrency: int | None, runs: int) -> int:
+    """Runs in flight: `max_concurrency` (None: all, up to the default bound), at most
+    the runs there are, at least one."""
+    return max(1, min(max_concurrency or DEFAULT_MAX_CONCURRENCY, runs or 1))
+
+
+def identity(agent: Any, evaluator: Any, synthesizer: Any) -> dict[str, Any]:
+    """What a resume must match: the components (by their class) that change results."""
+    return {"components": {
+        "agent": type(agent).__name__, "evaluator": type(evaluator).__name__,
+        "synthesizer": type(synthesizer).__name__ if synthesizer is not None else None,
+    }}  # fmt: skip
+
+
+def outputs(output_dir: str | Path | None, resume: str | Path | None, force: bool) -> OutputsConfig:
+    if resume is not None:
+        return OutputsConfig(resume=Path(resume), force=force)
+    if output_dir is not None:
+        return OutputsConfig(parent=Path(output_dir), prefix="toolcalls")
+    return OutputsConfig()  # in memory
+
+
+def run_config(
+    *, runs: int, limit: int, agent: Any, evaluator: Any, synthesizer: Any,
+    timeout: float | None, policy: RetryPolicy, output_dir: str | Path | None,
+    resume: str | Path | None, force: bool, settings: Mapping[str, Any] | None,
+    labels: RunLabels | None,
+) -> RunConfig:  # fmt: skip
+    return RunConfig(
+        kind="toolcalls",
+        concurrency=ConcurrencyConfig(in_flight=limit),
+        sandbox=SandboxConfig(provider=None),  # each run's episode has the null sandbox
+        outputs=outputs(output_dir, resume, force),
+        identity=identity(agent, evaluator, synthesizer),
+        recorded={"runs": runs, "max_concurrency": limit},
+        config={
+            "settings": dict(settings or {}), "runs": runs, "max_concurrency": limit,
+            "timeout": timeout, "retry_policy": dump_config(policy),
+            "agent": type(agent).__name__, "evaluator": type(evaluator).__name__,
+            "synthesizer": type(synthesizer).__name__ if synthesizer is not None else None,
+        },
+        labels=labels or RunLabels(),
+    )  # fmt: skip
