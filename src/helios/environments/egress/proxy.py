@@ -120,6 +120,10 @@ class EgressProxy:
                     await _linger(reader, writer)
             except _CLIENT_ERRORS:
                 pass
+            except asyncio.CancelledError:
+                # `close` ended it; the server's own callback would log a cancel
+                # it cannot tell from a failure
+                return
             finally:
                 writer.close()
 
