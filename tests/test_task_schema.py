@@ -155,11 +155,6 @@ def test_one_unknown_keys_warning_per_batch(tmp_path: Path) -> None:
         ('[environment]\ngpu_types = ["H100"]\n', "environment.gpu_types"),
         ('[environment.tpu]\ntype = "v6e"\ntopology = "2x4"\n', "environment.tpu"),
         ('[environment]\nos = "Windows"\n', "environment.os"),
-        (
-            '[environment]\nnetwork_mode = "allowlist"\nallowed_hosts = ["pypi.org"]\n',
-            "environment.allowed_hosts",
-        ),
-        ('[agent]\nallowed_hosts = ["pypi.org"]\n', "agent.allowed_hosts"),
         ('[environment.env]\nKEY = "${OPENAI_API_KEY}"\n', "environment.env.KEY"),
         ('schema_version = "2.0"\n', "schema_version"),
     ],

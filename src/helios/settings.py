@@ -48,6 +48,8 @@ VARIABLES: tuple[Variable, ...] = (
              "network (default: the engine's)", changes_results=True),
     Variable("HELIOS_DOCKER_BUILD_NETWORK", "`docker build --network` for task images "
              "(e.g. host)"),
+    Variable("HELIOS_EGRESS_HOSTS", "an /etc/hosts-style file the egress proxy of an "
+             "allowlisted sandbox reads before the host's resolver", changes_results=True),
     Variable("HELIOS_DOCKER_BUILDER", "buildkit or classic: the builder of task images "
              "(default: BuildKit where the docker client has it)"),
     Variable("HELIOS_DOCKER_SHELL", "0: every docker call through the Engine API instead "
@@ -115,6 +117,10 @@ class HeliosSettings:
     @property
     def docker_build_network(self) -> str | None:
         return self.get("HELIOS_DOCKER_BUILD_NETWORK")
+
+    @property
+    def egress_hosts(self) -> str | None:
+        return self.get("HELIOS_EGRESS_HOSTS")
 
     @property
     def docker_builder(self) -> str | None:

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar
 
+from helios.environments.egress.policy import Network
 from helios.environments.spec import SandboxSpec
 from helios.errors import EnvironmentExecError, UnsupportedFeature
 
@@ -40,7 +41,7 @@ class ExecResult:
 
 @dataclass(frozen=True, slots=True)
 class Capabilities:
-    network: bool
+    network: Network
     cpus: float
     memory_mb: int
 
@@ -54,6 +55,9 @@ class Environment(ABC):
     supports_users: ClassVar[bool] = False
     #: `set_network` can open or close the network of a running sandbox
     dynamic_network: ClassVar[bool] = False
+    #: a `network` that is an `AllowList` is honoured (an egress proxy, `egress`); a
+    #: sandbox that starts allowlisted may then switch its policy (or to none) per phase
+    supports_allowlist: ClassVar[bool] = False
     #: `start_service` can start long-lived processes that Helios owns (see there);
     #: a provider may answer for this host (local: whether its shell server runs here)
     supports_services: ClassVar[bool] = False
@@ -135,16 +139,22 @@ class Environment(ABC):
         `UnsafeDownload`: what the sandbox handed back is refused (past a bound, an
         unreadable archive): the sandbox's doing, not the host's."""
 
-    async def set_network(self, public: bool) -> None:
+    async def set_network(self, network: Network) -> None:
         """Open or close the network for the commands that follow (a phase's own
-        network). Providers without `dynamic_network` refuse a change."""
-        if public == self.network:
+        network: public, none or an allowlist). Providers without `dynamic_network`
+        refuse a change."""
+        if network == self.network:
             return
         if not self.dynamic_network:
             raise UnsupportedFeature(
                 f"the {self.name} provider cannot change the network of a running sandbox"
             )
-        self.network = public
+        self.network = network
+
+    def egress_denials(self) -> list[str]:
+        """The requests its egress proxy denied so far, one line each (oldest
+        first); empty without an allowlisted network."""
+        return []
 
     async def default_owner(self) -> User | None:
         """Who must own files Helios uploads for a phase that runs as the sandbox's

@@ -10,6 +10,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from helios.environments.egress.policy import Network
+
 DEFAULT_WORKDIR = "/app"
 
 
@@ -47,8 +49,9 @@ class SandboxSpec:
     image_entrypoint: bool = False
     #: environment variables of the sandbox itself (every exec sees them)
     env: Mapping[str, str] = field(default_factory=dict)
-    #: outbound network allowed
-    network: bool = False
+    #: outbound network: True = public, False = none, an `AllowList` = through a
+    #: filtering egress proxy only (falsy, like none, to a truth test)
+    network: Network = False
     cpus: float = 1.0
     memory_mb: int = 2048
     #: processes at once (a fork bomb must not starve the host)

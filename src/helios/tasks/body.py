@@ -26,6 +26,7 @@ The trial's reward comes from the steps' by the task's reward strategy.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import shlex
 import tempfile
 import time
@@ -56,6 +57,8 @@ from helios.tasks.verifier import primary_reward, run_tests
 from helios.trajectories.images import FINAL_SCREEN, IMAGES_DIR
 
 SETUP_SCRIPT = "setup.sh"
+#: the trial folder's record of what an allowlisted network denied
+EGRESS_LOG = "egress.log"
 
 
 class StepSetupFailed(HeliosError):
@@ -123,6 +126,7 @@ class TaskBody:
                     break
         finally:
             self._finish(session)
+            await _keep_egress_log(session, env)
 
     async def _timed_step(
         self, session: EpisodeSession, env: Environment, step: StepRun, last: bool
@@ -221,6 +225,16 @@ class TaskBody:
             episode.score = Score(error=error, note=note)
         else:
             episode.score = Score(reward=primary_reward(combined), rewards=combined, note=note)
+
+
+async def _keep_egress_log(session: EpisodeSession, env: Environment) -> None:
+    """The requests the sandbox's egress proxy denied, in the trial's `egress.log`
+    (an allowlisted network's; none without one)."""
+    denials = env.egress_denials()
+    if denials and session.dir is not None:
+        text = "".join(line + "\n" for line in denials)
+        with contextlib.suppress(OSError):
+            await asyncio.to_thread((session.dir / EGRESS_LOG).write_text, text)
 
 
 async def _setup(env: Environment, plan: StepPlan) -> None:

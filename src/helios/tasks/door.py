@@ -15,7 +15,7 @@ from helios.engine.scheduler import Slot
 from helios.engine.store import write_json_atomic
 from helios.failures import ErrorInfo
 from helios.tasks.features import features_used
-from helios.tasks.phases import TimeoutScale
+from helios.tasks.phases import TimeoutScale, network_record
 from helios.tasks.results import TrialResult
 from helios.tasks.trial import TrialSpec, run_trial
 
@@ -96,5 +96,6 @@ def spec_config(spec: TrialSpec) -> dict[str, Any]:
         },
         "schema_version": cfg.schema_version,
         "features": features_used(spec.task),
+        "network": network_record(spec.task),
         **({"steps": [step.name for step in cfg.steps]} if cfg.steps else {}),
     }

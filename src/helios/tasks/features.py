@@ -1,13 +1,15 @@
 """Which schema features a task uses, and which of them Helios cannot honour.
 
-A task that needs something Helios cannot give (a GPU, a network allowlist...) is
+A task that needs something Helios cannot give (a GPU...) is
 not run: it is reported as "unsupported: <field>", one line, and counted apart
 from invalid tasks. What a task offers its agent (skills, MCP servers) limits
 only the agents that cannot take it (`agent_limits`, judged per agent when a run
 is planned). Some limits depend on the provider: a network that changes between
-phases needs one that can switch it (local can; docker cannot, as in Harbor),
-users need one that can run commands as another user, and compose services (a
-task's `environment/docker-compose.yaml`) need docker.
+phases needs one that can switch it (local can; docker cannot, as in Harbor, but
+for an allowlisted sandbox, whose proxy takes each phase's allowlist or none), an
+allowlist one with an egress proxy (`Environment.supports_allowlist`), users need
+one that can run commands as another user, and compose services (a task's
+`environment/docker-compose.yaml`) need docker.
 """
 
 from __future__ import annotations
@@ -17,6 +19,8 @@ from dataclasses import dataclass
 
 from helios.agents.base import Agent
 from helios.environments.base import Environment
+from helios.environments.egress import AllowList, Network
+from helios.tasks.network import phase_network, sandbox_network
 from helios.tasks.phases import network_override
 from helios.tasks.schema import (
     AgentConfig,
@@ -63,6 +67,7 @@ def features_used(task: Task) -> list[str]:
         or any(s.healthcheck is not None for s in c.steps or []),
         "network_mode": c.environment.network_mode is not None
         or any(x.network_mode is not None for x in [*agents, *verifiers]),
+        "allowlist": any(isinstance(n, AllowList) for _, n in _networks(c)),
         "docker_image": c.environment.docker_image is not None,
         "skills_dir": c.environment.skills_dir is not None,
         "mcp_servers": bool(c.environment.mcp_servers),
@@ -87,9 +92,6 @@ def _task_limits(task: Task) -> Iterator[Unsupported]:
     if major != SUPPORTED_MAJOR:
         yield Unsupported("schema_version", f"{c.schema_version}: Helios reads 1.x")
     yield from _environment_limits(c.environment, "environment")
-    for where, phase in _phases(c):
-        if phase.network_mode == "allowlist" or phase.allowed_hosts:
-            yield Unsupported(f"{where}.allowed_hosts", "needs a filtering proxy")
     for where, verifier in _verifiers(c):
         if verifier.environment is not None:
             yield from _environment_limits(verifier.environment, f"{where}.environment")
@@ -106,8 +108,6 @@ def _environment_limits(env: EnvironmentConfig, where: str) -> Iterator[Unsuppor
         yield Unsupported(f"{where}.gpu_types", "no GPU scheduling")
     if env.tpu is not None:
         yield Unsupported(f"{where}.tpu", "no TPU scheduling")
-    if env.network_mode == "allowlist" or env.allowed_hosts:
-        yield Unsupported(f"{where}.allowed_hosts", "needs a filtering proxy")
     for key, variable in host_variables(env.env).items():
         yield Unsupported(
             f"{where}.env.{key}", f"${{{variable}}} from the host: Helios passes none in"
@@ -152,20 +152,46 @@ def _provider_limits(task: Task, provider: type[Environment]) -> list[Unsupporte
                 found.append(
                     Unsupported(f"{where}.user", f"the {provider.name} provider has no users")
                 )
+    if not provider.supports_allowlist or compose is not None:
+        why = f"the {provider.name} provider has no proxy" if compose is None else (
+            "a compose task has no egress proxy yet"
+        )  # fmt: skip
+        found += [Unsupported(f"{where}.allowed_hosts", why)
+                  for where, network in _networks(c) if isinstance(network, AllowList)]  # fmt: skip
     if not provider.dynamic_network:
         baseline = task.sandbox_spec().network
         for where, phase in [(w, p) for w, p in _phases(c) if isinstance(p, AgentConfig)]:
-            if network_override(phase.network_mode, baseline) is not None:
+            change = network_override(phase.network_mode, baseline, phase.allowed_hosts)
+            if not _switchable(provider, baseline, change):
                 found.append(_switch(where, provider))
         for where, verifier in _verifiers(c):
             own = baseline
             if verifier.separate:  # its own sandbox starts with its own network
-                own = (verifier.environment or c.environment).network_public(task.network_default)
-            if network_override(verifier.network_mode, own) is not None:
+                own = sandbox_network(verifier.environment or c.environment,
+                                      task.network_default)
+            change = network_override(verifier.network_mode, own, verifier.allowed_hosts)
+            if not _switchable(provider, own, change):
                 found.append(_switch(where, provider))
     return found
 
 
+def _switchable(provider: type[Environment], baseline: Network, change: Network | None) -> bool:
+    """No change, or one the sandbox's egress proxy makes (an allowlisted sandbox's
+    phase with an allowlist or no network)."""
+    if change is None:
+        return True
+    return provider.supports_allowlist and isinstance(baseline, AllowList) and change is not True
+
+
+def _networks(c: TaskConfig) -> Iterator[tuple[str, Network | None]]:
+    """Each table's own network (None: it names none)."""
+    yield "environment", phase_network(c.environment.network_mode, c.environment.allowed_hosts)
+    for where, phase in _phases(c):
+        yield where, phase_network(phase.network_mode, phase.allowed_hosts)
+    for where, verifier in _verifiers(c):
+        if verifier.environment is not None:
+            env = verifier.environment
+            yield f"{where}.environment", phase_network(env.network_mode, env.allowed_hosts)
 def _compose_use(task: Task) -> str | None:
     """The first field or file that needs compose services, if any."""
     c = task.config

@@ -10,9 +10,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
 from helios.environments.base import User
+from helios.environments.egress import Network, describe
 from helios.environments.spec import HealthCheck, SandboxSpec
+from helios.tasks.network import phase_network
 from helios.tasks.schema import (
     AgentConfig,
     ArtifactConfig,
@@ -69,7 +72,7 @@ class VerifierPlan:
     env: dict[str, str]
     user: User | None
     #: the network while the tests run, if it differs from the sandbox's
-    network: bool | None
+    network: Network | None
     #: tests folders uploaded to /tests in this order (a step's over the task's)
     tests_dirs: tuple[Path, ...]
     #: the verifier's own sandbox (environment_mode = "separate"); None = shared
@@ -86,7 +89,7 @@ class StepPlan:
     agent_timeout: float
     agent_user: User | None
     #: the network while the agent runs, if it differs from the sandbox's
-    agent_network: bool | None
+    agent_network: Network | None
     solution_dir: Path
     solution_env: dict[str, str]
     #: `steps/<name>/workdir/`: copied into the working directory before the agent
@@ -99,13 +102,13 @@ class StepPlan:
     folder: str
 
 
-def network_override(mode: NetworkMode | None, baseline: bool) -> bool | None:
-    """A phase's `network_mode` as a change from the sandbox's network; None = none.
-    ("allowlist" is refused earlier as unsupported.)"""
-    if mode is None or mode == "allowlist":
-        return None
-    public = mode == "public"
-    return None if public == baseline else public
+def network_override(
+    mode: NetworkMode | None, baseline: Network, hosts: list[str] | None = None
+) -> Network | None:
+    """A phase's `network_mode` (and `allowed_hosts`) as a change from the
+    sandbox's network; None = none."""
+    own = phase_network(mode, hosts)
+    return None if own is None or own == baseline else own
 
 
 def plan_steps(task: Task, scale: TimeoutScale | None = None) -> list[StepPlan]:
@@ -129,7 +132,9 @@ def _single(task: Task) -> StepPlan:
         instruction=task.instruction,
         agent_timeout=config.agent.timeout_sec,
         agent_user=config.agent.user,
-        agent_network=network_override(config.agent.network_mode, task.sandbox_spec().network),
+        agent_network=network_override(
+            config.agent.network_mode, task.sandbox_spec().network, config.agent.allowed_hosts
+        ),
         solution_dir=task.solution_dir,
         solution_env=dict(config.solution.env),
         workdir_files=None,
@@ -151,7 +156,9 @@ def _step(task: Task, step: StepConfig) -> StepPlan:
         instruction=task.step_instructions[step.name],
         agent_timeout=agent.timeout_sec,
         agent_user=agent.user,
-        agent_network=network_override(agent.network_mode, task.sandbox_spec().network),
+        agent_network=network_override(
+            agent.network_mode, task.sandbox_spec().network, agent.allowed_hosts
+        ),
         solution_dir=folder / "solution",
         solution_env=dict(config.solution.env),
         workdir_files=workdir_files if workdir_files.is_dir() else None,
@@ -174,7 +181,7 @@ def _verifier(task: Task, verifier: VerifierConfig, tests_dirs: tuple[Path, ...]
         timeout=verifier.timeout_sec,
         env=dict(verifier.env),
         user=verifier.user,
-        network=network_override(verifier.network_mode, baseline),
+        network=network_override(verifier.network_mode, baseline, verifier.allowed_hosts),
         tests_dirs=tuple(d for d in tests_dirs if d.is_dir()),
         sandbox=sandbox,
         collect=tuple(verifier.collect),
@@ -209,3 +216,17 @@ def _separate_sandbox(
         env, build_context=task.environment_dir, context_hash=task.environment_hash,
         workdir=task.workdir, label=label, network_default=task.network_default,
     )  # fmt: skip
+
+
+def network_record(task: Task) -> dict[str, Any]:
+    """Each phase's network, as the trial's config.json says it."""
+    baseline = task.sandbox_spec().network
+    phases: dict[str, Any] = {"sandbox": describe(baseline)}
+    for plan in plan_steps(task):
+        prefix = "" if plan.name is None else f"steps.{plan.name}."
+        agent = plan.agent_network if plan.agent_network is not None else baseline
+        own = plan.verifier.sandbox.network if plan.verifier.sandbox is not None else baseline
+        verifier = plan.verifier.network if plan.verifier.network is not None else own
+        phases[f"{prefix}agent"] = describe(agent)
+        phases[f"{prefix}verifier"] = describe(verifier)
+    return phases

@@ -13,6 +13,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from helios.environments.egress import entry_error
+
 NetworkMode = Literal["public", "no-network", "allowlist"]
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMGT]?)B?\s*$", re.IGNORECASE)
 _SIZE_MB = {"K": 1 / 1024, "M": 1, "G": 1024, "T": 1024 * 1024, "": 1 / (1024 * 1024)}
@@ -39,6 +41,15 @@ def check_absolute_path(value: str, what: str) -> str:
         raise ValueError(f"{what} must be an absolute path, got {value!r}")
     if ".." in path.parts:
         raise ValueError(f"{what} must not contain '..', got {value!r}")
+    return value
+
+
+def check_allowed_hosts(value: list[str] | None) -> list[str] | None:
+    """Each entry a host name, `*.suffix` wildcard, IP address or CIDR block."""
+    for entry in value or []:
+        error = entry_error(entry)
+        if error is not None:
+            raise ValueError(error)
     return value
 
 
@@ -72,6 +83,11 @@ class PhaseNetwork(Section):
 
     network_mode: NetworkMode | None = None
     allowed_hosts: list[str] | None = None
+
+    @field_validator("allowed_hosts")
+    @classmethod
+    def _hosts(cls, value: list[str] | None) -> list[str] | None:
+        return check_allowed_hosts(value)
 
 
 class DesktopConfig(Section):
@@ -139,6 +155,11 @@ class EnvironmentConfig(Section):
     @classmethod
     def _lower_os(cls, value: Any) -> Any:
         return value.lower() if isinstance(value, str) else value
+
+    @field_validator("allowed_hosts")
+    @classmethod
+    def _hosts(cls, value: list[str] | None) -> list[str] | None:
+        return check_allowed_hosts(value)
 
     @field_validator("workdir")
     @classmethod

@@ -21,6 +21,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from helios.environments.spec import HealthCheck, SandboxSpec
 from helios.errors import ConfigError, TaskFormatError
 from helios.tasks.dockerfile import dockerfile_workdir
+from helios.tasks.network import sandbox_network
 from helios.tasks.schema import (
     AgentConfig,
     EnvironmentConfig,
@@ -185,7 +186,7 @@ def sandbox_spec_for(
         context_hash=context_hash,
         workdir=workdir,
         env=expand_env_defaults(env.env),
-        network=env.network_public(network_default),
+        network=sandbox_network(env, network_default),
         cpus=env.cpus,
         memory_mb=env.memory_mb,
         storage_mb=env.storage_mb,

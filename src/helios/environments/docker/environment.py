@@ -53,9 +53,11 @@ from helios.environments.docker.compose import (
     cleanup_compose,
     project_name,
 )
+from helios.environments.docker.egress import DockerEgress, remove_networks
 from helios.environments.docker.image_config import ENTRYPOINT_SERVICE, ImageConfig
 from helios.environments.docker.services import EXCHANGE_MOUNT, ContainerServices
 from helios.environments.docker.shell import ContainerShell
+from helios.environments.egress import AllowList, Network
 from helios.environments.shell.client import ShellUnavailable, Sink
 from helios.environments.shell.owner import current_owner
 from helios.environments.shell.safe_copy import Bounds
@@ -81,6 +83,8 @@ log = logging.getLogger(__name__)
 class DockerEnvironment(ContainerServices):
     name: ClassVar[str] = "docker"
     supports_users: ClassVar[bool] = True
+    #: a network of the trial's own whose one way out is its proxy (`docker.egress`)
+    supports_allowlist: ClassVar[bool] = True
     supports_compose: ClassVar[bool] = True
     #: does this engine take `--storage-opt size=`? (overlay2 only on xfs with pquota)
     storage_opt: ClassVar[bool | None] = None
@@ -97,6 +101,8 @@ class DockerEnvironment(ContainerServices):
         self._shell: ContainerShell | None = None
         self._has_tar = False
         self._services, self._exchange = {}, None  # (see ContainerServices)
+        #: an allowlisted network's own docker network and proxy
+        self._egress = DockerEgress()
         #: the image's working directory, once read (`SandboxSpec.workdir_from_image`)
         self._image_workdir: str | None = None
         #: the trial's compose project, when its spec has a compose file
@@ -133,7 +139,8 @@ class DockerEnvironment(ContainerServices):
         exchanges = await _docker_services.remove_exchanges(run)
         containers = await cleanup_containers(run_id, force=force)
         # their networks and volumes, once their containers are gone
-        return [*containers, *exchanges, *await cleanup_compose(run_id, force=force)]
+        return [*containers, *exchanges, *await cleanup_compose(run_id, force=force),
+                *await remove_networks(run_id, force=force)]
 
     @property
     def container_name(self) -> str:
@@ -167,7 +174,7 @@ class DockerEnvironment(ContainerServices):
         spec = self.spec
         cpus = min(spec.cpus, float(os.cpu_count() or 1))
         # With the network allowed, use the engine's default unless told otherwise.
-        network = helios_settings().docker_network if spec.network else "none"
+        network = helios_settings().docker_network if spec.network is True else "none"
         env_args = [arg for key, value in spec.env.items() for arg in ("-e", f"{key}={value}")]
         storage = ["--storage-opt", f"size={spec.storage_mb}m"] if with_storage else []
         if server is None:
@@ -189,10 +196,15 @@ class DockerEnvironment(ContainerServices):
             "--pids-limit", str(spec.pids),
             *storage,
             *env_args,
-            *(["--network", network] if network else []),
+            *self._network_args(network),
             *init,
             self.image, *args,
         ]  # fmt: skip
+
+    def _network_args(self, network: str | None) -> list[str]:
+        if self._egress.active:
+            return self._egress.run_args()
+        return ["--network", network] if network else []
 
     def _storage_refused(self, with_storage: bool, ok: bool, err: str) -> bool:
         """Record whether this engine takes the storage limit, from a `docker run`'s
@@ -295,6 +307,8 @@ class DockerEnvironment(ContainerServices):
             return
         image = await self._read_image()
         await self._make_exchange(_name_part(self.run_id, 36))
+        if isinstance(self.spec.network, AllowList):
+            await self._egress.open(self.container_name, self.run_id, self.spec.network)
         await self._start_container()
         await self._setup()
         await self._start_entrypoint(image)
@@ -470,6 +484,17 @@ class DockerEnvironment(ContainerServices):
         container = self._require_container()
         return await _docker_api.download(self._engine, container, src, dst, Bounds())
 
+    async def set_network(self, network: Network) -> None:
+        """An allowlisted sandbox's phases switch its proxy's policy (to another
+        allowlist, or to none); any other change needs a new container."""
+        if network != self.network and self._egress.follow(network):
+            self.network = network
+            return
+        await super().set_network(network)
+
+    def egress_denials(self) -> list[str]:
+        return self._egress.denials()
+
     async def stop(self) -> None:
         # To its end: a Ctrl-C arriving now must not leave the container behind.
         await run_to_end(self._stop())
@@ -500,6 +525,7 @@ class DockerEnvironment(ContainerServices):
             if client is not None:
                 await _docker_api.release(client)
             await self._drop_exchange()
+            await self._egress.close()
 
 
 async def remove_containers(run_id: str | None = None, *, force: bool = False) -> list[str]:

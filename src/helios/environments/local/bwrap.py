@@ -10,7 +10,8 @@ What the sandbox sees:
   sandbox's exchange folder (`Environment.exchange_dir`), a folder of the root
   hidden under /dev like /dev/shm's, so the host's path to it runs through
   nothing the agent can replace; no network, unless the
-  task's network is public (`--share-net`: the host's network). When the root
+  task's network is public (`--share-net`: the host's network) or allowlisted
+  (`--share-net` in the sandbox's egress namespace, `egress.netns`). When the root
   is Helios's tmpfs (Helios is root), /dev/shm is a folder of it, hidden under
   /dev (`SHM_FOLDER`), so its size and inode bounds hold there too: a tmpfs of
   bwrap's own has as many inodes as half the host's RAM pages.
@@ -85,6 +86,8 @@ class BwrapCall:
     gid: int | None = None
     #: share the host's network (a task's `network_mode = "public"`)
     share_net: bool = False
+    #: a network namespace to join instead (an allowlisted network: `egress.netns`)
+    netns: str | None = None
     #: extra read-only binds (host file, sandbox path), after the system ones
     extra_binds: tuple[tuple[str, str], ...] = ()
     #: the command is the pid namespace's init (bwrap's --as-pid-1): nothing
@@ -102,9 +105,11 @@ class BwrapCall:
         if bwrap is None or prlimit is None:
             raise FileNotFoundError("bwrap or prlimit")
         limits = [] if own_limits else self.limits.prlimit_argv(prlimit)
+        share = self.share_net or self.netns is not None
         return [
+            *self._namespace(),
             *self._identity(),
-            bwrap, "--unshare-all", *(["--share-net"] if self.share_net else []), *self._user(),
+            bwrap, "--unshare-all", *(["--share-net"] if share else []), *self._user(),
             "--die-with-parent", "--new-session", "--hostname", "sandbox",
             *(["--as-pid-1"] if self.as_pid_1 else []),
             "--bind", str(self.root), "/",
@@ -121,6 +126,14 @@ class BwrapCall:
             *limits,
             *command,
         ]  # fmt: skip
+
+    def _namespace(self) -> list[str]:
+        if self.netns is None:
+            return []
+        nsenter = tool("nsenter")
+        if nsenter is None:
+            raise FileNotFoundError("nsenter")
+        return [nsenter, f"--net={self.netns}", "--"]
 
     @staticmethod
     def _identity() -> list[str]:

@@ -71,7 +71,7 @@ def sandbox_processes() -> dict[int, Path]:
 
 
 def _holder_of(argv: list[bytes]) -> Path | None:
-    if not argv or os.path.basename(argv[0]) not in (b"bwrap", b"setpriv"):
+    if not argv or os.path.basename(argv[0]) not in (b"bwrap", b"setpriv", b"nsenter"):
         return None
     for index, arg in enumerate(argv[:-2]):
         if arg == b"--bind" and argv[index + 2] == b"/":

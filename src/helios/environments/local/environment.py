@@ -43,6 +43,7 @@ import helios.environments.local.root as _local_root
 import helios.environments.shell.transfer as _shell_transfer
 from helios._proc import decode, last_line, run_process, run_to_end
 from helios.environments.base import ExecResult, User
+from helios.environments.egress import Network
 from helios.environments.local.bwrap import (
     TRANSFER_MOUNT,
     BwrapCall,
@@ -55,6 +56,7 @@ from helios.environments.local.cleanup import (
     kill_processes,
     remove_holder,
 )
+from helios.environments.local.egress import LocalEgress
 from helios.environments.local.limits import LocalLimits, runs_as_root
 from helios.environments.local.pool import ShellPool
 from helios.environments.local.services import LocalServices
@@ -77,6 +79,8 @@ class LocalEnvironment(LocalServices):
     supports_users: ClassVar[bool] = True
     #: every exec is its own bwrap, so each can have its own network
     dynamic_network: ClassVar[bool] = True
+    #: in a network namespace of its own whose only way out is the proxy (`egress.netns`)
+    supports_allowlist: ClassVar[bool] = True
 
     def __init__(self, spec: SandboxSpec, *, trial_id: str, run_id: str) -> None:
         super().__init__(spec, trial_id=trial_id, run_id=run_id)
@@ -93,6 +97,8 @@ class LocalEnvironment(LocalServices):
         self._running = 0
         #: the shell each service lives in, by name
         self._services: dict[str, SandboxShell] = {}
+        #: the proxy and namespace of an allowlisted network (made when first needed)
+        self._egress = LocalEgress()
 
     @classmethod
     async def preflight(cls) -> None:
@@ -120,6 +126,7 @@ class LocalEnvironment(LocalServices):
         root = holder / "root"
         self._users = LocalUsers(holder)
         self.root = root
+        await self._egress.follow(self.network)
         if not laid_out:
             await _local_root.mount_by_command(root, self.limits.storage_mb)
             await asyncio.to_thread(
@@ -156,8 +163,9 @@ class LocalEnvironment(LocalServices):
     def _root_call(self, marker: str) -> BwrapCall:
         """A command as the sandbox's default user, with its own variables only."""
         assert self.root is not None and self._users is not None
-        env = sandbox_env(dict(self.spec.env), {})
-        return BwrapCall(self.root, self.limits, env, None, marker, share_net=self.network,
+        env = sandbox_env(self._declared(None), {})
+        return BwrapCall(self.root, self.limits, env, None, marker, share_net=self.network is True,
+                         netns=self._egress.netns(self.network),
                          extra_binds=tuple(self._users.binds()))  # fmt: skip
 
     async def exec(
@@ -232,7 +240,7 @@ class LocalEnvironment(LocalServices):
 
     def _declared(self, who: SandboxUser | None) -> dict[str, str]:
         """The sandbox's variables for a command as `who` (None: the default user)."""
-        declared = dict(self.spec.env)
+        declared = {**self._egress.variables(self.network), **self.spec.env}
         if who is None:
             return declared
         return {"HOME": who.home, "USER": who.name, "LOGNAME": who.name, **declared}
@@ -243,7 +251,8 @@ class LocalEnvironment(LocalServices):
         return BwrapCall(
             self.root, self.limits, env, transfer, self.marker(),
             uid=who.uid if who else None, gid=who.gid if who else None,
-            share_net=self.network, extra_binds=tuple(self._users.binds()),
+            share_net=self.network is True, netns=self._egress.netns(self.network),
+            extra_binds=tuple(self._users.binds()),
         )  # fmt: skip
 
     async def _shell_command(
@@ -340,9 +349,18 @@ class LocalEnvironment(LocalServices):
                 raise EnvironmentExecError("processes of the sandbox survived SIGKILL")
             self._dirty = self._pool.dirty = False
 
+    async def set_network(self, network: Network) -> None:
+        if self.root is not None:
+            await self._egress.follow(network)
+        await super().set_network(network)
+
+    def egress_denials(self) -> list[str]:
+        return self._egress.denials()
+
     async def stop(self) -> None:
         holder, self._holder, self.root = self._holder, None, None
         await run_to_end(self._pool.close())
+        await run_to_end(self._egress.close())
         if holder is not None:
             # To its end: a Ctrl-C arriving now must not leave the sandbox behind.
             scan = self._dirty or self._pool.dirty or self._running > 0

@@ -39,7 +39,8 @@ def key_of(call: BwrapCall) -> Key:
         uid, gid = 0, 0
     elif uid is not None and gid is None:
         gid = uid
-    return (uid, gid, call.share_net, call.extra_binds)
+    network = call.share_net if call.netns is None else call.netns
+    return (uid, gid, network, call.extra_binds)
 
 
 class ShellPool:
