@@ -168,8 +168,15 @@ def test_an_agent_s_own_x_server_dies_and_the_service_s_lives(
         await until(lambda: x_up(env, 5), "the service's X server listens")
         await env.exec("setsid nohup Xvfb :6 -nolisten tcp >/dev/null 2>&1 &")
         await env.stop_processes()
+
+        async def service_x_alone() -> bool:
+            # Xvfb forks a child for xkbcomp that carries its name until it execs
+            return [p.args for p in await processes(env) if p.comm == "Xvfb"] == [
+                "Xvfb:5-nolistentcp"
+            ]
+
+        await until(service_x_alone, "the service's X server alone is left")
         xs = [p for p in await processes(env) if p.comm == "Xvfb"]
-        assert [p.args for p in xs] == ["Xvfb:5-nolistentcp"]
         await env.exec(f"kill -9 {xs[0].pid}")
         await until(lambda: _dead(env, "x"), "the killed X server is seen dead")
         await env.exec("rm -f /tmp/.X11-unix/X5 /tmp/.X5-lock; "

@@ -36,7 +36,9 @@ SCRIPT = {
         {
             "match": "/app/out.txt containing the word ok",
             "turns": [
-                {"tool_calls": [{"name": "bash", "arguments": {"command": "echo ok > out.txt"}}]},
+                # the image names no WORKDIR: the agent works in / (as in Harbor)
+                {"tool_calls": [{"name": "bash", "arguments": {
+                    "command": "mkdir -p /app && echo ok > /app/out.txt"}}]},
                 {"tool_calls": [{"name": "submit", "arguments": {}}]},
             ],
         },
