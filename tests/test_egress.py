@@ -10,12 +10,13 @@ here has bash, not every one curl)."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import shlex
 import socket
 import threading
 import uuid
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
@@ -171,6 +172,16 @@ def _sandbox(provider: str) -> Environment:
                             trial_id=trial, run_id="test-egress")  # fmt: skip
 
 
+@contextlib.asynccontextmanager
+async def _started(provider: str) -> AsyncIterator[Environment]:
+    env = _sandbox(provider)
+    try:
+        await env.start()
+        yield env
+    finally:
+        await env.stop()
+
+
 def _host_address() -> str:
     """The host's own address on its way out (no packet is sent)."""
     with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
@@ -189,9 +200,7 @@ def test_an_allowlisted_sandbox_reaches_only_what_its_list_allows(
     port = upstream.port
 
     async def body() -> None:
-        env = _sandbox(provider)
-        try:
-            await env.start()
+        async with _started(provider) as env:
             variables = await env.exec("env", cwd="/")
             assert "HTTPS_PROXY=http://" in variables.stdout
             assert "https_proxy=http://" in variables.stdout
@@ -227,8 +236,6 @@ def test_an_allowlisted_sandbox_reaches_only_what_its_list_allows(
             denials = env.egress_denials()
             assert any(f"denied.test:{port}" in line for line in denials)
             assert any("leak-s3cret.denied.test" in line for line in denials)
-        finally:
-            await env.stop()
 
     asyncio.run(body())
 
@@ -239,9 +246,7 @@ def test_a_phase_switches_the_policy_and_the_verifiers_own_holds(
     port = upstream.port
 
     async def body() -> None:
-        env = _sandbox(provider)
-        try:
-            await env.start()
+        async with _started(provider) as env:
             await env.set_network(AllowList(("other.test",)))  # the verifier's own
             assert "hello from other.test" in await _through(env, CONNECT, f"other.test:{port}")
             assert "hello" not in await _through(env, CONNECT, f"allowed.test:{port}")
@@ -249,8 +254,6 @@ def test_a_phase_switches_the_policy_and_the_verifiers_own_holds(
             assert "hello" not in await _through(env, CONNECT, f"other.test:{port}")
             await env.set_network(POLICY)  # back to the sandbox's
             assert "hello from allowed.test" in await _through(env, CONNECT, f"allowed.test:{port}")
-        finally:
-            await env.stop()
 
     asyncio.run(body())
 

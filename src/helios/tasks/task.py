@@ -32,7 +32,7 @@ from helios.tasks.schema import (
 )
 from helios.tasks.schema_env import expand_env_defaults
 from helios.tasks.task_checks import check_task_folder
-from helios.tasks.task_layout import HARBOR_COMPOSE, check_layout
+from helios.tasks.task_layout import COMPOSE_FILE, check_layout
 
 __all__ = [
     "AgentConfig",
@@ -177,8 +177,8 @@ def sandbox_spec_for(
     for; its compose file is Harbor's, in `compose_dir` or else the build context."""
     if build_context is not None and not build_context.is_dir():
         build_context = None
-    compose = next((d / HARBOR_COMPOSE for d in (compose_dir, build_context)
-                    if d is not None and (d / HARBOR_COMPOSE).is_file()), None)  # fmt: skip
+    compose = next((d / COMPOSE_FILE for d in (compose_dir, build_context)
+                    if d is not None and (d / COMPOSE_FILE).is_file()), None)  # fmt: skip
     has_dockerfile = build_context is not None and (build_context / "Dockerfile").is_file()
     return SandboxSpec(
         image=None if has_dockerfile else env.docker_image,

@@ -14,7 +14,7 @@ from helios.tasks.schema import StepConfig, TaskConfig, VerifierConfig
 #: the one compose file Harbor's docker provider reads (`environment/` or a separate
 #: verifier's `tests/`); a `docker-compose.yml` or `compose.yaml` there is material
 #: like any other file, and the folder is a plain Dockerfile task
-COMPOSE_FILE = HARBOR_COMPOSE = "docker-compose.yaml"
+COMPOSE_FILE = "docker-compose.yaml"
 
 
 def check_layout(task_dir: Path, config: TaskConfig) -> tuple[str, dict[str, str]]:

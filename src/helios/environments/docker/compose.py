@@ -70,8 +70,7 @@ from helios.settings import current as helios_settings
 
 log = logging.getLogger(__name__)
 
-#: Harbor's name for a task's compose file (its docker provider reads no other)
-COMPOSE_FILE = "docker-compose.yaml"
+#: the service that is the trial's sandbox (Harbor's name)
 MAIN = "main"
 #: where the reward and the tests live: no compose mount may cover them in `main`
 PROTECTED = ("/logs", "/tests")
