@@ -186,11 +186,8 @@ class DockerEnvironment(ContainerServices):
             init = [*init, "--mount", f"type=bind,source={exchange},target={EXCHANGE_MOUNT}"]
         return [
             "run", *mode, "--name", self.container_name,
-            "--label", f"{LABEL_MANAGED}=true",
-            "--label", f"{LABEL_RUN}={self.run_id}",
-            "--label", f"{LABEL_TRIAL}={self.trial_id}",
-            "--label", f"{LABEL_OWNER}={current_owner().label()}",
-            "--label", f"{LABEL_INSTANCE}={self.instance}",
+            *(arg for key, value in self._labels().items()
+               for arg in ("--label", f"{key}={value}")),
             "--cpus", f"{cpus:g}", "--memory", f"{spec.memory_mb}m",
             # a fork bomb in one trial must not starve the host or the other trials
             "--pids-limit", str(spec.pids),
