@@ -172,7 +172,9 @@ def test_using_daytona(workspace: Path, server: MockLLMServer) -> None:
             DAYTONA_API_URL=daytona.api_url,
         )
         assert "Cloud execution: 1.000 mean reward" in out
-        assert daytona.creates == 2  # the two pdfbench tasks, each in its own sandbox
+        # the two pdfbench tasks, each in its own sandbox (a start that failed under load
+        # and was retried makes one more, and it is gone too: checked below)
+        assert daytona.creates >= 2
         assert not daytona.live() or all(b.state == "destroying" for b in daytona.live())
 
 
