@@ -132,6 +132,15 @@ def agent_limits(task: Task, agent: type[Agent]) -> list[Unsupported]:
             found.append(
                 Unsupported(f"{where}.mcp_servers", f"the {agent.name} agent takes no MCP servers")
             )
+        elif "mcp-http" not in agent.takes:
+            found += [
+                Unsupported(
+                    f"{where}.mcp_servers[{i}].url",
+                    f"the {agent.name} agent reaches MCP servers over stdio only "
+                    "(`command`), not over HTTP",
+                )
+                for i, m in enumerate(env.mcp_servers) if m.url is not None or m.command is None
+            ]  # fmt: skip
     return found
 
 
@@ -167,8 +176,7 @@ def _provider_limits(task: Task, provider: type[Environment]) -> list[Unsupporte
         for where, verifier in _verifiers(c):
             own = baseline
             if verifier.separate:  # its own sandbox starts with its own network
-                own = sandbox_network(verifier.environment or c.environment,
-                                      task.network_default)
+                own = sandbox_network(verifier.environment or c.environment, task.network_default)
             change = network_override(verifier.network_mode, own, verifier.allowed_hosts)
             if not _switchable(provider, own, change):
                 found.append(_switch(where, provider))
@@ -192,6 +200,8 @@ def _networks(c: TaskConfig) -> Iterator[tuple[str, Network | None]]:
         if verifier.environment is not None:
             env = verifier.environment
             yield f"{where}.environment", phase_network(env.network_mode, env.allowed_hosts)
+
+
 def _compose_use(task: Task) -> str | None:
     """The first field or file that needs compose services, if any."""
     c = task.config
