@@ -160,7 +160,8 @@ async def _streams(pipe: _SandboxPipe) -> AsyncIterator[tuple[Any, Any]]:
                     continue
                 pipe.wake.clear()
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(pipe.wake.wait(), delay)
+                    async with asyncio.timeout(delay):
+                        await pipe.wake.wait()
                 delay = _POLL_MIN if pipe.wake.is_set() else min(delay * 2, _POLL_MAX)
                 continue
             delay = _POLL_MIN
