@@ -187,3 +187,44 @@ def test_an_http_mcp_server_is_refused_for_the_tool_agent(tmp_path: Path) -> Non
     (limit,) = agent_limits(load_task(folder), ToolAgent)
     assert limit.field == "environment.mcp_servers[0].url"
     assert "stdio only" in limit.reason
+
+
+# -- ${VAR} from the host: only what --pass-env names, never a provider's key -----------
+
+
+ENV_TOML = """
+version = "1.0"
+[environment.env]
+TOKEN = "${H24_TOKEN}"
+PLAIN = "${H24_OTHER:-fallback}"
+"""
+
+
+def test_host_variables_pass_only_when_named(tmp_path: Path) -> None:
+    from helios.tasks.plan import load_tasks
+
+    folder = task(tmp_path, "takes-env", ENV_TOML)
+    (refused,) = load_tasks([folder]).unsupported
+    assert refused.path == str(folder)
+    (reason,) = refused.reasons
+    assert reason == (
+        "unsupported: environment.env.TOKEN (${H24_TOKEN} from the host: "
+        "pass it with --pass-env H24_TOKEN (set on the host))"
+    )
+    (loaded,) = load_tasks([folder], host_env={"H24_TOKEN": "t0k"}).tasks
+    assert loaded.sandbox_spec().env == {"TOKEN": "t0k", "PLAIN": "fallback"}
+    # a provider's key: refused in the task even if it were passed
+    key = task(tmp_path, "takes-key", '[environment.env]\nK = "${OPENAI_API_KEY}"\n')
+    (refused,) = load_tasks([key], host_env={"OPENAI_API_KEY": "sk"}).unsupported
+    assert "a model provider's key: Helios never passes one in" in refused.reasons[0]
+
+
+def test_pass_env_refuses_a_provider_key_in_one_line(tmp_path: Path) -> None:
+    from .cli_inprocess import helios_inprocess
+
+    folder = task(tmp_path / "tasks", "takes-env", ENV_TOML)
+    done = helios_inprocess("run", str(folder), "--agent", "oracle", "--provider", "local",
+                            "--pass-env", "ANTHROPIC_API_KEY", cwd=tmp_path)  # fmt: skip
+    assert done.returncode != 0
+    line = "--pass-env ANTHROPIC_API_KEY: a model provider's key never reaches a sandbox"
+    assert line in done.stderr and len(done.stderr.strip().splitlines()) == 1, done.stderr

@@ -14,12 +14,13 @@ one that can run commands as another user, and compose services (a task's
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 
 from helios.agents.base import Agent
 from helios.environments.base import Environment
 from helios.environments.egress import AllowList, Network
+from helios.models.routing import PROVIDER_KEYS
 from helios.tasks.network import phase_network, sandbox_network
 from helios.tasks.phases import network_override
 from helios.tasks.schema import (
@@ -91,15 +92,19 @@ def _task_limits(task: Task) -> Iterator[Unsupported]:
     major = c.schema_version.split(".", 1)[0]
     if major != SUPPORTED_MAJOR:
         yield Unsupported("schema_version", f"{c.schema_version}: Helios reads 1.x")
-    yield from _environment_limits(c.environment, "environment")
+    yield from _environment_limits(c.environment, "environment", task.host_env)
     for where, verifier in _verifiers(c):
         if verifier.environment is not None:
-            yield from _environment_limits(verifier.environment, f"{where}.environment")
+            yield from _environment_limits(
+                verifier.environment, f"{where}.environment", task.host_env
+            )
             if verifier.environment.desktop is not None:
                 yield Unsupported(f"{where}.environment.desktop", "a separate verifier has none")
 
 
-def _environment_limits(env: EnvironmentConfig, where: str) -> Iterator[Unsupported]:
+def _environment_limits(
+    env: EnvironmentConfig, where: str, host_env: Mapping[str, str]
+) -> Iterator[Unsupported]:
     if env.os == "windows":
         yield Unsupported(f"{where}.os", "windows containers")
     if env.gpus:
@@ -109,9 +114,17 @@ def _environment_limits(env: EnvironmentConfig, where: str) -> Iterator[Unsuppor
     if env.tpu is not None:
         yield Unsupported(f"{where}.tpu", "no TPU scheduling")
     for key, variable in host_variables(env.env).items():
-        yield Unsupported(
-            f"{where}.env.{key}", f"${{{variable}}} from the host: Helios passes none in"
-        )
+        if variable in PROVIDER_KEYS:
+            yield Unsupported(
+                f"{where}.env.{key}",
+                f"${{{variable}}} is a model provider's key: Helios never passes one in",
+            )
+        elif variable not in host_env:
+            yield Unsupported(
+                f"{where}.env.{key}",
+                f"${{{variable}}} from the host: pass it with --pass-env {variable} "
+                "(set on the host)",
+            )
 
 
 def agent_limits(task: Task, agent: type[Agent]) -> list[Unsupported]:

@@ -124,6 +124,8 @@ class JobConfig(_Generation):
     executor: Literal["local", "ray"] | None = None
     #: the network of a sandbox whose task leaves `network_mode` unset (`--network-default`)
     network_default: Literal["public", "none"] | None = None
+    #: host variables a task may take as `${NAME}` (`--pass-env`)
+    pass_env: list[str] | None = None
     ray_address: str | None = Field(default=None, min_length=1)
     fail_under: float | None = Field(default=None, ge=0.0, le=1.0)
     quiet: bool | None = None
