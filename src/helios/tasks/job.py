@@ -16,6 +16,7 @@
     timeout_multiplier: 2.0          # every agent's and verifier's task.toml timeout × 2
     provider: docker
     network_default: none            # a task that leaves network_mode unset: no network
+    pass_env: [HF_TOKEN]             # host variables a task may take as ${HF_TOKEN}
     output: runs
 
 YAML (`.yaml`, `.yml`), TOML (`.toml`) or JSON (`.json`), checked by one pydantic
