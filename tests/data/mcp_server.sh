@@ -1,14 +1,22 @@
 #!/bin/sh
 # A tiny MCP server over stdio in POSIX sh (the test images have no python3).
 # $1 picks a behaviour: hello (default), huge-list, huge-result, garbage, silent.
+# Builtins only: a service's child process of another program (sed, head) may be
+# killed by the sandbox's cleanup after any command (Environment.start_service).
 mode=${1:-hello}
+field() {  # the JSON value after "$1": in $line (numbers, or strings without quotes)
+  rest=${line#*\"$1\":}
+  [ "$rest" = "$line" ] && { value=; return; }
+  rest=${rest#\"}
+  value=${rest%%[\",\}]*}
+}
 while IFS= read -r line; do
-  id=$(printf '%s' "$line" | sed -n 's/.*"id":\([0-9][0-9]*\).*/\1/p')
-  method=$(printf '%s' "$line" | sed -n 's/.*"method":"\([^"]*\)".*/\1/p')
+  field id; id=$value
+  field method; method=$value
   case "$method" in
     initialize)
-      version=$(printf '%s' "$line" | sed -n 's/.*"protocolVersion":"\([^"]*\)".*/\1/p')
-      printf '{"jsonrpc":"2.0","id":%s,"result":{"protocolVersion":"%s","capabilities":{"tools":{}},"serverInfo":{"name":"hello-mcp","version":"1.0"}}}\n' "$id" "$version" ;;
+      field protocolVersion
+      printf '{"jsonrpc":"2.0","id":%s,"result":{"protocolVersion":"%s","capabilities":{"tools":{}},"serverInfo":{"name":"hello-mcp","version":"1.0"}}}\n' "$id" "$value" ;;
     notifications/*) ;;
     tools/list)
       if [ "$mode" = huge-list ]; then
@@ -22,13 +30,12 @@ while IFS= read -r line; do
     tools/call)
       case "$mode" in
         huge-result)
-          printf '{"jsonrpc":"2.0","id":%s,"result":{"content":[{"type":"text","text":"' "$id"
-          head -c 2000000 /dev/zero | tr '\0' a
-          printf '"}],"isError":false}}\n' ;;
+          text=a; i=0; while [ $i -lt 21 ]; do text=$text$text; i=$((i+1)); done  # 2 MiB
+          printf '{"jsonrpc":"2.0","id":%s,"result":{"content":[{"type":"text","text":"%s"}],"isError":false}}\n' "$id" "$text" ;;
         garbage) printf 'this is {not json-rpc\n' ;;
         silent) ;;
         *) printf '{"jsonrpc":"2.0","id":%s,"result":{"content":[{"type":"text","text":"The secret word is PAPAYA-42"}],"isError":false}}\n' "$id" ;;
       esac ;;
-    *) [ -n "$id" ] && printf '{"jsonrpc":"2.0","id":%s,"error":{"code":-32601,"message":"unknown method %s in %s"}}\n' "$id" "$method" "$(printf '%s' "$line" | head -c 200 | tr -d '"\\')" ;;
+    *) [ -n "$id" ] && printf '{"jsonrpc":"2.0","id":%s,"error":{"code":-32601,"message":"unknown method %s"}}\n' "$id" "$method" ;;
   esac
 done

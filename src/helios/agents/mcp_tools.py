@@ -11,6 +11,10 @@ or a Python in the image. An HTTP server (a compose sidecar such as
 the agent runs on the host, and a sidecar's name resolves only on the trial's
 compose network.
 
+The server is a service, so the clean-up after each command spares its own
+program's processes but kills a child running another program (a `sed` from a
+shell script): a server must be one program (Python, Node, a shell's builtins).
+
 Everything the server says is bounded: the tools it lists (`MAX_TOOLS`, their
 descriptions and schemas), a line it writes (`MAX_LINE_BYTES`), a result
 (truncated to the tool output bound) and the time it takes (`timeout`). A server
@@ -74,8 +78,14 @@ class MCPUnavailable(Exception):
 class _SandboxPipe:
     """The server's stdin and stdout, as files in the sandbox read and written by exec."""
 
-    def __init__(self, env: Environment, server: MCPServer, workdir: str) -> None:
+    def __init__(
+        self, env: Environment, server: MCPServer, workdir: str, idle_after: float
+    ) -> None:
         self.env = env
+        #: seconds after the last write past which nothing is awaited (no request is
+        #: pending that has not timed out): the reader stops polling until the next
+        self.idle_after = idle_after
+        self.last_write = 0.0
         safe = _SAFE.sub("_", server.name)[:40] or "server"
         self.service = f"mcp-{safe}"
         self.dir = f"/tmp/helios-mcp/{safe}"
@@ -105,6 +115,7 @@ class _SandboxPipe:
         )
         if not result.ok:
             raise OSError(f"cannot write to the MCP server: {result.stderr.strip()[:200]}")
+        self.last_write = asyncio.get_running_loop().time()
         self.wake.set()
 
     async def read(self) -> bytes:
@@ -153,6 +164,11 @@ async def _streams(pipe: _SandboxPipe) -> AsyncIterator[tuple[Any, Any]]:
         while True:
             data = await pipe.read()
             if not data:
+                pipe.wake.clear()
+                if asyncio.get_running_loop().time() - pipe.last_write > pipe.idle_after:
+                    await pipe.wake.wait()  # idle: no exec until the next request
+                    delay = _POLL_MIN
+                    continue
                 if delay >= _POLL_MAX and not await pipe.env.service_running(pipe.service):
                     if not await pipe.read():  # nothing written before it ended
                         raise MCPUnavailable("the server exited")
@@ -311,7 +327,7 @@ async def mcp_tools(
                     "the tool agent reaches stdio servers only"
                 )
                 continue
-            pipe = _SandboxPipe(env, server, workdir)
+            pipe = _SandboxPipe(env, server, workdir, idle_after=timeout + 1)
             try:
                 await pipe.start()
                 read, write = await stack.enter_async_context(_streams(pipe))
