@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
+from helios.agents.computer.agent import ComputerAgent
 from helios.agents.nop import NopAgent
 from helios.agents.oracle import OracleAgent
 from helios.agents.tool_agent import ToolAgent
@@ -230,9 +231,14 @@ def test_skills_and_mcp_limit_only_the_agents_that_cannot_take_them(tmp_path: Pa
     (offers,) = loaded.tasks
     assert {"skills_dir", "mcp_servers"} <= set(features_used(offers))
     assert agent_limits(offers, OracleAgent) == agent_limits(offers, NopAgent) == []
+    # the tool agent takes skills and stdio MCP servers, not an HTTP one (a sidecar)
     limits = agent_limits(offers, ToolAgent)
-    assert [u.field for u in limits] == ["environment.skills_dir", "environment.mcp_servers"]
-    assert "the tool agent takes no skills" in str(limits[0])
+    assert [u.field for u in limits] == ["environment.mcp_servers[0].url"]
+    assert "the tool agent reaches MCP servers over stdio only" in str(limits[0])
+    # an agent that takes neither: both named
+    both = agent_limits(offers, ComputerAgent)
+    assert [u.field for u in both] == ["environment.skills_dir", "environment.mcp_servers"]
+    assert "the computer agent takes no skills" in str(both[0])
     # planned per agent: the oracle runs it, the tool agent's trials are refused
     specs = build_specs(loaded.tasks, n_attempts=1, agent="oracle", agent_settings={},
                         model=None, provider="docker")  # fmt: skip
@@ -241,7 +247,7 @@ def test_skills_and_mcp_limit_only_the_agents_that_cannot_take_them(tmp_path: Pa
     kept, refused = refuse_for_agents(specs, "oracle, tool")
     assert [s.agent for s in kept] == ["oracle"]
     (skipped,) = refused
-    assert "unsupported: environment.skills_dir (the tool agent takes no skills)" in skipped.error
+    assert "unsupported: environment.mcp_servers[0].url (the tool agent reaches" in skipped.error
     # a run's plan: the oracle's has the task; a tool agent's has nothing to run
     buffer = io.StringIO()
     oracle = ParallelRunner(folder, agent="oracle", provider="local",
@@ -249,7 +255,7 @@ def test_skills_and_mcp_limit_only_the_agents_that_cannot_take_them(tmp_path: Pa
     assert len(oracle._plan()) == 1 and oracle.unsupported == []
     tool = ParallelRunner(folder, agent="tool", model="openai/gpt-4o", provider="local",
                           output_dir=tmp_path / "out", console=Console(file=buffer))  # fmt: skip
-    with pytest.raises(InputError, match="the tool agent takes no skills"):
+    with pytest.raises(InputError, match="the tool agent reaches MCP servers over stdio only"):
         tool._plan()
 
 

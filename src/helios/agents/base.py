@@ -28,6 +28,7 @@ from helios.slots import Slot
 from helios.usage import Usage
 
 if TYPE_CHECKING:
+    from helios.agents.mcp_tools import MCPServer
     from helios.agents.toolsets.base import Tool
     from helios.models.services import ModelServices
 
@@ -62,6 +63,12 @@ class AgentContext:
     exec_env: dict[str, str] = field(default_factory=dict)
     #: environment variables for the reference solution only (`[solution.env]`)
     solution_env: dict[str, str] = field(default_factory=dict)
+    #: the MCP servers the unit offers (`[[environment.mcp_servers]]`), for agents
+    #: that take "mcp"
+    mcp_servers: tuple[MCPServer, ...] = ()
+    #: the folder of skills inside the sandbox (`[environment] skills_dir`), for
+    #: agents that take "skills"
+    skills_dir: str | None = None
 
     def turn(self, n: int) -> None:
         if self.emit is not None:
@@ -99,9 +106,10 @@ class Agent(ABC):
     #: whether the agent calls a model (decides if --model and keys matter)
     uses_model: ClassVar[bool] = False
     #: what a task may offer its agent that this one takes: "skills" (`[environment]
-    #: skills_dir`), "mcp" (`mcp_servers`). An agent that has no use for them (the
-    #: oracle, nop) takes them too: the task means the same to it. A task that offers
-    #: one to an agent that does not take it is unsupported for that agent alone.
+    #: skills_dir`), "mcp" (`mcp_servers` over stdio), "mcp-http" (over HTTP too). An
+    #: agent that has no use for them (the oracle, nop) takes them too: the task means
+    #: the same to it. A task that offers one to an agent that does not take it is
+    #: unsupported for that agent alone.
     takes: ClassVar[frozenset[str]] = frozenset()
 
     def __init__(self, **settings: Any) -> None:

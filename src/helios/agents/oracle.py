@@ -20,7 +20,7 @@ RUN_SOLVE = (
 class OracleAgent(Agent):
     name: ClassVar[str] = "oracle"
     #: it never uses skills or MCP servers: a task that offers them means the same
-    takes: ClassVar[frozenset[str]] = frozenset({"skills", "mcp"})
+    takes: ClassVar[frozenset[str]] = frozenset({"skills", "mcp", "mcp-http"})
 
     async def run(self, instruction: str, env: Environment, ctx: AgentContext) -> AgentOutcome:
         solution = ctx.solution_dir

@@ -9,13 +9,17 @@ appends into `ctx.conversation`; writers render it once, after the run.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from helios.agents.base import Agent, AgentContext, AgentOutcome
+from helios.agents.mcp_tools import DEFAULT_TIMEOUT as MCP_TIMEOUT
+from helios.agents.mcp_tools import mcp_tools
 from helios.agents.model_turn import model_turn, require_services
+from helios.agents.skills import find_skills, skills_prompt
 from helios.agents.tools import ToolRunner
 from helios.agents.toolsets import Tool, resolve_tools
 from helios.environments.base import Environment
@@ -63,6 +67,9 @@ class ToolAgent(Agent):
     name: ClassVar[str] = "tool"
     version: ClassVar[str] = "1.0"
     uses_model: ClassVar[bool] = True
+    #: a task's skills go into the system prompt; its stdio MCP servers' tools are
+    #: offered next to the agent's own (`mcp_tools`)
+    takes: ClassVar[frozenset[str]] = frozenset({"skills", "mcp"})
 
     def __init__(self, **settings: Any) -> None:
         super().__init__(**settings)
@@ -71,6 +78,8 @@ class ToolAgent(Agent):
         self.toolsets = tuple(settings.get("toolsets") or DEFAULT_TOOLSETS)
         #: messages sent after the system prompt and before the instruction (few-shot)
         self.prefill: list[dict[str, str]] = list(settings.get("prefill") or [])
+        #: how long an MCP server has to start, list its tools or answer one call
+        self.mcp_timeout = float(settings.get("mcp_timeout") or MCP_TIMEOUT)
 
     def identity(self) -> dict[str, Any]:
         prompt_hash = hashlib.sha256(self.system_prompt.encode()).hexdigest()[:16]
@@ -90,28 +99,46 @@ class ToolAgent(Agent):
 
     async def run(self, instruction: str, env: Environment, ctx: AgentContext) -> AgentOutcome:
         services = require_services(ctx, "tool")
-        run = self._start(instruction, env, ctx, services)
-        outcome = AgentOutcome(
-            conversation=ctx.conversation,
-            tools=run.tools.specs,
-            setup_messages=1 + len(self.prefill),
-        )
-        try:
-            outcome.error = await self._loop(run)
-        except ContextWindowError as exc:
-            outcome.error = ErrorInfo(type="ContextWindowExceeded", message=str(exc), phase="agent")
-        finally:
-            outcome.n_turns = run.turns
-        return outcome
+        async with contextlib.AsyncExitStack() as stack:
+            tools = list(self.tools_for(ctx))
+            extra = ""
+            if ctx.skills_dir is not None:
+                extra += skills_prompt(await find_skills(env, ctx.skills_dir, ctx.workdir))
+            if ctx.mcp_servers:
+                found, notes = await stack.enter_async_context(mcp_tools(
+                    env, ctx.mcp_servers, workdir=ctx.workdir,
+                    taken={t.name for t in tools}, timeout=self.mcp_timeout,
+                ))  # fmt: skip
+                tools += found
+                extra += "".join(f"\nNote: {note}." for note in notes)
+            run = self._start(instruction, env, ctx, services, tools, extra)
+            outcome = AgentOutcome(
+                conversation=ctx.conversation,
+                tools=run.tools.specs,
+                setup_messages=1 + len(self.prefill),
+            )
+            try:
+                outcome.error = await self._loop(run)
+            except ContextWindowError as exc:
+                outcome.error = ErrorInfo(
+                    type="ContextWindowExceeded", message=str(exc), phase="agent"
+                )
+            finally:
+                outcome.n_turns = run.turns
+            return outcome
 
     def _start(
-        self, instruction: str, env: Environment, ctx: AgentContext, services: ModelServices
+        self,
+        instruction: str,
+        env: Environment,
+        ctx: AgentContext,
+        services: ModelServices,
+        tools: Sequence[Tool],
+        extra_prompt: str = "",
     ) -> _Run:
-        system = self.system_prompt.replace("{workdir}", ctx.workdir)
+        system = self.system_prompt.replace("{workdir}", ctx.workdir) + extra_prompt
         anthropic = services.spec.api == "anthropic"
-        runner = ToolRunner(
-            env, workdir=ctx.workdir, tools=self.tools_for(ctx), exec_env=ctx.exec_env
-        )
+        runner = ToolRunner(env, workdir=ctx.workdir, tools=tools, exec_env=ctx.exec_env)
         ctx.tool_specs[:] = runner.specs
         wire = [s.to_anthropic() if anthropic else s.to_openai() for s in runner.specs]
         run = _Run(ctx, services, runner, wire, messages=ctx.conversation)

@@ -41,6 +41,7 @@ def _settings(options: TrialOptions, **fields: Any) -> TaskBatchSettings:
         return TaskBatchSettings(
             n_attempts=options.n_attempts, agent=options.agent, provider=options.provider,
             network_default=cast(Any, options.network_default), output_dir=options.output,
+            pass_env=list(options.pass_env or []),
             agent_settings=parsed.agent_settings, models=parsed.models,
             labels=labels_of(options.name, options.tags), **fields,
         )  # fmt: skip
@@ -147,8 +148,8 @@ def _execute(
 
 @trial_options(
     "ctx", "tasks_dir", "config", "n_concurrent", "n_attempts", "model", "output", "quiet",
-    "pattern", "provider", "network_default", "agent", "resume", "retry_errors", "force",
-    "fail_under", "workers", "executor", "ray_address", "base_url", "api_key",
+    "pattern", "provider", "network_default", "pass_env", "agent", "resume", "retry_errors",
+    "force", "fail_under", "workers", "executor", "ray_address", "base_url", "api_key",
     "max_turns", "system_prompt_file", "max_tokens", "temperature", "reasoning_effort",
     "no_reasoning", "openrouter_routing", "prices", "watch", "debug", "name", "tags",
 )  # fmt: skip
@@ -364,10 +365,11 @@ def _recorded_tasks(run: dict[str, Any] | None, argument: str) -> list[Path]:
 
 
 @trial_options(
-    "ctx", "task", "model", "agent", "provider", "network_default", "output", "n_attempts",
-    "quiet", "resume", "retry_errors", "force", "fail_under", "name", "tags", "base_url",
-    "api_key", "max_turns", "system_prompt_file", "max_tokens", "temperature", "reasoning_effort",
-    "no_reasoning", "openrouter_routing", "prices", "watch", "interactive", "debug",
+    "ctx", "task", "model", "agent", "provider", "network_default", "pass_env", "output",
+    "n_attempts", "quiet", "resume", "retry_errors", "force", "fail_under", "name", "tags",
+    "base_url", "api_key", "max_turns", "system_prompt_file", "max_tokens", "temperature",
+    "reasoning_effort", "no_reasoning", "openrouter_routing", "prices", "watch", "interactive",
+    "debug",
 )  # fmt: skip
 def run_command(
     options: TrialOptions,

@@ -33,6 +33,7 @@ SIMPLE = {
     "output": "output_dir", "pattern": "pattern", "workers": "workers",
     "executor": "executor", "ray_address": "ray_address", "quiet": "quiet",
     "retry_errors": "retry_errors", "network_default": "network_default",
+    "pass_env": "pass_env",
 }  # fmt: skip
 #: the generation settings a job may give: its field → the GenerationConfig field
 GENERATION = {"max_tokens": "max_tokens", "temperature": "temperature",

@@ -48,6 +48,14 @@ NetworkDefaultOpt = Annotated[
         help="The network of a task that leaves network_mode unset: public (as in Harbor) or none.",
     ),
 ]
+PassEnvOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--pass-env",
+        help="A host variable a task may take as ${NAME} in [environment.env] (repeat the "
+        "option for several). None is passed by default, and never a model provider's key.",
+    ),
+]
 OutputOpt = Annotated[
     Path,
     typer.Option(
@@ -235,6 +243,7 @@ class TrialOptions:
     agent: AgentOpt = None
     provider: ProviderOpt = "docker"
     network_default: NetworkDefaultOpt = "public"
+    pass_env: PassEnvOpt = None
     output: OutputOpt = Path("output")
     n_attempts: AttemptsOpt = 1
     base_url: BaseUrlOpt = None

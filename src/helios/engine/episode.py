@@ -50,6 +50,7 @@ from helios.failures import ErrorInfo
 from helios.usage import Usage
 
 if TYPE_CHECKING:
+    from helios.agents.mcp_tools import MCPServer
     from helios.agents.toolsets.base import Tool
     from helios.models.services import ModelServices
 
@@ -117,6 +118,9 @@ class EpisodeSpec:
     solution_env: Mapping[str, str] = field(default_factory=dict)
     #: the phases to run instead of the default (agent, then scorer)
     body: EpisodeBody | None = None
+    #: the MCP servers and the skills folder the unit offers its agent
+    mcp_servers: tuple[MCPServer, ...] = ()
+    skills_dir: str | None = None
 
 
 @dataclass
@@ -284,6 +288,8 @@ class EpisodeSession:
             solution_dir=spec.solution_dir if solution_dir is None else solution_dir,
             exec_env=dict(spec.agent_env if agent_env is None else agent_env),
             solution_env=dict(spec.solution_env if solution_env is None else solution_env),
+            mcp_servers=spec.mcp_servers,
+            skills_dir=spec.skills_dir,
         )
         # What the agent said so far survives a timeout: the context owns it.
         run = AgentRun(AgentOutcome(conversation=agent_ctx.conversation))

@@ -82,6 +82,12 @@ PROVIDERS: dict[str, ProviderInfo] = {
     ),
 }
 
+#: the variables that hold a model provider's key: never passed into a sandbox
+#: (`--pass-env` refuses them, and so does a task's `${NAME}`)
+PROVIDER_KEYS: frozenset[str] = frozenset(
+    p.key_env for p in PROVIDERS.values() if p.key_env is not None
+)
+
 _BARE_ROUTES = (
     (re.compile(r"^claude-"), "anthropic"),
     (re.compile(r"^(gpt-|chatgpt-|o\d)"), "openai"),

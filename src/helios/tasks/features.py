@@ -14,12 +14,13 @@ one that can run commands as another user, and compose services (a task's
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 
 from helios.agents.base import Agent
 from helios.environments.base import Environment
 from helios.environments.egress import AllowList, Network
+from helios.models.routing import PROVIDER_KEYS
 from helios.tasks.network import phase_network, sandbox_network
 from helios.tasks.phases import network_override
 from helios.tasks.schema import (
@@ -91,15 +92,19 @@ def _task_limits(task: Task) -> Iterator[Unsupported]:
     major = c.schema_version.split(".", 1)[0]
     if major != SUPPORTED_MAJOR:
         yield Unsupported("schema_version", f"{c.schema_version}: Helios reads 1.x")
-    yield from _environment_limits(c.environment, "environment")
+    yield from _environment_limits(c.environment, "environment", task.host_env)
     for where, verifier in _verifiers(c):
         if verifier.environment is not None:
-            yield from _environment_limits(verifier.environment, f"{where}.environment")
+            yield from _environment_limits(
+                verifier.environment, f"{where}.environment", task.host_env
+            )
             if verifier.environment.desktop is not None:
                 yield Unsupported(f"{where}.environment.desktop", "a separate verifier has none")
 
 
-def _environment_limits(env: EnvironmentConfig, where: str) -> Iterator[Unsupported]:
+def _environment_limits(
+    env: EnvironmentConfig, where: str, host_env: Mapping[str, str]
+) -> Iterator[Unsupported]:
     if env.os == "windows":
         yield Unsupported(f"{where}.os", "windows containers")
     if env.gpus:
@@ -109,9 +114,17 @@ def _environment_limits(env: EnvironmentConfig, where: str) -> Iterator[Unsuppor
     if env.tpu is not None:
         yield Unsupported(f"{where}.tpu", "no TPU scheduling")
     for key, variable in host_variables(env.env).items():
-        yield Unsupported(
-            f"{where}.env.{key}", f"${{{variable}}} from the host: Helios passes none in"
-        )
+        if variable in PROVIDER_KEYS:
+            yield Unsupported(
+                f"{where}.env.{key}",
+                f"${{{variable}}} is a model provider's key: Helios never passes one in",
+            )
+        elif variable not in host_env:
+            yield Unsupported(
+                f"{where}.env.{key}",
+                f"${{{variable}}} from the host: pass it with --pass-env {variable} "
+                "(set on the host)",
+            )
 
 
 def agent_limits(task: Task, agent: type[Agent]) -> list[Unsupported]:
@@ -132,6 +145,15 @@ def agent_limits(task: Task, agent: type[Agent]) -> list[Unsupported]:
             found.append(
                 Unsupported(f"{where}.mcp_servers", f"the {agent.name} agent takes no MCP servers")
             )
+        elif "mcp-http" not in agent.takes:
+            found += [
+                Unsupported(
+                    f"{where}.mcp_servers[{i}].url",
+                    f"the {agent.name} agent reaches MCP servers over stdio only "
+                    "(`command`), not over HTTP",
+                )
+                for i, m in enumerate(env.mcp_servers) if m.url is not None or m.command is None
+            ]  # fmt: skip
     return found
 
 
@@ -167,8 +189,7 @@ def _provider_limits(task: Task, provider: type[Environment]) -> list[Unsupporte
         for where, verifier in _verifiers(c):
             own = baseline
             if verifier.separate:  # its own sandbox starts with its own network
-                own = sandbox_network(verifier.environment or c.environment,
-                                      task.network_default)
+                own = sandbox_network(verifier.environment or c.environment, task.network_default)
             change = network_override(verifier.network_mode, own, verifier.allowed_hosts)
             if not _switchable(provider, own, change):
                 found.append(_switch(where, provider))
@@ -192,6 +213,8 @@ def _networks(c: TaskConfig) -> Iterator[tuple[str, Network | None]]:
         if verifier.environment is not None:
             env = verifier.environment
             yield f"{where}.environment", phase_network(env.network_mode, env.allowed_hosts)
+
+
 def _compose_use(task: Task) -> str | None:
     """The first field or file that needs compose services, if any."""
     c = task.config

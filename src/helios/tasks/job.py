@@ -16,6 +16,7 @@
     timeout_multiplier: 2.0          # every agent's and verifier's task.toml timeout × 2
     provider: docker
     network_default: none            # a task that leaves network_mode unset: no network
+    pass_env: [HF_TOKEN]             # host variables a task may take as ${HF_TOKEN}
     output: runs
 
 YAML (`.yaml`, `.yml`), TOML (`.toml`) or JSON (`.json`), checked by one pydantic
@@ -124,6 +125,8 @@ class JobConfig(_Generation):
     executor: Literal["local", "ray"] | None = None
     #: the network of a sandbox whose task leaves `network_mode` unset (`--network-default`)
     network_default: Literal["public", "none"] | None = None
+    #: host variables a task may take as `${NAME}` (`--pass-env`)
+    pass_env: list[str] | None = None
     ray_address: str | None = Field(default=None, min_length=1)
     fail_under: float | None = Field(default=None, ge=0.0, le=1.0)
     quiet: bool | None = None

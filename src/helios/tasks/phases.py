@@ -203,6 +203,7 @@ def _separate_sandbox(
             return sandbox_spec_for(
                 env, build_context=tests, context_hash=task.tests_hashes[key],
                 workdir=workdir, label=label, network_default=task.network_default,
+                host_env=task.host_env,
             )  # fmt: skip
     if verifier.environment is not None:
         workdir = env.workdir or task.workdir
@@ -210,11 +211,13 @@ def _separate_sandbox(
         return sandbox_spec_for(
             env, build_context=None, context_hash="",
             workdir=workdir, label=label, network_default=task.network_default,
+                host_env=task.host_env,
             compose_dir=composed[-1] if composed else None,
         )  # fmt: skip
     return sandbox_spec_for(
         env, build_context=task.environment_dir, context_hash=task.environment_hash,
         workdir=task.workdir, label=label, network_default=task.network_default,
+                host_env=task.host_env,
     )  # fmt: skip
 
 

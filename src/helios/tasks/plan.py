@@ -85,7 +85,7 @@ def task_keys(task_dirs: list[Path]) -> dict[Path, str]:
 
 def load_tasks(
     task_dirs: list[Path], provider: type[Environment] | None = None, *,
-    network_default: bool = True,
+    network_default: bool = True, host_env: dict[str, str] | None = None,
 ) -> LoadedTasks:  # fmt: skip
     """Load every task; a bad one becomes an `InvalidTask`, one that needs what
     Helios or `provider` cannot give an `UnsupportedTask`, and the rest go on.
@@ -94,7 +94,8 @@ def load_tasks(
     keys = task_keys(task_dirs)
     for task_dir in task_dirs:
         try:
-            task = load_task(task_dir, key=keys[task_dir], network_default=network_default)
+            task = load_task(task_dir, key=keys[task_dir], network_default=network_default,
+                             host_env=host_env)  # fmt: skip
             for key in task.unknown_keys:
                 loaded.unknown_keys[key] = loaded.unknown_keys.get(key, 0) + 1
             limits = unsupported(task, provider)
@@ -119,7 +120,7 @@ def load_batch(
     paths: Sequence[str | Path] | str | Path, pattern: str,
     provider: type[Environment] | None = None,
     report: Callable[[list[tuple[str, str]]], None] | None = None, *,
-    network_default: bool = True,
+    network_default: bool = True, host_env: dict[str, str] | None = None,
 ) -> LoadedTasks:  # fmt: skip
     """The batch's tasks, each skipped one `report`ed (label, text) first; `InputError`
     when no task matches or none can run."""
@@ -127,7 +128,8 @@ def load_batch(
     if not task_dirs:
         where = ", ".join(str(p) for p in ([paths] if isinstance(paths, str | Path) else paths))
         raise InputError(f"no task.toml matching {pattern!r} under {where}")
-    loaded = load_tasks(task_dirs, provider, network_default=network_default)
+    loaded = load_tasks(task_dirs, provider, network_default=network_default,
+                        host_env=host_env)  # fmt: skip
     if report is not None:
         report(loaded.warning_lines())
     if not loaded.tasks:

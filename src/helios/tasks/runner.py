@@ -8,6 +8,7 @@ config is `tasks.run_config`'s; what it shows, the display presenter's.
 from __future__ import annotations
 
 import inspect
+import os
 from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -92,8 +93,10 @@ class ParallelRunner:
         """The trials: every model × agent × task × attempt (`plan.product_specs`)."""
         s = self.settings
         report = self.screen.warn_lines if s.report_inputs else None
+        host_env = {name: os.environ[name] for name in s.pass_env if name in os.environ}
         loaded = load_batch(self.task_paths, s.pattern, self.provider_class, report,
-                            network_default=s.network_default == "public")  # fmt: skip
+                            network_default=s.network_default == "public",
+                            host_env=host_env)  # fmt: skip
         specs, agents = product_specs(loaded.tasks, s, uses_model=self.uses_model)
         self._agent = ", ".join(agents)  # what the summary and the header name
         self.planned.tasks = loaded.tasks

@@ -189,7 +189,17 @@ def host_variables(env: dict[str, str]) -> dict[str, str]:
     return found
 
 
-def expand_env_defaults(env: dict[str, str]) -> dict[str, str]:
-    """`${VAR:-default}` becomes its default: Helios never copies a host variable
-    into a sandbox (it could be a key). `${VAR}` alone is reported as unsupported."""
-    return {key: _TEMPLATE.sub(lambda m: m.group(2) or "", value) for key, value in env.items()}
+def expand_env_defaults(
+    env: dict[str, str], host_env: dict[str, str] | None = None
+) -> dict[str, str]:
+    """`${VAR}` and `${VAR:-default}` take the host's value only for the variables
+    the run passes in (`host_env`, from `--pass-env`); otherwise `${VAR:-default}`
+    becomes its default (a host variable could be a key). `${VAR}` alone, not
+    passed, is reported as unsupported (`features.py`)."""
+    passed = host_env or {}
+
+    def value_of(m: re.Match[str]) -> str:
+        name = m.group(1)
+        return passed[name] if name in passed else (m.group(2) or "")
+
+    return {key: _TEMPLATE.sub(value_of, value) for key, value in env.items()}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, Literal
@@ -11,9 +12,11 @@ from helios.engine.labels import RunLabels, checked
 from helios.engine.saved_config import NOT_SAVED
 from helios.environments.desktop.vnc import ViewMode
 from helios.errors import ConfigError
+from helios.models.routing import PROVIDER_KEYS
 from helios.models.services import ModelOptions
 from helios.tasks.phases import TimeoutScale
 
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 @dataclass(frozen=True)
 class AgentChoice:
@@ -42,6 +45,9 @@ class TaskBatchSettings:
     #: resume even if the run was made with other settings
     force: bool = field(default=False, metadata=NOT_SAVED)
     agent_settings: dict[str, Any] = field(default_factory=dict)
+    #: host variables a task may take as `${NAME}` (`--pass-env`); their names are
+    #: saved with the run, never their values
+    pass_env: list[str] = field(default_factory=list)
     #: sandbox starts at once; None: the engine's rule (`engine.config.default_sandbox_starts`)
     max_starts: int | None = None
     show_progress: bool = field(default=True, metadata=NOT_SAVED)
@@ -89,6 +95,13 @@ class TaskBatchSettings:
         if self.n_concurrent < 1 or self.n_attempts < 1:
             raise ConfigError("-n and -k must be at least 1", field="-n/-k")
         check_executor(self.executor, self.ray_address)
+        for name in self.pass_env:
+            if name in PROVIDER_KEYS:
+                raise ConfigError(f"--pass-env {name}: a model provider's key never reaches "
+                                  "a sandbox", field="--pass-env")  # fmt: skip
+            if not _ENV_NAME.fullmatch(name):
+                raise ConfigError(f"--pass-env {name!r}: not a variable name",
+                                  field="--pass-env")  # fmt: skip
         if self.network_default not in ("public", "none"):
             raise ConfigError(f"--network-default {self.network_default!r}: use public or none",
                               field="--network-default")  # fmt: skip

@@ -79,6 +79,9 @@ class Task(BaseModel):
     #: the network of a sandbox whose `network_mode` is unset: public, as in Harbor,
     #: unless the run says otherwise (`--network-default none`); not the task's content
     network_default: bool = True
+    #: the host variables the run passes in (`--pass-env NAME`: name -> value), for
+    #: `${NAME}` in `[environment.env]`; never by default, never a provider's key
+    host_env: dict[str, str] = {}
 
     @property
     def source(self) -> Path:
@@ -147,6 +150,7 @@ class Task(BaseModel):
             workdir=self.workdir,
             label=self.name,
             network_default=self.network_default,
+            host_env=self.host_env,
         )
 
 
@@ -172,6 +176,7 @@ def sandbox_spec_for(
     label: str,
     network_default: bool = True,
     compose_dir: Path | None = None,
+    host_env: dict[str, str] | None = None,
 ) -> SandboxSpec:
     """The sandbox an `[environment]` table (the task's or a separate verifier's) asks
     for; its compose file is Harbor's, in `compose_dir` or else the build context."""
@@ -185,7 +190,7 @@ def sandbox_spec_for(
         build_context=build_context,
         context_hash=context_hash,
         workdir=workdir,
-        env=expand_env_defaults(env.env),
+        env=expand_env_defaults(env.env, host_env or {}),
         network=sandbox_network(env, network_default),
         cpus=env.cpus,
         memory_mb=env.memory_mb,
@@ -212,7 +217,10 @@ def discover_tasks(root: str | Path, pattern: str = "**/task.toml") -> list[Path
     return sorted(found, key=lambda p: str(p))
 
 
-def load_task(path: str | Path, key: str | None = None, *, network_default: bool = True) -> Task:
+def load_task(
+    path: str | Path, key: str | None = None, *, network_default: bool = True,
+    host_env: dict[str, str] | None = None,
+) -> Task:  # fmt: skip
     """Load and validate one task directory; raise `TaskFormatError` with a one-line
     reason. `network_default`: the network where the task leaves it unset (public)."""
     task_dir = Path(path).resolve()
@@ -236,6 +244,7 @@ def load_task(path: str | Path, key: str | None = None, *, network_default: bool
         unknown_keys=tuple(unknown_keys(config)),
         step_instructions=step_instructions,
         network_default=network_default,
+        host_env=dict(host_env or {}),
     )
 
 

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from helios.agents.computer.settings import TASK_ALLOWS_BASH
+from helios.agents.mcp_tools import MCPServer
 from helios.agents.registry import agent_class
 from helios.engine.episode import (
     Episode,
@@ -115,6 +116,11 @@ class TrialSpec:
             agent_timeout=task.config.agent.timeout_sec,
             solution_dir=task.solution_dir,
             body=body or self.body(),
+            mcp_servers=tuple(
+                MCPServer(m.name, m.transport, m.command, tuple(m.args), m.url)
+                for m in task.config.environment.mcp_servers
+            ),
+            skills_dir=task.config.environment.skills_dir,
         )
 
 
