@@ -137,7 +137,7 @@ def test_an_install_is_made_once_and_two_at_once_wait_for_one(
         ))  # fmt: skip
 
     first, second = asyncio.run(both())
-    assert first.folder == second.folder == tmp_path / "cache" / "some-1.2.3"
+    assert first.folder == second.folder == tmp_path / "cache" / "npm-some-agent-1.2.3"
     assert counter.read_text().count("x") == 1
     assert sorted([first.seconds > 0, second.seconds > 0]) == [False, True]
     again = asyncio.run(ensure_installed("some", package, root=tmp_path / "cache"))
@@ -152,7 +152,7 @@ def test_a_failed_install_says_the_installers_last_lines(
     with pytest.raises(InstallError, match=r"exit 1.*npm error 404 no such package"):
         asyncio.run(ensure_installed("x", Package("npm", "x", "9"), root=tmp_path / "c"))
     # a cut install is not taken for a finished one
-    assert not (tmp_path / "c" / "x-9" / ".installed").exists()
+    assert not (tmp_path / "c" / "npm-x-9" / ".installed").exists()
 
 
 @pytest.mark.usefixtures("need_bwrap")
@@ -207,3 +207,51 @@ def test_a_printed_key_is_redacted_and_a_hang_is_stopped(
     for path in trial.rglob("*"):
         if path.is_file():
             assert KEY not in path.read_text(errors="replace"), path
+
+
+# -- the docs' example -----------------------------------------------------------------
+def _docs_agent() -> type[Any]:
+    """docs/agents.md's "Writing your own installed agent" code, as written."""
+    page = (Path(__file__).parents[1] / "docs" / "agents.md").read_text()
+    (code,) = [b for b in page.split("```python\n")[1:] if b.startswith("# my_agents.py")]
+    namespace: dict[str, Any] = {}
+    exec(compile(code.split("```")[0], "docs/agents.md", "exec"), namespace)
+    return namespace["MyClaude"]  # type: ignore[no-any-return]
+
+
+def test_the_cli_job_and_python_pin_the_version() -> None:
+    from helios.cli.options import model_options
+    from helios.tasks.job import JobAgent
+    from helios.tasks.settings import TaskBatchSettings
+
+    parsed = model_options(model=None, base_url=None, api_key=None, max_turns=None,
+                           system_prompt_file=None, max_tokens=10, temperature=None,
+                           reasoning_effort=None, no_reasoning=False, openrouter_routing=None,
+                           prices=None, agent_version="2.0.1")  # fmt: skip
+    assert parsed.agent_settings == {"version": "2.0.1"}
+    s = TaskBatchSettings.from_kwargs(agent="claude-code", agent_version="2.0.2")
+    assert s.agent_settings == {"version": "2.0.2"}
+    assert JobAgent(name="claude-code", version="2.0.3").version == "2.0.3"
+
+
+@pytest.mark.usefixtures("need_bwrap")
+def test_the_docs_example_agent_solves_a_task_on_local(
+    claude_install: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import helios.agents.registry as registry
+
+    example = _docs_agent()
+    builtins = registry._builtins
+    monkeypatch.setattr(registry, "_builtins", lambda: {**builtins(), "my-claude": example})
+    with MockLLMServer(script=_script(WRITE)) as server:
+        runner = ParallelRunner(
+            [_task(tmp_path)], output_dir=str(tmp_path / "out"), provider="local", model=MODEL,
+            agent="my-claude", base_url=server.anthropic_base_url, api_key=KEY,
+            show_progress=False,
+        )  # fmt: skip
+        batch = asyncio.run(runner.run())
+    trial, result = _trial(batch)
+    assert result["reward"] == 1.0, result.get("error")
+    assert result["usage"]["input_tokens"] > 0
+    trajectory = json.loads((trial / "agent" / "trajectory.json").read_text())
+    assert any(s.get("tool_calls") for s in trajectory["steps"])

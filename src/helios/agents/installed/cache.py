@@ -1,7 +1,8 @@
 """The host's cache of installed agents: one folder per agent and version, installed
 once from its registry (npm or PyPI) and then only read.
 
-`~/.cache/helios/agents/<name>-<version>/` (`HELIOS_AGENT_CACHE` moves the root).
+`~/.cache/helios/agents/<registry>-<package>-<version>/` (`HELIOS_AGENT_CACHE`
+moves the root); two agents on one package and version share it.
 A file lock makes a second process wait for the first one's install rather than
 install again; a finished install is marked by `.installed`, written last, so a
 half-done folder (a killed install) is installed over.
@@ -35,11 +36,16 @@ class InstallError(EnvironmentError_):
 
 @dataclass(frozen=True)
 class Package:
-    """What to install: `registry` is "npm" or "pip"; `spec` the package name."""
+    """What to install: `registry` is "npm" or "pip"; `name` the package, at `version`."""
 
     registry: str
     name: str
     version: str
+
+    @property
+    def folder_name(self) -> str:
+        """The cache folder's name: agents on one package and version share it."""
+        return f"{self.registry}-{self.name.lstrip('@').replace('/', '+')}-{self.version}"
 
     @property
     def pinned(self) -> str:
@@ -95,7 +101,7 @@ def _argv(package: Package, folder: Path) -> list[str]:
 async def ensure_installed(agent: str, package: Package, *, root: Path | None = None) -> Installed:
     """The folder holding `package` for `agent`, installing it first if no process
     has yet. Raises InstallError with the installer's last lines."""
-    folder = (root or cache_root()) / f"{agent}-{package.version}"
+    folder = (root or cache_root()) / package.folder_name
     if (folder / DONE_FILE).is_file():
         return Installed(folder, 0.0)
     folder.parent.mkdir(parents=True, exist_ok=True)
