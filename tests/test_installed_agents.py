@@ -22,6 +22,7 @@ from helios.errors import ConfigError
 from helios.testing.mock_llm import MockLLMServer
 from helios.trajectories.atif import validate_trajectory
 from helios.usage import Usage
+from tests.agent_installs import install
 
 EXAMPLE = Path(__file__).parents[1] / "examples" / "tasks" / "hello-file"
 MODEL = "anthropic/claude-scripted"
@@ -50,10 +51,9 @@ def _task(tmp_path: Path, name: str = "hello-file") -> Path:
 
 @pytest.fixture(scope="session")
 def claude_install() -> Path:
-    """Claude Code from npm in the host's agent cache: installed once, then found."""
-    agent = ClaudeCodeAgent()
-    package = Package(agent.registry, agent.package, agent.agent_version)
-    return asyncio.run(ensure_installed(agent.name, package)).folder
+    """Claude Code from npm in the host's agent cache: installed once (by
+    tests/agent_installs.py ahead of the suite, else here), then found."""
+    return install(ClaudeCodeAgent)[0]
 
 
 def _batch(tmp_path: Path, tasks: list[Path], script: dict[str, Any], **more: Any) -> Any:
@@ -187,6 +187,9 @@ def test_claude_code_solves_a_task_on_local(claude_install: Path, tmp_path: Path
     calls = [c for s in trajectory["steps"] for c in s.get("tool_calls") or []]
     assert calls and calls[0]["function_name"] == "Bash"
     assert trajectory["final_metrics"]["total_prompt_tokens"] > 0
+    install = json.loads((trial / "agent" / "install.json").read_text())
+    assert install == {"package": f"@anthropic-ai/claude-code@{ClaudeCodeAgent.default_version}",
+                       "cached": True, "seconds": 0.0}  # the session fixture installed it
     log = (trial / "agent" / "claude-code.log").read_text()
     assert '"type":"result"' in log
     assert KEY not in log
@@ -196,14 +199,19 @@ def test_claude_code_solves_a_task_on_local(claude_install: Path, tmp_path: Path
 def test_a_printed_key_is_redacted_and_a_hang_is_stopped(
     claude_install: Path, tmp_path: Path
 ) -> None:
-    # the Bash call prints the key, then hangs past the agent timeout
+    # the first Bash call prints the key (it reaches the agent's log as a tool result),
+    # the second hangs past the agent timeout
     task = _task(tmp_path)
     toml = task / "task.toml"
-    toml.write_text(toml.read_text().replace("timeout_sec = 120.0", "timeout_sec = 8.0"))
-    batch = _batch(tmp_path, [task], _script("echo $ANTHROPIC_API_KEY; sleep 600"))
+    toml.write_text(toml.read_text().replace("timeout_sec = 120.0", "timeout_sec = 5.0"))
+    bash = [{"name": "Bash", "arguments": {"command": c, "description": "run"}}
+            for c in ("echo key=$ANTHROPIC_API_KEY", "tail -f /dev/null")]  # fmt: skip
+    script = {"scenarios": [{"match": "*", "turns": [{"tool_calls": [call]} for call in bash]}]}
+    batch = _batch(tmp_path, [task], script)
     trial, result = _trial(batch)
     assert result["reward"] == 0.0
-    assert "timeout" in json.dumps(result.get("error") or result.get("agent_error")).lower()
+    assert "timeout" in json.dumps([result.get("error"), result.get("agent_error")]).lower()
+    assert "key=[REDACTED]" in (trial / "agent" / "claude-code.log").read_text()
     for path in trial.rglob("*"):
         if path.is_file():
             assert KEY not in path.read_text(errors="replace"), path

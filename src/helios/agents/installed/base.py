@@ -19,11 +19,14 @@ The install is made once per agent and version in the host's cache
 <name>-<version>` (bound on local; uploaded where the provider cannot bind).
 An install that fails is an infrastructure error that ends with the installer's
 last lines. The agent's exit code proves nothing: the verifier decides. Its raw
-log is kept in `agent/<name>.log`, with the key redacted.
+log is kept in `agent/<name>.log`, with the key redacted; `agent/install.json` says
+what the install cost the trial (nothing when it was cached).
 """
 
 from __future__ import annotations
 
+import json
+import time
 from abc import abstractmethod
 from typing import Any, ClassVar
 
@@ -38,6 +41,8 @@ from helios.secrets import redact
 
 #: where an install is shown inside the sandbox
 MOUNT_ROOT = "/opt/helios-agents"
+#: how long before the agent timeout the agent is stopped (at most a tenth of it)
+STOP_MARGIN = 5.0
 #: the settings every installed agent takes
 SETTINGS = frozenset({"version"})
 
@@ -92,16 +97,23 @@ class InstalledAgent(Agent):
         if ctx.services is None:
             raise ConfigError(f"the {self.name} agent needs a model (--model)", field="--model")
         spec = ctx.services.spec
-        installed = await ensure_installed(
-            self.name, Package(self.registry, self.package, self.agent_version)
-        )
+        started = time.monotonic()
+        package = Package(self.registry, self.package, self.agent_version)
+        installed = await ensure_installed(self.name, package)
+        if ctx.logs_dir is not None:  # what the install cost this trial (0 when cached)
+            ctx.logs_dir.mkdir(parents=True, exist_ok=True)
+            record = {"package": package.pinned, "cached": installed.seconds == 0.0,
+                      "seconds": round(installed.seconds, 3)}  # fmt: skip
+            (ctx.logs_dir / "install.json").write_text(json.dumps(record) + "\n")
         payload = (installed.folder / self.payload).resolve()
         if not await env.mount_readonly(payload, self.home):
             await env.upload(payload, self.home)
         variables = {**ctx.exec_env, **self.environment(spec)}
+        # stopped a little before the trial's own timeout, so its log is still read
+        left = ctx.timeout - (time.monotonic() - started)
         result = await env.exec(
             self.command(instruction, spec, self.home), cwd=ctx.workdir, env=variables,
-            timeout=ctx.timeout,
+            timeout=max(1.0, left - min(STOP_MARGIN, 0.1 * ctx.timeout)),
         )  # fmt: skip
         log = redact(result.stdout)
         if ctx.logs_dir is not None:
