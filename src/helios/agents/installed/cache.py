@@ -21,6 +21,7 @@ from pathlib import Path
 
 from helios._proc import run_process
 from helios.errors import EnvironmentError_
+from helios.settings import current
 
 #: what marks a complete install (written last)
 DONE_FILE = ".installed"
@@ -57,7 +58,7 @@ def cache_root() -> Path:
     """`HELIOS_AGENT_CACHE`, else `~/.cache/helios/agents` when every user can reach
     it (a sandbox's users read the install through a bind), else
     `/var/tmp/helios-agents-<uid>` (a home of mode 700, root's)."""
-    given = os.environ.get("HELIOS_AGENT_CACHE")
+    given = current().agent_cache
     if given:
         return Path(given)
     base = Path(os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache"))
