@@ -57,9 +57,10 @@ def claude_install() -> Path:
 
 
 def _batch(tmp_path: Path, tasks: list[Path], script: dict[str, Any], **more: Any) -> Any:
+    more.setdefault("provider", "local")
     with MockLLMServer(script=script) as server:
         runner = ParallelRunner(
-            tasks, output_dir=str(tmp_path / "out"), provider="local", model=MODEL,
+            tasks, output_dir=str(tmp_path / "out"), model=MODEL,
             agent="claude-code", base_url=server.anthropic_base_url, api_key=KEY,
             show_progress=False, **more,
         )  # fmt: skip
@@ -194,6 +195,21 @@ def test_claude_code_solves_a_task_on_local(claude_install: Path, tmp_path: Path
     log = (trial / "agent" / "claude-code.log").read_text()
     assert '"type":"result"' in log
     assert KEY not in log
+
+
+@pytest.mark.usefixtures("need_docker")
+def test_claude_code_solves_a_task_on_docker(
+    claude_install: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # the container shares the host's network to reach the server on loopback; the
+    # install is uploaded into the container (docker cannot bind it once started)
+    monkeypatch.setenv("HELIOS_DOCKER_NETWORK", "host")
+    batch = _batch(tmp_path, [_task(tmp_path)], _script(WRITE), provider="docker")
+    trial, result = _trial(batch)
+    assert result["reward"] == 1.0, result.get("error")
+    trajectory = json.loads((trial / "agent" / "trajectory.json").read_text())
+    assert any(s.get("tool_calls") for s in trajectory["steps"])
+    assert trajectory["final_metrics"]["total_prompt_tokens"] > 0
 
 
 @pytest.mark.usefixtures("need_bwrap")
