@@ -15,7 +15,12 @@ from typing import Any
 import pytest
 
 from helios import ParallelRunner
-from helios.agents.installed.cache import InstallError, Package, ensure_installed
+from helios.agents.installed.cache import (
+    InstallError,
+    Package,
+    check_reachable,
+    ensure_installed,
+)
 from helios.agents.installed.claude_code import ClaudeCodeAgent, stream_json_messages
 from helios.agents.registry import create_agent
 from helios.errors import ConfigError
@@ -154,6 +159,14 @@ def test_a_failed_install_says_the_installers_last_lines(
         asyncio.run(ensure_installed("x", Package("npm", "x", "9"), root=tmp_path / "c"))
     # a cut install is not taken for a finished one
     assert not (tmp_path / "c" / "npm-x-9" / ".installed").exists()
+
+
+def test_a_cache_the_sandbox_cannot_reach_is_said(tmp_path: Path) -> None:
+    closed = tmp_path / "closed"
+    closed.mkdir(mode=0o700)
+    with pytest.raises(InstallError, match=r"closed to other users.*HELIOS_AGENT_CACHE"):
+        check_reachable(closed / "cache" / "npm-x-9")
+    check_reachable(Path("/usr/bin"))
 
 
 @pytest.mark.usefixtures("need_bwrap")

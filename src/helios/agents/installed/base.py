@@ -31,7 +31,7 @@ from abc import abstractmethod
 from typing import Any, ClassVar
 
 from helios.agents.base import Agent, AgentContext, AgentOutcome
-from helios.agents.installed.cache import Package, ensure_installed
+from helios.agents.installed.cache import Package, check_reachable, ensure_installed
 from helios.environments.base import Environment
 from helios.errors import ConfigError
 from helios.failures import ErrorInfo
@@ -106,6 +106,7 @@ class InstalledAgent(Agent):
                       "seconds": round(installed.seconds, 3)}  # fmt: skip
             (ctx.logs_dir / "install.json").write_text(json.dumps(record) + "\n")
         payload = (installed.folder / self.payload).resolve()
+        check_reachable(payload)
         if not await env.mount_readonly(payload, self.home):
             await env.upload(payload, self.home)
         variables = {**ctx.exec_env, **self.environment(spec)}

@@ -67,6 +67,15 @@ def cache_root() -> Path:
     return Path("/var/tmp") / f"helios-agents-{os.getuid()}"
 
 
+def check_reachable(folder: Path) -> None:
+    """InstallError unless every user may reach `folder` (a sandbox's users read the
+    install through a bind)."""
+    if not _reachable_by_all(folder):
+        raise InstallError(f"the agent cache {folder} is closed to other users (a folder on "
+                           "its path lacks o+x), and a sandbox's users read the install there: "
+                           "set HELIOS_AGENT_CACHE to a folder they can reach")  # fmt: skip
+
+
 def _reachable_by_all(folder: Path) -> bool:
     """Whether every user may pass through each existing folder on the way to `folder`."""
     for part in [folder, *folder.parents]:
