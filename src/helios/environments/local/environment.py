@@ -296,7 +296,8 @@ class LocalEnvironment(LocalServices):
     async def mount_readonly(self, host: Path, dst: str) -> bool:
         if not posixpath.isabs(dst) or ".." in dst.split("/"):
             raise ValueError(f"mount point must be an absolute path: {dst!r}")
-        self._mounts.append((str(host), dst))
+        if (str(host), dst) not in self._mounts:  # a task's later steps mount it again
+            self._mounts.append((str(host), dst))
         return True
 
     async def download(self, src: str, dst: Path) -> list[str]:
