@@ -11,6 +11,8 @@ cd "$(dirname "$0")/.."
 # Harbor from PyPI in a venv of its own (Python >= 3.12), cached: the Harbor export
 # tests load Helios's export with Harbor's own models
 .venv/bin/python tests/harbor_venv.py
+# the installed agents' packages (npm), cached: tests/test_installed_agents.py runs them
+PYTHONPATH=src .venv/bin/python tests/agent_installs.py
 echo "[test] ruff"
 .venv/bin/ruff check src tests benchmarks
 echo "[test] mypy --strict src"

@@ -85,3 +85,10 @@ def test_the_startup_benchmark_prints_helios_and_its_peers() -> None:
     for peer in ("inspect", "harbor"):  # a figure and its ratio, or why there is none
         assert re.search(rf"^{peer} --help +(wall .*\d+\.\dx helios --help|skipped: .+)$",
                          out, re.M), out  # fmt: skip
+
+
+def test_the_agent_install_benchmark_installs_once() -> None:
+    out = _bench("agent_install.py", "--trials", "2")
+    rows = re.findall(r"^trial (\d): install +([\d.]+) s .* reward (\S+)$", out, re.M)
+    assert [(n, reward) for n, _, reward in rows] == [("1", "1.0"), ("2", "1.0")], out
+    assert float(rows[0][1]) > 0.0 and float(rows[1][1]) == 0.0, out

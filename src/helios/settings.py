@@ -58,6 +58,8 @@ VARIABLES: tuple[Variable, ...] = (
              "shell server even with a C compiler"),
     Variable("HELIOS_SANDBOX_DIR", "where local sandbox folders go (default: the "
              "temporary folder)"),
+    Variable("HELIOS_AGENT_CACHE", "where installed agents are installed (default: "
+             "~/.cache/helios/agents)"),
     Variable("HELIOS_PRICES", "a JSON file of extra model prices (USD per 1M tokens)",
              changes_results=True),
     Variable("HELIOS_SEARXNG_URL", "the SearXNG instance behind the web toolset's "
@@ -141,6 +143,10 @@ class HeliosSettings:
     @property
     def sandbox_dir(self) -> str | None:
         return self.get("HELIOS_SANDBOX_DIR")
+
+    @property
+    def agent_cache(self) -> str | None:
+        return self.get("HELIOS_AGENT_CACHE")
 
     @property
     def prices_file(self) -> str | None:

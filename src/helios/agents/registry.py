@@ -16,7 +16,7 @@ from importlib.metadata import entry_points
 from typing import Any
 
 from helios.agents.base import Agent
-from helios.errors import ConfigError
+from helios.errors import ConfigError, HeliosError
 from helios.lazy import LazyImports
 from helios.plugins import Plugins
 
@@ -30,6 +30,7 @@ def _builtins() -> Mapping[str, type[Agent]]:
         "computer": "helios.agents.computer.agent:ComputerAgent",
         "oracle": "helios.agents.oracle:OracleAgent",
         "nop": "helios.agents.nop:NopAgent",
+        "claude-code": "helios.agents.installed.claude_code:ClaudeCodeAgent",
     })  # fmt: skip
 
 
@@ -55,6 +56,20 @@ def agent_class(name: str) -> type[Agent]:
 
 def create_agent(name: str, **settings: Any) -> Agent:
     return agent_class(name)(**settings)
+
+
+def agent_version(name: str, settings: Mapping[str, Any]) -> str | None:
+    """The release of the third-party program an installed agent runs: the one its
+    settings pin (`--agent-version`), else its default; None for other agents (and
+    for a name that is no agent: that is said elsewhere)."""
+    try:
+        found = agent_class(name)
+    except HeliosError:
+        return None
+    default = getattr(found, "default_version", None)
+    if not isinstance(default, str):
+        return None
+    return str(settings.get("version") or default)
 
 
 def agent_package(name: str) -> str | None:

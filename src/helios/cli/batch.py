@@ -150,7 +150,8 @@ def _execute(
     "ctx", "tasks_dir", "config", "n_concurrent", "n_attempts", "model", "output", "quiet",
     "pattern", "provider", "network_default", "pass_env", "agent", "resume", "retry_errors",
     "force", "fail_under", "workers", "executor", "ray_address", "base_url", "api_key",
-    "max_turns", "system_prompt_file", "max_tokens", "temperature", "reasoning_effort",
+    "max_turns", "agent_version", "system_prompt_file", "max_tokens", "temperature",
+    "reasoning_effort",
     "no_reasoning", "openrouter_routing", "prices", "watch", "debug", "name", "tags",
 )  # fmt: skip
 def batch_command(
@@ -367,9 +368,9 @@ def _recorded_tasks(run: dict[str, Any] | None, argument: str) -> list[Path]:
 @trial_options(
     "ctx", "task", "model", "agent", "provider", "network_default", "pass_env", "output",
     "n_attempts", "quiet", "resume", "retry_errors", "force", "fail_under", "name", "tags",
-    "base_url", "api_key", "max_turns", "system_prompt_file", "max_tokens", "temperature",
-    "reasoning_effort", "no_reasoning", "openrouter_routing", "prices", "watch", "interactive",
-    "debug",
+    "base_url", "api_key", "max_turns", "agent_version", "system_prompt_file", "max_tokens",
+    "temperature", "reasoning_effort", "no_reasoning", "openrouter_routing", "prices", "watch",
+    "interactive", "debug",
 )  # fmt: skip
 def run_command(
     options: TrialOptions,

@@ -141,12 +141,15 @@ def _agent_settings(
 ) -> dict[str, Any]:  # fmt: skip
     settings = dict(base)
     if entry is not None:  # a listed agent's own: not a resumed run's first agent's
-        flags = {"max_turns": "max_turns", "system_prompt": "system_prompt_file"}
+        flags = {"max_turns": "max_turns", "system_prompt": "system_prompt_file",
+                 "version": "agent_version"}  # fmt: skip
         settings = {k: v for k, v in settings.items() if k not in flags or given(flags[k])}
     if entry is not None:
         settings.update(entry.settings)
         if entry.system_prompt is not None and not given("system_prompt_file"):
             settings["system_prompt"] = entry.system_prompt
+        if entry.version is not None and not given("agent_version"):
+            settings["version"] = entry.version
     turns = (entry.max_turns if entry else None) or job.max_turns
     if turns is not None and not given("max_turns"):
         settings["max_turns"] = turns

@@ -31,7 +31,8 @@ AgentOpt = Annotated[
     str | None,
     typer.Option("--agent", "-a",
                  help="tool (built-in tool-calling agent), computer (drives the task's desktop "
-                 "from screenshots), oracle (runs solution/solve.sh), nop. Default: computer "
+                 "from screenshots), oracle (runs solution/solve.sh), nop, claude-code (installed "
+                 "into the sandbox). Default: computer "
                  "for a computer-use model (…computer-use…) or a task with a desktop, else tool."),
 ]  # fmt: skip
 ProviderOpt = Annotated[
@@ -81,6 +82,12 @@ MaxTurnsOpt = Annotated[
     int | None,
     typer.Option("--max-turns", min=1,
                  help="Model turns per trial (default 50; the computer agent's 100)."),
+]  # fmt: skip
+AgentVersionOpt = Annotated[
+    str | None,
+    typer.Option("--agent-version",
+                 help="The release of an installed agent (claude-code) to install and run; "
+                 "default: the one Helios was tested with."),
 ]  # fmt: skip
 SystemPromptOpt = Annotated[
     Path | None,
@@ -179,7 +186,8 @@ def _routing(text: str | None) -> dict[str, Any]:
 
 
 MODEL_OPTION_NAMES = (
-    "model", "base_url", "api_key", "max_turns", "system_prompt_file", "max_tokens",
+    "model", "base_url", "api_key", "max_turns", "agent_version", "system_prompt_file",
+    "max_tokens",
     "temperature", "reasoning_effort", "no_reasoning", "openrouter_routing", "prices",
 )  # fmt: skip
 
@@ -200,6 +208,7 @@ def model_options(
     max_turns: int | None,
     system_prompt_file: Path | None,
     max_tokens: int,
+    agent_version: str | None = None,
     temperature: float | None,
     reasoning_effort: str | None,
     no_reasoning: bool,
@@ -215,6 +224,8 @@ def model_options(
     settings: dict[str, Any] = {}
     if max_turns is not None:
         settings["max_turns"] = max_turns
+    if agent_version is not None:
+        settings["version"] = agent_version
     if system_prompt_file is not None:
         try:
             settings["system_prompt"] = system_prompt_file.read_text("utf-8")
@@ -249,6 +260,7 @@ class TrialOptions:
     base_url: BaseUrlOpt = None
     api_key: ApiKeyOpt = None
     max_turns: MaxTurnsOpt = None
+    agent_version: AgentVersionOpt = None
     system_prompt_file: SystemPromptOpt = None
     max_tokens: MaxTokensOpt = 4096
     temperature: TemperatureOpt = None

@@ -131,6 +131,12 @@ class Environment(ABC):
                 await self.upload(src, dst)
         return result
 
+    async def mount_readonly(self, host: Path, dst: str) -> bool:
+        """Show the host folder `host` read-only at `dst` to the commands that follow,
+        without copying it (an installed agent's cached install). False when this
+        provider cannot: the caller uploads it instead."""
+        return False
+
     @abstractmethod
     async def download(self, src: str, dst: Path) -> list[str]:
         """Copy a sandbox file or directory to the host path `dst` (checked: no link

@@ -97,6 +97,9 @@ class UserView(Environment):
         finally:
             await self.inner.exec(f"rm -rf -- {staging}", cwd="/", timeout=60, user=ROOT)
 
+    async def mount_readonly(self, host: Path, dst: str) -> bool:
+        return await self.inner.mount_readonly(host, dst)
+
     async def download(self, src: str, dst: Path) -> list[str]:
         return await self.inner.download(src, dst)
 

@@ -9,6 +9,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from helios.agents.registry import agent_version
 from helios.engine.batch import Verdict
 from helios.engine.episode import EpisodeContext, now_iso, unit_dir
 from helios.engine.scheduler import Slot
@@ -75,6 +76,12 @@ class TaskDoor:
         )
 
 
+def _version_of(agent: str, settings: Mapping[str, Any]) -> dict[str, str]:
+    """`agent_version` for an installed agent (the release it ran), else nothing."""
+    version = agent_version(agent, settings)
+    return {} if version is None else {"agent_version": version}
+
+
 def spec_config(spec: TrialSpec) -> dict[str, Any]:
     cfg = spec.task.config
     scale = spec.timeouts or TimeoutScale()
@@ -86,6 +93,7 @@ def spec_config(spec: TrialSpec) -> dict[str, Any]:
         "attempt": spec.attempt,
         "agent": spec.agent,
         "agent_settings": spec.agent_settings,
+        **_version_of(spec.agent, spec.agent_settings),
         "model": spec.model,
         "provider": spec.provider,
         "timeouts": {

@@ -98,6 +98,8 @@ class JobAgent(_Strict):
     system_prompt_file: str | None = Field(default=None, min_length=1)
     #: the system prompt itself (what `helios config show` writes); or `system_prompt_file`
     system_prompt: str | None = Field(default=None, min_length=1)
+    #: an installed agent's release (`--agent-version`)
+    version: str | None = Field(default=None, min_length=1)
     #: any other setting the agent takes, by the agent's own names
     settings: dict[str, Any] = Field(default_factory=dict)
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from helios.agents.registry import agent_class, choose_agent, create_agent
+from helios.agents.registry import agent_class, agent_version, choose_agent, create_agent
 from helios.engine.config import ConcurrencyConfig, OutputsConfig, RunConfig, SandboxConfig
 from helios.engine.saved_config import dump_config
 from helios.engine.workers import default_workers
@@ -141,6 +141,9 @@ def identity(settings: TaskBatchSettings, *, agent: str, uses_model: bool) -> di
         "agent": agent, "model": s.models.model, "provider": s.provider,
         "n_attempts": s.n_attempts, "agent_settings": s.agent_settings,
     }  # fmt: skip
+    version = agent_version(agent, s.agent_settings)
+    if version is not None:  # an installed agent: the release it runs
+        found["agent_version"] = version
     if uses_model:
         found["generation"] = s.models.generation.identity()
     # a run over several models or agents: each of them (a run of one keeps the

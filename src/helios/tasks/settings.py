@@ -114,10 +114,14 @@ class TaskBatchSettings:
     @classmethod
     def from_kwargs(cls, **kwargs: Any) -> TaskBatchSettings:
         """Settings from keyword arguments; model keywords (model, base_url, api_key,
-        generation, prices, retry_policy) go to `models`. Unknown ones are an error."""
+        generation, prices, retry_policy) go to `models`; `agent_version` (an installed
+        agent's release) to `agent_settings["version"]`. Unknown ones are an error."""
         model_keys = {f.name for f in fields(ModelOptions)}
         own_keys = {f.name for f in fields(cls)}
         models = {k: kwargs.pop(k) for k in list(kwargs) if k in model_keys}
+        version = kwargs.pop("agent_version", None)
+        if version is not None:  # an installed agent's release: one of its settings
+            kwargs["agent_settings"] = {**kwargs.get("agent_settings", {}), "version": version}
         unknown = sorted(set(kwargs) - own_keys)
         if unknown:
             raise TypeError(f"unexpected keyword argument(s): {', '.join(unknown)}")

@@ -15,7 +15,7 @@ from typing import Any
 
 from helios.agents.computer.settings import TASK_ALLOWS_BASH
 from helios.agents.mcp_tools import MCPServer
-from helios.agents.registry import agent_class
+from helios.agents.registry import agent_class, agent_version
 from helios.engine.episode import (
     Episode,
     EpisodeContext,
@@ -148,7 +148,8 @@ def _write_trajectory(spec: TrialSpec, ctx: TrialContext, step: StepRun) -> None
         step.outcome.conversation,
         session_id=spec.trial_id + (f"/{step.plan.name}" if step.plan.name else ""),
         agent_name=f"helios-{agent.name}",
-        agent_version=agent.version,
+        # an installed agent's: the third-party release it ran (`--agent-version`)
+        agent_version=agent_version(spec.agent, spec.agent_settings) or agent.version,
         model_name=services.spec.qualified if services is not None else spec.model,
         tool_definitions=[tool.to_openai() for tool in step.outcome.tools],
     )

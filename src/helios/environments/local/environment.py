@@ -99,6 +99,8 @@ class LocalEnvironment(LocalServices):
         self._services: dict[str, SandboxShell] = {}
         #: the proxy and namespace of an allowlisted network (made when first needed)
         self._egress = LocalEgress()
+        #: host folders shown read-only to later commands (`mount_readonly`)
+        self._mounts: list[tuple[str, str]] = []
 
     @classmethod
     async def preflight(cls) -> None:
@@ -166,7 +168,7 @@ class LocalEnvironment(LocalServices):
         env = sandbox_env(self._declared(None), {})
         return BwrapCall(self.root, self.limits, env, None, marker, share_net=self.network is True,
                          netns=self._egress.netns(self.network),
-                         extra_binds=tuple(self._users.binds()))  # fmt: skip
+                         extra_binds=(*self._users.binds(), *self._mounts))  # fmt: skip
 
     async def exec(
         self,
@@ -252,7 +254,7 @@ class LocalEnvironment(LocalServices):
             self.root, self.limits, env, transfer, self.marker(),
             uid=who.uid if who else None, gid=who.gid if who else None,
             share_net=self.network is True, netns=self._egress.netns(self.network),
-            extra_binds=tuple(self._users.binds()),
+            extra_binds=(*self._users.binds(), *self._mounts),
         )  # fmt: skip
 
     async def _shell_command(
@@ -290,6 +292,13 @@ class LocalEnvironment(LocalServices):
     ) -> ExecResult:
         done = await self._prepare_and_upload_in_shell(prepare, uploads)
         return done if done is not None else await super().prepare_and_upload(prepare, uploads)
+
+    async def mount_readonly(self, host: Path, dst: str) -> bool:
+        if not posixpath.isabs(dst) or ".." in dst.split("/"):
+            raise ValueError(f"mount point must be an absolute path: {dst!r}")
+        if (str(host), dst) not in self._mounts:  # a task's later steps mount it again
+            self._mounts.append((str(host), dst))
+        return True
 
     async def download(self, src: str, dst: Path) -> list[str]:
         done = await self._download_in_shell(src, dst)

@@ -1,0 +1,1 @@
+"""Third-party agents installed into the sandbox from their registries (see `base`)."""

@@ -1,0 +1,139 @@
+"""`claude-code`: Anthropic's Claude Code, installed from npm, run headless.
+
+`claude -p INSTRUCTION --output-format stream-json --verbose
+--dangerously-skip-permissions --model MODEL`, with `ANTHROPIC_BASE_URL` and
+`ANTHROPIC_API_KEY`; `IS_SANDBOX=1` lets it skip permissions as root. The npm
+package ships a native binary (`@anthropic-ai/claude-code-linux-x64`): the
+sandbox needs no Node, only glibc. Its stream-json log (one JSON record a line:
+`system`, `assistant`, `user` with tool results, a final `result` with the
+turns, tokens and cost) becomes the trajectory.
+"""
+
+from __future__ import annotations
+
+import json
+import platform
+import shlex
+from typing import Any, ClassVar
+
+from helios.agents.base import AgentContext
+from helios.agents.installed.base import InstalledAgent
+from helios.errors import ConfigError
+from helios.models.base import Message, ToolCall
+from helios.models.routing import ModelSpec
+from helios.usage import Usage
+
+_ARCH = {"x86_64": "x64", "aarch64": "arm64", "arm64": "arm64"}
+
+
+class ClaudeCodeAgent(InstalledAgent):
+    name: ClassVar[str] = "claude-code"
+    package: ClassVar[str] = "@anthropic-ai/claude-code"
+    default_version: ClassVar[str] = "2.1.332"
+    payload: ClassVar[str] = (
+        f"node_modules/@anthropic-ai/claude-code-linux-{_ARCH.get(platform.machine(), 'x64')}"
+    )
+    key_variable: ClassVar[str] = "ANTHROPIC_API_KEY"
+
+    def command(self, instruction: str, model: ModelSpec, home: str) -> str:
+        argv = [f"{home}/claude", "-p", instruction, "--output-format", "stream-json", "--verbose",
+                "--dangerously-skip-permissions", "--model", model.model]  # fmt: skip
+        return shlex.join(argv) + " < /dev/null"
+
+    def environment(self, model: ModelSpec) -> dict[str, str]:
+        if model.api != "anthropic":
+            raise ConfigError(f"claude-code speaks Anthropic's Messages API; {model.qualified} "
+                              "does not (use an anthropic/ model)", field="--model")  # fmt: skip
+        env = {
+            "IS_SANDBOX": "1",
+            "CLAUDE_CONFIG_DIR": "/tmp/.helios-claude",
+            "DISABLE_AUTOUPDATER": "1",
+            "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+        }
+        if model.base_url:
+            env["ANTHROPIC_BASE_URL"] = model.base_url
+        if model.api_key:
+            env[self.key_variable] = model.api_key
+        return env
+
+    def convert(self, log: str, ctx: AgentContext) -> list[Message]:
+        return stream_json_messages(log, ctx.usage)
+
+
+def stream_json_messages(log: str, usage: Usage) -> list[Message]:
+    """Claude Code's stream-json as Helios messages; the final `result` record's
+    tokens and cost are added to `usage`. Records of one model reply (Claude Code
+    writes one per content block, with the same message id) become one message."""
+    messages: list[Message] = []
+    last_id: str | None = None
+    calls = 0
+    for line in log.splitlines():
+        record = _record(line)
+        if record is None:
+            continue
+        kind = record.get("type")
+        body = record.get("message") or {}
+        if kind == "assistant" and isinstance(body, dict):
+            if body.get("id") != last_id or not messages or messages[-1].role != "assistant":
+                messages.append(Message("assistant", model=body.get("model")))
+                last_id, calls = body.get("id"), calls + 1
+            _add_blocks(messages[-1], body.get("content") or [])
+            messages[-1].usage = _usage(body.get("usage") or {})
+        elif kind == "user" and isinstance(body, dict):
+            last_id = None
+            for block in body.get("content") or []:
+                if isinstance(block, dict) and block.get("type") == "tool_result":
+                    messages.append(Message("tool", _text(block.get("content")),
+                                            tool_call_id=block.get("tool_use_id"),
+                                            is_error=bool(block.get("is_error"))))  # fmt: skip
+        elif kind == "result":
+            total = _usage(record.get("usage") or {})
+            cost = record.get("total_cost_usd")
+            total.cost_usd = float(cost) if isinstance(cost, int | float) else None
+            if total.cost_usd is None:
+                total.mark_cost_unknown("claude-code reported no cost")
+            total.calls = calls
+            usage.add(total)
+    return messages
+
+
+def _record(line: str) -> dict[str, Any] | None:
+    try:
+        record = json.loads(line)
+    except ValueError:
+        return None
+    return record if isinstance(record, dict) else None
+
+
+def _add_blocks(message: Message, blocks: list[Any]) -> None:
+    for block in blocks:
+        if not isinstance(block, dict):
+            continue
+        if block.get("type") == "text":
+            message.content += str(block.get("text") or "")
+        elif block.get("type") == "thinking":
+            message.reasoning = (message.reasoning or "") + str(block.get("thinking") or "")
+        elif block.get("type") == "tool_use":
+            arguments = block.get("input")
+            message.tool_calls.append(ToolCall(
+                id=str(block.get("id") or ""), name=str(block.get("name") or ""),
+                arguments=arguments if isinstance(arguments, dict) else None,
+            ))  # fmt: skip
+
+
+def _text(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "\n".join(str(part.get("text", "")) for part in content if isinstance(part, dict))
+    return "" if content is None else json.dumps(content)
+
+
+def _usage(raw: dict[str, Any]) -> Usage:
+    def count(key: str) -> int:
+        value = raw.get(key)
+        return value if isinstance(value, int) else 0
+
+    return Usage(input_tokens=count("input_tokens"), output_tokens=count("output_tokens"),
+                 cache_read_tokens=count("cache_read_input_tokens"),
+                 cache_write_tokens=count("cache_creation_input_tokens"))  # fmt: skip

@@ -1,0 +1,29 @@
+"""The installed agents' packages, installed ahead of the tests into the host's agent
+cache (helios.agents.installed.cache): npm's download happens once, here, and the
+tests find it. `python tests/agent_installs.py` (scripts/test.sh runs it) prints what
+each install cost; a second run costs nothing."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+from helios.agents.installed.base import InstalledAgent
+from helios.agents.installed.cache import Package, ensure_installed
+from helios.agents.installed.claude_code import ClaudeCodeAgent
+
+AGENTS: tuple[type[InstalledAgent], ...] = (ClaudeCodeAgent,)
+
+
+def install(agent: type[InstalledAgent]) -> tuple[Path, float]:
+    made = agent()
+    package = Package(made.registry, made.package, made.agent_version)
+    installed = asyncio.run(ensure_installed(made.name, package))
+    return installed.folder, installed.seconds
+
+
+if __name__ == "__main__":
+    for agent in AGENTS:
+        folder, seconds = install(agent)
+        print(f"[agent installs] {agent.name}: {folder} "
+              f"({'cached' if seconds == 0.0 else f'installed in {seconds:.1f} s'})")
