@@ -18,8 +18,8 @@ from rich.console import Console
 
 from helios import ParallelRunner, discover_tasks
 from helios.tasks.report import final_panels
-from helios.tasks.runner import _stopped_usage
 from helios.tasks.summary import BatchResult
+from helios.tasks.summary import stopped_usage as _stopped_usage
 from helios.usage import Usage
 
 from .conftest import helios_cmd

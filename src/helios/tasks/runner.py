@@ -31,7 +31,6 @@ from helios.tasks.reproduce import models_at_end
 from helios.tasks.results import TrialResult
 from helios.tasks.settings import TaskBatchSettings
 from helios.tasks.summary import SUMMARY_FILE, BatchResult, InvalidTask, TaskResult, UnsupportedTask
-from helios.tasks.summary import stopped_usage as _stopped_usage  # (a test imports it here)
 from helios.tasks.trial import TrialSpec
 
 OnComplete = Callable[[str, Any], Awaitable[None] | None]
@@ -173,8 +172,8 @@ class ParallelRunner:
             invalid=self.invalid, unsupported=self.unsupported, unknown_keys=self.unknown_keys,
             output_dir=run_dir, model=models or None, agent=self.agent, planned=planned,
             combinations=config.combinations(self.settings), interrupted=interrupted,
-            aborted=self.aborted,
-            stopped_usage=_stopped_usage(self.services, outcome.recorded) if interrupted else None,
+            aborted=self.aborted, stopped_usage=summary.stopped_usage(
+                self.services, outcome.recorded) if interrupted else None,
         )  # fmt: skip
         summary.add_service_figures(batch, self.services)
         if (why := summary.write_summary(batch, run_dir)) is not None:
