@@ -22,7 +22,7 @@ from helios.tasks.phases import plan_steps
 from helios.tasks.plan import build_specs, load_tasks, refuse_for_agents
 from helios.tasks.rewards import combine, meets_min_reward
 from helios.tasks.runner import ParallelRunner
-from helios.tasks.summary import UnsupportedTask, build_batch_result, summary_document
+from helios.tasks.summary import BatchResult, UnsupportedTask, build_batch_result, summary_document
 from helios.tasks.task import load_task
 
 from .harbor_tasks import step, task, write
@@ -248,6 +248,7 @@ def test_skills_and_mcp_limit_only_the_agents_that_cannot_take_them(tmp_path: Pa
     assert [s.agent for s in kept] == ["oracle"]
     (skipped,) = refused
     assert "unsupported: environment.mcp_servers[0].url (the tool agent reaches" in skipped.error
+    assert (skipped.agent, skipped.trials) == ("tool", 1)
     # a run's plan: the oracle's has the task; a tool agent's has nothing to run
     buffer = io.StringIO()
     oracle = ParallelRunner(folder, agent="oracle", provider="local",
@@ -414,3 +415,23 @@ def test_unsupported_tasks_are_counted_apart() -> None:
     assert document["unsupported_tasks"][0]["reasons"] == skipped.reasons
     assert document["unknown_keys"] == {"agent.usr": 2}
     assert batch.gated_pass_rate == 0.0
+
+
+def test_a_task_refused_for_one_agent_is_counted_once_and_its_refused_trials_as_failed() -> None:
+    # two tasks × agents oracle and tool × 1 attempt; "offers" is refused for the tool
+    # agent only: 3 trials ran (2 passed), 1 was refused
+    refused = UnsupportedTask(path="/t/offers", reasons=["unsupported: x"], agent="tool", trials=1)
+    batch = BatchResult(
+        total_tasks=3, passed=2, failed=1, errored=0, mean_reward=2 / 3, duration=1.0,
+        n_attempts=1, n_unique_tasks=2, pass_at_k_table={}, results=[],
+        unsupported=[refused], combinations=2,
+    )  # fmt: skip
+    assert batch.n_tasks == 2  # not 3: the refused task also ran, with the oracle
+    assert batch.pass_rate == pytest.approx(2 / 4)  # the refused trial counts as failed
+    assert summary_document(batch)["unsupported_tasks"] == [
+        {"path": "/t/offers", "reasons": ["unsupported: x"], "agent": "tool"}
+    ]
+    # a task no agent can run is one task, whatever the number of agents refusing it
+    whole = UnsupportedTask(path="/t/none", reasons=["unsupported: y"])
+    batch.unsupported.append(whole)
+    assert batch.n_tasks == 3 and batch.pass_rate == pytest.approx(2 / 6)

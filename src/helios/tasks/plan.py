@@ -151,16 +151,20 @@ def refuse_for_agents(
     not, each `report`ed: the task still runs with the other agents of the run.
     `InputError` when no trial is left (`agents`: the run's, for that line)."""
     judged: dict[tuple[Path, str], list[str]] = {}
+    dropped: dict[tuple[Path, str], int] = {}
     kept: list[TrialSpec] = []
     for spec in specs:
         key = (spec.task.source, spec.agent)
         if key not in judged:
             limits = agent_limits(spec.task, agent_class(spec.agent))
             judged[key] = [str(limit) for limit in limits]
-        if not judged[key]:
+        if judged[key]:
+            dropped[key] = dropped.get(key, 0) + 1
+        else:
             kept.append(spec)
-    refused = [UnsupportedTask(path=str(path), reasons=reasons)
-               for (path, _), reasons in judged.items() if reasons]  # fmt: skip
+    refused = [UnsupportedTask(path=str(path), reasons=judged[path, agent], agent=agent,
+                               trials=trials)
+               for (path, agent), trials in dropped.items()]  # fmt: skip
     if refused and report is not None:
         report(LoadedTasks(unsupported=refused).warning_lines())
     if not kept:

@@ -83,6 +83,11 @@ class UnsupportedTask:
     path: str
     #: "unsupported: <field> (<why>)", one per field
     reasons: list[str]
+    #: the one agent of the run that cannot take the task (None: no agent can run it)
+    agent: str | None = None
+    #: with `agent`: the trials refused (that agent's models × attempts); the task's
+    #: other trials run, so it is counted once, among the planned tasks
+    trials: int = 0
 
     @property
     def error(self) -> str:
@@ -160,16 +165,23 @@ class BatchResult:
         """The tasks of the batch: those planned (run or not) and the invalid and
         unsupported ones."""
         per_task = max(self.n_attempts, 1) * max(self.combinations, 1)
-        planned = (self.total_tasks + self.not_run) // per_task
-        return planned + len(self.invalid) + len(self.unsupported)
+        planned = (self.total_tasks + self.not_run + self._refused_trials) // per_task
+        whole = {u.path for u in self.unsupported if u.agent is None}
+        return planned + len(self.invalid) + len(whole)
+
+    @property
+    def _refused_trials(self) -> int:
+        """The trials of the tasks refused for one agent only (counted as failed)."""
+        return sum(u.trials for u in self.unsupported if u.agent is not None)
 
     @property
     def pass_rate(self) -> float:
         """The one pass rate (panel, batch_summary.json, `--fail-under`): passed trials
         over the planned ones, where an invalid or unsupported task counts as failed
         attempts and a trial not run as failed."""
-        skipped = len(self.invalid) + len(self.unsupported)
-        planned = self.total_tasks + self.not_run + skipped * self.n_attempts * self.combinations
+        skipped = len(self.invalid) + len({u.path for u in self.unsupported if u.agent is None})
+        planned = (self.total_tasks + self.not_run + self._refused_trials
+                   + skipped * self.n_attempts * self.combinations)  # fmt: skip
         return self.passed / planned if planned else 0.0
 
     @property
@@ -303,7 +315,10 @@ def summary_document(batch: BatchResult) -> dict[str, Any]:
             for t in batch.results
         ],
         "invalid_tasks": [{"path": i.path, "error": i.error} for i in batch.invalid],
-        "unsupported_tasks": [{"path": u.path, "reasons": u.reasons} for u in batch.unsupported],
+        "unsupported_tasks": [
+            {"path": u.path, "reasons": u.reasons, **({"agent": u.agent} if u.agent else {})}
+            for u in batch.unsupported
+        ],
         "unknown_keys": dict(sorted(batch.unknown_keys.items())),
         "by_model": breakdown(batch, "model"),
         "by_agent": breakdown(batch, "agent"),
