@@ -194,3 +194,18 @@ def test_quiet_generate_in_python_prints_nothing(
     assert result.rows == 1
     captured = capfd.readouterr()
     assert captured.out == "" and captured.err == "", captured
+
+
+def test_quiet_generate_on_the_cli_names_its_run_folder(tmp_path: Path) -> None:
+    """`-q` is the live line, then `Output: DIR`, as for batch and toolcalls."""
+    from tests.datagen.conftest import SCRIPT as GENERATE_SCRIPT
+    from tests.datagen.conftest import write_dataset
+
+    dataset = write_dataset(tmp_path / "p.jsonl", ["Task 1: go.", "Plain 2: go."])
+    with MockLLMServer(script=GENERATE_SCRIPT) as server:
+        done = _run("generate", f"--dataset_file={dataset}", "--batch_size=1", "--run_name=r",
+                    "--distribution=terminal_only", f"--base_url={server.openai_base_url}",
+                    "--api_key=k", "--model=mock", f"--output_dir={tmp_path / 'data'}", "-q")  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.stdout.splitlines()[-1] == f"Output: {tmp_path / 'data' / 'r'}", done.stdout
+    assert "Prompts" not in done.stdout  # no final table under -q

@@ -195,4 +195,4 @@ class BatchRunner:
             written.totals, merged=written.merge.rows, failures=written.failures,
             tombstones=written.tombstones, seconds=outcome.seconds,
             interrupted=outcome.interrupted,
-        )])  # fmt: skip
+        )], output=session.run_dir)  # fmt: skip
