@@ -205,7 +205,8 @@ def test_quiet_generate_on_the_cli_names_its_run_folder(tmp_path: Path) -> None:
     with MockLLMServer(script=GENERATE_SCRIPT) as server:
         done = _run("generate", f"--dataset_file={dataset}", "--batch_size=1", "--run_name=r",
                     "--distribution=terminal_only", f"--base_url={server.openai_base_url}",
-                    "--api_key=k", "--model=mock", f"--output_dir={tmp_path / 'data'}", "-q")  # fmt: skip
+                    "--api_key=k", "--model=mock", f"--output_dir={tmp_path / 'data'}",
+                    "-q")  # fmt: skip
     assert done.returncode == 0, done.stdout + done.stderr
     assert done.stdout.splitlines()[-1] == f"Output: {tmp_path / 'data' / 'r'}", done.stdout
     assert "Prompts" not in done.stdout  # no final table under -q
