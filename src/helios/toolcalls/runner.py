@@ -20,6 +20,7 @@ from helios.display.presenter import RunPresenter
 from helios.display.progress import default_console
 from helios.engine import EndpointCalls, Run, RunOutcome, write_json_atomic
 from helios.engine.labels import RunLabels
+from helios.engine.reported_models import record_models
 from helios.errors import ConfigError
 from helios.models.retry import RetryPolicy
 from helios.models.services import ModelServices
@@ -121,6 +122,8 @@ async def run_cases(
 
             document = batch_document(batch, duration=outcome.seconds)
             write_json_atomic(engine_run.run_dir / SUMMARY_FILE, document)
+            if batch.usage is not None:  # the ids the provider answered with, in run.json
+                record_models(engine_run.run_dir, batch.usage.reported_models)
         return batch
 
     async with Run() as engine_run:
