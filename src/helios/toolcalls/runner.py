@@ -130,6 +130,8 @@ async def run_cases(
         await engine_run.open(config)
         try:
             done = None if engine_run.in_memory else engine_run.store.load_index()
+            if done is not None:
+                screen.store_repairs(engine_run.store)
             return await engine_run.drive(
                 door, units, done=done, emit=progress.handle, on_recorded=keep,
                 services=screen.services, display=screen.shown(progress), finish=finish,
