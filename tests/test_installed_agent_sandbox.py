@@ -198,3 +198,47 @@ def test_a_printed_key_is_redacted_and_a_hang_is_stopped_at_the_timeout(
     for path in batch.output_dir.rglob("*"):
         if path.is_file():
             assert KEY not in path.read_text(errors="replace"), path
+
+
+# -- the endpoint rule the model's route adds to an allowlist --------------------------
+def test_an_endpoint_allows_its_host_on_its_port_alone() -> None:
+    from helios.environments.egress import DENY_ALL, AllowList
+
+    route = DENY_ALL.with_endpoint("127.0.0.1", 8080)
+    assert route.verdict("127.0.0.1", 8080) is None
+    assert route.verdict("127.0.0.1", 8081) is not None  # another port of the same host
+    assert route.verdict("127.0.0.1") is not None  # no port said: no endpoint matches
+    assert route.verdict("localhost", 8080) is not None  # matched as the client names it
+    named = AllowList(("pypi.org",)).with_endpoint("API.Example.com.", 443)
+    assert named.verdict("api.example.com", 443) is None
+    assert named.verdict("pypi.org", 8443) is None  # the task's own rules: every port
+    assert named.with_endpoint("api.example.com", 443) == named
+    assert named.record()["endpoints"] == ["api.example.com:443"]
+    assert DENY_ALL.with_endpoint("::1", 9).record()["endpoints"] == ["[::1]:9"]
+
+
+def test_docker_starts_a_no_network_sandbox_behind_a_deny_all_proxy(
+    claude_install: Path,
+) -> None:
+    import asyncio
+
+    from helios.environments.egress import DENY_ALL
+    from helios.environments.spec import SandboxSpec
+    from helios.models.routing import ModelSpec
+
+    class Services:
+        spec = ModelSpec("anthropic", "m", "anthropic", "http://127.0.0.1:9", "k")
+
+    agent = ClaudeCodeAgent()
+
+    def prepared(provider: str, **spec: Any) -> SandboxSpec:
+        return asyncio.run(agent.prepare_sandbox(
+            SandboxSpec(**spec), provider=provider, services=Services(),  # type: ignore[arg-type]
+            logs_dir=None,
+        ))  # fmt: skip
+
+    docker = prepared("docker")
+    assert docker.network == DENY_ALL
+    assert docker.agent_installs == ((claude_install / ClaudeCodeAgent.payload, agent.home),)
+    assert prepared("local").network is False  # local switches per command
+    assert prepared("docker", network=True).network is True

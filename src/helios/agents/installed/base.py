@@ -55,7 +55,7 @@ from helios.environments.base import Environment
 from helios.environments.egress import DENY_ALL, AllowList, Network
 from helios.environments.registry import provider_class
 from helios.environments.spec import SandboxSpec
-from helios.errors import ConfigError, EnvironmentExecError
+from helios.errors import ConfigError, EnvironmentExecError, UnsupportedFeature
 from helios.failures import ErrorInfo
 from helios.models.base import Message
 from helios.models.routing import ModelSpec
@@ -167,7 +167,8 @@ class InstalledAgent(Agent):
         self._record_install(logs_dir, installed)
         installs = (*sandbox.agent_installs, (payload, self.home))
         network = sandbox.network
-        if services is not None and network is False and self.endpoint(services.spec):
+        if (services is not None and network is False and sandbox.compose_file is None
+                and self.endpoint(services.spec)):  # fmt: skip
             try:
                 kind = provider_class(provider)
             except ConfigError:
@@ -191,13 +192,16 @@ class InstalledAgent(Agent):
         if not parts.hostname or port is None:
             raise ConfigError(f"the {self.name} agent's model endpoint {url!r} names no host",
                               field="--base-url")  # fmt: skip
+        refused = (f"the {env.name} provider cannot give the {self.name} agent a route to "
+                   f"its model ({parts.hostname}:{port}) in this sandbox, which has no public "
+                   "network")  # fmt: skip
         if not env.supports_allowlist:
-            raise EnvironmentExecError(
-                f"the {env.name} provider cannot give the {self.name} agent a route to its "
-                f"model ({parts.hostname}:{port}) on a task without a public network"
-            )
+            raise EnvironmentExecError(refused)
         own = network if isinstance(network, AllowList) else DENY_ALL
-        await env.set_network(own.with_endpoint(parts.hostname, port))
+        try:
+            await env.set_network(own.with_endpoint(parts.hostname, port))
+        except UnsupportedFeature as exc:  # a compose task's, on docker
+            raise EnvironmentExecError(f"{refused}: {exc}") from None
         return network
 
     async def run(self, instruction: str, env: Environment, ctx: AgentContext) -> AgentOutcome:
