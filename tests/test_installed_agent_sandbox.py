@@ -242,3 +242,23 @@ def test_docker_starts_a_no_network_sandbox_behind_a_deny_all_proxy(
     assert docker.agent_installs == ((claude_install / ClaudeCodeAgent.payload, agent.home),)
     assert prepared("local").network is False  # local switches per command
     assert prepared("docker", network=True).network is True
+
+
+def test_cleanup_images_removes_the_derived_images_before_their_parents(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import asyncio
+
+    import helios.environments.docker.cleanup as cleanup
+
+    calls: list[str] = []
+
+    async def fake(*args: str, **_: Any) -> tuple[int, str, str]:
+        calls.append(" ".join(args))
+        if f"label={LABEL_AGENT_INSTALL}" in args:
+            return 0, "child\n", ""
+        return 0, ("child\nparent\n" if args[0] == "images" else ""), ""
+
+    monkeypatch.setattr(cleanup, "docker", fake)
+    assert asyncio.run(cleanup.remove_images()) == ["child", "parent"]
+    assert [c for c in calls if c.startswith("rmi")] == ["rmi -f child", "rmi -f parent"]
