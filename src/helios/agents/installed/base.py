@@ -25,7 +25,8 @@ sandbox. Where the sandbox's network is not public (none, or an allowlist) the
 agent's one process gets a route to that `host:port` alone, for the agent's run
 only: the sandbox's egress proxy (`environments.egress`) takes the phase's
 allowlist plus that endpoint, and the process gets the proxy's variables with
-NO_PROXY unset (so a loopback endpoint goes through the proxy too). A provider
+the endpoint's host out of NO_PROXY (so a loopback endpoint, the host's, goes
+through the proxy; the sandbox's own services on `localhost` stay direct). A provider
 that cannot switch networks on a running sandbox (docker) is started behind a
 proxy that denies everything, and the agent's run opens the endpoint on it.
 An install that fails is an infrastructure error that ends with the installer's
@@ -52,7 +53,7 @@ from helios.agents.installed.cache import (
     ensure_installed,
 )
 from helios.environments.base import Environment
-from helios.environments.egress import DENY_ALL, AllowList, Network
+from helios.environments.egress import DENY_ALL, NO_PROXY_HOSTS, AllowList, Network
 from helios.environments.registry import provider_class
 from helios.environments.spec import SandboxSpec
 from helios.errors import ConfigError, EnvironmentExecError, UnsupportedFeature
@@ -221,9 +222,12 @@ class InstalledAgent(Agent):
         command = self.command(instruction, spec, self.home)
         before = await self._open_route(env, spec)
         if before is not None:
-            # the proxy's variables (the sandbox's, under an allowlist) reach the
-            # model endpoint, a loopback one too: nothing may bypass them
-            command = f"unset NO_PROXY no_proxy; {command}"
+            # the proxy's variables (the sandbox's, under an allowlist) carry the
+            # model's calls; a loopback endpoint (the host's, not the sandbox's) is
+            # taken out of NO_PROXY, which keeps the sandbox's own services direct
+            host = (urlsplit(self.endpoint(spec) or "").hostname or "").lower()
+            direct = ",".join(h for h in NO_PROXY_HOSTS if h != host)
+            variables.update({"NO_PROXY": direct, "no_proxy": direct})
         # stopped a little before the trial's own timeout, so its log is still read
         left = ctx.timeout - (time.monotonic() - started)
         try:
