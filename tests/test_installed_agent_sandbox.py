@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import http.server
 import json
+import re
 import shlex
 import shutil
 import subprocess
@@ -146,16 +147,23 @@ def test_docker_bakes_the_install_into_a_derived_image_once(
 
 
 # -- 3. the task's agent user ----------------------------------------------------------
-@pytest.mark.usefixtures("need_docker")
-def test_the_agent_runs_as_the_tasks_agent_user(claude_install: Path, tmp_path: Path) -> None:
+@pytest.mark.parametrize("provider", ["local", "docker"])
+def test_the_agent_runs_as_the_tasks_agent_user(
+    claude_install: Path, tmp_path: Path, provider: str
+) -> None:
+    # docker runs the Dockerfile's useradd; local adds the user itself (uid 1000 up)
     task = _task(
         tmp_path, agent='user = "worker"\n',
         dockerfile="RUN useradd -m -u 1234 worker && chown worker /app\n",
     )  # fmt: skip
-    batch = _batch(tmp_path, [task], _script(f"echo uid=$(id -u); {WRITE}"), provider="docker")
+    command = f"echo who=$(id -un):$(id -u); {WRITE}"
+    batch = _batch(tmp_path, [task], _script(command), provider=provider)
     trial, result = _trial(batch)
     assert result["reward"] == 1.0, result.get("error")
-    assert "uid=1234" in (trial / "agent" / "trajectory.json").read_text()
+    found = re.findall(r"who=(\w+):(\d+)", (trial / "agent" / "claude-code.log").read_text())
+    assert found and found[-1][0] == "worker" and found[-1][1] != "0", found
+    if provider == "docker":
+        assert found[-1][1] == "1234"
 
 
 # -- 4. the hostile suite through an installed agent -----------------------------------
