@@ -283,6 +283,7 @@ class ModelServices:
             f"limit {self.limiter.current} · {t.retries} retries · "
             f"{t.input_tokens + t.cache_read_tokens:,} in/{t.output_tokens:,} out tok · "
             f"{self.out_tokens_per_second():,.0f} out tok/s · {t.cost_text()}"
+            + (f" · {t.cache_hits:,} cached" if t.cache_hits else "")
         )
 
     async def close(self) -> None:
