@@ -110,7 +110,8 @@ def test_the_store_never_holds_the_api_key(server: MockLLMServer, cache_dir: Pat
             assert SECRET.encode() not in path.read_bytes(), path
     parts = ResponseCache(cache_dir).get(entries[0].name)
     assert parts is not None and parts.parts["model"] == "scripted"
-    assert parts.parts["messages"]["count"] == 1 and "list the files" in parts.parts["messages"]["last"]
+    messages = parts.parts["messages"]
+    assert messages["count"] == 1 and "list the files" in messages["last"]
 
 
 def test_a_corrupt_entry_is_a_miss_and_is_removed(server: MockLLMServer, cache_dir: Path) -> None:

@@ -60,8 +60,10 @@ def test_generate_opens_its_model_with_the_cache(cache_dir: Path, tmp_path: Path
     from helios.datagen.routing import open_services
     from helios.datagen.settings import GenerateSettings
 
-    settings = GenerateSettings(dataset_file=tmp_path / "p.jsonl", batch_size=1, run_name="r",
-                                base_url="http://127.0.0.1:9/v1", model="m", cache=True)  # fmt: skip
+    settings = GenerateSettings(
+        dataset_file=tmp_path / "p.jsonl", batch_size=1, run_name="r",
+        base_url="http://127.0.0.1:9/v1", model="m", cache=True,
+    )  # fmt: skip
     services = open_services(settings)
     assert services.cache is not None and services.cache.directory == cache_dir
     settings.cache = False

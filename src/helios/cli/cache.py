@@ -33,9 +33,10 @@ def cache_stats_command(as_json: JsonOpt = False) -> None:
     """Show where the response cache is, its entries and its size against its cap."""
     stats = ResponseCache.from_settings().stats()
     if as_json:
-        typer.echo(json.dumps({"directory": str(stats.directory), "entries": stats.entries,
-                               "bytes": stats.bytes, "max_bytes": stats.max_bytes,
-                               "oldest_use": stats.oldest, "newest_use": stats.newest}))  # fmt: skip
+        typer.echo(json.dumps({
+            "directory": str(stats.directory), "entries": stats.entries, "bytes": stats.bytes,
+            "max_bytes": stats.max_bytes, "oldest_use": stats.oldest, "newest_use": stats.newest,
+        }))  # fmt: skip
         return
     typer.echo(f"response cache  {stats.directory}")
     typer.echo(f"entries         {stats.entries:,}")
@@ -69,8 +70,10 @@ def cache_show_command(
         raise typer.Exit(2)
     answer = _answer(entry.response)
     if as_json:
-        typer.echo(json.dumps({"key": entry.key, "created": entry.created, "bytes": entry.size,
-                               "parts": entry.parts, "answer": answer}, ensure_ascii=False))  # fmt: skip
+        typer.echo(json.dumps({
+            "key": entry.key, "created": entry.created, "bytes": entry.size,
+            "parts": entry.parts, "answer": answer,
+        }, ensure_ascii=False))  # fmt: skip
         return
     parts = entry.parts
     messages = parts.get("messages") or {}

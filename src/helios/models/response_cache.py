@@ -185,12 +185,16 @@ def decode_response(data: Mapping[str, Any]) -> tuple[ModelResponse, Usage]:
     """The stored response, and the usage of the call it was (what a replay saves).
     A malformed entry raises (KeyError, TypeError, ValueError)."""
     calls = [function_call(i, n, str(raw)) for i, n, raw in data["tool_calls"]]
-    message = Message(role="assistant", content=str(data["content"]), tool_calls=calls,
-                      reasoning=data["reasoning"], provider_state=data["provider_state"])  # fmt: skip
+    message = Message(
+        role="assistant", content=str(data["content"]), tool_calls=calls,
+        reasoning=data["reasoning"], provider_state=data["provider_state"],
+    )  # fmt: skip
     counts = data["usage"]
     original = Usage.model_validate({"calls": 1, **{k: int(counts[k]) for k in _COUNTS}})
-    response = ModelResponse(message=message, usage=Usage(calls=0),
-                             finish_reason=str(data["finish_reason"]), model=str(data["model"]))  # fmt: skip
+    response = ModelResponse(
+        message=message, usage=Usage(calls=0), finish_reason=str(data["finish_reason"]),
+        model=str(data["model"]),
+    )  # fmt: skip
     return response, original
 
 

@@ -239,8 +239,10 @@ class ModelServices:
         self.prices.price_usage(self.spec.qualified, original)
         saved = response.usage
         saved.cache_hits = 1
-        saved.cache_saved_tokens = (original.input_tokens + original.cache_read_tokens
-                                    + original.cache_write_tokens + original.output_tokens)  # fmt: skip
+        saved.cache_saved_tokens = (
+            original.input_tokens + original.cache_read_tokens
+            + original.cache_write_tokens + original.output_tokens
+        )  # fmt: skip
         saved.cache_saved_usd = original.cost_usd
         if response.model:
             saved.note_model(self.name or self.spec.qualified, response.model)
