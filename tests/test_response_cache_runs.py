@@ -125,3 +125,31 @@ def test_a_batch_run_twice_with_the_cache_calls_no_model_the_second_time(
     assert json.loads(stats.output)["entries"] == calls
     assert "removed" in CliRunner().invoke(app, ["cache", "clear"]).output
     assert _entries(cache_dir) == []
+
+
+@pytest.mark.usefixtures("need_bwrap")
+def test_a_resume_keeps_the_cache_unless_no_cache(cache_dir: Path, tmp_path: Path) -> None:
+    from .cli_inprocess import helios_inprocess
+
+    shutil.copytree(EXAMPLES / "hello-file", tmp_path / "tasks" / "hello-file")
+    with MockLLMServer(script=SCRIPT) as server:
+        url = server.openai_base_url
+        common = ("--base-url", url, "--api-key", "k", "-q")
+        first = helios_inprocess("batch", "tasks", "--provider", "local", "-o", "out",
+                                 "-m", "openai-compatible/scripted", "--cache", *common,
+                                 cwd=tmp_path)  # fmt: skip
+        assert first.returncode == 0, first.stderr
+        (run_dir,) = (tmp_path / "out").iterdir()
+        stored = len(_entries(cache_dir))
+        assert stored == server.stats["requests"] > 0
+        # a second attempt, by a resume without --cache: its answers are kept too
+        resumed = helios_inprocess("batch", "--resume", str(run_dir), "-k", "2", "--force",
+                                   *common, cwd=tmp_path)  # fmt: skip
+        assert resumed.returncode == 0, resumed.stderr
+        assert len(_entries(cache_dir)) == 2 * stored
+        requests = server.stats["requests"]
+        again = helios_inprocess("batch", "--resume", str(run_dir), "-k", "3", "--force",
+                                 "--no-cache", *common, cwd=tmp_path)  # fmt: skip
+        assert again.returncode == 0, again.stderr
+        assert len(_entries(cache_dir)) == 2 * stored  # off: nothing kept
+        assert server.stats["requests"] == requests + stored

@@ -168,11 +168,11 @@ PricesOpt = Annotated[
 ]
 CacheOpt = Annotated[
     bool,
-    typer.Option("--cache",
+    typer.Option("--cache/--no-cache",
                  help="Answer a model request from the response cache when it holds it "
                  "(free, no call), and keep each new answer there (HELIOS_CACHE_DIR, "
                  "default ~/.cache/helios/responses). Each attempt has its own answers; a "
-                 "resume keeps the setting. See `helios cache`."),
+                 "resume keeps the setting unless --no-cache. See `helios cache`."),
 ]  # fmt: skip
 
 
