@@ -132,15 +132,22 @@ def test_a_corrupt_entry_is_a_miss_and_is_removed(server: MockLLMServer, cache_d
 def test_eviction_keeps_the_store_under_its_cap(tmp_path: Path) -> None:
     cache = ResponseCache(tmp_path / "store", max_bytes=40_000)
     keys = [f"{i:064x}" for i in range(120)]
-    for i, key in enumerate(keys):
+    for i, key in enumerate(keys[:20]):  # under the cap, used long ago (oldest first)
+        cache.put(key, {"i": i}, _response("x" * 800))
+        os.utime(cache.path_of(key), (1_000_000 + i, 1_000_000 + i))
+    assert cache.evict() == 0 and cache.stats().entries == 20
+    assert cache.get(keys[0]) is not None  # a hit is a use: now the most recent of them
+    for i, key in enumerate(keys[20:45], start=20):  # 45 entries of 1.2 KB: over the cap
         if cache.put(key, {"i": i}, _response("x" * 800)):
             cache.evict()
-        if i == 10:
-            assert cache.get(keys[0]) is not None  # used: the last to go
-    cache.evict()
     stats = cache.stats()
-    assert stats.bytes <= 40_000 and stats.entries < 120
-    assert cache.get(keys[-1]) is not None
+    assert stats.bytes <= 40_000 and 20 < stats.entries < 45
+    assert cache.get(keys[0]) is not None and cache.get(keys[1]) is None  # least recent went
+    for i, key in enumerate(keys[45:], start=45):  # and on: it stays under the cap
+        if cache.put(key, {"i": i}, _response("x" * 800)):
+            cache.evict()
+    stats = cache.stats()
+    assert stats.bytes <= 40_000 and cache.get(keys[-1]) is not None
     assert cache.clear() == stats.entries
     assert cache.stats().entries == 0
 
