@@ -6,6 +6,7 @@ with many writers, drops a corrupt entry as a miss, and stays under its cap."""
 from __future__ import annotations
 
 import asyncio
+import json
 import multiprocessing
 import os
 from pathlib import Path
@@ -196,3 +197,26 @@ def test_the_settings_name_the_store(tmp_path: Path, monkeypatch: pytest.MonkeyP
     monkeypatch.delenv("HELIOS_CACHE_DIR")
     assert ResponseCache.from_settings().directory == Path.home() / ".cache/helios/responses"
     assert os.sep in str(cache.path_of("ab" * 32))
+
+
+def test_the_cache_commands_explain_count_and_clear(server: MockLLMServer, cache_dir: Path) -> None:
+    from typer.testing import CliRunner
+
+    from helios.cli.app import app
+
+    response, _ = asyncio.run(_ask(_services(server, temperature=0.3)))
+    key = response.message.cache.key
+    runner = CliRunner()
+    shown = runner.invoke(app, ["cache", "show", key[:8]])
+    assert shown.exit_code == 0, shown.output
+    for part in ("openai-compatible/scripted", '"temperature": 0.3', "messages  1 (user)",
+                 "list the files", "sample    0", "Let me look."):  # fmt: skip
+        assert part in shown.output, part
+    assert SECRET not in shown.output
+    data = json.loads(runner.invoke(app, ["cache", "show", key, "--json"]).output)
+    assert data["parts"]["settings"]["temperature"] == 0.3 and data["answer"]["calls"]
+    assert runner.invoke(app, ["cache", "show", "ffff0000"]).exit_code == 2
+    stats = json.loads(runner.invoke(app, ["cache", "stats", "--json"]).output)
+    assert stats["entries"] == 1 and stats["directory"] == str(cache_dir)
+    assert "removed 1 entries" in runner.invoke(app, ["cache", "clear"]).output
+    assert _entries(cache_dir) == []
