@@ -147,6 +147,8 @@ def test_a_resume_keeps_the_cache_unless_no_cache(cache_dir: Path, tmp_path: Pat
                                    *common, cwd=tmp_path)  # fmt: skip
         assert resumed.returncode == 0, resumed.stderr
         assert len(_entries(cache_dir)) == 2 * stored
+        shown = helios_inprocess("config", "show", str(run_dir), cwd=tmp_path)
+        assert "cache: true" in shown.stdout, shown.stdout  # the job file runs it cached
         requests = server.stats["requests"]
         again = helios_inprocess("batch", "--resume", str(run_dir), "-k", "3", "--force",
                                  "--no-cache", *common, cwd=tmp_path)  # fmt: skip
