@@ -220,3 +220,11 @@ def test_the_cache_commands_explain_count_and_clear(server: MockLLMServer, cache
     assert stats["entries"] == 1 and stats["directory"] == str(cache_dir)
     assert "removed 1 entries" in runner.invoke(app, ["cache", "clear"]).output
     assert _entries(cache_dir) == []
+
+
+def test_the_cache_travels_to_workers_and_ray_nodes(server: MockLLMServer, cache_dir: Path) -> None:
+    import pickle
+
+    services = _services(server)
+    copy = pickle.loads(pickle.dumps(services.detached()))
+    assert copy.cache == services.cache and copy.cache.directory == cache_dir

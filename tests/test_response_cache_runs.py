@@ -79,19 +79,19 @@ def test_a_batch_run_twice_with_the_cache_calls_no_model_the_second_time(
         shutil.copytree(EXAMPLES / name, tasks / name)
     with MockLLMServer(script=SCRIPT) as server:
 
-        def batch(output: str) -> Any:
+        def batch(output: str, workers: int) -> Any:
             runner = ParallelRunner(
                 [tasks], output_dir=str(tmp_path / output), provider="local",
                 model="openai-compatible/scripted", base_url=server.openai_base_url,
                 api_key="sk-never-stored-0123456789", n_attempts=2, cache=True,
-                show_progress=False, quiet=True,
+                show_progress=False, quiet=True, workers=workers,
             )  # fmt: skip
             return asyncio.run(runner.run())
 
-        first = batch("one")
+        first = batch("one", workers=1)
         calls = server.stats["requests"]
         assert calls > 0 and len(_entries(cache_dir)) == calls
-        second = batch("two")
+        second = batch("two", workers=2)  # the hits are in worker processes
         assert server.stats["requests"] == calls  # 0 model calls the second time
     rewards = [(r.name, r.attempt, r.reward) for r in first.results]
     assert rewards == [(r.name, r.attempt, r.reward) for r in second.results]
@@ -155,3 +155,34 @@ def test_a_resume_keeps_the_cache_unless_no_cache(cache_dir: Path, tmp_path: Pat
         assert again.returncode == 0, again.stderr
         assert len(_entries(cache_dir)) == 2 * stored  # off: nothing kept
         assert server.stats["requests"] == requests + stored
+
+
+@pytest.mark.usefixtures("need_bwrap")
+def test_generate_twice_with_the_cache_calls_no_model_the_second_time(
+    cache_dir: Path, tmp_path: Path
+) -> None:
+    import io
+
+    from rich.console import Console
+
+    from helios.datagen import BatchRunner
+    from tests.datagen.conftest import SCRIPT as GENERATE_SCRIPT
+    from tests.datagen.conftest import write_dataset
+
+    dataset = write_dataset(tmp_path / "p.jsonl", ["Task 1: go.", "Task 2: go."])
+    with MockLLMServer(script=GENERATE_SCRIPT) as server:
+
+        def generate(name: str) -> Any:
+            return BatchRunner(
+                dataset_file=dataset, batch_size=1, run_name=name, distribution="terminal_only",
+                base_url=server.openai_base_url, api_key="k", model="mock", seed=7,
+                output_dir=tmp_path / "data", console=Console(file=io.StringIO()), cache=True,
+            ).run()  # fmt: skip
+
+        first = generate("one")
+        calls = server.stats["requests"]
+        second = generate("two")
+        assert calls > 0 and server.stats["requests"] == calls
+    assert first.rows == second.rows == 2
+    usage = json.loads((second.run_dir / "statistics.json").read_text())["usage"]
+    assert usage["cache_hits"] == calls and usage["output_tokens"] == 0
