@@ -305,31 +305,37 @@ class ResponseCache:
         cap (when it is over the cap); the number removed. One process at a time: when
         another holds the lock, this one does nothing."""
         self._written = 0
-        self.directory.mkdir(parents=True, exist_ok=True)
-        with open(self.directory / _LOCK, "a+b") as lock:
+        try:
+            lock = open(self.directory / _LOCK, "a+b")  # noqa: SIM115 (closed below)
+        except OSError:
+            return 0  # a store this process cannot lock: another one trims it
+        with lock:
             try:
                 fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except OSError:
                 return 0
-            found: list[tuple[float, int, str]] = []
-            total = 0
-            for file in self._files():
-                with suppress(OSError):
-                    stat = file.stat(follow_symlinks=False)
-                    found.append((stat.st_mtime, stat.st_size, file.path))
-                    total += stat.st_size
-            if total <= self.max_bytes:
-                return 0
-            removed = 0
-            target = self.max_bytes * LOW_WATER
-            for _, size, path in sorted(found):
-                if total <= target:
-                    break
-                with suppress(FileNotFoundError):
-                    os.unlink(path)
-                    removed += 1
-                total -= size
-            return removed
+            return self._trim()
+
+    def _trim(self) -> int:
+        found: list[tuple[float, int, str]] = []
+        total = 0
+        for file in self._files():
+            with suppress(OSError):
+                stat = file.stat(follow_symlinks=False)
+                found.append((stat.st_mtime, stat.st_size, file.path))
+                total += stat.st_size
+        if total <= self.max_bytes:
+            return 0
+        removed = 0
+        target = self.max_bytes * LOW_WATER
+        for _, size, path in sorted(found):
+            if total <= target:
+                break
+            with suppress(OSError):  # gone already (another process), or not ours
+                os.unlink(path)
+                removed += 1
+            total -= size
+        return removed
 
     def stats(self) -> Stats:
         count = size = 0
@@ -350,7 +356,7 @@ class ResponseCache:
         """Remove every entry (and leftover temporary file); the number of entries."""
         removed = 0
         for file in self._files():
-            with suppress(FileNotFoundError):
+            with suppress(OSError):
                 os.unlink(file.path)
                 removed += not file.name.startswith(".")
         return removed
