@@ -228,3 +228,17 @@ def test_the_cache_travels_to_workers_and_ray_nodes(server: MockLLMServer, cache
     services = _services(server)
     copy = pickle.loads(pickle.dumps(services.detached()))
     assert copy.cache == services.cache and copy.cache.directory == cache_dir
+
+
+def test_a_store_that_cannot_be_written_runs_uncached(
+    server: MockLLMServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a folder")
+    monkeypatch.setenv("HELIOS_CACHE_DIR", str(blocker / "responses"))
+    server.reset_stats()
+    for _ in range(2):
+        response, usage = asyncio.run(_ask(_services(server)))
+        assert usage.calls == 1 and response.tool_calls  # answered by the model, no crash
+    assert server.stats["requests"] == 2
+    assert ResponseCache.from_settings().evict() == 0
