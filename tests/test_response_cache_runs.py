@@ -7,17 +7,20 @@ setting, so a resume keeps it."""
 from __future__ import annotations
 
 import asyncio
+import io
 import json
 import shutil
 from pathlib import Path
 from typing import Any
 
 import pytest
+from rich.console import Console
 from typer.testing import CliRunner
 
 from helios import ParallelRunner
 from helios import toolcalls as russo
 from helios.cli.app import app
+from helios.tasks.report import results_panel
 from helios.testing.mock_llm import MockLLMServer
 from helios.trajectories.atif import validate_trajectory
 
@@ -102,6 +105,9 @@ def test_a_batch_run_twice_with_the_cache_calls_no_model_the_second_time(
     assert run_dir is not None
     summary = json.loads((run_dir / "batch_summary.json").read_text())
     assert summary["usage"]["cache_hits"] == calls
+    panel = io.StringIO()
+    Console(file=panel, width=160, color_system=None).print(results_panel(second))
+    assert f"Response cache  {calls:,} hits" in panel.getvalue(), panel.getvalue()
     saved = json.loads((run_dir / "run.json").read_text())
     assert saved["config"]["settings"]["models"]["cache"] is True  # resume keeps it
     attempts = sorted(run_dir.glob("001_hello-file/attempt_*/agent/trajectory.json"))
@@ -161,10 +167,6 @@ def test_a_resume_keeps_the_cache_unless_no_cache(cache_dir: Path, tmp_path: Pat
 def test_generate_twice_with_the_cache_calls_no_model_the_second_time(
     cache_dir: Path, tmp_path: Path
 ) -> None:
-    import io
-
-    from rich.console import Console
-
     from helios.datagen import BatchRunner
     from tests.datagen.conftest import SCRIPT as GENERATE_SCRIPT
     from tests.datagen.conftest import write_dataset
