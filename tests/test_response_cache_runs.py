@@ -188,3 +188,23 @@ def test_generate_twice_with_the_cache_calls_no_model_the_second_time(
     assert first.rows == second.rows == 2
     usage = json.loads((second.run_dir / "statistics.json").read_text())["usage"]
     assert usage["cache_hits"] == calls and usage["output_tokens"] == 0
+
+
+def test_a_toolcalls_config_caches_its_model_agent(cache_dir: Path, tmp_path: Path) -> None:
+    script = {"scenarios": [{"match": "flight", "turns": [{"tool_calls": [
+        {"name": "book_flight", "arguments": {"to_city": "LA"}}]}]}]}  # fmt: skip
+    with MockLLMServer(script=script) as server:
+        config = tmp_path / "c.yaml"
+        config.write_text(
+            "synthesizer: null\n"
+            "agent:\n  name: model\n  params:\n    model: openai-compatible/scripted\n"
+            f"    base_url: {server.openai_base_url}\n    cache: true\n"
+            "    tools: [{name: book_flight}]\n"
+            "tests:\n  - id: flight\n    prompt: Book a flight to LA\n"
+            "    expect: [{name: book_flight, arguments: {to_city: LA}}]\n    runs: 2\n"
+        )
+        outputs = [CliRunner().invoke(app, ["toolcalls", "--config", str(config)])
+                   for _ in range(2)]  # fmt: skip
+        assert server.stats["served_ok"] == 2  # the second invocation replayed both runs
+    assert all(o.exit_code == 0 and "[2/2 runs]" in o.output for o in outputs), outputs
+    assert len(_entries(cache_dir)) == 2
