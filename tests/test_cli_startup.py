@@ -149,13 +149,14 @@ def test_the_command_tree_holds_every_command_loaded() -> None:
     tree = command_tree()
     assert list(tree.commands) == [
         "run", "batch", "rerun", "generate", "export", "cleanup", "toolcalls", "compare", "view",
-        "tasks", "config",
+        "tasks", "config", "cache",
     ]  # fmt: skip
     assert all(tree.commands.is_loaded(name) for name in tree.commands)
     batch = tree.commands["batch"]
     assert "--n-concurrent" in {opt for param in batch.params for opt in param.opts}
     assert list(tree.commands["tasks"].commands) == ["check"]
     assert list(tree.commands["config"].commands) == ["show"]
+    assert list(tree.commands["cache"].commands) == ["stats", "clear", "show"]
 
 
 REGISTRIES = """

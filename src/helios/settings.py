@@ -60,6 +60,10 @@ VARIABLES: tuple[Variable, ...] = (
              "temporary folder)"),
     Variable("HELIOS_AGENT_CACHE", "where installed agents are installed (default: "
              "~/.cache/helios/agents)"),
+    Variable("HELIOS_CACHE_DIR", "where the response cache (`--cache`) keeps model "
+             "answers (default: ~/.cache/helios/responses)"),
+    Variable("HELIOS_CACHE_MAX_MB", "the response cache's size cap in MB; the least "
+             "recently used answers go first (default 2048)"),
     Variable("HELIOS_PRICES", "a JSON file of extra model prices (USD per 1M tokens)",
              changes_results=True),
     Variable("HELIOS_SEARXNG_URL", "the SearXNG instance behind the web toolset's "
@@ -147,6 +151,10 @@ class HeliosSettings:
     @property
     def agent_cache(self) -> str | None:
         return self.get("HELIOS_AGENT_CACHE")
+
+    @property
+    def cache_dir(self) -> str | None:
+        return self.get("HELIOS_CACHE_DIR")
 
     @property
     def prices_file(self) -> str | None:

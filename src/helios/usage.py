@@ -45,6 +45,13 @@ class Usage(BaseModel):
     #: in its responses (`gpt-4o-2024-08-06` for `gpt-4o`), in the order first seen;
     #: bounded, and left out of a dump while empty (a run without model calls)
     reported_models: dict[str, list[str]] = Field(default_factory=dict)
+    #: model calls answered by the response cache (`--cache`): no call was made, they
+    #: cost nothing and are in none of the counts above; left out of a dump while 0
+    cache_hits: int = 0
+    #: what those calls took when they were made: tokens (in + out) and dollars
+    #: (None: unknown, no price for the model)
+    cache_saved_tokens: int = 0
+    cache_saved_usd: float | None = 0.0
 
     @field_validator("reported_models", mode="after")
     @classmethod
@@ -64,6 +71,9 @@ class Usage(BaseModel):
         data: dict[str, Any] = handler(self)
         if not self.reported_models:
             data.pop("reported_models", None)
+        if not self.cache_hits:
+            for name in ("cache_hits", "cache_saved_tokens", "cache_saved_usd"):
+                data.pop(name, None)
         return data
 
     def note_model(self, requested: str, reported: str) -> None:
@@ -90,6 +100,22 @@ class Usage(BaseModel):
         self.model_seconds += other.model_seconds
         if other.reported_models:
             merge_reported(self.reported_models, other.reported_models)
+        if other.cache_hits:
+            self.cache_hits += other.cache_hits
+            self.cache_saved_tokens += other.cache_saved_tokens
+            if self.cache_saved_usd is None or other.cache_saved_usd is None:
+                self.cache_saved_usd = None
+            else:
+                self.cache_saved_usd += other.cache_saved_usd
+
+    def cache_text(self) -> str:
+        """The response cache's savings for a person ("" without a hit)."""
+        if not self.cache_hits:
+            return ""
+        saved = ("cost unknown" if self.cache_saved_usd is None
+                 else f"${self.cache_saved_usd:.4f}")  # fmt: skip
+        return (f"cache: {self.cache_hits:,} hits · {self.cache_saved_tokens:,} tok · "
+                f"{saved} saved")
 
     def mark_cost_unknown(self, reason: str) -> None:
         self.cost_usd, self.cost_unknown_reason = None, reason

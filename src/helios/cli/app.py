@@ -86,6 +86,17 @@ class _Config(LazyGroup):
     )
 
 
+class _Cache(LazyGroup):
+    lazy_commands = (
+        LazyCommand("stats", "helios.cli.cache:cache_stats_command",
+                    "Show where the response cache is, its entries and its size against its cap."),
+        LazyCommand("clear", "helios.cli.cache:cache_clear_command",
+                    "Remove every entry of the response cache."),
+        LazyCommand("show", "helios.cli.cache:cache_show_command",
+                    "Explain an entry: what went into its key, and the answer it holds."),
+    )  # fmt: skip
+
+
 app = typer.Typer(
     name="helios",
     cls=_Helios,
@@ -104,6 +115,11 @@ config_app = typer.Typer(
     cls=_Config,
 )  # fmt: skip
 app.add_typer(config_app, name="config")
+cache_app = typer.Typer(
+    help="The response cache of --cache: stats, clear, show KEY.", no_args_is_help=True,
+    rich_markup_mode=None, cls=_Cache,
+)  # fmt: skip
+app.add_typer(cache_app, name="cache")
 
 
 def _version(value: bool) -> None:

@@ -153,6 +153,7 @@ def _execute(
     "max_turns", "agent_version", "system_prompt_file", "max_tokens", "temperature",
     "reasoning_effort",
     "no_reasoning", "openrouter_routing", "prices", "watch", "debug", "name", "tags",
+    "cache",
 )  # fmt: skip
 def batch_command(
     options: TrialOptions,
@@ -370,7 +371,7 @@ def _recorded_tasks(run: dict[str, Any] | None, argument: str) -> list[Path]:
     "n_attempts", "quiet", "resume", "retry_errors", "force", "fail_under", "name", "tags",
     "base_url", "api_key", "max_turns", "agent_version", "system_prompt_file", "max_tokens",
     "temperature", "reasoning_effort", "no_reasoning", "openrouter_routing", "prices", "watch",
-    "interactive", "debug",
+    "interactive", "debug", "cache",
 )  # fmt: skip
 def run_command(
     options: TrialOptions,

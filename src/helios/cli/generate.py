@@ -24,7 +24,7 @@ from helios.cli.common import (
     shown,
 )
 from helios.cli.common import run_coroutine as run_async
-from helios.cli.options import ExecutorOpt, NameOpt, RayAddressOpt, TagOpt
+from helios.cli.options import CacheOpt, ExecutorOpt, NameOpt, RayAddressOpt, TagOpt
 from helios.datagen.settings import default_model, load_prefill, split_list
 from helios.display.console import SafeConsole, plain
 from helios.errors import InputError
@@ -215,6 +215,7 @@ def generate_command(
         float, _opt("--prompt_timeout", "--prompt-timeout", help="Seconds one prompt may take.")
     ] = 3600.0,
     prices: Annotated[Path | None, _opt("--prices", help="JSON of extra model prices.")] = None,
+    cache: CacheOpt = False,
     quiet: Annotated[bool, _opt("--quiet", "-q", help="Only the live line.")] = False,
     executor: ExecutorOpt = "local",
     ray_address: RayAddressOpt = None,
@@ -244,6 +245,7 @@ def generate_command(
         concurrency, keep_no_reasoning = p["concurrency"], p["keep_no_reasoning"]
         distributions_file, routing, image = p["distributions_file"], p["routing"], p["image"]
         prompt_timeout, prices = p["prompt_timeout"], p["prices"]
+        cache = p["cache"]
     required = (("--dataset_file", dataset_file), ("--batch_size", batch_size),
                 ("--run_name", run_name))  # fmt: skip
     missing = [flag for flag, value in required if value is None]
@@ -263,7 +265,7 @@ def generate_command(
         prompt_timeout=prompt_timeout, prices=prices, quiet=quiet, executor=executor,
         ray_address=ray_address, show_progress=True,  # -q keeps the live line
         reasoning_effort=reasoning_effort, reasoning_disabled=reasoning_disabled,
-        labels=labels,
+        labels=labels, cache=cache,
     )  # fmt: skip
     _run(options, prefill_messages_file, resume, debug or verbose)
 

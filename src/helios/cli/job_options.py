@@ -62,6 +62,8 @@ def apply_job(
     models = settings.models
     if job.prices is not None and not given("prices"):
         models = replace(models, prices=Path(job.prices))
+    if job.cache is not None and not given("cache"):
+        models = replace(models, cache=job.cache)
     models = replace(models, generation=_generation(models.generation, given, job))
     if job.models and not given("model"):
         every = [_model(models, entry, job, given, source, i) for i, entry in enumerate(job.models)]

@@ -166,6 +166,14 @@ PricesOpt = Annotated[
     Path | None,
     typer.Option("--prices", help="JSON of extra model prices (USD per 1M tokens)."),
 ]
+CacheOpt = Annotated[
+    bool,
+    typer.Option("--cache/--no-cache",
+                 help="Answer a model request from the response cache when it holds it "
+                 "(free, no call), and keep each new answer there (HELIOS_CACHE_DIR, "
+                 "default ~/.cache/helios/responses). Each attempt has its own answers; a "
+                 "resume keeps the setting unless --no-cache. See `helios cache`."),
+]  # fmt: skip
 
 
 def _routing(text: str | None) -> dict[str, Any]:
@@ -189,6 +197,7 @@ MODEL_OPTION_NAMES = (
     "model", "base_url", "api_key", "max_turns", "agent_version", "system_prompt_file",
     "max_tokens",
     "temperature", "reasoning_effort", "no_reasoning", "openrouter_routing", "prices",
+    "cache",
 )  # fmt: skip
 
 
@@ -214,6 +223,7 @@ def model_options(
     no_reasoning: bool,
     openrouter_routing: str | None,
     prices: Path | None,
+    cache: bool = False,
 ) -> AgentAndModel:
     effort = "none" if no_reasoning else reasoning_effort
     if effort is not None and effort not in get_args(ReasoningEffort):
@@ -240,7 +250,8 @@ def model_options(
         openrouter_provider=_routing(openrouter_routing),
     )
     models = ModelOptions(
-        model=model, base_url=base_url, api_key=api_key, generation=generation, prices=prices
+        model=model, base_url=base_url, api_key=api_key, generation=generation, prices=prices,
+        cache=cache,
     )
     return AgentAndModel(models=models, agent_settings=settings)
 
@@ -268,6 +279,7 @@ class TrialOptions:
     no_reasoning: NoReasoningOpt = False
     openrouter_routing: RoutingOpt = None
     prices: PricesOpt = None
+    cache: CacheOpt = False
     watch: WatchOpt = False
     debug: DebugOpt = False
     name: NameOpt = None

@@ -227,6 +227,7 @@ def job_file(run: Mapping[str, Any], saved: Mapping[str, Any] | None = None) -> 
         "workers": workers,
         "executor": executor if executor != "local" else None,
         "prices": str(prices) if prices else None,
+        "cache": True if saved is not None and saved["models"].cache else None,
         "name": getattr(labels, "name", None),
         "tags": dict(getattr(labels, "tags", None) or {}) or None,
     }

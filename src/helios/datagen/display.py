@@ -137,6 +137,9 @@ def final_table(
         f"cost unknown: {run.cost_unknown_reason} (add it with --prices FILE)")  # fmt: skip
     wall = f" · {run.tokens_out / seconds:,.0f} out tok/s" if seconds > 0 else ""
     summary.add_row("Tokens", f"{run.tokens_in:,} in / {run.tokens_out:,} out{wall} · {cost}")
+    if run.cache_hits:
+        summary.add_row("Response cache", f"{run.cache_hits:,} answers replayed · "
+                        f"{run.cache_saved_tokens:,} tokens saved")  # fmt: skip
     if interrupted:
         summary.add_row("", "of the recorded prompts: the live line also counted the "
                         "prompts the interrupt stopped, which no record holds")  # fmt: skip

@@ -186,6 +186,9 @@ class GenerateDoor:
             record["cost_unknown_reason"] = result.usage.cost_unknown_reason
         if result.usage.reported_models:  # the model ids the provider answered with
             record["reported_models"] = result.usage.reported_models
+        if result.usage.cache_hits:  # answers the response cache gave (--cache)
+            record["cache_hits"] = result.usage.cache_hits
+            record["cache_saved_tokens"] = result.usage.cache_saved_tokens
         if result.location is not None:
             record["file"], record["offset"], record["length"] = result.location
         if result.reason is not None:

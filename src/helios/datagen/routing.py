@@ -21,6 +21,7 @@ from helios.datagen.settings import OPENROUTER_URL, GenerateSettings
 from helios.errors import ConfigError
 from helios.models.base import GenerationConfig, ReasoningEffort
 from helios.models.pricing import PriceTable
+from helios.models.response_cache import ResponseCache
 from helios.models.routing import ModelSpec
 from helios.models.services import ModelServices, open_model_services
 from helios.secrets import public_url, register_secret, register_url
@@ -65,7 +66,7 @@ def open_services(s: GenerateSettings) -> ModelServices:
         provider, _ = split_name(s.model)
         return open_model_services(
             s.model, base_url=s.base_url, api_key=s.api_key,
-            generation=generation_config(s, provider), prices_path=s.prices,
+            generation=generation_config(s, provider), prices_path=s.prices, cache=s.cache,
         )  # fmt: skip
     url = s.base_url or OPENROUTER_URL
     register_url(url)  # a key in the URL's userinfo is a key like any other
@@ -83,4 +84,6 @@ def open_services(s: GenerateSettings) -> ModelServices:
     spec = ModelSpec(provider, s.model, "openai", url, key)
     prices = PriceTable.load(s.prices)
     prices.warn_unmatched([spec.qualified])
-    return ModelServices(spec=spec, config=generation_config(s, provider), prices=prices)
+    cache = ResponseCache.from_settings() if s.cache else None
+    return ModelServices(spec=spec, config=generation_config(s, provider), prices=prices,
+                         cache=cache)  # fmt: skip

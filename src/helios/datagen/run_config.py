@@ -31,7 +31,7 @@ RESUMABLE = ("batch_size", "base_url", "routing", "provider", "max_turns", "num_
              "concurrency", "max_tokens", "reasoning_effort", "reasoning_disabled",
              "providers_allowed", "providers_ignored", "providers_order", "provider_sort",
              "keep_no_reasoning", "image", "prompt_timeout", "prices",
-             "distributions_file", "executor", "ray_address")  # fmt: skip
+             "distributions_file", "executor", "ray_address", "cache")  # fmt: skip
 
 
 def resumable_settings(settings: GenerateSettings) -> dict[str, Any]:

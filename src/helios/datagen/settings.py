@@ -77,6 +77,9 @@ class GenerateSettings:
     ray_address: str | None = None
     #: the run's name and tags in run.json (the folder stays --run_name's)
     labels: RunLabels = field(default_factory=RunLabels)
+    #: answer a request the response cache holds from it (`--cache`; saved, so a
+    #: resume keeps it)
+    cache: bool = False
 
     def __post_init__(self) -> None:
         # a str path (as a Hermes user writes `output_dir="data"`) works like a Path

@@ -30,6 +30,9 @@ class RunTotals:
     cost_unknown_reason: str | None = None
     #: each model asked for with the ids the provider reported (`Usage.reported_models`)
     reported_models: dict[str, list[str]] = field(default_factory=dict)
+    #: model calls the response cache answered (`--cache`), and the tokens they took
+    cache_hits: int = 0
+    cache_saved_tokens: int = 0
 
     @property
     def cost_text(self) -> str:
@@ -44,6 +47,8 @@ def totals(finals: Iterable[dict[str, Any]], failed_now: int) -> RunTotals:
         status = record.get("status")
         result.tokens_in += int(record.get("tokens_in", 0))
         result.tokens_out += int(record.get("tokens_out", 0))
+        result.cache_hits += int(record.get("cache_hits", 0))
+        result.cache_saved_tokens += int(record.get("cache_saved_tokens", 0))
         _add_cost(result, record)
         reported = record.get("reported_models")
         if isinstance(reported, dict):  # a record is read back: only lists of ids count
@@ -135,5 +140,7 @@ def statistics_document(
             "cost_usd": None if run.cost_usd is None else round(run.cost_usd, 6),
             **({"cost_unknown_reason": run.cost_unknown_reason} if run.cost_usd is None else {}),
             **({"reported_models": run.reported_models} if run.reported_models else {}),
+            **({"cache_hits": run.cache_hits, "cache_saved_tokens": run.cache_saved_tokens}
+               if run.cache_hits else {}),
         },
     }

@@ -67,6 +67,16 @@ class ImageRef:
         return cls(data, media_type, hashlib.sha256(data).hexdigest())
 
 
+@dataclass(frozen=True, slots=True)
+class CacheMark:
+    """How the response cache (`--cache`) met a model call: its key and whether it was
+    a hit; a hit carries the usage of the call it replays (what it saved)."""
+
+    key: str
+    hit: bool
+    saved: Usage | None = None
+
+
 @dataclass(slots=True)
 class Message:
     role: Role
@@ -90,6 +100,8 @@ class Message:
     model: str | None = None
     #: when the message was made (epoch seconds), for trajectories
     created: float = field(default_factory=time.time)
+    #: for role "assistant" with `--cache`: the cache's key and whether it answered
+    cache: CacheMark | None = None
 
 
 @dataclass(slots=True)

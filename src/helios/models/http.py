@@ -127,6 +127,15 @@ class JsonEndpoint:
             await asyncio.sleep(0)
 
 
+@dataclass(frozen=True, slots=True)
+class WireRequest:
+    """One turn's request as it goes on the wire: the JSON body and the headers it
+    adds to the endpoint's own (never the auth header)."""
+
+    body: dict[str, Any]
+    headers: Mapping[str, str] | None = None
+
+
 class EndpointClient:
     """A model client over one JsonEndpoint (at `spec.base_url`, else the wire's
     `default_url`), which makes one attempt: retries belong to Helios
@@ -145,10 +154,24 @@ class EndpointClient:
     async def generate(
         self, messages: list[Message], tools: list[dict[str, Any]], config: GenerationConfig
     ) -> ModelResponse:
-        body = self._request(messages, tools, config)
+        return await self.send(self.request(messages, tools, config), config)
+
+    def request(
+        self, messages: list[Message], tools: list[dict[str, Any]], config: GenerationConfig
+    ) -> WireRequest:
+        """The request a turn sends, built once: what `send` posts, and what the
+        response cache keys on (it holds no key: that is in the endpoint's headers)."""
+        return WireRequest(self._request(messages, tools, config), self._headers(tools))
+
+    async def send(self, request: WireRequest, config: GenerationConfig) -> ModelResponse:
         return await self._endpoint.call(
-            self.path, body, config.timeout, self._parse, self._headers(tools)
+            self.path, request.body, config.timeout, self._parse, request.headers
         )
+
+    @property
+    def endpoint_url(self) -> str:
+        """The endpoint's base URL, without userinfo."""
+        return self._endpoint.base_url
 
     def _request(
         self, messages: list[Message], tools: list[dict[str, Any]], config: GenerationConfig

@@ -7,17 +7,27 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from helios.errors import ConfigError
 from helios.figures import out_tokens_per_second
-from helios.models.base import GenerationConfig, Message, Model, ModelResponse
+from helios.models.base import CacheMark, GenerationConfig, Message, Model, ModelResponse
 from helios.models.limiter import AdaptiveLimiter
 from helios.models.pricing import PriceTable, unknown_reason
+from helios.models.response_cache import (
+    CacheRequest,
+    ResponseCache,
+    current_sample,
+    decode_response,
+    encode_response,
+)
 from helios.models.retry import OnRetry, RetryPolicy, call_with_retries
 from helios.models.routing import DEFAULT_MODEL, Api, ModelSpec
 from helios.slots import Slot
 from helios.usage import Usage
+
+if TYPE_CHECKING:
+    from helios.models.http import EndpointClient, WireRequest
 
 
 def create_model(spec: ModelSpec) -> Model:
@@ -66,6 +76,8 @@ class ModelServices:
     others: dict[str, ModelServices] = field(default_factory=dict, repr=False)
     #: the services whose totals and `on_call` these count in (set by `add_model`)
     _owner: ModelServices | None = field(default=None, repr=False, compare=False)
+    #: the response cache (`--cache`): a request it holds is answered from it
+    cache: ResponseCache | None = None
 
     def __post_init__(self) -> None:
         # in place: services made by `with_api` share these totals
@@ -159,6 +171,9 @@ class ModelServices:
         """One model turn with Helios's retries; the response's usage carries cost,
         retries and time. `usage` (the unit's running total) gets the call's usage,
         and every retry as it happens, so retries count even when the call fails."""
+        keyed = self._keyed(messages, tools) if self.cache is not None else None
+        if keyed is not None and (hit := self._replay(keyed, usage)) is not None:
+            return hit
         started = time.monotonic()
         owner = self._owner or self  # a run's other models count in its first one's totals
 
@@ -169,8 +184,13 @@ class ModelServices:
             if on_retry is not None:
                 on_retry(error, delay, attempt)
 
+        if keyed is not None:
+            client, wire = keyed.client, keyed.wire
+            call = lambda: client.send(wire, self.config)  # noqa: E731
+        else:
+            call = lambda: self.model.generate(messages, tools, self.config)  # noqa: E731
         response, retries = await call_with_retries(
-            lambda: self.model.generate(messages, tools, self.config),
+            call,
             limiter=self.limiter,
             policy=self.policy,
             slot=slot,
@@ -187,7 +207,61 @@ class ModelServices:
         call_usage.retries = retries
         if owner.on_call is not None:
             owner.on_call()
+        if keyed is not None:
+            await self._store(keyed, response)
         return response
+
+    # -- the response cache -----------------------------------------------------------------
+    def _keyed(self, messages: list[Message], tools: list[dict[str, Any]]) -> _Keyed | None:
+        """The request, built once, and its cache key (None: a client the cache cannot
+        key, which then calls as usual)."""
+        from helios.models.http import EndpointClient
+
+        client = self.model
+        if not isinstance(client, EndpointClient):
+            return None
+        wire = client.request(messages, tools, self.config)
+        request = CacheRequest(
+            api=self.spec.api, provider=self.spec.provider, model=self.spec.model,
+            endpoint=client.endpoint_url, path=client.path, body=wire.body,
+            headers=dict(wire.headers or {}), sample=current_sample(),
+        )  # fmt: skip
+        return _Keyed(client, wire, request, request.key())
+
+    def _replay(self, keyed: _Keyed, usage: Usage | None) -> ModelResponse | None:
+        """The stored answer to `keyed`, counted as a hit: it costs nothing, takes no
+        limiter slot, and its usage holds what it saved."""
+        assert self.cache is not None
+        entry = self.cache.get(keyed.key)
+        if entry is None:
+            return None
+        response, original = decode_response(entry.response)
+        self.prices.price_usage(self.spec.qualified, original)
+        saved = response.usage
+        saved.cache_hits = 1
+        saved.cache_saved_tokens = (
+            original.input_tokens + original.cache_read_tokens
+            + original.cache_write_tokens + original.output_tokens
+        )  # fmt: skip
+        saved.cache_saved_usd = original.cost_usd
+        if response.model:
+            saved.note_model(self.name or self.spec.qualified, response.model)
+        response.message.cache = CacheMark(keyed.key, True, original)
+        owner = self._owner or self
+        owner.totals.add(saved)
+        if usage is not None:
+            usage.add(saved)
+        if owner.on_call is not None:
+            owner.on_call()
+        return response
+
+    async def _store(self, keyed: _Keyed, response: ModelResponse) -> None:
+        assert self.cache is not None
+        response.message.cache = CacheMark(keyed.key, False)
+        if self.cache.put(keyed.key, keyed.request.parts(), encode_response(response)):
+            import asyncio
+
+            await asyncio.to_thread(self.cache.evict)
 
     def stop_clock(self) -> None:
         """The work is over: "out tok/s" is measured up to now, so the live line's last
@@ -211,6 +285,7 @@ class ModelServices:
             f"limit {self.limiter.current} · {t.retries} retries · "
             f"{t.input_tokens + t.cache_read_tokens:,} in/{t.output_tokens:,} out tok · "
             f"{self.out_tokens_per_second():,.0f} out tok/s · {t.cost_text()}"
+            + (f" · {t.cache_hits:,} cached" if t.cache_hits else "")
         )
 
     async def close(self) -> None:
@@ -219,6 +294,16 @@ class ModelServices:
         if self._model is not None:
             await self._model.close()
             self._model = None
+
+
+@dataclass(frozen=True, slots=True)
+class _Keyed:
+    """A request with its cache key."""
+
+    client: EndpointClient
+    wire: WireRequest
+    request: CacheRequest
+    key: str
 
 
 def _fresh(limiter: AdaptiveLimiter) -> AdaptiveLimiter:
@@ -243,6 +328,9 @@ class ModelOptions:
     retry_policy: RetryPolicy | None = None
     #: the run's other models (`-m a,b`, a job file's `models`); trials name their own
     others: list[ModelOptions] = field(default_factory=list)
+    #: answer a request the response cache holds from it, and keep each new answer
+    #: there (`--cache`; `helios.models.response_cache`); for every model of the run
+    cache: bool = False
 
     def __post_init__(self) -> None:
         if self.prices is not None:  # a str path works like a Path
@@ -261,10 +349,13 @@ class ModelOptions:
             generation=self.generation,
             prices_path=self.prices,
             policy=self.retry_policy,
+            cache=self.cache,
         )
         services.name = name
         for other in self.others:
-            services.add_model(other.model or default_model, other.open(default_model))
+            opened = other.open(default_model)
+            opened.cache = opened.cache or services.cache
+            services.add_model(other.model or default_model, opened)
         return services
 
 
@@ -276,6 +367,7 @@ def open_model_services(
     generation: GenerationConfig | None = None,
     prices_path: Path | None = None,
     policy: RetryPolicy | None = None,
+    cache: bool = False,
 ) -> ModelServices:
     """Resolve the model and its key (a ConfigError names what to set) before any trial."""
     from helios.models.routing import resolve_model
@@ -288,4 +380,5 @@ def open_model_services(
         config=generation or GenerationConfig(),
         prices=prices,
         policy=policy or RetryPolicy(),
+        cache=ResponseCache.from_settings() if cache else None,
     )

@@ -15,6 +15,7 @@ from helios.engine.episode import EpisodeContext, now_iso, unit_dir
 from helios.engine.scheduler import Slot
 from helios.engine.store import write_json_atomic
 from helios.failures import ErrorInfo
+from helios.models.response_cache import sampling
 from helios.tasks.features import features_used
 from helios.tasks.phases import TimeoutScale, network_record
 from helios.tasks.results import TrialResult
@@ -31,7 +32,8 @@ class TaskDoor:
             await asyncio.to_thread(write_json_atomic, folder / "config.json", spec_config(unit))
         if ctx.services is not None:  # a run over several models: the trial's own
             ctx = replace(ctx, services=ctx.services.for_model(unit.model))
-        return await run_trial(unit, ctx, slot)
+        with sampling(unit.attempt):  # -k 3: three answers cached, each replayed
+            return await run_trial(unit, ctx, slot)
 
     def inputs(self, unit: TrialSpec) -> dict[str, Path]:
         """The host folder a trial reads, by its content hash: its task's folder (an

@@ -137,6 +137,8 @@ class JobConfig(_Generation):
     tags: dict[str, str] = Field(default_factory=dict)
     retry_errors: bool | None = None
     prices: str | None = Field(default=None, min_length=1)
+    #: the response cache for every model (`--cache`)
+    cache: bool | None = None
     #: each agent's and verifier's task.toml timeout times its own multiplier, else
     #: times `timeout_multiplier` (Harbor's names and rule)
     timeout_multiplier: float | None = Field(default=None, gt=0)

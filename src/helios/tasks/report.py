@@ -113,6 +113,8 @@ def results_panel(batch: BatchResult) -> Panel:
             f"{usage.calls:,} ({usage.retries:,} retries) · "
             f"{usage.output_tokens_per_second:,.0f} out tok/s per call",
         )
+    if usage.cache_hits:  # --cache: answers replayed, at no cost and with no call
+        table.add_row("Response cache", usage.cache_text().removeprefix("cache: "))
     stopped = batch.stopped_usage
     if stopped is not None and (stopped.calls or stopped.output_tokens):
         table.add_row(

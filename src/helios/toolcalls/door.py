@@ -34,6 +34,7 @@ from helios.environments import NULL_SPEC
 from helios.failures import ErrorInfo
 from helios.models.base import ToolCall
 from helios.models.errors import ModelError
+from helios.models.response_cache import sampling
 from helios.models.retry import RetryPolicy
 from helios.toolcalls.episode import EvaluatorScorer, ToolCallAgent
 from helios.toolcalls.protocols import Evaluator, Synthesizer
@@ -126,7 +127,8 @@ class ToolCallDoor:
                 # no bound on the phase: each attempt has its timeout, the retries their cap
                 agent_timeout=math.inf, scorer=scorer,
             )  # fmt: skip
-            episode = await run_episode(spec, ctx, slot)
+            with sampling(unit.run_index):  # each run its own cached answer
+                episode = await run_episode(spec, ctx, slot)
         finally:
             self._done_with(unit.prompt)
         duration = time.monotonic() - started

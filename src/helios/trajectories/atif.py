@@ -148,6 +148,8 @@ class TrajectoryRecorder:
         self._reasoning_tokens = 0
         self._cost_usd: float | None = 0.0
         self._cost_unknown_reason: str | None = None
+        #: agent steps the response cache answered (`--cache`)
+        self._cache_hits = 0
         #: whether any message or observation is a list of content parts (v1.6)
         self._multimodal = False
 
@@ -183,8 +185,10 @@ class TrajectoryRecorder:
         metrics: StepMetrics | None = None,
         model_name: str | None = None,
         at: float | None = None,
+        extra: dict[str, Any] | None = None,
     ) -> int:
-        """Record one model response; returns its step_id for `add_observation`."""
+        """Record one model response; returns its step_id for `add_observation`.
+        `extra`: the step's free-form metadata (the response cache's mark)."""
         calls = [call.to_dict() for call in tool_calls or ()]
         ids = [call["tool_call_id"] for call in calls]
         if len(set(ids)) != len(ids):
@@ -198,6 +202,9 @@ class TrajectoryRecorder:
             step["reasoning_content"] = reasoning
         if calls:
             step["tool_calls"] = calls
+        if extra:
+            step["extra"] = extra
+            self._cache_hits += bool((extra.get("response_cache") or {}).get("hit"))
         if metrics is not None:
             step["metrics"] = metrics.to_dict()
             self._prompt_tokens += metrics.prompt_tokens
@@ -239,6 +246,8 @@ class TrajectoryRecorder:
             extra["total_reasoning_tokens"] = self._reasoning_tokens
         if self._cost_usd is None:
             extra["cost_unknown_reason"] = self._cost_unknown_reason
+        if self._cache_hits:
+            extra["response_cache_hits"] = self._cache_hits
         if extra:
             out["extra"] = extra
         return out

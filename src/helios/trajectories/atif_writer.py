@@ -66,6 +66,7 @@ def conversation_to_atif(
                 metrics=_metrics(message),
                 model_name=message.model or None,
                 at=message.created,
+                extra=_cache_extra(message),
             )
             step_of_call.update({call.id: step_id for call in message.tool_calls})
         elif message.tool_call_id in step_of_call:
@@ -100,6 +101,24 @@ def _content(message: Message, image_paths: ImagePaths) -> Content:
 def _call_record(call: ToolCall) -> ToolCallRecord:
     arguments = call.arguments if call.arguments is not None else {"_raw": call.raw_arguments}
     return ToolCallRecord(tool_call_id=call.id, function_name=call.name, arguments=arguments)
+
+
+def _cache_extra(message: Message) -> dict[str, Any] | None:
+    """The response cache's mark of a step (`--cache`): its key (`helios cache show
+    KEY`) and, for a hit, what the call it replays took; this step itself cost nothing."""
+    mark = message.cache
+    if mark is None:
+        return None
+    cache: dict[str, Any] = {"key": mark.key, "hit": mark.hit}
+    if mark.saved is not None:
+        saved = mark.saved
+        cache["saved"] = {
+            "prompt_tokens": saved.input_tokens + saved.cache_read_tokens
+            + saved.cache_write_tokens,
+            "completion_tokens": saved.output_tokens,
+            "cost_usd": saved.cost_usd,
+        }
+    return {"response_cache": cache}
 
 
 def _metrics(message: Message) -> StepMetrics | None:

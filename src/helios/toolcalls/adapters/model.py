@@ -29,7 +29,9 @@ class ModelAgent:
 
     Tools are JSON schemas in Chat Completions or flat form, or ToolSpecs. The
     key comes from the provider's usual variable or `api_key=`; a missing key
-    or an unknown provider fails here, before any run.
+    or an unknown provider fails here, before any run. `cache=True` answers a
+    request the response cache holds from it (each run its own answer), and keeps
+    each new answer there (`helios.models.response_cache`).
     """
 
     #: text mode: the door sends the prompt's text and skips synthesis
@@ -46,6 +48,7 @@ class ModelAgent:
         generation: GenerationConfig | None = None,
         retry_policy: RetryPolicy | None = None,
         prices: str | Path | None = None,
+        cache: bool = False,
     ) -> None:
         self.model = model
         self.specs = to_specs(tools)
@@ -57,6 +60,7 @@ class ModelAgent:
             generation=generation or GenerationConfig(max_tokens=1024, timeout=REQUEST_TIMEOUT),
             prices=None if prices is None else Path(prices),
             retry_policy=retry_policy,
+            cache=cache,
         ).open()
         api = self.services.spec.api
         self.tool_wire = [s.to_anthropic() if api == "anthropic" else s.to_openai()
