@@ -21,6 +21,7 @@ import re
 import secrets
 import shlex
 import shutil
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import ClassVar
@@ -59,11 +60,17 @@ from helios.environments.docker.image_config import ENTRYPOINT_SERVICE, ImageCon
 from helios.environments.docker.services import EXCHANGE_MOUNT, ContainerServices
 from helios.environments.docker.shell import ContainerShell
 from helios.environments.egress import AllowList, Network
-from helios.environments.shell.client import ShellUnavailable, Sink
+from helios.environments.health import OUTPUT_TAIL
+from helios.environments.shell.client import SERVICE_LOGS, ShellUnavailable, Sink
 from helios.environments.shell.owner import current_owner
 from helios.environments.shell.safe_copy import Bounds
 from helios.environments.spec import SandboxSpec
-from helios.errors import EnvironmentExecError, EnvironmentStartError, EnvironmentUnavailable
+from helios.errors import (
+    EnvironmentExecError,
+    EnvironmentStartError,
+    EnvironmentUnavailable,
+    EnvironmentUnhealthy,
+)
 from helios.settings import current as helios_settings
 
 __all__ = ["CONTROL_TIMEOUT", "DockerEnvironment", "docker", "remove_containers", "remove_images"]
@@ -72,6 +79,13 @@ _builds = ImageBuilds()
 #: what each image says (its USER, WORKDIR, ENTRYPOINT), by image name
 _image_configs: dict[str, ImageConfig] = {}
 _NAME_UNSAFE = re.compile(r"[^a-zA-Z0-9_.-]")
+#: seconds the image's ENTRYPOINT must run after its start (`docker compose up
+#: --wait`, Harbor's start, first looks at its containers after half a second)
+ENTRYPOINT_SETTLE = 0.5
+#: seconds between two looks meanwhile: one that exits at once is seen at once
+ENTRYPOINT_POLL = 0.05
+#: the lines of its output an ENTRYPOINT that exited is reported with
+ENTRYPOINT_LINES = 5
 
 
 def _name_part(text: str, size: int) -> str:
@@ -358,6 +372,29 @@ class DockerEnvironment(ContainerServices):
             await self.start_service(ENTRYPOINT_SERVICE, command, env=dict(self.spec.env))
         except EnvironmentExecError as exc:
             raise EnvironmentStartError(f"the image's ENTRYPOINT did not start: {exc}") from None
+        await self._check_entrypoint(image)
+
+    async def _check_entrypoint(self, image: ImageConfig) -> None:
+        """The ENTRYPOINT still runs ENTRYPOINT_SETTLE seconds after its start, as
+        `docker compose up --wait` (Harbor's start) sees its container running; one
+        that exits (with any status) would stop Harbor's container: an
+        `EnvironmentUnhealthy` (not tried again) with its last output lines."""
+        deadline = time.monotonic() + ENTRYPOINT_SETTLE
+        while await self.service_running(ENTRYPOINT_SERVICE):
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return
+            await asyncio.sleep(min(ENTRYPOINT_POLL, left))
+        log_file = f"{SERVICE_LOGS}/{ENTRYPOINT_SERVICE}.log"
+        tail = await self.exec(f"tail -n {ENTRYPOINT_LINES} {log_file}", cwd="/", user=ROOT,
+                               timeout=30)  # fmt: skip
+        said = " / ".join(line.strip() for line in tail.stdout.splitlines() if line.strip())
+        said = said if len(said) <= OUTPUT_TAIL else "…" + said[-OUTPUT_TAIL:]
+        raise EnvironmentUnhealthy(
+            f"the image's ENTRYPOINT ({shlex.join(image.entrypoint)}) exited before the agent "
+            "started (Harbor's container would stop with it): "
+            + (f"its last output: {said}" if said else "it printed nothing")
+        )
 
     async def _setup(self) -> None:
         owner = await self.default_owner()

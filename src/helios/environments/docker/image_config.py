@@ -10,6 +10,8 @@ A task's sandbox keeps the image's meaning, as Harbor's docker provider does:
   pid 1. A service lives on through the agent's end and the verifier (the stop of
   the agent's processes spares it) and goes with the container. An image without
   an ENTRYPOINT gets no service: the container is what it was before.
+- an ENTRYPOINT that exits (any status) within its first half second, which
+  would stop Harbor's container, fails the start (`DockerEnvironment._check_entrypoint`).
 """
 
 from __future__ import annotations
