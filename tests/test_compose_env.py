@@ -8,16 +8,19 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import shutil
 import signal
 import subprocess
 import tempfile
 import time
+import uuid
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from helios.environments.docker import DockerEnvironment
 from helios.environments.docker.compose import FOLDER_PREFIX, ComposeProject, project_name
 from helios.environments.local import LocalEnvironment
 from helios.environments.spec import SandboxSpec
@@ -284,3 +287,116 @@ def test_no_host_variable_reaches_a_compose_file(
     )
     assert code == 0, err
     assert json.loads(out)["services"]["main"]["environment"] == {"KEY": "none"}
+
+
+def test_main_gets_storage_the_exchange_folder_and_the_outside_network(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """As `docker run` gives a sandbox: `--storage-opt size=` (where the engine takes
+    it), the exchange folder of `--watch`, and HELIOS_DOCKER_NETWORK's network."""
+    monkeypatch.setenv("HELIOS_DOCKER_NETWORK", "their-net")
+    compose = write(tmp_path / "environment" / "docker-compose.yaml", "services: {}\n")
+    spec = SandboxSpec(build_context=compose.parent, context_hash="abc123def4567890",
+                       network=True, compose_file=compose, storage_mb=512)  # fmt: skip
+    project = ComposeProject(spec, name="p", labels={}, image="img:1", storage=True,
+                             exchange=tmp_path / "x")  # fmt: skip
+    model = {"services": {"main": {"storage_opt": {"size": "9g"}}, "db": {"image": "db"}}}
+    edited = project.edit(model)
+    main = edited["services"]["main"]
+    assert main["storage_opt"] == {"size": "512m"}
+    assert main["volumes"] == [{"type": "bind", "source": str(tmp_path / "x"),
+                                "target": "/run/helios"}]  # fmt: skip
+    assert main["networks"] == {"default": None, "helios-outside": None}
+    assert edited["networks"]["helios-outside"] == {"name": "their-net", "external": True}
+    assert "networks" not in edited["services"]["db"]  # sidecars stay on their own
+    assert "storage_opt" not in ComposeProject(spec, name="p", labels={}, image="i").edit(
+        {"services": {"main": {"storage_opt": {"size": "9g"}}}}
+    )["services"]["main"]  # the engine refused it: none, not the task's own
+    monkeypatch.setenv("HELIOS_DOCKER_NETWORK", "none")
+    shut = project.edit({"services": {"main": {}}})
+    assert shut["networks"]["default"]["internal"] is True
+    assert "networks" not in shut["services"]["main"]
+    monkeypatch.setenv("HELIOS_DOCKER_NETWORK", "host")
+    with pytest.raises(UnsupportedFeature, match="HELIOS_DOCKER_NETWORK=host cannot apply"):
+        project.edit({"services": {"main": {}}})
+
+
+@pytest.mark.parametrize(
+    ("service", "said"),
+    [
+        ({"privileged": True}, "services.api.privileged: true is refused"),
+        ({"network_mode": "host"}, "services.api.network_mode: host"),
+        ({"pid": "host"}, "services.api.pid: host"),
+        ({"cap_add": ["NET_ADMIN", "CAP_SYS_ADMIN"]}, "services.api.cap_add: SYS_ADMIN"),
+        ({"devices": [{"source": "/dev/kvm", "target": "/dev/kvm"}]}, "services.api.devices"),
+        ({"security_opt": ["seccomp:unconfined"]}, "security_opt: seccomp:unconfined"),
+        ({"volumes": [{"type": "bind", "source": "/var/run/docker.sock",
+                       "target": "/var/run/docker.sock"}]},
+         "services.api.volumes mounts the host's /var/run/docker.sock"),
+        ({"volumes": [{"type": "bind", "source": "{task}/../elsewhere", "target": "/x"}]},
+         "services.api.volumes mounts the host's"),
+    ],
+)  # fmt: skip
+def test_a_service_given_the_host_is_refused_in_one_line(
+    tmp_path: Path, service: dict[str, Any], said: str
+) -> None:
+    project = _project(tmp_path)
+    text = json.dumps(service).replace("{task}", str(tmp_path))
+    with pytest.raises(UnsupportedFeature, match=re.escape(said)) as caught:
+        project.edit({"services": {"main": {}, "api": json.loads(text)}})
+    assert "\n" not in str(caught.value) and str(project.task_file) in str(caught.value)
+    # what stays in the sandbox is taken: the task's own files, NET_ADMIN, named volumes
+    project.edit({"services": {"main": {}, "api": {
+        "cap_add": ["NET_ADMIN"], "volumes": [
+            {"type": "bind", "source": str(tmp_path / "environment" / "api"), "target": "/srv"},
+            {"type": "volume", "source": "data", "target": "/data"}]}}})  # fmt: skip
+
+
+def test_a_volume_bound_to_a_host_device_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(UnsupportedFeature, match=r"volumes\.data\.driver_opts\.device /etc"):
+        _project(tmp_path).edit({"services": {"main": {}}, "volumes": {
+            "data": {"driver_opts": {"type": "none", "o": "bind", "device": "/etc"}}}})
+
+
+@pytest.mark.usefixtures("need_compose")
+def test_a_compose_main_has_storage_watch_and_the_outside_network(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """On this engine (overlay2 on ext4) `storage_opt` is refused: the start goes on
+    without it, as `docker run` does, and remembers it. `main` is on the network
+    HELIOS_DOCKER_NETWORK names, and its exchange folder is the host's."""
+    outside = f"helios-test-outside-{uuid.uuid4().hex[:8]}"
+    subprocess.run(["docker", "network", "create", outside], check=True, capture_output=True,
+                   timeout=60)  # fmt: skip
+    monkeypatch.setenv("HELIOS_DOCKER_NETWORK", outside)
+    monkeypatch.setattr(DockerEnvironment, "storage_opt", None)
+    folder = _copy(tmp_path)
+    toml = folder / "task.toml"
+    toml.write_text(toml.read_text().replace("[environment]", "[environment]\nstorage_mb = 2048")
+                    .replace('network_mode = "no-network"', 'network_mode = "public"'))  # fmt: skip
+    spec = load_task(folder).sandbox_spec()
+    assert spec.storage_mb == 2048 and spec.network is True
+    env = DockerEnvironment(spec, trial_id=uuid.uuid4().hex[:8], run_id="pytest")
+
+    async def go() -> tuple[str, bool]:
+        await env.build()
+        await env.start()
+        try:
+            nets = _docker("inspect", "--format", "{{json .NetworkSettings.Networks}}",
+                           env.container or "")  # fmt: skip
+            exchange = env.exchange_dir()
+            assert exchange is not None and exchange[0] == "/run/helios"
+            await env.exec("echo seen > /run/helios/probe", user="0")
+            return nets, (exchange[1] / "probe").read_text() == "seen\n"
+        finally:
+            await env.stop()
+
+    try:
+        nets, shared = asyncio.run(go())
+    finally:
+        subprocess.run(["docker", "network", "rm", outside], capture_output=True, timeout=60)
+    assert outside in json.loads(nets) and shared
+    storage_taken = subprocess.run(
+        ["docker", "run", "--rm", "--storage-opt", "size=100m", "debian:bookworm-slim", "true"],
+        capture_output=True, timeout=60).returncode == 0  # fmt: skip
+    assert DockerEnvironment.storage_opt is storage_taken

@@ -52,6 +52,7 @@ from helios.environments.docker.cli import (
 from helios.environments.docker.compose import (
     ComposeProject,
     ComposeService,
+    StorageRefused,
     cleanup_compose,
     project_name,
 )
@@ -299,16 +300,26 @@ class DockerEnvironment(ContainerServices):
         commands then go to the Engine API, as without the shell server."""
         spec = self.spec
         own = spec.dockerfile is not None or spec.image is not None
-        project = ComposeProject(
-            spec, name=project_name(self.run_id, self.trial_id, self.instance),
-            labels=self._labels(), image=self.image if own else None,
-        )  # fmt: skip
-        self._compose = project
-        try:
-            self.container = await project.up()
-        except BaseException:
-            await run_to_end(self._stop())
-            raise
+        await self._make_exchange(_name_part(self.run_id, 36))  # `--watch`'s VNC socket
+        with_storage = self._with_storage
+        while True:
+            project = ComposeProject(
+                spec, name=project_name(self.run_id, self.trial_id, self.instance),
+                labels=self._labels(), image=self.image if own else None,
+                storage=with_storage, exchange=self._exchange,
+            )  # fmt: skip
+            self._compose = project
+            try:
+                self.container = await project.up()
+            except StorageRefused:  # as `docker run`: once without, and it is remembered
+                await project.down()
+                with_storage = not self._storage_refused(with_storage, False, "storage-opt")
+                continue
+            except BaseException:
+                await run_to_end(self._stop())
+                raise
+            self._storage_refused(with_storage, True, "")
+            break
         if not own:
             code, out, err = await docker("container", "inspect", "--format",
                                           "{{.Config.Image}}", self.container)  # fmt: skip
