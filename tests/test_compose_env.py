@@ -400,3 +400,26 @@ def test_a_compose_main_has_storage_watch_and_the_outside_network(
         ["docker", "run", "--rm", "--storage-opt", "size=100m", "debian:bookworm-slim", "true"],
         capture_output=True, timeout=60).returncode == 0  # fmt: skip
     assert DockerEnvironment.storage_opt is storage_taken
+
+
+def test_an_allowlisted_project_has_one_network_behind_the_proxy(tmp_path: Path) -> None:
+    from helios.environments.docker.egress import DockerEgress
+
+    egress = DockerEgress()
+    egress.network, egress.dns = "helios-trial-net", "172.30.0.254"
+    egress.variables = {"HTTP_PROXY": "http://172.30.0.1:3128"}
+    compose = write(tmp_path / "environment" / "docker-compose.yaml", "services: {}\n")
+    spec = SandboxSpec(build_context=compose.parent, context_hash="abc123def4567890",
+                       compose_file=compose)  # fmt: skip
+    project = ComposeProject(spec, name="p", labels={}, image="i", egress=egress)
+    edited = project.edit({"services": {"main": {}, "api": {"environment": {"A": "1"}}}})
+    assert edited["networks"] == {"default": {"name": "helios-trial-net", "external": True}}
+    api = edited["services"]["api"]
+    assert api["environment"] == {"A": "1", "HTTP_PROXY": "http://172.30.0.1:3128"}
+    assert api["dns"] == ["172.30.0.254"] and edited["services"]["main"]["dns"] == api["dns"]
+    for model, said in (
+        ({"services": {"main": {}}, "networks": {"back": {}}}, "networks.back: an allowlisted"),
+        ({"services": {"main": {}, "api": {"network_mode": "none"}}}, "api.network_mode"),
+    ):
+        with pytest.raises(UnsupportedFeature, match=said):
+            project.edit(model)

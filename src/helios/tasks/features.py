@@ -185,10 +185,8 @@ def _provider_limits(task: Task, provider: type[Environment]) -> list[Unsupporte
                 found.append(
                     Unsupported(f"{where}.user", f"the {provider.name} provider has no users")
                 )
-    if not provider.supports_allowlist or compose is not None:
-        why = f"the {provider.name} provider has no proxy" if compose is None else (
-            "a compose task has no egress proxy yet"
-        )  # fmt: skip
+    if not provider.supports_allowlist:
+        why = f"the {provider.name} provider has no proxy"
         found += [Unsupported(f"{where}.allowed_hosts", why)
                   for where, network in _networks(c) if isinstance(network, AllowList)]  # fmt: skip
     if not provider.dynamic_network:

@@ -55,6 +55,7 @@ from helios.environments.docker.cli import (
     docker,
     docker_binary,
 )
+from helios.environments.docker.egress import DockerEgress
 from helios.environments.docker.services import EXCHANGE_MOUNT
 from helios.environments.shell.owner import Owner
 from helios.environments.shell.safe_copy import Bounds
@@ -132,8 +133,8 @@ class ComposeProject:
     """One trial's compose project: `up` once, `service` while it runs, `down` at its end."""
 
     def __init__(self, spec: SandboxSpec, *, name: str, labels: Mapping[str, str],
-                 image: str | None, storage: bool = False,
-                 exchange: Path | None = None) -> None:  # fmt: skip
+                 image: str | None, storage: bool = False, exchange: Path | None = None,
+                 egress: DockerEgress | None = None) -> None:  # fmt: skip
         assert spec.compose_file is not None
         self.spec = spec
         self.name = name
@@ -144,6 +145,8 @@ class ComposeProject:
         self.storage = storage and spec.storage_mb is not None
         #: the host folder bound at EXCHANGE_MOUNT in `main` (`--watch`'s VNC socket)
         self.exchange = exchange
+        #: an allowlisted sandbox's network and proxy, open: every service's one network
+        self.egress = egress
         self.task_file = spec.compose_file
         self.project_dir = spec.compose_file.parent
         # a sidecar's image is named by the content it is built from: the hashed
@@ -273,6 +276,8 @@ class ComposeProject:
                 network["internal"] = True
         if self.spec.network is True and outside not in (None, "none", "bridge", "default"):
             _join_outside(self.task_file, main, networks, outside)
+        if self.egress is not None and self.egress.network is not None:
+            _behind_proxy(self.task_file, model, self.egress)
         for volume in (model.get("volumes") or {}).values():
             if isinstance(volume, dict) and not volume.get("external"):
                 volume["labels"] = {**(volume.get("labels") or {}), **self.labels}
@@ -395,6 +400,36 @@ def _join_outside(task_file: Path, main: dict[str, Any], networks: dict[str, Any
     joined[OUTSIDE] = None
     main["networks"] = joined
     networks[OUTSIDE] = {"name": name, "external": True}
+
+
+def _behind_proxy(task_file: Path, model: dict[str, Any], egress: DockerEgress) -> None:
+    """An allowlisted sandbox: the project's one network is the trial's egress network
+    (`docker.egress`: internal, its gateway the proxy's namespace), and every service,
+    sidecars too, gets the proxy's variables and its resolver that answers nothing."""
+    networks: dict[str, Any] = model["networks"]
+    for name in networks:
+        if name != "default":
+            raise UnsupportedFeature(
+                f"{task_file}: networks.{name}: an allowlisted compose task keeps its services "
+                "on one network, whose only way out is the egress proxy"
+            )
+    networks["default"] = {"name": egress.network, "external": True}
+    for name, service in (model.get("services") or {}).items():
+        if service.get("network_mode"):
+            raise UnsupportedFeature(
+                f"{task_file}: services.{name}.network_mode: an allowlisted compose task keeps "
+                "its services on one network, whose only way out is the egress proxy"
+            )
+        own = service.get("networks") or {}
+        extra = [n for n in own if n != "default"]
+        if extra:
+            raise UnsupportedFeature(
+                f"{task_file}: services.{name}.networks names {extra[0]!r}: an allowlisted "
+                "compose task keeps its services on one network"
+            )
+        environment = service.get("environment") or {}
+        service["environment"] = {**environment, **egress.variables}
+        service["dns"] = [egress.dns]
 
 
 def _check_trust(task_file: Path, task_dir: Path, model: dict[str, Any]) -> None:

@@ -301,12 +301,15 @@ class DockerEnvironment(ContainerServices):
         spec = self.spec
         own = spec.dockerfile is not None or spec.image is not None
         await self._make_exchange(_name_part(self.run_id, 36))  # `--watch`'s VNC socket
+        if isinstance(spec.network, AllowList):  # every service behind the trial's proxy
+            await self._egress.open(self.container_name, self.run_id, spec.network)
         with_storage = self._with_storage
         while True:
             project = ComposeProject(
                 spec, name=project_name(self.run_id, self.trial_id, self.instance),
                 labels=self._labels(), image=self.image if own else None,
                 storage=with_storage, exchange=self._exchange,
+                egress=self._egress if self._egress.active else None,
             )  # fmt: skip
             self._compose = project
             try:
