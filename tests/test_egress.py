@@ -429,6 +429,11 @@ def test_a_compose_task_with_an_allowlist_keeps_every_service_behind_the_proxy(
             assert "REACHED" not in (await api.exec(direct, timeout=30)).stdout
             lookup = await api.exec("timeout 2 getent hosts leak.denied.test", timeout=30)
             assert not lookup.ok and lookup.stdout == ""
+            # a phase's own list (the verifier's) holds for the sidecars too
+            await env.set_network(AllowList(("other.test",)))
+            switched = await api.exec(f"bash -c {shlex.quote(CONNECT)} - allowed.test:{port}",
+                                      timeout=30)  # fmt: skip
+            assert switched.stdout.startswith("HTTP/1.1 403")
         finally:
             await env.stop()
         assert any(f"denied.test:{port}" in line for line in env.egress_denials())
