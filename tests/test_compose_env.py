@@ -193,7 +193,9 @@ def test_the_merged_model_gets_what_a_task_may_not_change(tmp_path: Path) -> Non
         "networks": {"back": {"name": "fixed"}},
         "volumes": {"data": {}},
     }  # fmt: skip
-    edited = _project(tmp_path).edit(model)
+    project = _project(tmp_path)
+    edited = project.edit(model)
+    assert (project.main_command, project.main_entrypoint) == (["serve"], None)
     main, services = edited["services"]["main"], edited["services"]
     assert edited["name"] == "helios-r-t-i"
     assert main["image"] == "img:1" and "build" not in main and "command" not in main
@@ -423,3 +425,28 @@ def test_an_allowlisted_project_has_one_network_behind_the_proxy(tmp_path: Path)
     ):
         with pytest.raises(UnsupportedFeature, match=said):
             project.edit(model)
+
+
+@pytest.mark.usefixtures("need_compose")
+def test_the_files_command_for_main_runs_as_harbors_compose_runs_it(tmp_path: Path) -> None:
+    """Harbor merges the task's file last: its `command` for `main` replaces
+    `sleep infinity`, and runs (here as the ENTRYPOINT service, spared like it)."""
+    folder = _copy(tmp_path)
+    compose = folder / "environment" / "docker-compose.yaml"
+    compose.write_text(compose.read_text().replace(
+        "  main:\n", '  main:\n    command: ["sh", "-c", "echo ran > /tmp/main.txt; '
+        'exec sleep infinity"]\n', 1))  # fmt: skip
+    env = DockerEnvironment(load_task(folder).sandbox_spec(), trial_id=uuid.uuid4().hex[:8],
+                            run_id="pytest")  # fmt: skip
+
+    async def go() -> str:
+        await env.build()
+        await env.start()
+        try:
+            await env.stop_processes()
+            assert await env.service_running("entrypoint")
+            return (await env.exec("cat /tmp/main.txt")).stdout
+        finally:
+            await env.stop()
+
+    assert asyncio.run(go()) == "ran\n"

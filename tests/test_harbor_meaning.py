@@ -124,5 +124,5 @@ def test_an_entrypoint_that_exits_is_an_infrastructure_error(
             await env.stop()
 
     said = asyncio.run(go())
-    assert "ENTRYPOINT (/entrypoint.sh) exited before the agent started" in said
+    assert "ENTRYPOINT (/entrypoint.sh sh -c 'sleep infinity') exited before the agent" in said
     assert "starting the block server / cannot read /etc/blocklist.conf" in said

@@ -34,6 +34,7 @@ import json
 import logging
 import os
 import re
+import shlex
 import shutil
 import tempfile
 import time
@@ -147,6 +148,10 @@ class ComposeProject:
         self.exchange = exchange
         #: an allowlisted sandbox's network and proxy, open: every service's one network
         self.egress = egress
+        #: the file's `entrypoint` and `command` for `main` (None: it gives none), which
+        #: Harbor's compose would run in place of the image's ENTRYPOINT and `sleep infinity`
+        self.main_entrypoint: list[str] | None = None
+        self.main_command: list[str] | None = None
         self.task_file = spec.compose_file
         self.project_dir = spec.compose_file.parent
         # a sidecar's image is named by the content it is built from: the hashed
@@ -237,6 +242,9 @@ class ComposeProject:
         main = services[MAIN]
         _check_main(self.task_file, main, services)
         _check_trust(self.task_file, self.project_dir.parent, model)
+        # what the file gives main to run, run by Helios as the image's ENTRYPOINT is
+        self.main_entrypoint = _argv(main.get("entrypoint"))
+        self.main_command = _argv(main.get("command"))
         main["entrypoint"] = ["sh", "-c", _docker_api.INIT_LOOP]
         main.pop("command", None)
         if self.image is not None:
@@ -400,6 +408,16 @@ def _join_outside(task_file: Path, main: dict[str, Any], networks: dict[str, Any
     joined[OUTSIDE] = None
     main["networks"] = joined
     networks[OUTSIDE] = {"name": name, "external": True}
+
+
+def _argv(value: Any) -> list[str] | None:
+    """A service's `entrypoint` or `command` as compose's model gives it (a list, or
+    a string that compose splits into words); None when unset."""
+    if value is None:
+        return None
+    if isinstance(value, str):
+        return shlex.split(value)
+    return [str(part) for part in value]
 
 
 def _behind_proxy(task_file: Path, model: dict[str, Any], egress: DockerEgress) -> None:

@@ -331,7 +331,9 @@ class DockerEnvironment(ContainerServices):
             self._main_image = out.strip()
         image = await self._read_image()
         await self._setup()
-        await self._start_entrypoint(image)  # in `main`, as Harbor's compose runs it
+        # in `main`, as Harbor's compose runs it: the file's own entrypoint and command
+        # for `main` in place of the image's and Harbor's, where it gives them
+        await self._start_entrypoint(image, project.main_entrypoint, project.main_command)
 
     async def compose_service(self, name: str) -> ComposeService:
         """A running sidecar of this compose sandbox (EnvironmentExecError if none)."""
@@ -376,19 +378,22 @@ class DockerEnvironment(ContainerServices):
             self._image_workdir = image.workdir or "/"  # docker's own without a WORKDIR
         return image
 
-    async def _start_entrypoint(self, image: ImageConfig) -> None:
+    async def _start_entrypoint(self, image: ImageConfig, entrypoint: Sequence[str] | None = None,
+                                command: Sequence[str] | None = None) -> None:  # fmt: skip
         """The image's ENTRYPOINT as a service, with the sandbox's variables, before
         any agent (`docker.image_config`)."""
-        command = image.entrypoint_command() if self.spec.image_entrypoint else None
-        if command is None:
+        if not self.spec.image_entrypoint:
+            return
+        script = image.entrypoint_command(entrypoint, command)
+        if script is None:
             return
         try:
-            await self.start_service(ENTRYPOINT_SERVICE, command, env=dict(self.spec.env))
+            await self.start_service(ENTRYPOINT_SERVICE, script, env=dict(self.spec.env))
         except EnvironmentExecError as exc:
             raise EnvironmentStartError(f"the image's ENTRYPOINT did not start: {exc}") from None
-        await self._check_entrypoint(image)
+        await self._check_entrypoint(image.main_argv(entrypoint, command))
 
-    async def _check_entrypoint(self, image: ImageConfig) -> None:
+    async def _check_entrypoint(self, argv: Sequence[str]) -> None:
         """The ENTRYPOINT still runs ENTRYPOINT_SETTLE seconds after its start, as
         `docker compose up --wait` (Harbor's start) sees its container running; one
         that exits (with any status) would stop Harbor's container: an
@@ -405,7 +410,7 @@ class DockerEnvironment(ContainerServices):
         said = " / ".join(line.strip() for line in tail.stdout.splitlines() if line.strip())
         said = said if len(said) <= OUTPUT_TAIL else "…" + said[-OUTPUT_TAIL:]
         raise EnvironmentUnhealthy(
-            f"the image's ENTRYPOINT ({shlex.join(image.entrypoint)}) exited before the agent "
+            f"the image's ENTRYPOINT ({shlex.join(argv)}) exited before the agent "
             "started (Harbor's container would stop with it): "
             + (f"its last output: {said}" if said else "it printed nothing")
         )
