@@ -331,6 +331,7 @@ def test_main_gets_storage_the_exchange_folder_and_the_outside_network(
         ({"pid": "host"}, "services.api.pid: host"),
         ({"cap_add": ["NET_ADMIN", "CAP_SYS_ADMIN"]}, "services.api.cap_add: SYS_ADMIN"),
         ({"devices": [{"source": "/dev/kvm", "target": "/dev/kvm"}]}, "services.api.devices"),
+        ({"build": {"context": ".", "network": "host"}}, "services.api.build.network: host"),
         ({"security_opt": ["seccomp:unconfined"]}, "security_opt: seccomp:unconfined"),
         ({"volumes": [{"type": "bind", "source": "/var/run/docker.sock",
                        "target": "/var/run/docker.sock"}]},
@@ -340,8 +341,9 @@ def test_main_gets_storage_the_exchange_folder_and_the_outside_network(
     ],
 )  # fmt: skip
 def test_a_service_given_the_host_is_refused_in_one_line(
-    tmp_path: Path, service: dict[str, Any], said: str
+    tmp_path: Path, service: dict[str, Any], said: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    monkeypatch.delenv("HELIOS_DOCKER_BUILD_NETWORK", raising=False)
     project = _project(tmp_path)
     text = json.dumps(service).replace("{task}", str(tmp_path))
     with pytest.raises(UnsupportedFeature, match=re.escape(said)) as caught:

@@ -469,6 +469,11 @@ def _check_trust(task_file: Path, task_dir: Path, model: dict[str, Any]) -> None
             found = f"cap_add: {', '.join(sorted(caps & DANGEROUS_CAPS))}"
         if not found and service.get("devices"):
             found = "devices"
+        build = service.get("build")
+        if not found and isinstance(build, dict) and str(build.get("network")) == "host" and (
+            helios_settings().docker_build_network != "host"
+        ):  # the build's steps on the host's loopback: the user's choice alone
+            found = "build.network: host"
         loose = [str(o) for o in service.get("security_opt") or []
                  if "unconfined" in str(o) or str(o).endswith("disable")]  # fmt: skip
         if not found and loose:
