@@ -452,3 +452,17 @@ def test_the_files_command_for_main_runs_as_harbors_compose_runs_it(tmp_path: Pa
             await env.stop()
 
     assert asyncio.run(go()) == "ran\n"
+
+
+def test_a_run_may_allow_services_given_the_host(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """HELIOS_ALLOW_PRIVILEGED_SIDECARS=1, a run's recorded setting, lets them through."""
+    from helios.settings import HeliosSettings
+
+    model = {"services": {"main": {}, "dind": {"privileged": True}}}
+    with pytest.raises(UnsupportedFeature, match="HELIOS_ALLOW_PRIVILEGED_SIDECARS=1 allows"):
+        _project(tmp_path).edit(json.loads(json.dumps(model)))
+    monkeypatch.setenv("HELIOS_ALLOW_PRIVILEGED_SIDECARS", "1")
+    assert _project(tmp_path).edit(model)["services"]["dind"]["privileged"] is True
+    assert HeliosSettings.read().identity()["HELIOS_ALLOW_PRIVILEGED_SIDECARS"] == "1"

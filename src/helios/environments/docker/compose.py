@@ -241,7 +241,8 @@ class ComposeProject:
         model["name"] = self.name
         main = services[MAIN]
         _check_main(self.task_file, main, services)
-        _check_trust(self.task_file, self.project_dir.parent, model)
+        if not helios_settings().allow_privileged_sidecars:
+            _check_trust(self.task_file, self.project_dir.parent, model)
         # what the file gives main to run, run by Helios as the image's ENTRYPOINT is
         self.main_entrypoint = _argv(main.get("entrypoint"))
         self.main_command = _argv(main.get("command"))
@@ -494,7 +495,7 @@ def _check_trust(task_file: Path, task_dir: Path, model: dict[str, Any]) -> None
 def _refuse(task_file: Path, where: str, found: str) -> None:
     raise UnsupportedFeature(
         f"{task_file}: {where}.{found} is refused: it gives the container (and any agent "
-        "that reaches it) the host, not the sandbox"
+        "that reaches it) the host (HELIOS_ALLOW_PRIVILEGED_SIDECARS=1 allows it)"
     )
 
 
