@@ -14,9 +14,18 @@ merged model before `up`, with what the task may not change:
 - no `container_name` and no published `ports` (two trials would collide), every
   network `internal` when the sandbox has no network;
 - a service built from a folder gets an image name of the task's content hash,
-  so trials share one build.
+  so trials share one build;
+- what `docker run` gives a single sandbox, `main` gets: the task's `storage_mb`
+  (`storage_opt`, where the engine takes it), HELIOS_DOCKER_NETWORK's network
+  beside its project's, the exchange folder (`--watch`'s VNC socket); the file's
+  `entrypoint` and `command` for `main` are kept for Helios to run as a service;
+- an allowlisted sandbox: the project's one network is the trial's egress network
+  (`docker.egress`), and every service gets the proxy's variables and a resolver
+  that answers nothing.
 A `main` whose mounts cover /logs or /tests, or a service that shares `main`'s
-processes (`pid`, `volumes_from`), is refused: the reward is read there.
+processes (`pid`, `volumes_from`), is refused: the reward is read there. So is a
+service given the host (`_check_trust`: privileged, host namespaces, dangerous
+capabilities, devices, host paths), unless HELIOS_ALLOW_PRIVILEGED_SIDECARS=1.
 
 Each trial is its own project (`helios-<run>-<trial>-<instance>`), so its
 services and its network are its own. `up --wait` starts the sidecars before
