@@ -8,16 +8,19 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import shutil
 import signal
 import subprocess
 import tempfile
 import time
+import uuid
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from helios.environments.docker import DockerEnvironment
 from helios.environments.docker.compose import FOLDER_PREFIX, ComposeProject, project_name
 from helios.environments.local import LocalEnvironment
 from helios.environments.spec import SandboxSpec
@@ -190,7 +193,9 @@ def test_the_merged_model_gets_what_a_task_may_not_change(tmp_path: Path) -> Non
         "networks": {"back": {"name": "fixed"}},
         "volumes": {"data": {}},
     }  # fmt: skip
-    edited = _project(tmp_path).edit(model)
+    project = _project(tmp_path)
+    edited = project.edit(model)
+    assert (project.main_command, project.main_entrypoint) == (["serve"], None)
     main, services = edited["services"]["main"], edited["services"]
     assert edited["name"] == "helios-r-t-i"
     assert main["image"] == "img:1" and "build" not in main and "command" not in main
@@ -284,3 +289,180 @@ def test_no_host_variable_reaches_a_compose_file(
     )
     assert code == 0, err
     assert json.loads(out)["services"]["main"]["environment"] == {"KEY": "none"}
+
+
+def test_main_gets_storage_the_exchange_folder_and_the_outside_network(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """As `docker run` gives a sandbox: `--storage-opt size=` (where the engine takes
+    it), the exchange folder of `--watch`, and HELIOS_DOCKER_NETWORK's network."""
+    monkeypatch.setenv("HELIOS_DOCKER_NETWORK", "their-net")
+    compose = write(tmp_path / "environment" / "docker-compose.yaml", "services: {}\n")
+    spec = SandboxSpec(build_context=compose.parent, context_hash="abc123def4567890",
+                       network=True, compose_file=compose, storage_mb=512)  # fmt: skip
+    project = ComposeProject(spec, name="p", labels={}, image="img:1", storage=True,
+                             exchange=tmp_path / "x")  # fmt: skip
+    model = {"services": {"main": {"storage_opt": {"size": "9g"}}, "db": {"image": "db"}}}
+    edited = project.edit(model)
+    main = edited["services"]["main"]
+    assert main["storage_opt"] == {"size": "512m"}
+    assert main["volumes"] == [{"type": "bind", "source": str(tmp_path / "x"),
+                                "target": "/run/helios"}]  # fmt: skip
+    assert main["networks"] == {"default": None, "helios-outside": None}
+    assert edited["networks"]["helios-outside"] == {"name": "their-net", "external": True}
+    assert "networks" not in edited["services"]["db"]  # sidecars stay on their own
+    assert "storage_opt" not in ComposeProject(spec, name="p", labels={}, image="i").edit(
+        {"services": {"main": {"storage_opt": {"size": "9g"}}}}
+    )["services"]["main"]  # the engine refused it: none, not the task's own
+    monkeypatch.setenv("HELIOS_DOCKER_NETWORK", "none")
+    shut = project.edit({"services": {"main": {}}})
+    assert shut["networks"]["default"]["internal"] is True
+    assert "networks" not in shut["services"]["main"]
+    monkeypatch.setenv("HELIOS_DOCKER_NETWORK", "host")
+    with pytest.raises(UnsupportedFeature, match="HELIOS_DOCKER_NETWORK=host cannot apply"):
+        project.edit({"services": {"main": {}}})
+
+
+@pytest.mark.parametrize(
+    ("service", "said"),
+    [
+        ({"privileged": True}, "services.api.privileged: true is refused"),
+        ({"network_mode": "host"}, "services.api.network_mode: host"),
+        ({"pid": "host"}, "services.api.pid: host"),
+        ({"cap_add": ["NET_ADMIN", "CAP_SYS_ADMIN"]}, "services.api.cap_add: SYS_ADMIN"),
+        ({"devices": [{"source": "/dev/kvm", "target": "/dev/kvm"}]}, "services.api.devices"),
+        ({"build": {"context": ".", "network": "host"}}, "services.api.build.network: host"),
+        ({"security_opt": ["seccomp:unconfined"]}, "security_opt: seccomp:unconfined"),
+        ({"volumes": [{"type": "bind", "source": "/var/run/docker.sock",
+                       "target": "/var/run/docker.sock"}]},
+         "services.api.volumes mounts the host's /var/run/docker.sock"),
+        ({"volumes": [{"type": "bind", "source": "{task}/../elsewhere", "target": "/x"}]},
+         "services.api.volumes mounts the host's"),
+    ],
+)  # fmt: skip
+def test_a_service_given_the_host_is_refused_in_one_line(
+    tmp_path: Path, service: dict[str, Any], said: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("HELIOS_DOCKER_BUILD_NETWORK", raising=False)
+    project = _project(tmp_path)
+    text = json.dumps(service).replace("{task}", str(tmp_path))
+    with pytest.raises(UnsupportedFeature, match=re.escape(said)) as caught:
+        project.edit({"services": {"main": {}, "api": json.loads(text)}})
+    assert "\n" not in str(caught.value) and str(project.task_file) in str(caught.value)
+    # what stays in the sandbox is taken: the task's own files, NET_ADMIN, named volumes
+    project.edit({"services": {"main": {}, "api": {
+        "cap_add": ["NET_ADMIN"], "volumes": [
+            {"type": "bind", "source": str(tmp_path / "environment" / "api"), "target": "/srv"},
+            {"type": "volume", "source": "data", "target": "/data"}]}}})  # fmt: skip
+
+
+def test_a_volume_bound_to_a_host_device_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(UnsupportedFeature, match=r"volumes\.data\.driver_opts\.device /etc"):
+        _project(tmp_path).edit({"services": {"main": {}}, "volumes": {
+            "data": {"driver_opts": {"type": "none", "o": "bind", "device": "/etc"}}}})
+
+
+@pytest.mark.usefixtures("need_compose")
+def test_a_compose_main_has_storage_watch_and_the_outside_network(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """On this engine (overlay2 on ext4) `storage_opt` is refused: the start goes on
+    without it, as `docker run` does, and remembers it. `main` is on the network
+    HELIOS_DOCKER_NETWORK names, and its exchange folder is the host's."""
+    outside = f"helios-test-outside-{uuid.uuid4().hex[:8]}"
+    subprocess.run(["docker", "network", "create", outside], check=True, capture_output=True,
+                   timeout=60)  # fmt: skip
+    monkeypatch.setenv("HELIOS_DOCKER_NETWORK", outside)
+    monkeypatch.setattr(DockerEnvironment, "storage_opt", None)
+    folder = _copy(tmp_path)
+    toml = folder / "task.toml"
+    toml.write_text(toml.read_text().replace("[environment]", "[environment]\nstorage_mb = 2048")
+                    .replace('network_mode = "no-network"', 'network_mode = "public"'))  # fmt: skip
+    spec = load_task(folder).sandbox_spec()
+    assert spec.storage_mb == 2048 and spec.network is True
+    env = DockerEnvironment(spec, trial_id=uuid.uuid4().hex[:8], run_id="pytest")
+
+    async def go() -> tuple[str, bool]:
+        await env.build()
+        await env.start()
+        try:
+            nets = _docker("inspect", "--format", "{{json .NetworkSettings.Networks}}",
+                           env.container or "")  # fmt: skip
+            exchange = env.exchange_dir()
+            assert exchange is not None and exchange[0] == "/run/helios"
+            await env.exec("echo seen > /run/helios/probe", user="0")
+            return nets, (exchange[1] / "probe").read_text() == "seen\n"
+        finally:
+            await env.stop()
+
+    try:
+        nets, shared = asyncio.run(go())
+    finally:
+        subprocess.run(["docker", "network", "rm", outside], capture_output=True, timeout=60)
+    assert outside in json.loads(nets) and shared
+    storage_taken = subprocess.run(
+        ["docker", "run", "--rm", "--storage-opt", "size=100m", "debian:bookworm-slim", "true"],
+        capture_output=True, timeout=60).returncode == 0  # fmt: skip
+    assert DockerEnvironment.storage_opt is storage_taken
+
+
+def test_an_allowlisted_project_has_one_network_behind_the_proxy(tmp_path: Path) -> None:
+    from helios.environments.docker.egress import DockerEgress
+
+    egress = DockerEgress()
+    egress.network, egress.dns = "helios-trial-net", "172.30.0.254"
+    egress.variables = {"HTTP_PROXY": "http://172.30.0.1:3128"}
+    compose = write(tmp_path / "environment" / "docker-compose.yaml", "services: {}\n")
+    spec = SandboxSpec(build_context=compose.parent, context_hash="abc123def4567890",
+                       compose_file=compose)  # fmt: skip
+    project = ComposeProject(spec, name="p", labels={}, image="i", egress=egress)
+    edited = project.edit({"services": {"main": {}, "api": {"environment": {"A": "1"}}}})
+    assert edited["networks"] == {"default": {"name": "helios-trial-net", "external": True}}
+    api = edited["services"]["api"]
+    assert api["environment"] == {"A": "1", "HTTP_PROXY": "http://172.30.0.1:3128"}
+    assert api["dns"] == ["172.30.0.254"] and edited["services"]["main"]["dns"] == api["dns"]
+    for model, said in (
+        ({"services": {"main": {}}, "networks": {"back": {}}}, "networks.back: an allowlisted"),
+        ({"services": {"main": {}, "api": {"network_mode": "none"}}}, "api.network_mode"),
+    ):
+        with pytest.raises(UnsupportedFeature, match=said):
+            project.edit(model)
+
+
+@pytest.mark.usefixtures("need_compose")
+def test_the_files_command_for_main_runs_as_harbors_compose_runs_it(tmp_path: Path) -> None:
+    """Harbor merges the task's file last: its `command` for `main` replaces
+    `sleep infinity`, and runs (here as the ENTRYPOINT service, spared like it)."""
+    folder = _copy(tmp_path)
+    compose = folder / "environment" / "docker-compose.yaml"
+    compose.write_text(compose.read_text().replace(
+        "  main:\n", '  main:\n    command: ["sh", "-c", "echo ran > /tmp/main.txt; '
+        'exec sleep infinity"]\n', 1))  # fmt: skip
+    env = DockerEnvironment(load_task(folder).sandbox_spec(), trial_id=uuid.uuid4().hex[:8],
+                            run_id="pytest")  # fmt: skip
+
+    async def go() -> str:
+        await env.build()
+        await env.start()
+        try:
+            await env.stop_processes()
+            assert await env.service_running("entrypoint")
+            return (await env.exec("cat /tmp/main.txt")).stdout
+        finally:
+            await env.stop()
+
+    assert asyncio.run(go()) == "ran\n"
+
+
+def test_a_run_may_allow_services_given_the_host(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """HELIOS_ALLOW_PRIVILEGED_SIDECARS=1, a run's recorded setting, lets them through."""
+    from helios.settings import HeliosSettings
+
+    model = {"services": {"main": {}, "dind": {"privileged": True}}}
+    with pytest.raises(UnsupportedFeature, match="HELIOS_ALLOW_PRIVILEGED_SIDECARS=1 allows"):
+        _project(tmp_path).edit(json.loads(json.dumps(model)))
+    monkeypatch.setenv("HELIOS_ALLOW_PRIVILEGED_SIDECARS", "1")
+    assert _project(tmp_path).edit(model)["services"]["dind"]["privileged"] is True
+    assert HeliosSettings.read().identity()["HELIOS_ALLOW_PRIVILEGED_SIDECARS"] == "1"

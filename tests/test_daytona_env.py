@@ -370,3 +370,38 @@ def test_a_cancel_while_a_refused_create_is_in_flight_does_not_back_off(
     assert asyncio.run(go()) < 20  # a few late answers, not two minutes of back-off
     creates = [r for r in daytona.received if r.path == "/api/sandbox" and r.body]
     assert len(creates) == 1 and daytona.creates == 0 and not daytona.live()
+
+
+def test_the_working_directory_is_the_images(daytona: DaytonaFake) -> None:
+    """A ready image's WORKDIR, which no Dockerfile text gives: Daytona reads it
+    from the image (`get_work_dir`), as Harbor's Daytona runs there."""
+    tag = "helios-test-daytona-workdir:1"
+    built = subprocess.run(["docker", "build", "-q", "-t", tag, "-"], capture_output=True,
+                           input=f"FROM {IMAGE}\nWORKDIR /srv/inside\n".encode(),
+                           timeout=300)  # fmt: skip
+    assert built.returncode == 0, built.stderr
+    env = _env("dtn-workdir", image=tag, workdir_from_image=True)
+
+    async def go() -> str:
+        await env.start()
+        try:
+            return (await env.exec("pwd")).stdout.strip()
+        finally:
+            await env.stop()
+
+    assert (asyncio.run(go()), env.workdir) == ("/srv/inside", "/srv/inside")
+    assert any(r.path.endswith("/work-dir") for r in daytona.received)
+
+
+def test_a_task_whose_image_has_an_entrypoint_is_refused_in_one_line() -> None:
+    from helios.tasks.features import unsupported
+    from helios.tasks.task import load_task
+
+    fixtures = Path(__file__).parent / "fixtures" / "harbor_meaning"
+    (found,) = unsupported(load_task(fixtures / "hello-healthcheck"), DaytonaEnvironment)
+    assert str(found) == (
+        "unsupported: environment/Dockerfile ENTRYPOINT (the daytona provider does not run an "
+        "image's ENTRYPOINT (its daemon is the sandbox's first process); docker runs it, as "
+        "Harbor does)"
+    )
+    assert unsupported(load_task(fixtures / "no-entrypoint"), DaytonaEnvironment) == []

@@ -375,3 +375,67 @@ def test_closing_the_proxy_ends_a_tunnel_left_open(
         writer.close()
 
     asyncio.run(body())
+
+
+def test_a_compose_task_with_an_allowlist_keeps_every_service_behind_the_proxy(
+    need_docker: None, upstream: Upstream, test_hosts: list[str], tmp_path: Path
+) -> None:
+    """Compose's network is the trial's egress network: `main` reaches its sidecar
+    by name, and both reach allowed hosts through the proxy alone."""
+    import shutil
+    import subprocess
+
+    from helios.tasks.features import unsupported
+    from helios.tasks.task import load_task
+
+    from .conftest import _need
+
+    if available() is not None:
+        pytest.skip(str(available()))
+    probe = subprocess.run(["docker", "compose", "version"], capture_output=True, timeout=30)
+    _need("HELIOS_REQUIRE_DOCKER", probe.returncode == 0, "docker compose (the v2 plugin)")
+    folder = tmp_path / "sidecar"
+    shutil.copytree(Path(__file__).parent / "fixtures" / "harbor" / "sidecar-artifacts", folder)
+    toml = folder / "task.toml"
+    toml.write_text(toml.read_text().replace(
+        "[environment]", '[environment]\nnetwork_mode = "allowlist"\n'
+        'allowed_hosts = ["allowed.test"]'))  # fmt: skip
+    task = load_task(folder)
+    assert unsupported(task, DockerEnvironment) == []
+    port = upstream.port
+    env = DockerEnvironment(task.sandbox_spec(), trial_id=f"egress-{uuid.uuid4().hex[:8]}",
+                            run_id="test-egress")  # fmt: skip
+    # a process that ignores the proxy: the host's services on every address
+    direct = (f"timeout 2 bash -c 'echo > /dev/tcp/{_host_address()}/{upstream.everywhere}' "
+              "&& echo REACHED")  # fmt: skip
+    by_name = ("exec 3<>/dev/tcp/api/8000 && printf 'GET / HTTP/1.0\\r\\n\\r\\n' >&3 && "
+               "timeout 5 cat <&3")  # fmt: skip
+
+    async def body() -> None:
+        await env.build()
+        await env.start()
+        try:
+            assert "hello from api" in (await env.exec(f"bash -c {shlex.quote(by_name)}")).stdout
+            assert "hello from allowed.test" in await _through(env, CONNECT, f"allowed.test:{port}")
+            assert (await _through(env, CONNECT, f"denied.test:{port}")).startswith("HTTP/1.1 403")
+            assert "REACHED" not in (await env.exec(direct, cwd="/", timeout=30)).stdout
+            api = await env.compose_service("api")
+            said = await api.exec(f"bash -c {shlex.quote(CONNECT)} - allowed.test:{port}",
+                                  timeout=30)  # fmt: skip
+            assert "hello from allowed.test" in said.stdout, said
+            denied = await api.exec(f"bash -c {shlex.quote(CONNECT)} - denied.test:{port}",
+                                    timeout=30)  # fmt: skip
+            assert denied.stdout.startswith("HTTP/1.1 403")
+            assert "REACHED" not in (await api.exec(direct, timeout=30)).stdout
+            lookup = await api.exec("timeout 2 getent hosts leak.denied.test", timeout=30)
+            assert not lookup.ok and lookup.stdout == ""
+            # a phase's own list (the verifier's) holds for the sidecars too
+            await env.set_network(AllowList(("other.test",)))
+            switched = await api.exec(f"bash -c {shlex.quote(CONNECT)} - allowed.test:{port}",
+                                      timeout=30)  # fmt: skip
+            assert switched.stdout.startswith("HTTP/1.1 403")
+        finally:
+            await env.stop()
+        assert any(f"denied.test:{port}" in line for line in env.egress_denials())
+
+    asyncio.run(body())

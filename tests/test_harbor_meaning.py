@@ -5,6 +5,7 @@ built image's. The task folders are tests/fixtures/harbor_meaning (see its READM
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import shutil
 import uuid
 from pathlib import Path
@@ -13,6 +14,7 @@ import pytest
 
 from helios.environments.docker import DockerEnvironment
 from helios.environments.docker.image_config import ENTRYPOINT_SERVICE, ImageConfig
+from helios.errors import EnvironmentUnhealthy
 from helios.tasks.task import load_task
 
 from .harbor_tasks import records_of, run_tasks
@@ -96,3 +98,31 @@ def test_the_entrypoint_outlives_the_agents_processes(
             await env.stop()
 
     asyncio.run(go())
+
+
+@pytest.mark.usefixtures("need_docker")
+@pytest.mark.parametrize(("path", "status"), [("shell", "3"), ("shell", "0"), ("engine-api", "3")])
+def test_an_entrypoint_that_exits_is_an_infrastructure_error(
+    tmp_path: Path, path: str, status: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Harbor's container stops when its ENTRYPOINT exits, with any status: the
+    start fails (not tried again), naming the ENTRYPOINT and quoting its last lines."""
+    if path == "engine-api":
+        monkeypatch.setenv("HELIOS_DOCKER_SHELL", "0")
+    shutil.copytree(FIXTURES / "entrypoint-exits", tmp_path / "task")
+    spec = load_task(tmp_path / "task").sandbox_spec()
+    spec = dataclasses.replace(spec, env={**spec.env, "EXIT_WITH": status})
+    env = DockerEnvironment(spec, trial_id=uuid.uuid4().hex[:8], run_id="pytest")
+
+    async def go() -> str:
+        await env.build()
+        try:
+            with pytest.raises(EnvironmentUnhealthy) as caught:
+                await env.start()
+            return str(caught.value)
+        finally:
+            await env.stop()
+
+    said = asyncio.run(go())
+    assert "ENTRYPOINT (/entrypoint.sh sh -c 'sleep infinity') exited before the agent" in said
+    assert "starting the block server / cannot read /etc/blocklist.conf" in said

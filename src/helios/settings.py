@@ -50,6 +50,9 @@ VARIABLES: tuple[Variable, ...] = (
              "(e.g. host)"),
     Variable("HELIOS_EGRESS_HOSTS", "an /etc/hosts-style file the egress proxy of an "
              "allowlisted sandbox reads before the host's resolver", changes_results=True),
+    Variable("HELIOS_ALLOW_PRIVILEGED_SIDECARS", "1: a compose task's services may be "
+             "given the host (privileged, host namespaces, devices, host paths, the docker "
+             "socket); refused otherwise", changes_results=True),
     Variable("HELIOS_DOCKER_BUILDER", "buildkit or classic: the builder of task images "
              "(default: BuildKit where the docker client has it)"),
     Variable("HELIOS_DOCKER_SHELL", "0: every docker call through the Engine API instead "
@@ -123,6 +126,10 @@ class HeliosSettings:
     @property
     def docker_build_network(self) -> str | None:
         return self.get("HELIOS_DOCKER_BUILD_NETWORK")
+
+    @property
+    def allow_privileged_sidecars(self) -> bool:
+        return (self.get("HELIOS_ALLOW_PRIVILEGED_SIDECARS") or "").lower() in TRUE
 
     @property
     def egress_hosts(self) -> str | None:

@@ -63,6 +63,8 @@ class Environment(ABC):
     supports_services: ClassVar[bool] = False
     #: runs a spec's `compose_file` (sidecar services beside the sandbox)
     supports_compose: ClassVar[bool] = False
+    #: runs the task's image but not its ENTRYPOINT (such a task is unsupported)
+    ignores_entrypoint: ClassVar[bool] = False
 
     def __init__(self, spec: SandboxSpec, *, trial_id: str, run_id: str) -> None:
         self.spec = spec

@@ -48,6 +48,24 @@ def dockerfile_workdir(dockerfile: Path | None) -> str | None:
     return workdir
 
 
+def dockerfile_entrypoint(dockerfile: Path | None) -> str | None:
+    """The final stage's ENTRYPOINT as its text gives it (None: none, or one that
+    `ENTRYPOINT []` clears). One its base image sets is not seen here."""
+    if dockerfile is None or not dockerfile.is_file():
+        return None
+    entrypoint: str | None = None
+    for line in _instructions(dockerfile.read_text("utf-8", errors="replace")):
+        match = _INSTRUCTION.match(line)
+        if match is None:
+            continue
+        keyword, rest = match.group(1).upper(), match.group(2).strip()
+        if keyword == "FROM":
+            entrypoint = None
+        elif keyword == "ENTRYPOINT":
+            entrypoint = None if rest.replace(" ", "") in ("[]", '[""]') else rest
+    return entrypoint
+
+
 def _instructions(text: str) -> list[str]:
     """Lines, continuations joined, comments and blank lines left out."""
     found: list[str] = []

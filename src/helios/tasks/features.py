@@ -21,6 +21,7 @@ from helios.agents.base import Agent
 from helios.environments.base import Environment
 from helios.environments.egress import AllowList, Network
 from helios.models.routing import PROVIDER_KEYS
+from helios.tasks.dockerfile import dockerfile_entrypoint
 from helios.tasks.network import phase_network, sandbox_network
 from helios.tasks.phases import network_override
 from helios.tasks.schema import (
@@ -164,6 +165,16 @@ def _provider_limits(task: Task, provider: type[Environment]) -> list[Unsupporte
     if compose is not None and not provider.supports_compose:
         found.append(Unsupported(compose, f"the {provider.name} provider cannot run compose "
                                           "services; docker can"))  # fmt: skip
+    if provider.ignores_entrypoint:
+        separate = any(verifier.separate for _, verifier in _verifiers(c))
+        dockerfiles = (task.dockerfile, task.tests_dir / "Dockerfile" if separate else None)
+        for dockerfile in dockerfiles:
+            if dockerfile is not None and dockerfile_entrypoint(dockerfile) is not None:
+                found.append(Unsupported(
+                    f"{dockerfile.parent.name}/Dockerfile ENTRYPOINT",
+                    f"the {provider.name} provider does not run an image's ENTRYPOINT (its "
+                    "daemon is the sandbox's first process); docker runs it, as Harbor does",
+                ))  # fmt: skip
     if c.desktop is not None and not provider.supports_services:
         found.append(Unsupported(
             "environment.desktop", f"the {provider.name} provider cannot run desktop services"
@@ -174,10 +185,8 @@ def _provider_limits(task: Task, provider: type[Environment]) -> list[Unsupporte
                 found.append(
                     Unsupported(f"{where}.user", f"the {provider.name} provider has no users")
                 )
-    if not provider.supports_allowlist or compose is not None:
-        why = f"the {provider.name} provider has no proxy" if compose is None else (
-            "a compose task has no egress proxy yet"
-        )  # fmt: skip
+    if not provider.supports_allowlist:
+        why = f"the {provider.name} provider has no proxy"
         found += [Unsupported(f"{where}.allowed_hosts", why)
                   for where, network in _networks(c) if isinstance(network, AllowList)]  # fmt: skip
     if not provider.dynamic_network:

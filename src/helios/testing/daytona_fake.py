@@ -18,6 +18,7 @@ The toolbox, under each sandbox's `toolboxProxyUrl` + `/{id}`:
 - `POST /process/execute` (`docker exec`, its output stdout and stderr mixed as
   Daytona's; past its `timeout` the command's process group is killed and the
   answer is 408),
+- `GET /work-dir` (the image's WORKDIR, else its user's home),
 - `POST /files/bulk-upload` (multipart, `files[i].path` / `files[i].file`) and
   `POST /files/bulk-download` (a multipart answer: a `file` part, or an `error` part).
 
@@ -117,6 +118,7 @@ class DaytonaFake(LoopbackServer):
         app.router.add_post("/toolbox/{id}/process/execute", self._execute)
         app.router.add_post("/toolbox/{id}/files/bulk-upload", self._upload)
         app.router.add_post("/toolbox/{id}/files/bulk-download", self._download)
+        app.router.add_get("/toolbox/{id}/work-dir", self._work_dir)
         app.on_shutdown.append(self._remove_all)
 
     # -- the shapes the SDK's models validate ---------------------------------------
@@ -323,6 +325,24 @@ class DaytonaFake(LoopbackServer):
         if timeout and code in (124, 137) and elapsed >= int(timeout):
             return self._error(408, "command execution timeout")
         return web.json_response({"exitCode": code, "result": out + err})
+
+    async def _work_dir(self, request: web.Request) -> web.StreamResponse:
+        """The image's WORKDIR, else its user's home, as Daytona's daemon answers."""
+        box = self._running(request)
+        if isinstance(box, web.Response):
+            return box
+        self.record(request, None)
+        assert box.container is not None
+        code, out, err = await docker("inspect", "--format", "{{.Config.WorkingDir}}",
+                                      box.container)  # fmt: skip
+        if code != 0:
+            return self._error(500, err.strip()[-300:])
+        found = out.strip()
+        if not found:
+            _, home, _ = await docker("exec", "-u", box.user, box.container, "sh", "-c",
+                                      'printf %s "$HOME"')  # fmt: skip
+            found = home.strip() or "/"
+        return web.json_response({"dir": found})
 
     async def _upload(self, request: web.Request) -> web.StreamResponse:
         box = self._running(request)

@@ -50,6 +50,9 @@ TRANSFER_TIMEOUT = 600.0
 
 class DaytonaEnvironment(Environment):
     name: ClassVar[str] = "daytona"
+    #: Daytona's daemon is the sandbox's first process: the image's ENTRYPOINT never
+    #: runs, and its stop of the agent's processes (`kill -9 -1`) spares nothing
+    ignores_entrypoint: ClassVar[bool] = True
 
     def __init__(self, spec: SandboxSpec, *, trial_id: str, run_id: str) -> None:
         super().__init__(spec, trial_id=trial_id, run_id=run_id)
@@ -58,6 +61,8 @@ class DaytonaEnvironment(Environment):
         self._keys: Keys | None = None
         self._client: Any = None
         self._sandbox: Any = None
+        #: the image's working directory, as Daytona reads it (`workdir_from_image`)
+        self._image_workdir: str | None = None
 
     @classmethod
     async def preflight(cls) -> None:
@@ -98,10 +103,27 @@ class DaytonaEnvironment(Environment):
                                instance=self.instance)  # fmt: skip
         self._client = open_client(found)
         self._sandbox = await self._create(params, found)
+        if self.spec.workdir_from_image:
+            self._image_workdir = await self._work_dir()
         setup = await self.exec(f"mkdir -p /logs/agent /logs/verifier {shlex.quote(self.workdir)}",
                                 cwd="/", timeout=120)  # fmt: skip
         if not setup.ok:
             raise EnvironmentStartError(f"sandbox setup failed: {setup.stderr.strip()[:200]}")
+
+    @property
+    def workdir(self) -> str:
+        return self._image_workdir or self.spec.workdir
+
+    async def _work_dir(self) -> str | None:
+        """The image's WORKDIR as Daytona reads it from the image (its user's home
+        when it has none, as Harbor's Daytona runs it); None when it cannot say."""
+        try:
+            found = await self._require().get_work_dir()
+        except Exception as exc:
+            log.warning("daytona: the image's working directory is unknown (%s): %s is used",
+                        str(exc)[:200], self.spec.workdir)  # fmt: skip
+            return None
+        return found if isinstance(found, str) and found.startswith("/") else None
 
     async def _create(self, params: Any, found: Keys) -> Any:
         """The sandbox, shielded: a cancel during a create request waits for it, then

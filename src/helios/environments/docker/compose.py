@@ -14,9 +14,18 @@ merged model before `up`, with what the task may not change:
 - no `container_name` and no published `ports` (two trials would collide), every
   network `internal` when the sandbox has no network;
 - a service built from a folder gets an image name of the task's content hash,
-  so trials share one build.
+  so trials share one build;
+- what `docker run` gives a single sandbox, `main` gets: the task's `storage_mb`
+  (`storage_opt`, where the engine takes it), HELIOS_DOCKER_NETWORK's network
+  beside its project's, the exchange folder (`--watch`'s VNC socket); the file's
+  `entrypoint` and `command` for `main` are kept for Helios to run as a service;
+- an allowlisted sandbox: the project's one network is the trial's egress network
+  (`docker.egress`), and every service gets the proxy's variables and a resolver
+  that answers nothing.
 A `main` whose mounts cover /logs or /tests, or a service that shares `main`'s
-processes (`pid`, `volumes_from`), is refused: the reward is read there.
+processes (`pid`, `volumes_from`), is refused: the reward is read there. So is a
+service given the host (`_check_trust`: privileged, host namespaces, dangerous
+capabilities, devices, host paths), unless HELIOS_ALLOW_PRIVILEGED_SIDECARS=1.
 
 Each trial is its own project (`helios-<run>-<trial>-<instance>`), so its
 services and its network are its own. `up --wait` starts the sidecars before
@@ -34,6 +43,7 @@ import json
 import logging
 import os
 import re
+import shlex
 import shutil
 import tempfile
 import time
@@ -55,6 +65,8 @@ from helios.environments.docker.cli import (
     docker,
     docker_binary,
 )
+from helios.environments.docker.egress import DockerEgress
+from helios.environments.docker.services import EXCHANGE_MOUNT
 from helios.environments.shell.owner import Owner
 from helios.environments.shell.safe_copy import Bounds
 from helios.environments.spec import SandboxSpec
@@ -123,17 +135,32 @@ class ComposeService:
         return await _docker_api.download(self._engine, self._container, src, dst, Bounds())
 
 
+class StorageRefused(EnvironmentStartError):
+    """The engine takes no `storage_opt` (`--storage-opt size=`): `up` again without."""
+
+
 class ComposeProject:
     """One trial's compose project: `up` once, `service` while it runs, `down` at its end."""
 
     def __init__(self, spec: SandboxSpec, *, name: str, labels: Mapping[str, str],
-                 image: str | None) -> None:  # fmt: skip
+                 image: str | None, storage: bool = False, exchange: Path | None = None,
+                 egress: DockerEgress | None = None) -> None:  # fmt: skip
         assert spec.compose_file is not None
         self.spec = spec
         self.name = name
         self.labels = dict(labels)
         #: the image Helios built or was given for `main`; None: the task's file gives it
         self.image = image
+        #: give `main` the task's `storage_mb` (where the engine takes it, as `docker run`)
+        self.storage = storage and spec.storage_mb is not None
+        #: the host folder bound at EXCHANGE_MOUNT in `main` (`--watch`'s VNC socket)
+        self.exchange = exchange
+        #: an allowlisted sandbox's network and proxy, open: every service's one network
+        self.egress = egress
+        #: the file's `entrypoint` and `command` for `main` (None: it gives none), which
+        #: Harbor's compose would run in place of the image's ENTRYPOINT and `sleep infinity`
+        self.main_entrypoint: list[str] | None = None
+        self.main_command: list[str] | None = None
         self.task_file = spec.compose_file
         self.project_dir = spec.compose_file.parent
         # a sidecar's image is named by the content it is built from: the hashed
@@ -204,6 +231,8 @@ class ComposeProject:
             timeout=self.spec.build_timeout * 2 + 60, files=(final,),
         )  # fmt: skip
         if code != 0:
+            if self.storage and "storage-opt" in err:
+                raise StorageRefused(f"docker compose up failed: {last_line(err, '')}")
             raise await self._failure(err, code)
         code, out, err = await self._compose("ps", "-q", MAIN)
         container = out.strip().splitlines()[0] if code == 0 and out.strip() else ""
@@ -221,11 +250,22 @@ class ComposeProject:
         model["name"] = self.name
         main = services[MAIN]
         _check_main(self.task_file, main, services)
+        if not helios_settings().allow_privileged_sidecars:
+            _check_trust(self.task_file, self.project_dir.parent, model)
+        # what the file gives main to run, run by Helios as the image's ENTRYPOINT is
+        self.main_entrypoint = _argv(main.get("entrypoint"))
+        self.main_command = _argv(main.get("command"))
         main["entrypoint"] = ["sh", "-c", _docker_api.INIT_LOOP]
         main.pop("command", None)
         if self.image is not None:
             main["image"] = self.image
             main.pop("build", None)
+        main.pop("storage_opt", None)
+        if self.storage:  # as `docker run --storage-opt size=`
+            main["storage_opt"] = {"size": f"{self.spec.storage_mb}m"}
+        if self.exchange is not None:
+            main["volumes"] = [*(main.get("volumes") or []), {
+                "type": "bind", "source": str(self.exchange), "target": EXCHANGE_MOUNT}]
         build_network = helios_settings().docker_build_network
         for name, service in services.items():
             service["labels"] = {**(service.get("labels") or {}), **self.labels}
@@ -240,6 +280,8 @@ class ComposeProject:
                     tag = f"{self._build_key}-{name}"
                     service["image"] = f"{IMAGE_REPO}:compose-{_tag_part(tag)}"
         _depend_on_sidecars(main, services)
+        #: HELIOS_DOCKER_NETWORK: `main`'s way out, as `docker run --network` gives it
+        outside = helios_settings().docker_network
         networks: dict[str, dict[str, Any]] = model.setdefault("networks", {}) or {}
         model["networks"] = networks
         networks.setdefault("default", {})
@@ -248,8 +290,12 @@ class ComposeProject:
                 continue
             network["labels"] = {**(network.get("labels") or {}), **self.labels}
             network.pop("name", None)  # its project's own, named by compose
-            if not self.spec.network:
+            if not self.spec.network or outside == "none":
                 network["internal"] = True
+        if self.spec.network is True and outside not in (None, "none", "bridge", "default"):
+            _join_outside(self.task_file, main, networks, outside)
+        if self.egress is not None and self.egress.network is not None:
+            _behind_proxy(self.task_file, model, self.egress)
         for volume in (model.get("volumes") or {}).values():
             if isinstance(volume, dict) and not volume.get("external"):
                 volume["labels"] = {**(volume.get("labels") or {}), **self.labels}
@@ -338,6 +384,134 @@ def _check_main(task_file: Path, main: dict[str, Any], services: dict[str, Any])
             raise UnsupportedFeature(
                 f"{task_file}: services.{name} shares main's processes or volumes: refused"
             )
+
+
+#: the network `main` joins for HELIOS_DOCKER_NETWORK (`_join_outside`)
+OUTSIDE = "helios-outside"
+#: a service's keys that share a namespace of the host when their value is `host`
+HOST_SHARES = ("network_mode", "pid", "ipc", "uts", "userns_mode", "cgroup")
+#: capabilities that reach past a container's own namespaces to the host's kernel,
+#: its files or other processes (NET_ADMIN and NET_RAW stay in its network namespace)
+DANGEROUS_CAPS = frozenset({
+    "ALL", "SYS_ADMIN", "SYS_MODULE", "SYS_RAWIO", "SYS_PTRACE", "SYS_BOOT", "SYS_TIME",
+    "SYS_RESOURCE", "DAC_READ_SEARCH", "MAC_ADMIN", "MAC_OVERRIDE", "BPF", "PERFMON",
+    "SYSLOG", "LINUX_IMMUTABLE", "IPC_OWNER",
+})  # fmt: skip
+
+
+def _join_outside(task_file: Path, main: dict[str, Any], networks: dict[str, Any],
+                  name: str) -> None:  # fmt: skip
+    """`main` on HELIOS_DOCKER_NETWORK too, as `docker run --network` puts a sandbox,
+    while it stays on its project's networks, where its sidecars are."""
+    if name == "host" or name.startswith("container:"):
+        raise UnsupportedFeature(
+            f"{task_file}: HELIOS_DOCKER_NETWORK={name} cannot apply to a compose task: main "
+            "would leave its project's network, where its sidecars are"
+        )
+    if main.get("network_mode"):
+        raise UnsupportedFeature(
+            f"{task_file}: services.{MAIN}.network_mode cannot go with "
+            f"HELIOS_DOCKER_NETWORK={name}: unset one of them"
+        )
+    own = main.get("networks") or {"default": None}
+    joined = dict(own) if isinstance(own, dict) else {str(n): None for n in own}
+    joined[OUTSIDE] = None
+    main["networks"] = joined
+    networks[OUTSIDE] = {"name": name, "external": True}
+
+
+def _argv(value: Any) -> list[str] | None:
+    """A service's `entrypoint` or `command` as compose's model gives it (a list, or
+    a string that compose splits into words); None when unset."""
+    if value is None:
+        return None
+    if isinstance(value, str):
+        return shlex.split(value)
+    return [str(part) for part in value]
+
+
+def _behind_proxy(task_file: Path, model: dict[str, Any], egress: DockerEgress) -> None:
+    """An allowlisted sandbox: the project's one network is the trial's egress network
+    (`docker.egress`: internal, its gateway the proxy's namespace), and every service,
+    sidecars too, gets the proxy's variables and its resolver that answers nothing."""
+    networks: dict[str, Any] = model["networks"]
+    for name in networks:
+        if name != "default":
+            raise UnsupportedFeature(
+                f"{task_file}: networks.{name}: an allowlisted compose task keeps its services "
+                "on one network, whose only way out is the egress proxy"
+            )
+    networks["default"] = {"name": egress.network, "external": True}
+    for name, service in (model.get("services") or {}).items():
+        if service.get("network_mode"):
+            raise UnsupportedFeature(
+                f"{task_file}: services.{name}.network_mode: an allowlisted compose task keeps "
+                "its services on one network, whose only way out is the egress proxy"
+            )
+        own = service.get("networks") or {}
+        extra = [n for n in own if n != "default"]
+        if extra:
+            raise UnsupportedFeature(
+                f"{task_file}: services.{name}.networks names {extra[0]!r}: an allowlisted "
+                "compose task keeps its services on one network"
+            )
+        environment = service.get("environment") or {}
+        service["environment"] = {**environment, **egress.variables}
+        service["dns"] = [egress.dns]
+
+
+def _check_trust(task_file: Path, task_dir: Path, model: dict[str, Any]) -> None:
+    """Refuse, in one line naming the service and the key, what would give a service
+    (and an agent that reaches it) the host: `privileged`, a namespace of the host,
+    a dangerous `cap_add`, `devices`, an unconfined `security_opt`, or a host path
+    outside the task's folder (the docker socket among them)."""
+    root = task_dir.resolve()
+    for name, service in (model.get("services") or {}).items():
+        where = f"services.{name}"
+        found = ""
+        if service.get("privileged"):
+            found = "privileged: true"
+        for key in HOST_SHARES:
+            if not found and str(service.get(key) or "") == "host":
+                found = f"{key}: host"
+        caps = {str(c).upper().removeprefix("CAP_") for c in service.get("cap_add") or []}
+        if not found and caps & DANGEROUS_CAPS:
+            found = f"cap_add: {', '.join(sorted(caps & DANGEROUS_CAPS))}"
+        if not found and service.get("devices"):
+            found = "devices"
+        build = service.get("build")
+        if not found and isinstance(build, dict) and str(build.get("network")) == "host" and (
+            helios_settings().docker_build_network != "host"
+        ):  # the build's steps on the host's loopback: the user's choice alone
+            found = "build.network: host"
+        loose = [str(o) for o in service.get("security_opt") or []
+                 if "unconfined" in str(o) or str(o).endswith("disable")]  # fmt: skip
+        if not found and loose:
+            found = f"security_opt: {loose[0]}"
+        for volume in service.get("volumes") or []:
+            source = volume.get("source") if isinstance(volume, dict) else None
+            bind = isinstance(volume, dict) and volume.get("type") == "bind"
+            if not found and bind and source and not _inside(str(source), root):
+                found = f"volumes mounts the host's {source}"
+        if found:
+            _refuse(task_file, where, found)
+    for name, volume in (model.get("volumes") or {}).items():
+        device = ((volume or {}).get("driver_opts") or {}).get("device")
+        if device and str(device).startswith("/") and not _inside(str(device), root):
+            _refuse(task_file, f"volumes.{name}", f"driver_opts.device {device}")
+
+
+def _refuse(task_file: Path, where: str, found: str) -> None:
+    raise UnsupportedFeature(
+        f"{task_file}: {where}.{found} is refused: it gives the container (and any agent "
+        "that reaches it) the host (HELIOS_ALLOW_PRIVILEGED_SIDECARS=1 allows it)"
+    )
+
+
+def _inside(path: str, root: Path) -> bool:
+    """Whether a host path is the task's folder or under it (links resolved)."""
+    resolved = Path(os.path.normpath(path)).resolve()
+    return resolved == root or root in resolved.parents
 
 
 def _names_main(share: str) -> bool:

@@ -48,6 +48,10 @@ class DockerEgress:
         self._log: list[str] = []
         #: the proxy's namespace, the trial network's gateway
         self._namespace: Namespace | None = None
+        #: the proxy's variables (HTTP_PROXY and the like), once open
+        self.variables: dict[str, str] = {}
+        #: the resolver a container is given: an address no one holds (see the module)
+        self.dns = ""
 
     @property
     def active(self) -> bool:
@@ -74,7 +78,8 @@ class DockerEgress:
             await self.close()
             raise
         self._proxy, self._log = proxy, proxy.denials
-        variables = proxy_variables(f"http://{gateway}:{PROXY_PORT}")
+        variables = self.variables = proxy_variables(f"http://{gateway}:{PROXY_PORT}")
+        self.dns = unused
         self._args = [
             "--network", name, "--dns", unused,
             *(arg for key, value in variables.items() for arg in ("-e", f"{key}={value}")),

@@ -21,6 +21,7 @@ import re
 import secrets
 import shlex
 import shutil
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import ClassVar
@@ -51,6 +52,7 @@ from helios.environments.docker.cli import (
 from helios.environments.docker.compose import (
     ComposeProject,
     ComposeService,
+    StorageRefused,
     cleanup_compose,
     project_name,
 )
@@ -59,11 +61,17 @@ from helios.environments.docker.image_config import ENTRYPOINT_SERVICE, ImageCon
 from helios.environments.docker.services import EXCHANGE_MOUNT, ContainerServices
 from helios.environments.docker.shell import ContainerShell
 from helios.environments.egress import AllowList, Network
-from helios.environments.shell.client import ShellUnavailable, Sink
+from helios.environments.health import OUTPUT_TAIL
+from helios.environments.shell.client import SERVICE_LOGS, ShellUnavailable, Sink
 from helios.environments.shell.owner import current_owner
 from helios.environments.shell.safe_copy import Bounds
 from helios.environments.spec import SandboxSpec
-from helios.errors import EnvironmentExecError, EnvironmentStartError, EnvironmentUnavailable
+from helios.errors import (
+    EnvironmentExecError,
+    EnvironmentStartError,
+    EnvironmentUnavailable,
+    EnvironmentUnhealthy,
+)
 from helios.settings import current as helios_settings
 
 __all__ = ["CONTROL_TIMEOUT", "DockerEnvironment", "docker", "remove_containers", "remove_images"]
@@ -72,6 +80,13 @@ _builds = ImageBuilds()
 #: what each image says (its USER, WORKDIR, ENTRYPOINT), by image name
 _image_configs: dict[str, ImageConfig] = {}
 _NAME_UNSAFE = re.compile(r"[^a-zA-Z0-9_.-]")
+#: seconds the image's ENTRYPOINT must run after its start (`docker compose up
+#: --wait`, Harbor's start, first looks at its containers after half a second)
+ENTRYPOINT_SETTLE = 0.5
+#: seconds between two looks meanwhile: one that exits at once is seen at once
+ENTRYPOINT_POLL = 0.05
+#: the lines of its output an ENTRYPOINT that exited is reported with
+ENTRYPOINT_LINES = 5
 
 
 def _name_part(text: str, size: int) -> str:
@@ -285,16 +300,29 @@ class DockerEnvironment(ContainerServices):
         commands then go to the Engine API, as without the shell server."""
         spec = self.spec
         own = spec.dockerfile is not None or spec.image is not None
-        project = ComposeProject(
-            spec, name=project_name(self.run_id, self.trial_id, self.instance),
-            labels=self._labels(), image=self.image if own else None,
-        )  # fmt: skip
-        self._compose = project
-        try:
-            self.container = await project.up()
-        except BaseException:
-            await run_to_end(self._stop())
-            raise
+        await self._make_exchange(_name_part(self.run_id, 36))  # `--watch`'s VNC socket
+        if isinstance(spec.network, AllowList):  # every service behind the trial's proxy
+            await self._egress.open(self.container_name, self.run_id, spec.network)
+        with_storage = self._with_storage
+        while True:
+            project = ComposeProject(
+                spec, name=project_name(self.run_id, self.trial_id, self.instance),
+                labels=self._labels(), image=self.image if own else None,
+                storage=with_storage, exchange=self._exchange,
+                egress=self._egress if self._egress.active else None,
+            )  # fmt: skip
+            self._compose = project
+            try:
+                self.container = await project.up()
+            except StorageRefused:  # as `docker run`: once without, and it is remembered
+                await project.down()
+                with_storage = not self._storage_refused(with_storage, False, "storage-opt")
+                continue
+            except BaseException:
+                await run_to_end(self._stop())
+                raise
+            self._storage_refused(with_storage, True, "")
+            break
         if not own:
             code, out, err = await docker("container", "inspect", "--format",
                                           "{{.Config.Image}}", self.container)  # fmt: skip
@@ -303,7 +331,9 @@ class DockerEnvironment(ContainerServices):
             self._main_image = out.strip()
         image = await self._read_image()
         await self._setup()
-        await self._start_entrypoint(image)  # in `main`, as Harbor's compose runs it
+        # in `main`, as Harbor's compose runs it: the file's own entrypoint and command
+        # for `main` in place of the image's and Harbor's, where it gives them
+        await self._start_entrypoint(image, project.main_entrypoint, project.main_command)
 
     async def compose_service(self, name: str) -> ComposeService:
         """A running sidecar of this compose sandbox (EnvironmentExecError if none)."""
@@ -348,16 +378,42 @@ class DockerEnvironment(ContainerServices):
             self._image_workdir = image.workdir or "/"  # docker's own without a WORKDIR
         return image
 
-    async def _start_entrypoint(self, image: ImageConfig) -> None:
+    async def _start_entrypoint(self, image: ImageConfig, entrypoint: Sequence[str] | None = None,
+                                command: Sequence[str] | None = None) -> None:  # fmt: skip
         """The image's ENTRYPOINT as a service, with the sandbox's variables, before
         any agent (`docker.image_config`)."""
-        command = image.entrypoint_command() if self.spec.image_entrypoint else None
-        if command is None:
+        if not self.spec.image_entrypoint:
+            return
+        script = image.entrypoint_command(entrypoint, command)
+        if script is None:
             return
         try:
-            await self.start_service(ENTRYPOINT_SERVICE, command, env=dict(self.spec.env))
+            await self.start_service(ENTRYPOINT_SERVICE, script, env=dict(self.spec.env))
         except EnvironmentExecError as exc:
             raise EnvironmentStartError(f"the image's ENTRYPOINT did not start: {exc}") from None
+        await self._check_entrypoint(image.main_argv(entrypoint, command))
+
+    async def _check_entrypoint(self, argv: Sequence[str]) -> None:
+        """The ENTRYPOINT still runs ENTRYPOINT_SETTLE seconds after its start, as
+        `docker compose up --wait` (Harbor's start) sees its container running; one
+        that exits (with any status) would stop Harbor's container: an
+        `EnvironmentUnhealthy` (not tried again) with its last output lines."""
+        deadline = time.monotonic() + ENTRYPOINT_SETTLE
+        while await self.service_running(ENTRYPOINT_SERVICE):
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return
+            await asyncio.sleep(min(ENTRYPOINT_POLL, left))
+        log_file = f"{SERVICE_LOGS}/{ENTRYPOINT_SERVICE}.log"
+        tail = await self.exec(f"tail -n {ENTRYPOINT_LINES} {log_file}", cwd="/", user=ROOT,
+                               timeout=30)  # fmt: skip
+        said = " / ".join(line.strip() for line in tail.stdout.splitlines() if line.strip())
+        said = said if len(said) <= OUTPUT_TAIL else "…" + said[-OUTPUT_TAIL:]
+        raise EnvironmentUnhealthy(
+            f"the image's ENTRYPOINT ({shlex.join(argv)}) exited before the agent "
+            "started (Harbor's container would stop with it): "
+            + (f"its last output: {said}" if said else "it printed nothing")
+        )
 
     async def _setup(self) -> None:
         owner = await self.default_owner()

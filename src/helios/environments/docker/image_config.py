@@ -10,12 +10,15 @@ A task's sandbox keeps the image's meaning, as Harbor's docker provider does:
   pid 1. A service lives on through the agent's end and the verifier (the stop of
   the agent's processes spares it) and goes with the container. An image without
   an ENTRYPOINT gets no service: the container is what it was before.
+- an ENTRYPOINT that exits (any status) within its first half second, which
+  would stop Harbor's container, fails the start (`DockerEnvironment._check_entrypoint`).
 """
 
 from __future__ import annotations
 
 import json
 import shlex
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 #: the command Harbor's docker provider gives a task's main service, whatever the CMD
@@ -47,10 +50,21 @@ class ImageConfig:
             cmd=tuple(str(a) for a in data.get("Cmd") or ()),
         )
 
-    def entrypoint_command(self) -> str | None:
+    def main_argv(self, entrypoint: Sequence[str] | None = None,
+                  command: Sequence[str] | None = None) -> tuple[str, ...]:  # fmt: skip
+        """What docker runs as the container's process: the ENTRYPOINT (a compose file's
+        `entrypoint` for `main` in place of the image's) with Harbor's command (or the
+        file's `command`); () when that is Harbor's command alone (nothing to run)."""
+        entry = self.entrypoint if entrypoint is None else tuple(entrypoint)
+        if command is None:
+            return (*entry, *HARBOR_COMMAND) if entry else ()
+        return (*entry, *command)
+
+    def entrypoint_command(self, entrypoint: Sequence[str] | None = None,
+                           command: Sequence[str] | None = None) -> str | None:  # fmt: skip
         """The shell command that runs the ENTRYPOINT as docker would (in the image's
         working directory, with Harbor's command as its arguments); None without one."""
-        if not self.entrypoint:
+        argv = self.main_argv(entrypoint, command)
+        if not argv:
             return None
-        argv = [*self.entrypoint, *HARBOR_COMMAND]
         return f"cd -- {shlex.quote(self.workdir or '/')} && exec {shlex.join(argv)}"
