@@ -11,21 +11,22 @@ Completions shape (text, reasoning, tool calls, tool results). After Hermes exit
 one line each of the usage report (tokens, model calls) and of the session become
 the log that `convert` reads.
 
-The install is `pip install --target` with the host's Python into the cache, shown
-to the sandbox as a folder for `PYTHONPATH`: **the sandbox needs a `python3` of the
-host's minor version** (3.11 here: the compiled wheels are built for it), which
-`--provider local` has (the host's /usr) and a task image may lack (Debian's slim
-images have none): Hermes then ends at once, saying so on its standard error.
+The install is `pip install --target` with the host's Python into the cache, beside
+a relocatable copy of that Python (`installed.python_runtime`): the sandbox needs no
+Python, only a glibc as new as the host's. The variables that run that copy
+(`PYTHONHOME`, `LD_LIBRARY_PATH`, `PYTHONPATH`) are given to its processes alone
+and dropped again once it has started, so the commands Hermes runs see the task's
+own Python and libraries.
 """
 
 from __future__ import annotations
 
 import json
 import shlex
-import sys
 from typing import Any, ClassVar
 
 from helios.agents.base import AgentContext
+from helios.agents.installed import python_runtime
 from helios.agents.installed.base import InstalledAgent
 from helios.errors import ConfigError
 from helios.models.base import Message, ToolCall
@@ -41,9 +42,13 @@ OPENAI_URL = "https://api.openai.com/v1"
 TOOLSETS = "terminal,file"
 #: the context length Hermes is told (it would otherwise ask openrouter.ai)
 CONTEXT_LENGTH = 128_000
-PYTHON = f"python{sys.version_info.major}.{sys.version_info.minor}"
-
-_LAUNCH = "import sys; from hermes_cli.main import main; sys.argv[0] = 'hermes'; sys.exit(main())"
+#: started, the bundled Python forgets the variables that found it, so that the
+#: commands Hermes runs see the task's own Python and libraries
+_FORGET = ("PYTHONHOME", "PYTHONPATH", "LD_LIBRARY_PATH", "PYTHONDONTWRITEBYTECODE")
+_LAUNCH = (
+    f"import os, sys; [os.environ.pop(v, None) for v in {_FORGET!r}]; "
+    "from hermes_cli.main import main; sys.argv[0] = 'hermes'; sys.exit(main())"
+)
 #: prints the usage report and the session snapshot, one JSON line each
 _COLLECT = """import glob, json, os, sys
 home = os.environ["HERMES_HOME"]
@@ -70,20 +75,23 @@ class HermesAgent(InstalledAgent):
     registry: ClassVar[str] = "pip"
     package: ClassVar[str] = "hermes-agent"
     default_version: ClassVar[str] = "0.19.0"
-    payload: ClassVar[str] = "site"
+    #: the packages (`site/`) and the Python that runs them (`python/`)
+    payload: ClassVar[str] = "."
     key_variable: ClassVar[str] = "HELIOS_HERMES_API_KEY"
 
     def command(self, instruction: str, model: ModelSpec, home: str) -> str:
         config = shlex.quote(config_yaml(model, key_variable=self.key_variable))
         argv = ["-z", instruction, "-m", model.model, "--provider", f"custom:{PROVIDER}",
                 "--toolsets", TOOLSETS, "--usage-file", f"{HERMES_HOME}/usage.json"]  # fmt: skip
-        missing = f"hermes: the sandbox has no {PYTHON} (Hermes runs on the host's Python version)"
+        runtime = {**python_runtime.launch_env(f"{home}/python"), "PYTHONPATH": f"{home}/site",
+                   "PYTHONDONTWRITEBYTECODE": "1"}  # fmt: skip
+        python = " ".join([*(f"{k}={shlex.quote(v)}" for k, v in runtime.items()),
+                           shlex.quote(f"{home}/python/python")])  # fmt: skip
         return "\n".join([
-            f'command -v {PYTHON} > /dev/null || {{ echo {shlex.quote(missing)} >&2; exit 127; }}',
             f'mkdir -p "$HERMES_HOME" && printf %s {config} > "$HERMES_HOME/config.yaml" || exit 1',
-            f"{PYTHON} -c {shlex.quote(_LAUNCH)} {shlex.join(argv)} < /dev/null "
+            f"{python} -c {shlex.quote(_LAUNCH)} {shlex.join(argv)} < /dev/null "
             '> "$HERMES_HOME/final.txt"',
-            f"{PYTHON} -c {shlex.quote(_COLLECT)} $?",
+            f"{python} -c {shlex.quote(_COLLECT)} $?",
         ])  # fmt: skip
 
     def environment(self, model: ModelSpec) -> dict[str, str]:
@@ -91,8 +99,7 @@ class HermesAgent(InstalledAgent):
             raise ConfigError(f"hermes is run over Chat Completions; {model.qualified} does "
                               "not speak it (use an openai/, openrouter/ or openai-compatible/ "
                               "model)", field="--model")  # fmt: skip
-        env = {"HERMES_HOME": HERMES_HOME, "PYTHONPATH": self.home,
-               "PYTHONDONTWRITEBYTECODE": "1"}  # fmt: skip
+        env = {"HERMES_HOME": HERMES_HOME}
         if model.api_key:
             env[self.key_variable] = model.api_key
         return env
