@@ -27,8 +27,9 @@ EXAMPLE = Path(__file__).parents[1] / "examples" / "tasks" / "hello-file"
 MODEL = "openai/gpt-scripted"
 KEY = "sk-codex-helios-test-key-0123456789"
 WRITE = "printf 'Hello, Helios!\\n' > /app/hello.txt"
-#: Codex 0.171's shell tool: a Responses function call of `exec_command` with `cmd`
-SCRIPT = {"scenarios": [{"match": "*", "turns": [
+#: Codex 0.171's shell tool: a Responses function call of `exec_command` with `cmd`; the
+#: scenario is found by the task's text (Codex sends it after its own instructions)
+SCRIPT = {"scenarios": [{"match": "Create the file `/app/hello.txt`", "turns": [
     {"reasoning": "The file is one printf away.",
      "tool_calls": [{"name": "exec_command", "arguments": {"cmd": WRITE}}]},
     {"text": "Done."}]}]}  # fmt: skip
@@ -78,6 +79,8 @@ def _check_solved(trial: Path, result: dict[str, Any], server: MockLLMServer) ->
     assert all(r.headers.get("authorization") == f"Bearer {KEY}" for r in server.requests)
     log = (trial / "agent" / "codex.log").read_text()
     assert '"type":"turn.completed"' in log
+    # its home is one where it makes the PATH aliases of its helpers (apply_patch)
+    assert "could not create PATH aliases" not in (trial / "agent" / "codex.stderr").read_text()
     for path in trial.rglob("*"):
         if path.is_file():
             assert KEY not in path.read_text(errors="replace"), path
@@ -149,7 +152,8 @@ def test_the_scripted_server_streams_responses_the_sdk_accumulates() -> None:
     ]  # fmt: skip
     with MockLLMServer(script=SCRIPT) as server:
         client = openai.OpenAI(base_url=server.openai_base_url, api_key="k")
-        with client.responses.stream(model="gpt-scripted", input="go", tools=tools) as stream:
+        opening = "Create the file `/app/hello.txt`"
+        with client.responses.stream(model="gpt-scripted", input=opening, tools=tools) as stream:
             kinds = [event.type for event in stream]
             first = stream.get_final_response()
         call = first.output[-1]
@@ -158,7 +162,7 @@ def test_the_scripted_server_streams_responses_the_sdk_accumulates() -> None:
         assert kinds[:2] == ["response.created", "response.in_progress"]
         assert kinds[-1] == "response.completed"
         assert "response.function_call_arguments.delta" in kinds
-        history: list[Any] = [{"role": "user", "content": "go"},
+        history: list[Any] = [{"role": "user", "content": opening},
                               *[item.model_dump(exclude_none=True) for item in first.output],
                               {"type": "function_call_output", "call_id": call.call_id,
                                "output": "ok"}]  # fmt: skip

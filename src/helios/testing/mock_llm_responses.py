@@ -204,6 +204,19 @@ def _text(content: object) -> str:
     )
 
 
+def _opening(items: list[dict[str, Any]]) -> list[str]:
+    """The texts of the messages before the model's first item: the prompt, whether
+    it comes as one user message or, as Codex sends it, as developer and user
+    messages (its instructions, the environment, then the task)."""
+    texts: list[str] = []
+    for item in items:
+        if _is_model_item(item):
+            break
+        if item.get("type", "message") == "message":
+            texts.append(_text(item.get("content")))
+    return texts
+
+
 def parse_request(
     body: Mapping[str, Any], *, strict_history: bool, headers: Mapping[str, str] | None = None,
     path_model: str | None = None,
@@ -216,11 +229,10 @@ def parse_request(
     unanswered = history.unanswered()
     if strict_history and unanswered:
         raise InvalidRequest(f"No tool output found for call with call_id {unanswered[0]}.")
-    first_user = next((m for m in items if m.get("role") == "user"), {})
     instructions = body.get("instructions") if isinstance(body.get("instructions"), str) else ""
     return Conversation(
         model=model,
-        haystack=f"{instructions}\n{_text(first_user.get('content'))}",
+        haystack="\n".join([instructions, *_opening(items)]),
         assistant_turns=history.turns,
         prompt_tokens=prompt_tokens_of(instructions, items, body.get("tools")),
         stream=bool(body.get("stream")),

@@ -34,8 +34,9 @@ from helios.usage import Usage
 _ARCH = {"x86_64": ("x64", "x86_64"), "aarch64": ("arm64", "aarch64"),
          "arm64": ("arm64", "aarch64")}  # fmt: skip
 _NPM_ARCH, _TRIPLE_ARCH = _ARCH.get(platform.machine(), _ARCH["x86_64"])
-#: Codex's private home inside the sandbox (its config, sessions and state)
-CODEX_HOME = "/tmp/.helios-codex"
+#: Codex's private home inside the sandbox (its config, sessions and state); not
+#: under /tmp, where Codex refuses to make its helpers' PATH aliases (`apply_patch`)
+CODEX_HOME = "/var/tmp/.helios-codex"
 #: the provider's name in config.toml
 PROVIDER = "helios"
 OPENAI_URL = "https://api.openai.com/v1"
