@@ -229,7 +229,8 @@ def parse_request(
     unanswered = history.unanswered()
     if strict_history and unanswered:
         raise InvalidRequest(f"No tool output found for call with call_id {unanswered[0]}.")
-    instructions = body.get("instructions") if isinstance(body.get("instructions"), str) else ""
+    given = body.get("instructions")
+    instructions = given if isinstance(given, str) else ""
     return Conversation(
         model=model,
         haystack="\n".join([instructions, *_opening(items)]),
