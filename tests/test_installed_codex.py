@@ -101,6 +101,13 @@ EVENTS = [
     {"type": "item.completed", "item": {"id": "item_3", "type": "command_execution",
                                         "command": "false", "aggregated_output": "",
                                         "exit_code": 1, "status": "failed"}},
+    {"type": "item.completed", "item": {"id": "item_5", "type": "file_change",
+                                        "changes": [{"path": "/app/a.txt", "kind": "add"}],
+                                        "status": "completed"}},
+    {"type": "item.completed", "item": {"id": "item_6", "type": "mcp_tool_call", "server": "docs",
+                                        "tool": "search", "arguments": {"q": "x"},
+                                        "result": {"content": []}, "error": None,
+                                        "status": "completed"}},
     {"type": "item.completed", "item": {"id": "item_4", "type": "agent_message", "text": "Done."}},
     {"type": "turn.completed", "usage": {"input_tokens": 300, "cached_input_tokens": 100,
                                          "output_tokens": 20, "reasoning_output_tokens": 5}},
@@ -111,16 +118,21 @@ def test_exec_json_becomes_calls_results_and_the_turns_usage() -> None:
     usage = Usage()
     log = "\n".join(json.dumps(e) for e in EVENTS) + "\nWARNING: not json\n"
     messages = exec_json_messages(log, usage)
-    assert [m.role for m in messages] == ["assistant", "tool", "assistant", "tool", "assistant"]
+    assert [m.role for m in messages] == ["assistant", "tool"] * 4 + ["assistant"]
     assert messages[0].reasoning == "Think."
     assert [(c.id, c.name, c.arguments) for c in messages[0].tool_calls] == [
         ("item_2", "command_execution", {"command": "bash -lc ls"})
     ]
     assert messages[1].tool_call_id == "item_2" and messages[1].content == "a.txt\n[exit code 0]"
     assert not messages[1].is_error and messages[3].is_error
-    assert messages[4].content == "Done." and not messages[4].tool_calls
+    patch, mcp = messages[4].tool_calls[0], messages[6].tool_calls[0]
+    assert (patch.name, messages[5].content) == ("file_change", "add /app/a.txt")
+    assert (mcp.name, mcp.arguments, messages[7].is_error) == ("docs.search", {"q": "x"}, False)
+    assert messages[-1].content == "Done." and not messages[-1].tool_calls
+    # the turn's tokens are on its last reply, and in the total
+    assert messages[-1].usage is not None and messages[-1].usage.output_tokens == 20
     assert (usage.input_tokens, usage.cache_read_tokens, usage.output_tokens,
-            usage.reasoning_tokens, usage.calls) == (200, 100, 20, 5, 3)  # fmt: skip
+            usage.reasoning_tokens, usage.calls) == (200, 100, 20, 5, 5)  # fmt: skip
 
 
 def test_the_config_names_the_endpoint_and_turns_off_what_reaches_other_hosts() -> None:
