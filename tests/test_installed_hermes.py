@@ -146,6 +146,7 @@ def test_hermes_solves_a_task_on_local(hermes_install: Path, tmp_path: Path) -> 
     _check_solved(*_solve(_task(tmp_path), tmp_path, "local"), python3=True)
 
 
+@pytest.mark.slow  # about 300 MB in 13,000 files uploaded, then removed with the container
 @pytest.mark.usefixtures("need_docker")
 def test_hermes_solves_a_task_on_docker_in_an_image_without_python(
     hermes_install: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
