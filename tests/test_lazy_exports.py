@@ -5,8 +5,10 @@ exports at run time, imported on first use."""
 from __future__ import annotations
 
 import importlib
+import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -39,3 +41,33 @@ def test_a_lazy_name_is_imported_only_when_used() -> None:
         "assert 'helios.engine.batch' in sys.modules and e.BatchService is BatchService\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
+
+
+def test_an_install_of_compiled_files_only_resolves_its_lazy_names(tmp_path: Path) -> None:
+    """Some images ship .pyc files without sources: the lazy names come from the code."""
+    import compileall
+    import shutil
+
+    import helios
+
+    copy = tmp_path / "helios"
+    shutil.copytree(Path(helios.__file__).parent, copy,
+                    ignore=shutil.ignore_patterns("__pycache__"))  # fmt: skip
+    assert compileall.compile_dir(copy, legacy=True, quiet=1)
+    for source in copy.rglob("*.py"):
+        source.unlink()
+    code = (
+        "import helios, helios.engine as e\n"
+        "from helios.lazy import _compiled_imports\n"
+        "assert helios.__file__.endswith('.pyc'), helios.__file__\n"
+        "table = _compiled_imports(vars(e))\n"
+        "assert table['BatchService'] == ('helios.engine.batch', 'BatchService'), table\n"
+        "from helios import ParallelRunner, discover_tasks\n"
+        "from helios.engine import BatchService\n"
+        "print(','.join(sorted(helios.__all__)))\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(tmp_path), "PYTHONDONTWRITEBYTECODE": "1"}
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=60, env=env)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == [",".join(sorted(helios.__all__))]

@@ -194,3 +194,55 @@ def test_quiet_generate_in_python_prints_nothing(
     assert result.rows == 1
     captured = capfd.readouterr()
     assert captured.out == "" and captured.err == "", captured
+
+
+def test_quiet_generate_on_the_cli_names_its_run_folder(tmp_path: Path) -> None:
+    """`-q` is the live line, then `Output: DIR`, as for batch and toolcalls."""
+    from tests.datagen.conftest import SCRIPT as GENERATE_SCRIPT
+    from tests.datagen.conftest import write_dataset
+
+    dataset = write_dataset(tmp_path / "p.jsonl", ["Task 1: go.", "Plain 2: go."])
+    with MockLLMServer(script=GENERATE_SCRIPT) as server:
+        done = _run("generate", f"--dataset_file={dataset}", "--batch_size=1", "--run_name=r",
+                    "--distribution=terminal_only", f"--base_url={server.openai_base_url}",
+                    "--api_key=k", "--model=mock", f"--output_dir={tmp_path / 'data'}",
+                    "-q")  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.stdout.splitlines()[-1] == f"Output: {tmp_path / 'data' / 'r'}", done.stdout
+    assert "Prompts" not in done.stdout  # no final table under -q
+
+
+def test_generate_and_toolcalls_name_a_damaged_results_line_on_resume(tmp_path: Path) -> None:
+    """As batch does: a line of the results that cannot be read is moved to the
+    quarantine file, and one line names the file and the line."""
+    from tests.datagen.conftest import SCRIPT as GENERATE_SCRIPT
+    from tests.datagen.conftest import write_dataset
+
+    dataset = write_dataset(tmp_path / "p.jsonl", ["Task 1: go.", "Plain 2: go."])
+    config = tmp_path / "tc.yaml"
+    with MockLLMServer(script=GENERATE_SCRIPT) as server:
+        generate = ("generate", f"--dataset_file={dataset}", "--batch_size=1", "--run_name=r",
+                    "--distribution=terminal_only", f"--base_url={server.openai_base_url}",
+                    "--api_key=k", "--model=mock", f"--output_dir={tmp_path / 'data'}")  # fmt: skip
+        config.write_text(
+            "synthesizer: null\n"
+            "agent: {name: model, params: {model: openai-compatible/scripted, "
+            f"base_url: '{server.openai_base_url}', api_key: k}}}}\n"
+            "tests:\n  - {id: t, prompt: hi, expect: []}\n"
+        )
+        toolcalls = ("toolcalls", "--config", str(config), "-o", str(tmp_path / "tc"))
+        for first in (generate, toolcalls):
+            done = _run(*first)
+            assert done.returncode in (0, 1), done.stdout + done.stderr
+        (run_tc,) = (tmp_path / "tc").iterdir()
+        runs = {"generate": tmp_path / "data" / "r" / ".helios", "toolcalls": run_tc}
+        for results in (path / "results.jsonl" for path in runs.values()):
+            lines = results.read_bytes().splitlines(keepends=True)
+            results.write_bytes(b"".join([lines[0], b'{"trial_id": "x", "torn\n', *lines[1:]]))
+        again = {"generate": _run(*generate, "--resume"),
+                 "toolcalls": _run(*toolcalls[:3], "--resume", str(run_tc))}  # fmt: skip
+    for kind, done in again.items():
+        out = " ".join((done.stdout + done.stderr).split())
+        assert f"{runs[kind] / 'results.jsonl'}:2:" in out, (kind, out)
+        assert "results.quarantine.jsonl" in out, (kind, out)
+        assert (runs[kind] / "results.quarantine.jsonl").exists()

@@ -84,7 +84,7 @@ def test_generate_and_toolcalls_runs_start_their_run_json_the_same_way(tmp_path:
     script = {"scenarios": [{"match": "*", "turns": [{"reasoning": "think", "text": "ok"}],
                              "final": {"reasoning": "think", "text": "done"}}]}  # fmt: skip
     (tmp_path / "prompts.jsonl").write_text(json.dumps({"prompt": "say ok"}) + "\n")
-    with MockLLMServer(script=script) as server:
+    with MockLLMServer(script=script, reported_model="scripted-2026-01-01") as server:
         generate = _run(
             "generate", "--dataset_file=prompts.jsonl", "--run_name=gen", "--batch_size=1",
             "--model=mock",
@@ -108,5 +108,9 @@ def test_generate_and_toolcalls_runs_start_their_run_json_the_same_way(tmp_path:
         data = _head_of(path)
         assert data["helios_settings"] == {"HELIOS_SEARXNG_URL": "http://127.0.0.1:9/"}
     assert [json.loads(p.read_text())["kind"] for p in runs] == ["generate", "toolcalls"]
+    # each names the model id the provider answered with (a rerun compares them)
+    reported = [json.loads(p.read_text())["rerun"]["models"] for p in runs]
+    assert reported == [{"openai-compatible/mock": ["scripted-2026-01-01"]},
+                        {"openai-compatible/scripted": ["scripted-2026-01-01"]}]  # fmt: skip
     _no_password_in(tmp_path / "data")
     _no_password_in(tmp_path / "tc")

@@ -57,8 +57,8 @@ def type_checking_imports(namespace: dict[str, Any]) -> dict[str, tuple[str, str
             source: str | bytes | None = handle.read()
     else:
         source = getattr(namespace.get("__loader__"), "get_source", lambda _: None)(package)
-    if source is None:
-        raise ImportError(f"{package}: its source is needed for its lazy names")
+    if source is None:  # an install of .pyc files only: read the compiled imports
+        return _compiled_imports(namespace)
     found: dict[str, tuple[str, str]] = {}
     for node in ast.parse(source).body:
         if not (isinstance(node, ast.If) and isinstance(node.test, ast.Name)
@@ -68,6 +68,38 @@ def type_checking_imports(namespace: dict[str, Any]) -> dict[str, tuple[str, str
             if isinstance(statement, ast.ImportFrom) and statement.module:
                 for alias in statement.names:
                     found[alias.asname or alias.name] = (statement.module, alias.name)
+    return found
+
+
+def _compiled_imports(namespace: dict[str, Any]) -> dict[str, tuple[str, str]]:
+    """`type_checking_imports` from the module's code object, for an install without
+    sources: every `from m import X as Y` at module level whose name the run did not
+    bind (the names imported under `if TYPE_CHECKING:` are the ones left unbound)."""
+    import dis
+    from importlib.util import resolve_name
+
+    package: str = namespace["__name__"]
+    loader = namespace.get("__loader__")
+    code = getattr(loader, "get_code", lambda _: None)(package)
+    if code is None:
+        raise ImportError(f"{package}: its source or code is needed for its lazy names")
+    found: dict[str, tuple[str, str]] = {}
+    module, level, name = "", 0, ""
+    constants: list[Any] = []
+    for op in dis.get_instructions(code):
+        if op.opname in ("LOAD_CONST", "LOAD_SMALL_INT"):
+            constants = [*constants[-1:], op.argval]
+        elif op.opname == "IMPORT_NAME":
+            level = constants[0] if len(constants) == 2 and isinstance(constants[0], int) else 0
+            module = op.argval
+        elif op.opname == "IMPORT_FROM":
+            name = op.argval
+        elif op.opname in ("STORE_NAME", "STORE_GLOBAL") and name:
+            if op.argval not in namespace:
+                parent = package if namespace.get("__path__") else package.rpartition(".")[0]
+                where = resolve_name("." * level + module, parent) if level else module
+                found[op.argval] = (where, name)
+            name = ""
     return found
 
 

@@ -125,7 +125,9 @@ class BatchRunner:
             self._load_dataset()
             await run.open(run_config(s))
             self.screen.attach(run)
-            await self._run(run, open_session(run, s), run.services)
+            session = open_session(run, s)
+            self.screen.store_repairs(session.store)  # a torn or bad line: moved aside, named
+            await self._run(run, session, run.services)
         return self.result
 
     async def _run(self, run: Run, session: RunSession, services: ModelServices) -> None:
@@ -195,4 +197,4 @@ class BatchRunner:
             written.totals, merged=written.merge.rows, failures=written.failures,
             tombstones=written.tombstones, seconds=outcome.seconds,
             interrupted=outcome.interrupted,
-        )])  # fmt: skip
+        )], output=session.run_dir)  # fmt: skip

@@ -20,6 +20,7 @@ from helios.display.presenter import RunPresenter
 from helios.display.progress import default_console
 from helios.engine import EndpointCalls, Run, RunOutcome, write_json_atomic
 from helios.engine.labels import RunLabels
+from helios.engine.reported_models import record_models
 from helios.errors import ConfigError
 from helios.models.retry import RetryPolicy
 from helios.models.services import ModelServices
@@ -121,12 +122,16 @@ async def run_cases(
 
             document = batch_document(batch, duration=outcome.seconds)
             write_json_atomic(engine_run.run_dir / SUMMARY_FILE, document)
+            if batch.usage is not None:  # the ids the provider answered with, in run.json
+                record_models(engine_run.run_dir, batch.usage.reported_models)
         return batch
 
     async with Run() as engine_run:
         await engine_run.open(config)
         try:
             done = None if engine_run.in_memory else engine_run.store.load_index()
+            if done is not None:
+                screen.store_repairs(engine_run.store)
             return await engine_run.drive(
                 door, units, done=done, emit=progress.handle, on_recorded=keep,
                 services=screen.services, display=screen.shown(progress), finish=finish,
