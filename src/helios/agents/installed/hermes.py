@@ -104,6 +104,10 @@ class HermesAgent(InstalledAgent):
             env[self.key_variable] = model.api_key
         return env
 
+    def endpoint(self, model: ModelSpec) -> str | None:
+        """The model's URL, OpenAI's when none was given (what opens the route)."""
+        return model.base_url or OPENAI_URL
+
     def convert(self, log: str, ctx: AgentContext) -> list[Message]:
         usage = Usage()
         messages = session_messages(log, usage)
