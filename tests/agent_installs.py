@@ -11,8 +11,10 @@ from pathlib import Path
 from helios.agents.installed.base import InstalledAgent
 from helios.agents.installed.cache import Package, ensure_installed
 from helios.agents.installed.claude_code import ClaudeCodeAgent
+from helios.agents.installed.codex import CodexAgent
+from helios.agents.installed.hermes import HermesAgent
 
-AGENTS: tuple[type[InstalledAgent], ...] = (ClaudeCodeAgent,)
+AGENTS: tuple[type[InstalledAgent], ...] = (ClaudeCodeAgent, CodexAgent, HermesAgent)
 
 
 def install(agent: type[InstalledAgent]) -> tuple[Path, float]:

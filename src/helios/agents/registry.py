@@ -31,6 +31,8 @@ def _builtins() -> Mapping[str, type[Agent]]:
         "oracle": "helios.agents.oracle:OracleAgent",
         "nop": "helios.agents.nop:NopAgent",
         "claude-code": "helios.agents.installed.claude_code:ClaudeCodeAgent",
+        "codex": "helios.agents.installed.codex:CodexAgent",
+        "hermes": "helios.agents.installed.hermes:HermesAgent",
     })  # fmt: skip
 
 

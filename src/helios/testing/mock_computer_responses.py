@@ -19,6 +19,9 @@ from helios.testing.mock_gui import Placed, fill_answer, place_all, screen_of, u
 from helios.testing.mock_script import Conversation, InvalidRequest, Turn
 
 _ENVIRONMENTS = frozenset({"windows", "mac", "linux", "ubuntu", "browser"})
+#: the API's hosted tools (run by the provider, never called back): accepted, not played
+_HOSTED = frozenset({"web_search", "web_search_preview", "file_search", "code_interpreter",
+                     "image_generation", "mcp", "local_shell"})  # fmt: skip
 
 
 def check_tools(body: Mapping[str, Any]) -> dict[str, Any]:
@@ -45,7 +48,17 @@ def check_tools(body: Mapping[str, Any]) -> dict[str, Any]:
             if not isinstance(tool.get("name"), str) or "function" in tool:
                 raise InvalidRequest(f"Missing required parameter: 'tools[{i}].name'.")
             context["functions"].add(tool["name"])
-        else:
+        elif kind == "custom":  # a free-form tool (its input is text, not JSON)
+            if not isinstance(tool.get("name"), str):
+                raise InvalidRequest(f"Missing required parameter: 'tools[{i}].name'.")
+            context["functions"].add(tool["name"])
+        elif kind == "namespace":  # a named group of functions (Codex declares its sub-agents so)
+            members = tool.get("tools")
+            if not isinstance(tool.get("name"), str) or not isinstance(members, list):
+                raise InvalidRequest(f"Missing required parameter: 'tools[{i}].tools'.")
+            names = [m.get("name") for m in members if isinstance(m, dict)]
+            context["functions"].update(n for n in names if isinstance(n, str))
+        elif kind not in _HOSTED:
             raise InvalidRequest(f"Invalid value for 'tools[{i}].type': {kind!r}.")
     return context
 

@@ -12,14 +12,14 @@ are counted as runs of its items. The computer tool: `mock_computer_responses`.
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 from aiohttp import web
 
 from helios.testing import mock_llm_openai
 from helios.testing.mock_computer_responses import check_tools, gui_output
-from helios.testing.mock_gui import ScriptError, data_url_payload, is_base64
+from helios.testing.mock_gui import data_url_payload, is_base64
 from helios.testing.mock_script import (
     Conversation,
     InvalidRequest,
@@ -27,6 +27,8 @@ from helios.testing.mock_script import (
     Usage,
     prompt_tokens_of,
     required_model,
+    split_chunks,
+    sse_bytes,
     usage_for,
 )
 
@@ -51,6 +53,11 @@ def context_overflow_response(conv: Conversation) -> web.Response:
 def malformed_response(*, stream: bool) -> web.Response:
     """A 200 whose body is cut off mid-JSON, like a proxy that dropped the tail."""
     broken = '{"id": "resp_broken", "object": "response", "status": "completed", "output": [{'
+    if stream:
+        return web.Response(
+            body=sse_bytes('{"type": "response.created", "response": {', "response.created"),
+            content_type="text/event-stream",
+        )
     return web.Response(text=broken, content_type="application/json")
 
 
@@ -197,6 +204,19 @@ def _text(content: object) -> str:
     )
 
 
+def _opening(items: list[dict[str, Any]]) -> list[str]:
+    """The texts of the messages before the model's first item: the prompt, whether
+    it comes as one user message or, as Codex sends it, as developer and user
+    messages (its instructions, the environment, then the task)."""
+    texts: list[str] = []
+    for item in items:
+        if _is_model_item(item):
+            break
+        if item.get("type", "message") == "message":
+            texts.append(_text(item.get("content")))
+    return texts
+
+
 def parse_request(
     body: Mapping[str, Any], *, strict_history: bool, headers: Mapping[str, str] | None = None,
     path_model: str | None = None,
@@ -209,11 +229,11 @@ def parse_request(
     unanswered = history.unanswered()
     if strict_history and unanswered:
         raise InvalidRequest(f"No tool output found for call with call_id {unanswered[0]}.")
-    first_user = next((m for m in items if m.get("role") == "user"), {})
-    instructions = body.get("instructions") if isinstance(body.get("instructions"), str) else ""
+    given = body.get("instructions")
+    instructions = given if isinstance(given, str) else ""
     return Conversation(
         model=model,
-        haystack=f"{instructions}\n{_text(first_user.get('content'))}",
+        haystack="\n".join([instructions, *_opening(items)]),
         assistant_turns=history.turns,
         prompt_tokens=prompt_tokens_of(instructions, items, body.get("tools")),
         stream=bool(body.get("stream")),
@@ -273,9 +293,77 @@ def response_body(conv: Conversation, turn: Turn, t: int) -> dict[str, Any]:
     }
 
 
+def _item_events(index: int, item: dict[str, Any]) -> Iterator[dict[str, Any]]:
+    """output_item.added, the item's deltas and output_item.done, for one finished item."""
+    kind, item_id = item["type"], item.get("id")
+    where = {"item_id": item_id, "output_index": index}
+    if kind == "message":
+        yield {"type": "response.output_item.added", "output_index": index,
+               "item": {**item, "status": "in_progress", "content": []}}  # fmt: skip
+        for c, part in enumerate(item["content"]):
+            text = part["text"]
+            yield {"type": "response.content_part.added", **where, "content_index": c,
+                   "part": {**part, "text": ""}}  # fmt: skip
+            for piece in split_chunks(text):
+                yield {"type": "response.output_text.delta", **where, "content_index": c,
+                       "delta": piece, "logprobs": []}  # fmt: skip
+            yield {"type": "response.output_text.done", **where, "content_index": c,
+                   "text": text, "logprobs": []}  # fmt: skip
+            yield {"type": "response.content_part.done", **where, "content_index": c,
+                   "part": part}  # fmt: skip
+    elif kind == "function_call":
+        yield {"type": "response.output_item.added", "output_index": index,
+               "item": {**item, "status": "in_progress", "arguments": ""}}  # fmt: skip
+        for piece in split_chunks(item["arguments"]):
+            yield {"type": "response.function_call_arguments.delta", **where, "delta": piece}
+        yield {"type": "response.function_call_arguments.done", **where,
+               "arguments": item["arguments"]}  # fmt: skip
+    elif kind == "reasoning":
+        yield {"type": "response.output_item.added", "output_index": index,
+               "item": {**item, "summary": []}}  # fmt: skip
+        for s, part in enumerate(item["summary"]):
+            at = {**where, "summary_index": s}
+            yield {"type": "response.reasoning_summary_part.added", **at,
+                   "part": {**part, "text": ""}}  # fmt: skip
+            for piece in split_chunks(part["text"]):
+                yield {"type": "response.reasoning_summary_text.delta", **at, "delta": piece}
+            yield {"type": "response.reasoning_summary_text.done", **at, "text": part["text"]}
+            yield {"type": "response.reasoning_summary_part.done", **at, "part": part}
+    else:  # a computer call comes whole
+        yield {"type": "response.output_item.added", "output_index": index,
+               "item": {**item, "status": "in_progress"}}  # fmt: skip
+    yield {"type": "response.output_item.done", "output_index": index, "item": item}
+
+
+def stream_events(body: dict[str, Any]) -> Iterator[dict[str, Any]]:
+    """The events of a streamed response, as the API sends them: created, in_progress,
+    each output item with its deltas, then completed (or incomplete) with the usage;
+    each numbered by `sequence_number`."""
+    start = {**body, "status": "in_progress", "output": [], "usage": None,
+             "incomplete_details": None}  # fmt: skip
+    events: list[dict[str, Any]] = [
+        {"type": "response.created", "response": start},
+        {"type": "response.in_progress", "response": start},
+    ]
+    for index, item in enumerate(body["output"]):
+        events.extend(_item_events(index, item))
+    ending = "response.incomplete" if body["status"] == "incomplete" else "response.completed"
+    events.append({"type": ending, "response": body})
+    for number, event in enumerate(events):
+        yield {**event, "sequence_number": number}
+
+
 async def reply(
     request: web.Request, conv: Conversation, turn: Turn, turn_index: int
 ) -> web.StreamResponse:
-    if conv.stream:
-        raise ScriptError("streaming is not scripted on /v1/responses")
-    return web.json_response(response_body(conv, turn, turn_index))
+    body = response_body(conv, turn, turn_index)
+    if not conv.stream:
+        return web.json_response(body)
+    response = web.StreamResponse(
+        headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
+    )
+    await response.prepare(request)
+    for event in stream_events(body):
+        await response.write(sse_bytes(event, event["type"]))
+    await response.write_eof()
+    return response

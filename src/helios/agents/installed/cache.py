@@ -6,6 +6,10 @@ moves the root); two agents on one package and version share it.
 A file lock makes a second process wait for the first one's install rather than
 install again; a finished install is marked by `.installed`, written last, so a
 half-done folder (a killed install) is installed over.
+
+A PyPI package is installed with the host's Python into `site/`, and a
+relocatable copy of that Python goes beside it into `python/`
+(`installed.python_runtime`): the sandbox needs no Python of its own.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from helios._proc import run_process
+from helios.agents.installed import python_runtime
 from helios.errors import EnvironmentError_
 from helios.settings import current
 
@@ -134,6 +139,9 @@ async def ensure_installed(agent: str, package: Package, *, root: Path | None = 
             lines = [line.strip() for line in out[-TAIL_LINES:] if line.strip()]
             tail = " | ".join(lines)[-TAIL_CHARS:]
             raise InstallError(f"installing {package.pinned} for {agent} failed ({why}): {tail}")
+        if package.registry == "pip":  # the sandbox may have no Python of this version
+            await asyncio.to_thread(python_runtime.bundle, folder / "python",
+                                    packages=folder / "site")  # fmt: skip
         (folder / DONE_FILE).write_text(package.pinned + "\n")
         return Installed(folder, time.monotonic() - started)
     finally:
