@@ -9,16 +9,17 @@ import asyncio
 from pathlib import Path
 
 from helios.agents.installed.base import InstalledAgent
-from helios.agents.installed.cache import Package, ensure_installed
+from helios.agents.installed.cache import ensure_installed
 from helios.agents.installed.claude_code import ClaudeCodeAgent
+from helios.agents.installed.gemini_cli import GeminiCliAgent
+from helios.agents.installed.mini_swe_agent import MiniSweAgent
 
-AGENTS: tuple[type[InstalledAgent], ...] = (ClaudeCodeAgent,)
+AGENTS: tuple[type[InstalledAgent], ...] = (ClaudeCodeAgent, MiniSweAgent, GeminiCliAgent)
 
 
 def install(agent: type[InstalledAgent]) -> tuple[Path, float]:
     made = agent()
-    package = Package(made.registry, made.package, made.agent_version)
-    installed = asyncio.run(ensure_installed(made.name, package))
+    installed = asyncio.run(ensure_installed(made.name, made.install_package()))
     return installed.folder, installed.seconds
 
 

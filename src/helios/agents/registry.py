@@ -31,6 +31,8 @@ def _builtins() -> Mapping[str, type[Agent]]:
         "oracle": "helios.agents.oracle:OracleAgent",
         "nop": "helios.agents.nop:NopAgent",
         "claude-code": "helios.agents.installed.claude_code:ClaudeCodeAgent",
+        "mini-swe-agent": "helios.agents.installed.mini_swe_agent:MiniSweAgent",
+        "gemini-cli": "helios.agents.installed.gemini_cli:GeminiCliAgent",
     })  # fmt: skip
 
 

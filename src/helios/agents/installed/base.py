@@ -58,6 +58,8 @@ class InstalledAgent(Agent):
     payload: ClassVar[str] = "."
     #: the variable that carries the model's key (redacted from every output)
     key_variable: ClassVar[str]
+    #: pinned packages installed beside `package` (a runtime the image may lack)
+    extras: ClassVar[tuple[str, ...]] = ()
 
     def __init__(self, **settings: Any) -> None:
         unknown = sorted(set(settings) - SETTINGS)
@@ -72,8 +74,12 @@ class InstalledAgent(Agent):
 
     def identity(self) -> dict[str, Any]:
         return {"name": self.name, "version": self.version,
-                "package": Package(self.registry, self.package, self.agent_version).pinned,
+                "package": self.install_package().pinned,
                 "settings": self.settings}  # fmt: skip
+
+    def install_package(self) -> Package:
+        """What the cache installs for this agent and version."""
+        return Package(self.registry, self.package, self.agent_version, self.extras)
 
     @property
     def home(self) -> str:
@@ -98,7 +104,7 @@ class InstalledAgent(Agent):
             raise ConfigError(f"the {self.name} agent needs a model (--model)", field="--model")
         spec = ctx.services.spec
         started = time.monotonic()
-        package = Package(self.registry, self.package, self.agent_version)
+        package = self.install_package()
         installed = await ensure_installed(self.name, package)
         if ctx.logs_dir is not None:  # what the install cost this trial (0 when cached)
             ctx.logs_dir.mkdir(parents=True, exist_ok=True)
