@@ -177,7 +177,7 @@ MINI_TRAJECTORY = {
         {"role": "assistant", "content": "I write it.", "tool_calls": [
             {"id": "c0", "type": "function",
              "function": {"name": "bash", "arguments": "{\"command\": \"ls\"}"}}],
-         "extra": {"response": {"model": "m-1", "usage": {
+         "extra": {"cost": 0.002, "response": {"model": "m-1", "usage": {
              "prompt_tokens": 100, "completion_tokens": 7,
              "prompt_tokens_details": {"cached_tokens": 40}}}}},
         {"role": "tool", "tool_call_id": "c0", "content": "{\"returncode\": 2}",
@@ -200,6 +200,7 @@ def test_mini_swe_agents_trajectory_becomes_messages_with_each_replys_tokens() -
         ("c0", "bash", {"command": "ls"})
     ]
     assert first.usage is not None and first.usage.cache_read_tokens == 40
+    assert first.usage.cost_usd == pytest.approx(0.002)
     assert messages[1].tool_call_id == "c0" and messages[1].is_error
     assert messages[2].tool_calls[0].arguments is None
     assert (usage.input_tokens, usage.output_tokens, usage.calls) == (220, 10, 2)

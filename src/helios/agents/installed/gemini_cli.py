@@ -37,6 +37,7 @@ NODE = f"node-linux-{_ARCH.get(platform.machine(), 'x64')}"
 NODE_VERSION = "20.20.2"
 #: the private home the CLI reads its settings from, inside the sandbox
 HOME = "/tmp/.helios-gemini-cli"
+NO_COST = "gemini-cli reports no cost"
 #: the line between the stream-json log and the chat recording printed after it
 MARKER = "[helios] gemini-cli chat recording:"
 SETTINGS = {
@@ -129,7 +130,7 @@ def stream_json_messages(log: str, usage: Usage) -> list[Message]:
             total = Usage(input_tokens=_count(stats, "input_tokens"),
                           output_tokens=_count(stats, "output_tokens"),
                           cache_read_tokens=_count(stats, "cached"), calls=calls)  # fmt: skip
-            total.mark_cost_unknown("gemini-cli reports no cost")
+            total.mark_cost_unknown(NO_COST)
             usage.add(total)
     answers = [m for m in messages if m.role == "assistant"]
     if len(answers) == len(replies):  # else a reply is missing from one of the logs
@@ -154,7 +155,8 @@ def _reply_tokens(recording: str) -> list[tuple[str | None, Usage]]:
             Usage(input_tokens=_count(tokens, "input"),
                   output_tokens=_count(tokens, "output") + _count(tokens, "thoughts"),
                   cache_read_tokens=_count(tokens, "cached"),
-                  reasoning_tokens=_count(tokens, "thoughts")),
+                  reasoning_tokens=_count(tokens, "thoughts"),
+                  cost_usd=None, cost_unknown_reason=NO_COST),
         )  # fmt: skip
     return list(replies.values())
 

@@ -83,9 +83,9 @@ class MiniSweAgent(InstalledAgent):
 
 def trajectory_messages(log: str, usage: Usage) -> list[Message]:
     """mini-swe-agent's trajectory file as Helios messages: each model reply (with the
-    tokens of its response) and each tool result; the replies' tokens and the run's
-    cost are added to `usage`. The system prompt and the templated task are left
-    out (the trial's first message is the instruction)."""
+    tokens and cost of its response) and each tool result; their sum is added to
+    `usage`. The system prompt and the templated task are left out (the trial's
+    first message is the instruction)."""
     try:
         trajectory = json.loads(log)
     except ValueError:
@@ -106,7 +106,9 @@ def trajectory_messages(log: str, usage: Usage) -> list[Message]:
                 model=response.get("model") if isinstance(response, dict) else None,
             )
             for call in raw.get("tool_calls") or []:
-                function = call.get("function") or {} if isinstance(call, dict) else {}
+                if not isinstance(call, dict):
+                    continue
+                function = call.get("function") or {}
                 reply.tool_calls.append(
                     ToolCall(
                         id=str(call.get("id") or ""),
@@ -114,7 +116,11 @@ def trajectory_messages(log: str, usage: Usage) -> list[Message]:
                         arguments=_arguments(function.get("arguments")),
                     )
                 )
-            reply.usage = _usage(response.get("usage") if isinstance(response, dict) else None)
+            extra = raw.get("extra") or {}
+            reply.usage = _usage(
+                response.get("usage") if isinstance(response, dict) else None,
+                extra.get("cost") if isinstance(extra, dict) else None,
+            )
             total.add(reply.usage)
             total.calls += 1
             messages.append(reply)
@@ -124,12 +130,6 @@ def trajectory_messages(log: str, usage: Usage) -> list[Message]:
             messages.append(Message("tool", str(raw.get("content") or ""),
                                     tool_call_id=raw.get("tool_call_id"),
                                     is_error=isinstance(code, int) and code != 0))  # fmt: skip
-    stats = (trajectory.get("info") or {}).get("model_stats") or {}
-    cost = stats.get("instance_cost") if isinstance(stats, dict) else None
-    if isinstance(cost, int | float) and cost > 0:
-        total.cost_usd = float(cost)
-    else:
-        total.mark_cost_unknown("mini-swe-agent reported no cost (LiteLLM knows no price)")
     usage.add(total)
     return messages
 
@@ -144,14 +144,20 @@ def _arguments(raw: Any) -> dict[str, Any] | None:
     return parsed if isinstance(parsed, dict) else None
 
 
-def _usage(raw: Any) -> Usage:
+def _usage(raw: Any, cost: Any) -> Usage:
+    """One reply's tokens, and its cost as LiteLLM priced it (0: no price known)."""
     raw = raw if isinstance(raw, dict) else {}
 
-    def count(key: str) -> int:
-        value = raw.get(key)
+    def count(key: str, within: Any = raw) -> int:
+        value = within.get(key) if isinstance(within, dict) else None
         return value if isinstance(value, int) else 0
 
-    details = raw.get("prompt_tokens_details")
-    cached = details.get("cached_tokens") if isinstance(details, dict) else None
-    return Usage(input_tokens=count("prompt_tokens"), output_tokens=count("completion_tokens"),
-                 cache_read_tokens=cached if isinstance(cached, int) else 0)  # fmt: skip
+    usage = Usage(input_tokens=count("prompt_tokens"), output_tokens=count("completion_tokens"),
+                  cache_read_tokens=count("cached_tokens", raw.get("prompt_tokens_details")),
+                  reasoning_tokens=count("reasoning_tokens",
+                                         raw.get("completion_tokens_details")))  # fmt: skip
+    if isinstance(cost, int | float) and cost > 0:
+        usage.cost_usd = float(cost)
+    else:
+        usage.mark_cost_unknown("mini-swe-agent reported no cost (LiteLLM knows no price)")
+    return usage
