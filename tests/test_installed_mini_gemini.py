@@ -277,6 +277,10 @@ def test_the_scripted_server_streams_gemini_replies_as_server_sent_events() -> N
             assert response.headers["Content-Type"].startswith("text/event-stream")
             raw = response.read().decode()
         assert server.stats["streamed"] == 1
+        server.set_faults(fail_sequence=["malformed"])  # a cut-off body is an event too
+        with urllib.request.urlopen(request, timeout=30) as response:
+            assert response.headers["Content-Type"].startswith("text/event-stream")
+            assert response.read().startswith(b'data: {"candidates"')
     events = [json.loads(line[6:]) for line in raw.splitlines() if line.startswith("data: ")]
     assert len(events) > 2
     parts = [p for e in events for p in e["candidates"][0]["content"]["parts"]]
