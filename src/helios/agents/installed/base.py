@@ -81,6 +81,11 @@ class InstalledAgent(Agent):
         """What the cache installs for this agent and version."""
         return Package(self.registry, self.package, self.agent_version, self.extras)
 
+    async def install_package_for(self, env: Environment) -> Package:
+        """What the cache installs for this sandbox: `install_package()`, unless the
+        agent asks the sandbox first (mini-swe-agent: the version of its Python)."""
+        return self.install_package()
+
     @property
     def home(self) -> str:
         """Where the install is, inside the sandbox."""
@@ -104,7 +109,7 @@ class InstalledAgent(Agent):
             raise ConfigError(f"the {self.name} agent needs a model (--model)", field="--model")
         spec = ctx.services.spec
         started = time.monotonic()
-        package = self.install_package()
+        package = await self.install_package_for(env)
         installed = await ensure_installed(self.name, package)
         if ctx.logs_dir is not None:  # what the install cost this trial (0 when cached)
             ctx.logs_dir.mkdir(parents=True, exist_ok=True)
