@@ -138,6 +138,28 @@ def test_mini_swe_agent_solves_a_task_on_docker(
     _check_solved(trial, result, "mini-swe-agent", "bash")
 
 
+@pytest.mark.usefixtures("need_docker")
+def test_an_image_without_python_is_an_infrastructure_error_for_mini_swe_agent(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # the example image (Debian slim) has no python3: said before anything is installed
+    monkeypatch.setenv("HELIOS_DOCKER_NETWORK", "host")
+    monkeypatch.setenv("HELIOS_AGENT_CACHE", str(tmp_path / "empty-cache"))
+    with MockLLMServer(script=_mini_script()) as server:
+        runner = ParallelRunner(
+            [_task(tmp_path)], output_dir=str(tmp_path / "out"), model="openai/mini-scripted",
+            agent="mini-swe-agent", base_url=server.openai_base_url, api_key=KEY,
+            show_progress=False, provider="docker",
+        )  # fmt: skip
+        batch = asyncio.run(runner.run())
+        assert server.stats["requests"] == 0
+    (result_file,) = batch.output_dir.glob("*/result.json")
+    error = json.loads(result_file.read_text())["error"]
+    assert error["infrastructure"] is True
+    assert "mini-swe-agent needs python3 (3.10 or newer) in the sandbox" in error["message"]
+    assert not (tmp_path / "empty-cache").exists() or not any((tmp_path / "empty-cache").iterdir())
+
+
 class _Sandbox:
     """A sandbox whose python3 answers `answer` (exit code, standard output)."""
 
