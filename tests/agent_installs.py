@@ -9,7 +9,7 @@ import asyncio
 from pathlib import Path
 
 from helios.agents.installed.base import InstalledAgent
-from helios.agents.installed.cache import ensure_installed
+from helios.agents.installed.cache import Package, ensure_installed
 from helios.agents.installed.claude_code import ClaudeCodeAgent
 from helios.agents.installed.gemini_cli import GeminiCliAgent
 from helios.agents.installed.mini_swe_agent import MiniSweAgent
@@ -19,7 +19,8 @@ AGENTS: tuple[type[InstalledAgent], ...] = (ClaudeCodeAgent, MiniSweAgent, Gemin
 
 def install(agent: type[InstalledAgent]) -> tuple[Path, float]:
     made = agent()
-    installed = asyncio.run(ensure_installed(made.name, made.install_package()))
+    package = Package(made.registry, made.package, made.agent_version, made.extras)
+    installed = asyncio.run(ensure_installed(made.name, package))
     return installed.folder, installed.seconds
 
 

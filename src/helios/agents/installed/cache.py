@@ -13,7 +13,6 @@ from __future__ import annotations
 import asyncio
 import fcntl
 import os
-import platform
 import shutil
 import sys
 import time
@@ -45,16 +44,11 @@ class Package:
     version: str
     #: pinned packages installed beside it, from the same registry (Gemini CLI's Node)
     extras: tuple[str, ...] = ()
-    #: pip: the sandbox's Python ("3.12"), whose wheels are installed when it is not
-    #: Helios's own
-    python: str | None = None
 
     @property
     def folder_name(self) -> str:
         """The cache folder's name: agents on one package and version share it."""
         name = f"{self.registry}-{self.name.lstrip('@').replace('/', '+')}-{self.version}"
-        if self.python:
-            name += f"-py{self.python}"
         return "+".join([name, *(e.lstrip("@").replace("/", "+") for e in self.extras)])
 
     @property
@@ -113,21 +107,8 @@ def _argv(package: Package, folder: Path) -> list[str]:
                 "--no-save", "--loglevel=error", package.pinned, *package.extras]  # fmt: skip
     if package.registry == "pip":
         return [sys.executable, "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
-                "--target", str(folder / "site"), *_other_python(package.python),
-                package.pinned, *package.extras]  # fmt: skip
+                "--target", str(folder / "site"), package.pinned, *package.extras]  # fmt: skip
     raise InstallError(f"unknown registry {package.registry!r} for {package.name}")
-
-
-def _other_python(python: str | None) -> list[str]:
-    """pip's options for wheels of another Python than Helios's own: CPython's, for
-    Linux on this machine's architecture (pip 23 does not widen a manylinux_2_28 tag
-    to the older ones, so both are named)."""
-    if python is None or python == f"{sys.version_info[0]}.{sys.version_info[1]}":
-        return []
-    arch = platform.machine()
-    return ["--python-version", python, "--implementation", "cp", "--only-binary=:all:",
-            *(f"--platform={tag}_{arch}" for tag in ("manylinux2014", "manylinux_2_28",
-                                                     "linux"))]  # fmt: skip
 
 
 async def ensure_installed(agent: str, package: Package, *, root: Path | None = None) -> Installed:

@@ -1,17 +1,17 @@
 """`mini-swe-agent`: Princeton's and Stanford's mini-swe-agent, installed from PyPI,
 run headless.
 
-`python3 -m minisweagent.run.mini -y --exit-immediately -m openai/MODEL -c mini.yaml
+`python3.X -m minisweagent.run.mini -y --exit-immediately -m openai/MODEL -c mini.yaml
 -c model.model_kwargs.api_base=URL -t INSTRUCTION -o TRAJECTORY`, with
 `MSWEA_CONFIGURED=true`, `MSWEA_COST_TRACKING=ignore_errors` (without it a model
 LiteLLM has no price for aborts after its first call), `LITELLM_LOCAL_MODEL_COST_MAP`
 (no price list fetched from the internet) and the key in `OPENAI_API_KEY`. It calls
 one `bash` tool over Chat Completions (through LiteLLM, its own dependency).
 
-The install is `pip install --target`, one per version of the sandbox's `python3`
-(asked first: the compiled wheels are built for one version), with Helios's own
-Python: for another version pip takes that version's wheels for Linux. A sandbox
-without a python3 of 3.10 or newer is an infrastructure error said in one line.
+The install is `pip install --target` with Helios's own Python, made before the
+sandbox is built, so the sandbox needs a Python of the same minor version
+(`python3.11` for Helios on 3.11: the compiled wheels are built for it); the
+command says so in one line when the image has none.
 Its trajectory file (the messages it sent and received, each reply with the
 provider's response and usage) is printed after the run and becomes the trajectory;
 its own output goes to `agent/mini-swe-agent.stderr`.
@@ -20,16 +20,12 @@ its own output goes to `agent/mini-swe-agent.stderr`.
 from __future__ import annotations
 
 import json
-import re
 import shlex
 import sys
-from dataclasses import replace
 from typing import Any, ClassVar
 
 from helios.agents.base import AgentContext
 from helios.agents.installed.base import InstalledAgent
-from helios.agents.installed.cache import InstallError, Package
-from helios.environments.base import Environment
 from helios.errors import ConfigError
 from helios.models.base import Message, ToolCall
 from helios.models.routing import ModelSpec
@@ -37,11 +33,12 @@ from helios.usage import Usage
 
 #: where the run's trajectory is written inside the sandbox
 TRAJECTORY = "/tmp/.helios-mini-swe-agent.traj.json"
-#: what the sandbox's python3 says of itself
-PROBE = "python3 -c 'import sys; print(\"%d.%d\" % sys.version_info[:2])'"
-#: mini-swe-agent's own floor
-OLDEST = (3, 10)
-NO_PYTHON = "mini-swe-agent needs python3 (3.10 or newer) in the sandbox; the task's image has "
+#: the Python the install is made with, which the sandbox must have too
+PYTHON = f"{sys.version_info[0]}.{sys.version_info[1]}"
+MISSING_PYTHON = (
+    f"mini-swe-agent needs python{PYTHON} in the sandbox (its install is made with Helios's "
+    f"own Python, {PYTHON}); the task's image has none"
+)
 
 
 class MiniSweAgent(InstalledAgent):
@@ -51,31 +48,19 @@ class MiniSweAgent(InstalledAgent):
     default_version: ClassVar[str] = "2.4.6"
     key_variable: ClassVar[str] = "OPENAI_API_KEY"
 
-    def install_package(self) -> Package:
-        """For Helios's own Python (what tests/agent_installs.py prepares)."""
-        return replace(
-            super().install_package(), python=f"{sys.version_info[0]}.{sys.version_info[1]}"
-        )
-
-    async def install_package_for(self, env: Environment) -> Package:
-        """The wheels for the sandbox's python3 (their compiled parts are built for
-        one version); an InstallError in one line when it has none (or too old)."""
-        found = await env.exec(PROBE, timeout=60)
-        version = found.stdout.strip()
-        if found.exit_code != 0 or not re.fullmatch(r"3\.\d+", version):
-            raise InstallError(NO_PYTHON + "none")
-        if tuple(int(n) for n in version.split(".")) < OLDEST:
-            raise InstallError(NO_PYTHON + f"python {version}")
-        return replace(super().install_package(), python=version)
-
     def command(self, instruction: str, model: ModelSpec, home: str) -> str:
-        argv = ["python3", "-m", "minisweagent.run.mini", "-y", "--exit-immediately",
+        python = f"python{PYTHON}"
+        argv = [python, "-m", "minisweagent.run.mini", "-y", "--exit-immediately",
                 "-m", f"openai/{model.model}", "-c", "mini.yaml"]  # fmt: skip
         if model.base_url:
             argv += ["-c", f"model.model_kwargs.api_base={model.base_url}"]
         argv += ["-t", instruction, "-o", TRAJECTORY]
         # its own output goes to standard error; standard output is the trajectory
-        return f"rm -f {TRAJECTORY}; {shlex.join(argv)} < /dev/null 1>&2; cat {TRAJECTORY}"
+        return (
+            f"if ! command -v {python} >/dev/null; then "
+            f"echo {shlex.quote(MISSING_PYTHON)} >&2; exit 127; fi; "
+            f"rm -f {TRAJECTORY}; {shlex.join(argv)} < /dev/null 1>&2; cat {TRAJECTORY}"
+        )
 
     def environment(self, model: ModelSpec) -> dict[str, str]:
         if model.api != "openai":
