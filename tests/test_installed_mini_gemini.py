@@ -45,12 +45,14 @@ PYTHON_IMAGE = (
 )
 
 
-def _task(tmp_path: Path, dockerfile: str | None = None) -> Path:
-    """hello-file with the network on (the agent reaches the server on loopback)."""
+def _task(tmp_path: Path, dockerfile: str | None = None, *, network: bool = True) -> Path:
+    """hello-file with the network on (the agent reaches the server on loopback), or
+    off (it reaches the server through the trial's egress proxy, and nothing else)."""
     task = tmp_path / "tasks" / "hello-file"
     shutil.copytree(EXAMPLE, task)
     toml = task / "task.toml"
-    text = toml.read_text().replace("allow_internet = false", "allow_internet = true")
+    internet = f"allow_internet = {'true' if network else 'false'}"
+    text = toml.read_text().replace("allow_internet = false", internet)
     toml.write_text(text.replace("memory_mb = 512", "memory_mb = 2048"))
     if dockerfile is not None:
         (task / "environment" / "Dockerfile").write_text(dockerfile)
@@ -124,7 +126,7 @@ def gemini_install() -> Path:
 def test_mini_swe_agent_solves_a_task_on_local(mini_install: Path, tmp_path: Path) -> None:
     if not Path(f"/usr/bin/python{PYTHON}").exists():  # the local sandbox shows the host's /usr
         pytest.skip(f"no /usr/bin/python{PYTHON} (Helios's Python) for the sandbox")
-    trial, result = _run(tmp_path, _task(tmp_path), "mini-swe-agent", "local")
+    trial, result = _run(tmp_path, _task(tmp_path, network=False), "mini-swe-agent", "local")
     _check_solved(trial, result, "mini-swe-agent", "bash")
     config = json.loads((trial / "config.json").read_text())
     assert config["agent_version"] == MiniSweAgent.default_version
@@ -140,9 +142,10 @@ def test_mini_swe_agent_solves_a_task_on_docker(
     # the example image has no Python: this one adds Debian's python3 (3.11, as Helios's)
     if PYTHON != "3.11":
         pytest.skip(f"Debian bookworm's python3 is 3.11, not Helios's {PYTHON}")
-    monkeypatch.setenv("HELIOS_DOCKER_NETWORK", "host")
+    # a task without network: the model's calls go through the trial's egress proxy
     monkeypatch.setenv("HELIOS_DOCKER_BUILD_NETWORK", "host")
-    trial, result = _run(tmp_path, _task(tmp_path, PYTHON_IMAGE), "mini-swe-agent", "docker")
+    task = _task(tmp_path, PYTHON_IMAGE, network=False)
+    trial, result = _run(tmp_path, task, "mini-swe-agent", "docker")
     _check_solved(trial, result, "mini-swe-agent", "bash")
 
 
@@ -159,19 +162,17 @@ def test_mini_swe_agent_says_in_one_line_that_the_image_has_no_python(tmp_path: 
 
 @pytest.mark.usefixtures("need_bwrap")
 def test_gemini_cli_solves_a_task_on_local(gemini_install: Path, tmp_path: Path) -> None:
-    trial, result = _run(tmp_path, _task(tmp_path), "gemini-cli", "local")
+    trial, result = _run(tmp_path, _task(tmp_path, network=False), "gemini-cli", "local")
     _check_solved(trial, result, "gemini-cli", "run_shell_command")
     log = (trial / "agent" / "gemini-cli.log").read_text()
     assert '"type":"result"' in log and '"status":"success"' in log
 
 
 @pytest.mark.usefixtures("need_docker")
-def test_gemini_cli_solves_a_task_on_docker(
-    gemini_install: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    # the example image has no Node: the install carries Node's own build
-    monkeypatch.setenv("HELIOS_DOCKER_NETWORK", "host")
-    trial, result = _run(tmp_path, _task(tmp_path), "gemini-cli", "docker")
+def test_gemini_cli_solves_a_task_on_docker(gemini_install: Path, tmp_path: Path) -> None:
+    # the example image has no Node: the install carries Node's own build; a task
+    # without network: the model's calls go through the trial's egress proxy
+    trial, result = _run(tmp_path, _task(tmp_path, network=False), "gemini-cli", "docker")
     _check_solved(trial, result, "gemini-cli", "run_shell_command")
 
 
