@@ -12,14 +12,18 @@ from helios.agents.installed.base import InstalledAgent
 from helios.agents.installed.cache import Package, ensure_installed
 from helios.agents.installed.claude_code import ClaudeCodeAgent
 from helios.agents.installed.codex import CodexAgent
+from helios.agents.installed.gemini_cli import GeminiCliAgent
 from helios.agents.installed.hermes import HermesAgent
+from helios.agents.installed.mini_swe_agent import MiniSweAgent
 
-AGENTS: tuple[type[InstalledAgent], ...] = (ClaudeCodeAgent, CodexAgent, HermesAgent)
+AGENTS: tuple[type[InstalledAgent], ...] = (
+    ClaudeCodeAgent, CodexAgent, HermesAgent, MiniSweAgent, GeminiCliAgent,
+)  # fmt: skip
 
 
 def install(agent: type[InstalledAgent]) -> tuple[Path, float]:
     made = agent()
-    package = Package(made.registry, made.package, made.agent_version)
+    package = Package(made.registry, made.package, made.agent_version, made.extras)
     installed = asyncio.run(ensure_installed(made.name, package))
     return installed.folder, installed.seconds
 

@@ -33,6 +33,8 @@ def _builtins() -> Mapping[str, type[Agent]]:
         "claude-code": "helios.agents.installed.claude_code:ClaudeCodeAgent",
         "codex": "helios.agents.installed.codex:CodexAgent",
         "hermes": "helios.agents.installed.hermes:HermesAgent",
+        "mini-swe-agent": "helios.agents.installed.mini_swe_agent:MiniSweAgent",
+        "gemini-cli": "helios.agents.installed.gemini_cli:GeminiCliAgent",
     })  # fmt: skip
 
 

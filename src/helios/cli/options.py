@@ -31,8 +31,8 @@ AgentOpt = Annotated[
     str | None,
     typer.Option("--agent", "-a",
                  help="tool (built-in tool-calling agent), computer (drives the task's desktop "
-                 "from screenshots), oracle (runs solution/solve.sh), nop, claude-code (installed "
-                 "into the sandbox). Default: computer "
+                 "from screenshots), oracle (runs solution/solve.sh), nop, claude-code, "
+                 "mini-swe-agent, gemini-cli (installed into the sandbox). Default: computer "
                  "for a computer-use model (…computer-use…) or a task with a desktop, else tool."),
 ]  # fmt: skip
 ProviderOpt = Annotated[

@@ -1,11 +1,11 @@
 """Which wire functions serve which path: the dialects of the mock server (OpenAI Chat
-Completions and Responses, Anthropic Messages, Gemini generateContent)."""
+Completions and Responses, Anthropic Messages, Gemini generateContent, streamed or not)."""
 
 from __future__ import annotations
 
 import json
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from aiohttp import web
@@ -59,6 +59,7 @@ OPENAI = dialect("openai", mock_llm_openai)
 ANTHROPIC = dialect("anthropic", mock_llm_anthropic)
 RESPONSES = dialect("responses", mock_llm_responses)
 GEMINI = dialect("gemini", mock_llm_gemini)
+GEMINI_STREAM = replace(GEMINI, parse=mock_llm_gemini.parse_stream_request)
 ROUTES = {
     "/v1/chat/completions": OPENAI,
     "/chat/completions": OPENAI,
@@ -67,4 +68,5 @@ ROUTES = {
     "/v1/responses": RESPONSES,
     "/responses": RESPONSES,
     "/v1beta/models/{model}:generateContent": GEMINI,
+    "/v1beta/models/{model}:streamGenerateContent": GEMINI_STREAM,
 }

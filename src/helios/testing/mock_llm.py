@@ -1,6 +1,7 @@
 """A real HTTP model server on 127.0.0.1 that speaks the providers' wires, for tests only:
-OpenAI Chat Completions and Responses, Anthropic Messages, and Gemini's generateContent,
-with each one's computer-use tool played from canonical GUI steps (`mock_gui`).
+OpenAI Chat Completions and Responses, Anthropic Messages, and Gemini's generateContent
+(streamed too), with each one's computer-use tool played from canonical GUI steps
+(`mock_gui`).
 
 Replies come from a :class:`~helios.testing.mock_script.Script`; faults (latency, 429/500,
 dropped connections, malformed bodies, auth failures) are injected on demand so retry and
@@ -327,9 +328,11 @@ class MockLLMServer:
             return dialect.error(401, "Incorrect API key provided.")
         fault = self._next_fault()
         if fault is not None:
+            # Gemini streams by its path (`:streamGenerateContent`), the others by the body
+            stream = bool(body.get("stream")) or request.path.endswith(":streamGenerateContent")
             stat, response = injected(request, dialect, fault, retry_after=faults.retry_after,
                                       retry_after_headers=self.retry_after_headers,
-                                      stream=bool(body.get("stream")))  # fmt: skip
+                                      stream=stream)  # fmt: skip
             self._count(stat)
             return response
         return await self._scripted_reply(request, dialect, body, headers)

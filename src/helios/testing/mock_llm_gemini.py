@@ -1,5 +1,8 @@
 """Gemini's generateContent (POST /v1beta/models/{model}:generateContent) for the mock
-model server, with the `computer_use` tool.
+model server, with the `computer_use` tool; and its streamed form,
+`:streamGenerateContent?alt=sse` (what Gemini CLI calls), whose reply is a series of
+server-sent events, each a GenerateContentResponse: the text in pieces, then the
+function calls whole with the finish reason; every event carries the usage so far.
 
 Checked as the real API does: `contents` of user and model turns with parts; inline
 images as base64; the declared tools (`computerUse` with its environment, function
@@ -20,18 +23,21 @@ from __future__ import annotations
 import base64
 import time
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
 from aiohttp import web
 
 from helios.testing.mock_computer_gemini import check_tools, get_field, gui_parts
-from helios.testing.mock_gui import ScriptError, is_base64
+from helios.testing.mock_gui import is_base64
 from helios.testing.mock_script import (
     Conversation,
     InvalidRequest,
     Turn,
     Usage,
     prompt_tokens_of,
+    split_chunks,
+    sse_bytes,
     usage_for,
 )
 
@@ -75,6 +81,8 @@ def context_overflow_response(conv: Conversation) -> web.Response:
 def malformed_response(*, stream: bool) -> web.Response:
     """A 200 whose body is cut off mid-JSON, like a proxy that dropped the tail."""
     broken = '{"candidates": [{"content": {"role": "model", "parts": [{"functionCall": {'
+    if stream:
+        return web.Response(body=sse_bytes(broken), content_type="text/event-stream")
     return web.Response(text=broken, content_type="application/json")
 
 
@@ -217,6 +225,16 @@ def parse_request(
     )
 
 
+def parse_stream_request(
+    body: Mapping[str, Any], *, strict_history: bool, headers: Mapping[str, str] | None = None,
+    path_model: str | None = None,
+) -> Conversation:  # fmt: skip
+    """`:streamGenerateContent`: the same request, answered with server-sent events."""
+    conv = parse_request(body, strict_history=strict_history, headers=headers,
+                         path_model=path_model)  # fmt: skip
+    return replace(conv, stream=True)
+
+
 # ----- the reply -----------------------------------------------------------------------------
 
 
@@ -256,9 +274,36 @@ def response_body(conv: Conversation, turn: Turn, t: int) -> dict[str, Any]:
     }
 
 
+def _stream_events(body: dict[str, Any]) -> list[dict[str, Any]]:
+    """The whole reply as the events the real API streams: each text part in pieces
+    (a thought's pieces keep `thought`), then the function calls with the finish
+    reason; the usage rides on every event (the last one's is the total)."""
+    (candidate,) = body["candidates"]
+    parts = candidate["content"]["parts"]
+    head = {k: v for k, v in body.items() if k != "candidates"}
+    events: list[dict[str, Any]] = []
+    for part in parts:
+        if "text" not in part or not part["text"]:
+            continue
+        for piece in split_chunks(part["text"]):
+            content = {"role": "model", "parts": [{**part, "text": piece}]}
+            events.append({**head, "candidates": [{"content": content, "index": 0}]})
+    calls = [p for p in parts if "text" not in p]
+    last = {"role": "model", "parts": calls or [{"text": ""}]}
+    events.append({**head, "candidates": [{**candidate, "content": last}]})
+    return events
+
+
 async def reply(
     request: web.Request, conv: Conversation, turn: Turn, turn_index: int
 ) -> web.StreamResponse:
-    if conv.stream:
-        raise ScriptError("streaming is not scripted on generateContent")
-    return web.json_response(response_body(conv, turn, turn_index))
+    body = response_body(conv, turn, turn_index)
+    if not conv.stream:
+        return web.json_response(body)
+    response = web.StreamResponse(headers={"Content-Type": "text/event-stream",
+                                           "Cache-Control": "no-cache"})  # fmt: skip
+    await response.prepare(request)
+    for event in _stream_events(body):
+        await response.write(sse_bytes(event))
+    await response.write_eof()
+    return response

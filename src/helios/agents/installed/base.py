@@ -84,6 +84,8 @@ class InstalledAgent(Agent):
     payload: ClassVar[str] = "."
     #: the variable that carries the model's key (redacted from every output)
     key_variable: ClassVar[str]
+    #: pinned packages installed beside `package` (a runtime the image may lack)
+    extras: ClassVar[tuple[str, ...]] = ()
 
     def __init__(self, **settings: Any) -> None:
         unknown = sorted(set(settings) - SETTINGS)
@@ -98,7 +100,7 @@ class InstalledAgent(Agent):
 
     def identity(self) -> dict[str, Any]:
         return {"name": self.name, "version": self.version,
-                "package": Package(self.registry, self.package, self.agent_version).pinned,
+                "package": self._package().pinned,
                 "settings": self.settings}  # fmt: skip
 
     @property
@@ -126,7 +128,7 @@ class InstalledAgent(Agent):
         return model.base_url
 
     def _package(self) -> Package:
-        return Package(self.registry, self.package, self.agent_version)
+        return Package(self.registry, self.package, self.agent_version, self.extras)
 
     async def _install(self) -> tuple[Installed, Path]:
         """The install (made now if the cache has none) and its payload's folder."""

@@ -47,11 +47,14 @@ class Package:
     registry: str
     name: str
     version: str
+    #: pinned packages installed beside it, from the same registry (Gemini CLI's Node)
+    extras: tuple[str, ...] = ()
 
     @property
     def folder_name(self) -> str:
         """The cache folder's name: agents on one package and version share it."""
-        return f"{self.registry}-{self.name.lstrip('@').replace('/', '+')}-{self.version}"
+        name = f"{self.registry}-{self.name.lstrip('@').replace('/', '+')}-{self.version}"
+        return "+".join([name, *(e.lstrip("@").replace("/", "+") for e in self.extras)])
 
     @property
     def pinned(self) -> str:
@@ -106,10 +109,10 @@ def _argv(package: Package, folder: Path) -> list[str]:
         if npm is None:
             raise InstallError(f"cannot install {package.pinned}: npm is not on this host")
         return [npm, "install", "--prefix", str(folder), "--no-audit", "--no-fund",
-                "--no-save", "--loglevel=error", package.pinned]  # fmt: skip
+                "--no-save", "--loglevel=error", package.pinned, *package.extras]  # fmt: skip
     if package.registry == "pip":
         return [sys.executable, "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
-                "--target", str(folder / "site"), package.pinned]  # fmt: skip
+                "--target", str(folder / "site"), package.pinned, *package.extras]  # fmt: skip
     raise InstallError(f"unknown registry {package.registry!r} for {package.name}")
 
 
