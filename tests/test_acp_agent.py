@@ -1,0 +1,142 @@
+"""ACP agents (`--agent acp:…`, helios.agents.installed.acp): a small agent speaking
+the Agent Client Protocol on stdio (tests/data/acp_agent.py, standard library only)
+runs inside the sandbox, driven by Helios's one ACP client over the sandbox's exec,
+calls the scripted model server, runs the shell command it is told to, and the
+verifier gives 1; its session updates become the ATIF trajectory."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from helios import ParallelRunner
+from helios.agents.installed.acp import ACPSource, acp_log_messages, parse_acp
+from helios.agents.registry import agent_class, agent_version, create_agent
+from helios.errors import ConfigError
+from helios.testing.mock_llm import MockLLMServer
+from helios.trajectories.atif import validate_trajectory
+from helios.usage import Usage
+
+EXAMPLE = Path(__file__).parents[1] / "examples" / "tasks" / "hello-file"
+AGENT = Path(__file__).parent / "data" / "acp_agent.py"
+KEY = "sk-helios-acp-test-key-0123456789"
+WRITE = "printf 'Hello, Helios!\\n' > /app/hello.txt"
+SCRIPT = {"scenarios": [{"match": "*", "turns": [
+    {"tool_calls": [{"name": "bash", "arguments": {"command": WRITE}}]},
+    {"text": "Done."}]}]}  # fmt: skip
+#: the test agent needs a python3 in the image (the local sandbox shows the host's)
+DOCKERFILE = """\
+FROM debian:bookworm-slim
+RUN apt-get update -qq && apt-get install -y -qq --no-install-recommends python3-minimal \\
+    && rm -rf /var/lib/apt/lists/*
+WORKDIR /app
+"""
+
+
+def _task(tmp_path: Path) -> Path:
+    task = tmp_path / "tasks" / "hello-file"
+    shutil.copytree(EXAMPLE, task)
+    toml = task / "task.toml"
+    toml.write_text(toml.read_text().replace("allow_internet = false", "allow_internet = true"))
+    (task / "environment" / "Dockerfile").write_text(DOCKERFILE)
+    return task
+
+
+def _run(tmp_path: Path, provider: str, script: dict[str, Any] = SCRIPT) -> tuple[Path, Any]:
+    with MockLLMServer(script=script) as server:
+        runner = ParallelRunner(
+            [_task(tmp_path)], output_dir=str(tmp_path / "out"), provider=provider,
+            model="openai-compatible/scripted", agent=f"acp:bin:{AGENT}",
+            base_url=server.openai_base_url, api_key=KEY, show_progress=False,
+        )  # fmt: skip
+        batch = asyncio.run(runner.run())
+    (result_file,) = batch.output_dir.glob("*/result.json")
+    return result_file.parent, json.loads(result_file.read_text())
+
+
+def _check_solved(trial: Path, result: dict[str, Any]) -> None:
+    assert result["reward"] == 1.0, (result.get("error"), result.get("agent_error"),
+                                     (trial / "agent" / "acp.stderr").read_text())  # fmt: skip
+    trajectory = json.loads((trial / "agent" / "trajectory.json").read_text())
+    validate_trajectory(trajectory)
+    calls = [c for s in trajectory["steps"] for c in s.get("tool_calls") or []]
+    assert [(c["function_name"], c["arguments"]) for c in calls] == [("bash", {"command": WRITE})]
+    observed = [r for s in trajectory["steps"]
+                for r in (s.get("observation") or {}).get("results", [])]  # fmt: skip
+    assert observed, trajectory["steps"]
+    assert any("Done." in str(s.get("message")) for s in trajectory["steps"])
+    assert trajectory["final_metrics"]["total_prompt_tokens"] > 0
+    log = (trial / "agent" / "acp.log").read_text()
+    assert '"sessionUpdate": "tool_call"' in log and '"allowed": true' in log
+    for path in trial.rglob("*"):
+        if path.is_file():
+            assert KEY not in path.read_text(errors="replace"), path
+
+
+@pytest.mark.usefixtures("need_bwrap")
+def test_an_acp_agent_solves_a_task_on_local(tmp_path: Path) -> None:
+    _check_solved(*_run(tmp_path, "local"))
+
+
+@pytest.mark.usefixtures("need_docker")
+def test_an_acp_agent_solves_a_task_on_docker(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("HELIOS_DOCKER_NETWORK", "host")  # the server is on loopback
+    monkeypatch.setenv("HELIOS_DOCKER_BUILD_NETWORK", "host")  # apt for python3
+    _check_solved(*_run(tmp_path, "docker"))
+
+
+# -- names, versions, the log -------------------------------------------------------------
+def test_acp_names_say_where_the_agent_comes_from() -> None:
+    assert parse_acp("acp:npm:@scope/agent@1.2.3") == ACPSource("npm", "@scope/agent", "1.2.3")
+    assert parse_acp("acp:npm:@scope/agent").version == "latest"
+    assert parse_acp("acp:pip:some-agent==0.4") == ACPSource("pip", "some-agent", "0.4")
+    gemini = parse_acp("acp:gemini@0.60.0")
+    assert (gemini.package, gemini.version, gemini.args) == (
+        "@google/gemini-cli", "0.60.0", ("--experimental-acp",))
+    assert parse_acp(f"acp:bin:{AGENT}").kind == "bin"
+    for bad in ("acp:nope", "acp:apt:x", "acp:bin:/no/such/file", "acp:npm:bad name"):
+        with pytest.raises(ConfigError):
+            parse_acp(bad)
+    # one class per name; --agent-version pins another release, recorded in the identity
+    assert agent_class("acp:npm:x@1") is agent_class("acp:npm:x@1")
+    assert agent_version("acp:npm:x@1", {}) == "1"
+    assert agent_version("acp:npm:x@1", {"version": "2"}) == "2"
+    assert create_agent("acp:npm:x@1", version="2").identity()["package"] == "x@2"
+
+
+def test_session_updates_become_messages_and_usage() -> None:
+    def text(kind: str, said: str) -> dict[str, Any]:
+        return {"update": {"sessionUpdate": kind, "content": {"type": "text", "text": said}}}
+
+    records = [
+        text("agent_thought_chunk", "hm"),
+        text("agent_message_chunk", "I "),
+        text("agent_message_chunk", "will"),
+        {"update": {"sessionUpdate": "tool_call", "toolCallId": "c1", "title": "bash",
+                    "rawInput": {"command": "ls"}}},
+        {"permission": {"toolCallId": "c1"}, "allowed": True},
+        {"update": {"sessionUpdate": "tool_call_update", "toolCallId": "c1", "status": "failed",
+                    "content": [{"type": "content", "content": {"type": "text", "text": "no"}}]}},
+        text("agent_message_chunk", "ok"),
+        {"update": {"sessionUpdate": "usage_update", "used": 5, "size": 9,
+                    "cost": {"amount": 0.25, "currency": "USD"}}},
+        {"prompt_response": {"stopReason": "end_turn",
+                             "usage": {"inputTokens": 30, "outputTokens": 4, "totalTokens": 34}}},
+    ]  # fmt: skip
+    usage = Usage()
+    log = "".join(json.dumps(r) + "\n" for r in records) + "torn"
+    messages = acp_log_messages(log, usage)
+    assert [m.role for m in messages] == ["assistant", "tool", "assistant"]
+    assert (messages[0].content, messages[0].reasoning) == ("I will", "hm")
+    assert [(c.id, c.name, c.arguments) for c in messages[0].tool_calls] == [
+        ("c1", "bash", {"command": "ls"})]
+    assert messages[1].is_error and messages[1].content == "no"
+    assert (usage.input_tokens, usage.output_tokens, usage.calls) == (30, 4, 2)
+    assert usage.cost_usd == pytest.approx(0.25)
