@@ -8,11 +8,13 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
+from helios.agents.installed.acp import acp_agent_class
 from helios.agents.installed.base import InstalledAgent
 from helios.agents.installed.cache import Package, ensure_installed
 from helios.agents.installed.claude_code import ClaudeCodeAgent
 
 AGENTS: tuple[type[InstalledAgent], ...] = (ClaudeCodeAgent,)
+AGENTS += (acp_agent_class("acp:claude-code"),)  # tests/test_acp_agent.py
 
 
 def install(agent: type[InstalledAgent]) -> tuple[Path, float]:

@@ -32,7 +32,7 @@ SCRIPT = {"scenarios": [{"match": "*", "turns": [
 #: the test agent needs a python3 in the image (the local sandbox shows the host's)
 DOCKERFILE = """\
 FROM debian:bookworm-slim
-RUN apt-get update -qq && apt-get install -y -qq --no-install-recommends python3-minimal \\
+RUN apt-get update -qq && apt-get install -y -qq --no-install-recommends python3 \\
     && rm -rf /var/lib/apt/lists/*
 WORKDIR /app
 """
@@ -92,6 +92,37 @@ def test_an_acp_agent_solves_a_task_on_docker(
     _check_solved(*_run(tmp_path, "docker"))
 
 
+#: Claude Code's ACP agent escapes a `!` in its Bash commands: octal spares it one
+PUBLISHED_WRITE = "printf 'Hello, Helios\\041\\n' > /app/hello.txt"
+
+
+@pytest.mark.usefixtures("need_bwrap")
+def test_a_published_acp_agent_solves_a_task_on_local(tmp_path: Path) -> None:
+    """Zed's Claude Code ACP agent (npm), installed into the host's agent cache and
+    run by the sandbox's node (the host's, on local) against the scripted Anthropic
+    server: the same client, no adapter."""
+    if shutil.which("node") is None:
+        pytest.skip("no node on this host")  # the local sandbox shows the host's
+    task = _task(tmp_path)
+    toml = task / "task.toml"
+    toml.write_text(toml.read_text().replace("memory_mb = 512", "memory_mb = 2048"))
+    call = {"name": "Bash", "arguments": {"command": PUBLISHED_WRITE, "description": "write"}}
+    script = {"scenarios": [{"match": "*", "turns": [{"tool_calls": [call]}, {"text": "Done."}]}]}
+    with MockLLMServer(script=script) as server:
+        runner = ParallelRunner(
+            [task], output_dir=str(tmp_path / "out"), provider="local",
+            model="anthropic/claude-scripted", agent="acp:claude-code",
+            base_url=server.anthropic_base_url, api_key=KEY, show_progress=False,
+        )  # fmt: skip
+        batch = asyncio.run(runner.run())
+    (result_file,) = batch.output_dir.glob("*/result.json")
+    trial, result = result_file.parent, json.loads(result_file.read_text())
+    assert result["reward"] == 1.0, (result.get("error"), result.get("agent_error"))
+    trajectory = json.loads((trial / "agent" / "trajectory.json").read_text())
+    calls = [c for s in trajectory["steps"] for c in s.get("tool_calls") or []]
+    assert [c["arguments"]["command"] for c in calls] == [PUBLISHED_WRITE]
+
+
 # -- names, versions, the log -------------------------------------------------------------
 def test_acp_names_say_where_the_agent_comes_from() -> None:
     assert parse_acp("acp:npm:@scope/agent@1.2.3") == ACPSource("npm", "@scope/agent", "1.2.3")
@@ -120,7 +151,10 @@ def test_session_updates_become_messages_and_usage() -> None:
         text("agent_message_chunk", "I "),
         text("agent_message_chunk", "will"),
         {"update": {"sessionUpdate": "tool_call", "toolCallId": "c1", "title": "bash",
-                    "rawInput": {"command": "ls"}}},
+                    "rawInput": {}}},
+        # announced again, with its input (Claude Code's ACP agent does so)
+        {"update": {"sessionUpdate": "tool_call", "toolCallId": "c1", "title": "`ls`",
+                    "kind": "execute", "rawInput": {"command": "ls"}}},
         {"permission": {"toolCallId": "c1"}, "allowed": True},
         {"update": {"sessionUpdate": "tool_call_update", "toolCallId": "c1", "status": "failed",
                     "content": [{"type": "content", "content": {"type": "text", "text": "no"}}]}},

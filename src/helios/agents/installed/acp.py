@@ -151,7 +151,8 @@ class ACPAgent(InstalledAgent):
 
     @property
     def home(self) -> str:
-        safe = re.sub(r"[^A-Za-z0-9._-]", "+", f"{self.source.kind}-{self.source.package}")
+        what = Path(self.source.package).name if self.source.kind == "bin" else self.source.package
+        safe = re.sub(r"[^A-Za-z0-9._-]", "+", f"{self.source.kind}-{what}")
         return f"{MOUNT_ROOT}/acp-{safe.lstrip('+')}-{self.agent_version}"
 
     # -- the InstalledAgent contract ---------------------------------------------------
@@ -357,14 +358,15 @@ class _Session:
         argv = self.agent.command("", self.spec, self.agent.home)
         # The agent reads a fifo fed by `tail -f` of the pipe's input. The client
         # ends it by a line to the `ctl` fifo (from any exec, even one in another pid
-        # namespace): the tail stops, the agent's stdin ends, and a moment later the
-        # agent is killed if it is still there. An agent that ends by itself stops
-        # the tail: the command ends with it (a `|` would wait for the tail).
+        # namespace): the tail stops, the agent's stdin ends, a second later it is
+        # asked to stop (SIGTERM: some never read their stdin's end), then killed.
+        # An agent that ends by itself stops the tail: the command ends with it (a
+        # `|` would wait for the tail).
         return (
             f"rm -f {d}/p {d}/ctl && mkfifo {d}/p {d}/ctl || exit 97\n"
             f"{argv} < {d}/p > {d}/out 2> {d}/err & a=$!\n"
             f"tail -s 0.05 -n +1 -f {d}/in > {d}/p 2>/dev/null & t=$!\n"
-            f"( read x < {d}/ctl; kill $t; sleep {END_GRACE:g}; kill -9 $a ) "
+            f"( read x < {d}/ctl; kill $t; sleep 1; kill $a; sleep {END_GRACE:g}; kill -9 $a ) "
             f">/dev/null 2>&1 & w=$!\n"
             f"wait $a; rc=$?; kill $t $w 2>/dev/null; exit $rc\n"
         )
@@ -425,7 +427,7 @@ class _Session:
                 await self.env.exec(f"[ -p {ctl} ] && timeout 3 sh -c 'echo > {ctl}'",
                                     cwd="/", timeout=10)  # fmt: skip
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(asyncio.shield(process), END_GRACE + 3)
+                await asyncio.wait_for(asyncio.shield(process), END_GRACE + 4)
         if not process.done():
             process.cancel()
         with contextlib.suppress(BaseException):
@@ -470,11 +472,7 @@ def acp_log_messages(log: str, usage: Usage) -> list[Message]:
                 message = reply()
                 message.reasoning = (message.reasoning or "") + _content_text(update.get("content"))
             elif kind == "tool_call":
-                raw = update.get("rawInput")
-                reply().tool_calls.append(ToolCall(
-                    id=str(update.get("toolCallId") or ""),
-                    name=str(update.get("title") or update.get("kind") or "tool"),
-                    arguments=raw if isinstance(raw, dict) else None))  # fmt: skip
+                _announce(messages, update, reply)
             elif kind == "tool_call_update" and update.get("status") in ("completed", "failed"):
                 parts = [c for c in update.get("content") or [] if isinstance(c, dict)]
                 text = "\n".join(_content_text(c.get("content")) for c in parts)
@@ -504,6 +502,24 @@ def acp_log_messages(log: str, usage: Usage) -> list[Message]:
                                    output_tokens=total.output_tokens,
                                    cache_read_tokens=total.cache_read_tokens)  # fmt: skip
     return messages
+
+
+def _announce(messages: list[Message], update: dict[str, Any], reply: Any) -> None:
+    """A `tool_call`: a new call on the current reply, or (an id said before: an
+    agent may announce a call, then again with its input) the same call updated."""
+    call_id = str(update.get("toolCallId") or "")
+    raw = update.get("rawInput")
+    arguments = raw if isinstance(raw, dict) and raw else None
+    for message in reversed(messages):
+        for call in message.tool_calls:
+            if call.id == call_id:
+                call.arguments = arguments or call.arguments
+                return
+    title = str(update.get("title") or "")
+    # a title is a label ("`ls -l`"); a word-like one names the tool, else its kind does
+    name = title if re.fullmatch(r"[\w.-]{1,64}", title) else str(update.get("kind") or "tool")
+    message = reply()
+    message.tool_calls.append(ToolCall(id=call_id, name=name, arguments=arguments))
 
 
 def _content_text(content: Any) -> str:
