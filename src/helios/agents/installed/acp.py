@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import functools
 import hashlib
 import json
@@ -76,11 +77,14 @@ class ACPSource:
     args: tuple[str, ...] = ()
     #: the program to run, when the package has several (npm `bin`, pip console script)
     program: str | None = None
+    #: the model wire the agent speaks, when it is not the model's default one
+    wire: str | None = None
 
 
 #: ACP agents known by name: `acp:gemini`, `acp:claude-code`
 KNOWN: dict[str, ACPSource] = {
-    "gemini": ACPSource("npm", "@google/gemini-cli", "0.61.0", ("--experimental-acp",), "gemini"),
+    "gemini": ACPSource("npm", "@google/gemini-cli", "0.61.0", ("--experimental-acp",), "gemini",
+                        "gemini"),
     "claude-code": ACPSource("npm", "@zed-industries/claude-code-acp", "0.16.2"),
 }
 _DEFAULT_VERSION = "latest"
@@ -99,8 +103,7 @@ def parse_acp(name: str) -> ACPSource:
                 f"acp:bin:PATH or one of {', '.join(f'acp:{k}' for k in KNOWN)}",
                 field="--agent",
             )
-        return ACPSource(known.kind, known.package, version or known.version, known.args,
-                         known.program)  # fmt: skip
+        return dataclasses.replace(known, version=version or known.version)
     if kind == "bin":
         path = Path(spec).expanduser()
         if not path.is_file():
@@ -161,8 +164,10 @@ class ACPAgent(InstalledAgent):
         return shlex.join(self._argv)
 
     def environment(self, model: ModelSpec) -> dict[str, str]:
-        base, key = _WIRE_VARIABLES.get(model.api, _WIRE_VARIABLES["openai"])
-        env = {"HELIOS_MODEL": model.model, "HELIOS_MODEL_API": model.api}
+        if self.source.wire is not None:
+            model = model.with_api(self.source.wire)  # type: ignore[arg-type]
+        base, key, name = _WIRE_VARIABLES.get(model.api, _WIRE_VARIABLES["openai"])
+        env = {"HELIOS_MODEL": model.model, "HELIOS_MODEL_API": model.api, name: model.model}
         if model.base_url:
             env[base] = model.base_url
         if model.api_key:
@@ -221,10 +226,10 @@ class ACPAgent(InstalledAgent):
 
 
 _WIRE_VARIABLES = {
-    "openai": ("OPENAI_BASE_URL", "OPENAI_API_KEY"),
-    "responses": ("OPENAI_BASE_URL", "OPENAI_API_KEY"),
-    "anthropic": ("ANTHROPIC_BASE_URL", "ANTHROPIC_API_KEY"),
-    "gemini": ("GOOGLE_GEMINI_BASE_URL", "GEMINI_API_KEY"),
+    "openai": ("OPENAI_BASE_URL", "OPENAI_API_KEY", "OPENAI_MODEL"),
+    "responses": ("OPENAI_BASE_URL", "OPENAI_API_KEY", "OPENAI_MODEL"),
+    "anthropic": ("ANTHROPIC_BASE_URL", "ANTHROPIC_API_KEY", "ANTHROPIC_MODEL"),
+    "gemini": ("GOOGLE_GEMINI_BASE_URL", "GEMINI_API_KEY", "GEMINI_MODEL"),
 }
 
 
@@ -392,12 +397,15 @@ class _Session:
         error: ErrorInfo | None = None
         try:
             async with asyncio.timeout(budget):
-                await conn.initialize(
+                started = await conn.initialize(
                     protocol_version=acp.PROTOCOL_VERSION,
                     client_capabilities=ClientCapabilities(
                         fs=FileSystemCapabilities(read_text_file=False, write_text_file=False),
                         terminal=False),
                     client_info=Implementation(name="helios", version=__version__))
+                methods = [m.id for m in started.auth_methods or [] if "api-key" in m.id]
+                if methods and self.spec.api_key:  # the key is in its variables
+                    await conn.authenticate(method_id=methods[0])
                 new = await conn.new_session(cwd=self.ctx.workdir,
                                              mcp_servers=_mcp_servers(self.ctx))  # fmt: skip
                 answer = await conn.prompt(session_id=new.session_id,
