@@ -46,6 +46,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
+from helios._proc import within
 from helios.agents.base import AgentContext, AgentOutcome
 from helios.agents.installed.base import MOUNT_ROOT, STOP_MARGIN, InstalledAgent
 from helios.agents.installed.cache import Package, check_reachable, ensure_installed
@@ -435,7 +436,7 @@ class _Session:
                 await self.env.exec(f"[ -p {ctl} ] && timeout 3 sh -c 'echo > {ctl}'",
                                     cwd="/", timeout=10)  # fmt: skip
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(asyncio.shield(process), END_GRACE + 4)
+                await within(END_GRACE + 4, asyncio.shield(process))
         if not process.done():
             process.cancel()
         with contextlib.suppress(BaseException):
