@@ -6,10 +6,11 @@ A stdio server runs INSIDE the sandbox, started as a Helios service
 (`Environment.start_service`) whose stdin is a file the host appends to and whose
 stdout is a file the host reads from, both through the sandbox's own exec: so it
 works on every provider with services (local, docker) without a socket, a socat
-or a Python in the image. An HTTP server (a compose sidecar such as
-`http://mcp-server:8000/mcp`) is refused for the tool agent (see `features.py`):
-the agent runs on the host, and a sidecar's name resolves only on the trial's
-compose network.
+or a Python in the image. An HTTP server (`url`; `transport = "sse"` for the
+older SSE transport, else streamable HTTP) is reached with the SDK's HTTP client
+from where the agent runs, the host: a compose sidecar's name
+(`http://mcp-server:8000/mcp`) resolves only on the trial's compose network, so
+such a server is left out with a note.
 
 The server is a service, so the clean-up after each command spares its own
 program's processes but kills a child running another program (a `sed` from a
@@ -139,6 +140,24 @@ async def _streams(pipe: SandboxPipe, service: str) -> AsyncIterator[tuple[Any, 
             tg.cancel_scope.cancel()
 
 
+@contextlib.asynccontextmanager
+async def _http_streams(server: MCPServer, timeout: float) -> AsyncIterator[tuple[Any, Any]]:
+    """The SDK's streams to an HTTP server (`url`), reached from where the agent runs:
+    streamable HTTP, or the older SSE transport when the task says `sse`."""
+    if not server.url:
+        raise MCPUnavailable("it has neither a command nor a url")
+    if server.transport == "sse":
+        from mcp.client.sse import sse_client
+
+        async with sse_client(server.url, timeout=timeout) as (read, write):
+            yield read, write
+        return
+    from mcp.client.streamable_http import streamable_http_client
+
+    async with streamable_http_client(server.url) as streams:
+        yield streams[0], streams[1]
+
+
 def _clip(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[:limit] + " [truncated]"
 
@@ -247,17 +266,14 @@ async def mcp_tools(
     notes: list[str] = []
     async with contextlib.AsyncExitStack() as stack:
         for server in servers:
-            if not server.stdio:
-                notes.append(
-                    f"MCP server {server.name!r} is not available: "
-                    "the tool agent reaches stdio servers only"
-                )
-                continue
-            pipe = _pipe(env, server, idle_after=timeout + 1)
+            pipe = None if not server.stdio else _pipe(env, server, idle_after=timeout + 1)
             try:
-                await _start(pipe, server, workdir)
-                service = f"mcp-{safe_name(server.name, 'server')}"
-                read, write = await stack.enter_async_context(_streams(pipe, service))
+                if pipe is None:
+                    read, write = await stack.enter_async_context(_http_streams(server, timeout))
+                else:
+                    await _start(pipe, server, workdir)
+                    service = f"mcp-{safe_name(server.name, 'server')}"
+                    read, write = await stack.enter_async_context(_streams(pipe, service))
                 session = await stack.enter_async_context(
                     ClientSession(read, write, read_timeout_seconds=timeout)
                 )
@@ -267,7 +283,7 @@ async def mcp_tools(
                 found, said = await link.tools(taken)
             except Exception as exc:
                 with contextlib.suppress(Exception):
-                    detail = await pipe.stderr_tail()
+                    detail = await pipe.stderr_tail() if pipe is not None else ""
                     first = str(exc) or type(exc).__name__
                     exc = MCPUnavailable(f"{first}; its stderr: {detail}" if detail else first)
                 log.info("MCP server %s unavailable: %s", server.name, exc)
