@@ -92,6 +92,39 @@ def test_an_acp_agent_solves_a_task_on_docker(
     _check_solved(*_run(tmp_path, "docker"))
 
 
+@pytest.mark.usefixtures("need_bwrap")
+def test_an_acp_agent_that_dies_or_hangs_is_an_agent_error_and_the_trial_is_scored(
+    tmp_path: Path,
+) -> None:
+    dies = tmp_path / "dies.sh"
+    dies.write_text("#!/bin/sh\necho 'cannot start: no model' >&2\nexit 3\n")
+    hangs = tmp_path / "hangs.sh"
+    hangs.write_text("#!/bin/sh\nexec sleep 600\n")
+    for script in (dies, hangs):
+        script.chmod(0o755)
+    task = _task(tmp_path)
+    toml = task / "task.toml"
+    toml.write_text(toml.read_text().replace("timeout_sec = 120.0", "timeout_sec = 4.0"))
+    for script in (dies, hangs):
+        with MockLLMServer(script=SCRIPT) as server:
+            runner = ParallelRunner(
+                [task], output_dir=str(tmp_path / script.stem), provider="local",
+                model="openai-compatible/scripted", agent=f"acp:bin:{script}",
+                base_url=server.openai_base_url, api_key=KEY, show_progress=False,
+            )  # fmt: skip
+            batch = asyncio.run(runner.run())
+        (result_file,) = batch.output_dir.glob("*/result.json")
+        result = json.loads(result_file.read_text())
+        assert result["reward"] == 0.0 and result["error"] is None, result["error"]
+        stderr = (result_file.parent / "agent" / "acp.stderr").read_text()
+        if script is dies:
+            assert result["agent_error"]["type"] == "ACPError"
+            assert "cannot start: no model" in stderr and "exit code 3" in stderr
+        else:
+            assert result["agent_error"]["type"] == "AgentTimeout"
+            assert "timed out" in stderr
+
+
 #: Claude Code's ACP agent escapes a `!` in its Bash commands: octal spares it one
 PUBLISHED_WRITE = "printf 'Hello, Helios\\041\\n' > /app/hello.txt"
 

@@ -209,17 +209,20 @@ class ACPAgent(InstalledAgent):
         if ctx.logs_dir is not None:
             ctx.logs_dir.mkdir(parents=True, exist_ok=True)
             (ctx.logs_dir / "install.json").write_text(json.dumps(record) + "\n")
-        budget = ctx.timeout - (time.monotonic() - started)
-        budget = max(1.0, budget - min(STOP_MARGIN, 0.1 * ctx.timeout))
+        # stopped before the trial's own timeout, with time left to end it and read its log
+        left = ctx.timeout - (time.monotonic() - started)
+        budget = max(1.0, left - min(STOP_MARGIN, 0.1 * ctx.timeout) - min(2.0, 0.2 * left))
         session = _Session(self, env, ctx, spec)
         ctx.conversation.append(Message("user", instruction))
-        error = await session.run(instruction, budget)
-        log = redact("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in session.records))
-        stderr = redact(session.stderr)
-        if ctx.logs_dir is not None:
-            (ctx.logs_dir / "acp.log").write_text(log)
-            (ctx.logs_dir / "acp.stderr").write_text(
-                stderr + f"\n[helios] {self.name} ended: {session.ending}\n")  # fmt: skip
+        try:
+            error = await session.run(instruction, budget)
+        finally:  # kept even when the trial stops it
+            log = redact("".join(json.dumps(r, ensure_ascii=False) + "\n"
+                                 for r in session.records))  # fmt: skip
+            if ctx.logs_dir is not None:
+                (ctx.logs_dir / "acp.log").write_text(log)
+                (ctx.logs_dir / "acp.stderr").write_text(redact(
+                    session.stderr + f"\n[helios] {self.name} ended: {session.ending}\n"))
         messages = self.convert(log, ctx)
         ctx.conversation.extend(messages)
         turns = sum(1 for m in messages if m.role == "assistant")
@@ -372,7 +375,8 @@ class _Session:
             f"rm -f {d}/p {d}/ctl && mkfifo {d}/p {d}/ctl || exit 97\n"
             f"{argv} < {d}/p > {d}/out 2> {d}/err & a=$!\n"
             f"tail -s 0.05 -n +1 -f {d}/in > {d}/p 2>/dev/null & t=$!\n"
-            f"( read x < {d}/ctl; kill $t; sleep 1; kill $a; sleep {END_GRACE:g}; kill -9 $a ) "
+            f"( read x < {d}/ctl; kill $t; [ \"$x\" = now ] || sleep 1; kill $a; "
+            f"sleep {END_GRACE:g}; kill -9 $a ) "
             f">/dev/null 2>&1 & w=$!\n"
             f"wait $a; rc=$?; kill $t $w 2>/dev/null; exit $rc\n"
         )
@@ -423,17 +427,19 @@ class _Session:
             self.ending = f"failed: {why}"
             error = ErrorInfo(type="ACPError", message=f"{self.agent.name}: {why}", phase="agent")
         finally:
-            await self._end(process)
+            await self._end(process, at_once=error is not None)
             with contextlib.suppress(Exception):
                 await conn.close()
         return error
 
-    async def _end(self, process: asyncio.Task[Any]) -> None:
-        """Close the agent's stdin; it is killed if it outlives that by END_GRACE."""
+    async def _end(self, process: asyncio.Task[Any], at_once: bool) -> None:
+        """Close the agent's stdin and stop it a second later (`at_once`: now, after a
+        timeout or a failure); it is killed if it outlives that by END_GRACE."""
         if not process.done():
             with contextlib.suppress(Exception):
                 ctl = shlex.quote(f"{self.pipe.dir}/ctl")
-                await self.env.exec(f"[ -p {ctl} ] && timeout 3 sh -c 'echo > {ctl}'",
+                say = "now" if at_once else "end"
+                await self.env.exec(f"[ -p {ctl} ] && timeout 3 sh -c 'echo {say} > {ctl}'",
                                     cwd="/", timeout=10)  # fmt: skip
             with contextlib.suppress(TimeoutError):
                 await within(END_GRACE + 4, asyncio.shield(process))
