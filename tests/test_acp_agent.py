@@ -133,27 +133,34 @@ PUBLISHED_WRITE = "printf 'Hello, Helios\\041\\n' > /app/hello.txt"
 def test_a_published_acp_agent_solves_a_task_on_local(tmp_path: Path) -> None:
     """Zed's Claude Code ACP agent (npm), installed into the host's agent cache and
     run by the sandbox's node (the host's, on local) against the scripted Anthropic
-    server: the same client, no adapter."""
+    server: the same client, no adapter. The task's stdio MCP server goes to its
+    session; it starts it in the sandbox and calls its tool."""
     if shutil.which("node") is None:
         pytest.skip("no node on this host")  # the local sandbox shows the host's
     task = _task(tmp_path)
     toml = task / "task.toml"
-    toml.write_text(toml.read_text().replace("memory_mb = 512", "memory_mb = 2048"))
+    toml.write_text(toml.read_text().replace("memory_mb = 512", "memory_mb = 2048") + (
+        '[[environment.mcp_servers]]\nname = "hello"\ncommand = "sh"\n'
+        'args = ["/app/mcp_server.sh"]\n'))  # fmt: skip
+    shutil.copy(Path(__file__).parent / "data" / "mcp_server.sh", task / "environment")
     call = {"name": "Bash", "arguments": {"command": PUBLISHED_WRITE, "description": "write"}}
-    script = {"scenarios": [{"match": "*", "turns": [{"tool_calls": [call]}, {"text": "Done."}]}]}
-    with MockLLMServer(script=script) as server:
+    turns = [{"tool_calls": [{"name": "mcp__hello__get_secret", "arguments": {}}]},
+             {"tool_calls": [call]}, {"text": "Done."}]  # fmt: skip
+    with MockLLMServer(script={"scenarios": [{"match": "*", "turns": turns}]}) as server:
         runner = ParallelRunner(
             [task], output_dir=str(tmp_path / "out"), provider="local",
             model="anthropic/claude-scripted", agent="acp:claude-code",
             base_url=server.anthropic_base_url, api_key=KEY, show_progress=False,
         )  # fmt: skip
         batch = asyncio.run(runner.run())
+        sent = json.dumps([r.body for r in server.requests])
     (result_file,) = batch.output_dir.glob("*/result.json")
     trial, result = result_file.parent, json.loads(result_file.read_text())
     assert result["reward"] == 1.0, (result.get("error"), result.get("agent_error"))
+    assert "The secret word is PAPAYA-42" in sent  # the MCP tool's result, to the model
     trajectory = json.loads((trial / "agent" / "trajectory.json").read_text())
     calls = [c for s in trajectory["steps"] for c in s.get("tool_calls") or []]
-    assert [c["arguments"]["command"] for c in calls] == [PUBLISHED_WRITE]
+    assert [c["arguments"].get("command") for c in calls] == [None, PUBLISHED_WRITE]
 
 
 # -- names, versions, the log -------------------------------------------------------------
