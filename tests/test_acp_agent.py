@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import json
 import shutil
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -161,6 +162,63 @@ def test_a_published_acp_agent_solves_a_task_on_local(tmp_path: Path) -> None:
     trajectory = json.loads((trial / "agent" / "trajectory.json").read_text())
     calls = [c for s in trajectory["steps"] for c in s.get("tool_calls") or []]
     assert [c["arguments"].get("command") for c in calls] == [None, PUBLISHED_WRITE]
+
+
+def _wheel(folder: Path, name: str, version: str, module: str) -> Path:
+    """A wheel of one module with a console script `name` calling its `main`."""
+    import base64
+    import hashlib
+    import zipfile
+
+    dist = f"{name.replace('-', '_')}-{version}"
+    files = {
+        f"{module}.py": AGENT.read_text(),
+        f"{dist}.dist-info/METADATA": f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n",
+        f"{dist}.dist-info/WHEEL": "Wheel-Version: 1.0\nGenerator: helios-tests\n"
+                                   "Root-Is-Purelib: true\nTag: py3-none-any\n",
+        f"{dist}.dist-info/entry_points.txt": f"[console_scripts]\n{name} = {module}:main\n",
+    }  # fmt: skip
+    record = []
+    for path, text in files.items():
+        digest = base64.urlsafe_b64encode(hashlib.sha256(text.encode()).digest()).rstrip(b"=")
+        record.append(f"{path},sha256={digest.decode()},{len(text.encode())}")
+    files[f"{dist}.dist-info/RECORD"] = "\n".join([*record, f"{dist}.dist-info/RECORD,,"]) + "\n"
+    wheel = folder / f"{dist}-py3-none-any.whl"
+    with zipfile.ZipFile(wheel, "w") as archive:
+        for path, text in files.items():
+            archive.writestr(path, text)
+    return wheel
+
+
+@pytest.mark.usefixtures("need_bwrap")
+def test_an_acp_agent_from_a_python_package_solves_a_task_on_local(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`acp:pip:PKG@VERSION`: installed with pip into the agent cache (here from a
+    local wheel: pip's own settings point it there) and run by its console script."""
+    (tmp_path / "wheels").mkdir()
+    _wheel(tmp_path / "wheels", "helios-acp-test-agent", "0.1.0", "helios_acp_test_agent")
+    monkeypatch.setenv("PIP_FIND_LINKS", str(tmp_path / "wheels"))
+    monkeypatch.setenv("PIP_NO_INDEX", "1")
+    # a cache the sandbox's users can reach (pytest's tmp_path is closed to them)
+    cache = Path(tempfile.mkdtemp(prefix="helios-acp-test-", dir="/var/tmp"))
+    cache.chmod(0o755)
+    monkeypatch.setenv("HELIOS_AGENT_CACHE", str(cache))
+    try:
+        with MockLLMServer(script=SCRIPT) as server:
+            runner = ParallelRunner(
+                [_task(tmp_path)], output_dir=str(tmp_path / "out"), provider="local",
+                model="openai-compatible/scripted", agent="acp:pip:helios-acp-test-agent@0.1.0",
+                base_url=server.openai_base_url, api_key=KEY, show_progress=False,
+            )  # fmt: skip
+            batch = asyncio.run(runner.run())
+    finally:
+        shutil.rmtree(cache, ignore_errors=True)
+    (result_file,) = batch.output_dir.glob("*/result.json")
+    trial, result = result_file.parent, json.loads(result_file.read_text())
+    _check_solved(trial, result)
+    install = json.loads((trial / "agent" / "install.json").read_text())
+    assert install["package"] == "helios-acp-test-agent==0.1.0" and install["cached"] is False
 
 
 # -- names, versions, the log -------------------------------------------------------------
