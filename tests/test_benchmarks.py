@@ -92,3 +92,12 @@ def test_the_agent_install_benchmark_installs_once() -> None:
     rows = re.findall(r"^trial (\d): install +([\d.]+) s .* reward (\S+)$", out, re.M)
     assert [(n, reward) for n, _, reward in rows] == [("1", "1.0"), ("2", "1.0")], out
     assert float(rows[0][1]) > 0.0 and float(rows[1][1]) == 0.0, out
+
+
+def test_the_agent_install_benchmark_on_docker_uploads_nothing() -> None:
+    out = _bench("agent_install.py", "--trials", "2", "--provider", "docker")
+    rows = re.findall(r"^trial (\d): install +([\d.]+) s +upload +([\d.]+) s .* reward (\S+)$",
+                      out, re.M)  # fmt: skip
+    assert [(n, reward) for n, _, _, reward in rows] == [("1", "1.0"), ("2", "1.0")], out
+    assert float(rows[1][1]) == 0.0, out  # installed once
+    assert [float(upload) for _, _, upload, _ in rows] == [0.0, 0.0], out  # in the image

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from helios.environments.base import Environment
+from helios.environments.spec import SandboxSpec
 from helios.events import MAX_TOOL_ARGUMENTS, EventSink, Retrying, ToolCalled, TurnStarted
 from helios.failures import ErrorInfo
 from helios.models.base import Message
@@ -118,6 +119,19 @@ class Agent(ABC):
     def identity(self) -> dict[str, Any]:
         """What about this agent changes results: part of every trial id."""
         return {"name": self.name, "version": self.version, "settings": self.settings}
+
+    async def prepare_sandbox(
+        self,
+        sandbox: SandboxSpec,
+        *,
+        provider: str,
+        services: ModelServices | None,
+        logs_dir: Path | None,
+    ) -> SandboxSpec:
+        """The unit's sandbox as this agent needs it, asked once before it is built
+        (an installed agent adds its install, and on a provider that cannot switch
+        networks later, the egress proxy its model route needs). The default: as is."""
+        return sandbox
 
     @abstractmethod
     async def run(self, instruction: str, env: Environment, ctx: AgentContext) -> AgentOutcome: ...

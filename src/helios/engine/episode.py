@@ -317,15 +317,29 @@ class EpisodeSession:
                 out_dir = self.dir / scorer.phase if self.dir is not None else Path()
             return await scorer.score(env, self.episode.outcome, out_dir)
 
+    async def _sandbox(self) -> SandboxSpec:
+        """The unit's sandbox as its agent needs it (`Agent.prepare_sandbox`)."""
+        spec = self.spec
+        try:
+            agent = (spec.agent if isinstance(spec.agent, Agent)
+                     else create_agent(spec.agent, **spec.agent_settings))  # fmt: skip
+        except Exception:  # said again, in the agent's phase, when it runs
+            return spec.sandbox
+        return await agent.prepare_sandbox(
+            spec.sandbox, provider=spec.provider, services=self.ctx.services,
+            logs_dir=self.dir / "agent" if self.dir is not None else None,
+        )  # fmt: skip
+
     async def execute(self) -> None:
         spec = self.spec
-        env = create_environment(
-            spec.provider, spec.sandbox, trial_id=spec.trial_id, run_id=self.ctx.run_id
-        )
-        self._open.append(env)
         try:
             self.phase("environment")
             with self.timing("environment"):
+                sandbox = await self._sandbox()
+                env = create_environment(
+                    spec.provider, sandbox, trial_id=spec.trial_id, run_id=self.ctx.run_id
+                )
+                self._open.append(env)
                 await self.start_environment(env)
             await (spec.body or _DEFAULT_BODY).run(self, env)
         except Exception as exc:

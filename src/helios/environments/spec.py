@@ -65,6 +65,10 @@ class SandboxSpec:
     healthcheck: HealthCheck | None = None
     #: a compose file merged over the `main` service (docker: `docker.compose`)
     compose_file: Path | None = None
+    #: host folders an installed agent needs in the sandbox, as (host folder, path
+    #: inside): docker bakes them into an image derived from the task's, once per
+    #: image and install; the others show them when the agent runs (`mount_readonly`)
+    agent_installs: tuple[tuple[Path, str], ...] = ()
 
     @property
     def dockerfile(self) -> Path | None:

@@ -21,6 +21,7 @@ from pathlib import Path, PurePosixPath
 from typing import ClassVar
 
 from helios.environments.base import ROOT, Capabilities, Environment, ExecResult, User
+from helios.environments.egress.policy import Network
 from helios.environments.shell.payload import place_payload
 from helios.errors import EnvironmentExecError
 
@@ -51,6 +52,26 @@ class UserView(Environment):
     def supports_services(self) -> bool:  # type: ignore[override]
         # the sandbox's answer (a class-wide fact of its provider; see there)
         return self.inner.supports_services
+
+    @property
+    def supports_allowlist(self) -> bool:  # type: ignore[override]
+        return self.inner.supports_allowlist
+
+    @property
+    def network(self) -> Network:
+        """The sandbox's network now (a phase's own, once `set_network` switched it)."""
+        return self.inner.network
+
+    @network.setter
+    def network(self, value: Network) -> None:
+        """Set only by `Environment.__init__`: the sandbox's own is switched through
+        `set_network`."""
+
+    async def set_network(self, network: Network) -> None:
+        await self.inner.set_network(network)
+
+    def egress_denials(self) -> list[str]:
+        return self.inner.egress_denials()
 
     async def start(self) -> None:
         return None

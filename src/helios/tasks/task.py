@@ -195,7 +195,7 @@ def sandbox_spec_for(
         cpus=env.cpus,
         memory_mb=env.memory_mb,
         storage_mb=env.storage_mb,
-        **({"pids": env.pids} if env.pids is not None else {}),
+        pids=env.pids if env.pids is not None else SandboxSpec.pids,
         build_timeout=env.build_timeout_sec,
         workdir_from_image=env.workdir is None,
         image_entrypoint=True,

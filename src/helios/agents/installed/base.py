@@ -15,8 +15,20 @@ A subclass says four things, and the base does the rest:
   `ctx.usage`.
 
 The install is made once per agent and version in the host's cache
-(`installed.cache`), and shown read-only to the sandbox at `/opt/helios-agents/
-<name>-<version>` (bound on local; uploaded where the provider cannot bind).
+(`installed.cache`), before the sandbox is built (`prepare_sandbox`), and shown
+to the sandbox at `/opt/helios-agents/<name>-<version>`: bound read-only on
+local, baked into an image derived from the task's on docker (once per image and
+install), uploaded where a provider can do neither.
+
+**The model route.** The agent calls its model (`endpoint`) from inside the
+sandbox. Where the sandbox's network is not public (none, or an allowlist) the
+agent's one process gets a route to that `host:port` alone, for the agent's run
+only: the sandbox's egress proxy (`environments.egress`) takes the phase's
+allowlist plus that endpoint, and the process gets the proxy's variables with
+the endpoint's host out of NO_PROXY (so a loopback endpoint, the host's, goes
+through the proxy; the sandbox's own services on `localhost` stay direct). A provider
+that cannot switch networks on a running sandbox (docker) is started behind a
+proxy that denies everything, and the agent's run opens the endpoint on it.
 An install that fails is an infrastructure error that ends with the installer's
 last lines. The agent's exit code proves nothing: the verifier decides. Its raw
 log is kept in `agent/<name>.log`, with the key redacted; `agent/install.json` says
@@ -28,16 +40,30 @@ from __future__ import annotations
 import json
 import time
 from abc import abstractmethod
-from typing import Any, ClassVar
+from dataclasses import replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, ClassVar
+from urllib.parse import urlsplit
 
 from helios.agents.base import Agent, AgentContext, AgentOutcome
-from helios.agents.installed.cache import Package, check_reachable, ensure_installed
+from helios.agents.installed.cache import (
+    Installed,
+    Package,
+    check_reachable,
+    ensure_installed,
+)
 from helios.environments.base import Environment
-from helios.errors import ConfigError
+from helios.environments.egress import DENY_ALL, NO_PROXY_HOSTS, AllowList, Network
+from helios.environments.registry import provider_class
+from helios.environments.spec import SandboxSpec
+from helios.errors import ConfigError, EnvironmentExecError, UnsupportedFeature
 from helios.failures import ErrorInfo
 from helios.models.base import Message
 from helios.models.routing import ModelSpec
 from helios.secrets import redact
+
+if TYPE_CHECKING:
+    from helios.models.services import ModelServices
 
 #: where an install is shown inside the sandbox
 MOUNT_ROOT = "/opt/helios-agents"
@@ -93,29 +119,125 @@ class InstalledAgent(Agent):
     def convert(self, log: str, ctx: AgentContext) -> list[Message]:
         """The agent's log as Helios messages; adds the usage it reports to `ctx.usage`."""
 
+    def endpoint(self, model: ModelSpec) -> str | None:
+        """The URL the agent calls its model at, from inside the sandbox: what
+        opens its route (None: no route is needed). The model's resolved base URL,
+        unless a subclass says otherwise."""
+        return model.base_url
+
+    def _package(self) -> Package:
+        return Package(self.registry, self.package, self.agent_version)
+
+    async def _install(self) -> tuple[Installed, Path]:
+        """The install (made now if the cache has none) and its payload's folder."""
+        installed = await ensure_installed(self.name, self._package())
+        payload = (installed.folder / self.payload).resolve()
+        check_reachable(payload)
+        return installed, payload
+
+    def _record_install(self, logs_dir: Path | None, installed: Installed,
+                        **more: Any) -> None:  # fmt: skip
+        """`install.json`: what the install cost the trial (`seconds`, 0 when
+        cached; the first record of a trial stands, the one made before the
+        sandbox) and `more` (how it reached the sandbox, and in how long)."""
+        if logs_dir is None:
+            return
+        logs_dir.mkdir(parents=True, exist_ok=True)
+        path = logs_dir / "install.json"
+        try:
+            record = json.loads(path.read_text())
+        except (OSError, ValueError):
+            record = {"package": self._package().pinned, "cached": installed.seconds == 0.0,
+                      "seconds": round(installed.seconds, 3)}  # fmt: skip
+        path.write_text(json.dumps({**record, **more}) + "\n")
+
+    async def prepare_sandbox(
+        self,
+        sandbox: SandboxSpec,
+        *,
+        provider: str,
+        services: ModelServices | None,
+        logs_dir: Path | None,
+    ) -> SandboxSpec:
+        """Install before the sandbox is built (an install failure is then an
+        infrastructure error of the environment phase), name the install among the
+        sandbox's `agent_installs`, and, where the network cannot be switched on a
+        running sandbox, start it behind a proxy that denies all (the run opens the
+        model's endpoint on it)."""
+        installed, payload = await self._install()
+        self._record_install(logs_dir, installed)
+        installs = (*sandbox.agent_installs, (payload, self.home))
+        network = sandbox.network
+        if (services is not None and network is False and sandbox.compose_file is None
+                and self.endpoint(services.spec)):  # fmt: skip
+            try:
+                kind = provider_class(provider)
+            except ConfigError:
+                kind = None
+            if kind is not None and kind.supports_allowlist and not kind.dynamic_network:
+                network = DENY_ALL
+        return replace(sandbox, agent_installs=installs, network=network)
+
+    async def _open_route(self, env: Environment, model: ModelSpec) -> Network | None:
+        """Open the model's route for the agent's run: the network to return to
+        after it, or None when nothing was changed (a public network, no endpoint)."""
+        url = self.endpoint(model)
+        network = env.network
+        if not url or network is True:
+            return None
+        parts = urlsplit(url)
+        try:
+            port = parts.port or (443 if parts.scheme == "https" else 80)
+        except ValueError:
+            port = None
+        if not parts.hostname or port is None:
+            raise ConfigError(f"the {self.name} agent's model endpoint {url!r} names no host",
+                              field="--base-url")  # fmt: skip
+        refused = (f"the {env.name} provider cannot give the {self.name} agent a route to "
+                   f"its model ({parts.hostname}:{port}) in this sandbox, which has no public "
+                   "network")  # fmt: skip
+        if not env.supports_allowlist:
+            raise EnvironmentExecError(refused)
+        own = network if isinstance(network, AllowList) else DENY_ALL
+        try:
+            await env.set_network(own.with_endpoint(parts.hostname, port))
+        except UnsupportedFeature as exc:  # a compose task's, on docker
+            raise EnvironmentExecError(f"{refused}: {exc}") from None
+        return network
+
     async def run(self, instruction: str, env: Environment, ctx: AgentContext) -> AgentOutcome:
         if ctx.services is None:
             raise ConfigError(f"the {self.name} agent needs a model (--model)", field="--model")
         spec = ctx.services.spec
         started = time.monotonic()
-        package = Package(self.registry, self.package, self.agent_version)
-        installed = await ensure_installed(self.name, package)
-        if ctx.logs_dir is not None:  # what the install cost this trial (0 when cached)
-            ctx.logs_dir.mkdir(parents=True, exist_ok=True)
-            record = {"package": package.pinned, "cached": installed.seconds == 0.0,
-                      "seconds": round(installed.seconds, 3)}  # fmt: skip
-            (ctx.logs_dir / "install.json").write_text(json.dumps(record) + "\n")
-        payload = (installed.folder / self.payload).resolve()
-        check_reachable(payload)
+        installed, payload = await self._install()
+        # in the sandbox: bound (local), in its image (docker), else uploaded now
+        placed = "mounted"
         if not await env.mount_readonly(payload, self.home):
             await env.upload(payload, self.home)
+            placed = "uploaded"
+        self._record_install(ctx.logs_dir, installed, placed=placed,
+                             place_seconds=round(time.monotonic() - started, 3))  # fmt: skip
         variables = {**ctx.exec_env, **self.environment(spec)}
+        command = self.command(instruction, spec, self.home)
+        before = await self._open_route(env, spec)
+        if before is not None:
+            # the proxy's variables (the sandbox's, under an allowlist) carry the
+            # model's calls; a loopback endpoint (the host's, not the sandbox's) is
+            # taken out of NO_PROXY, which keeps the sandbox's own services direct
+            host = (urlsplit(self.endpoint(spec) or "").hostname or "").lower()
+            direct = ",".join(h for h in NO_PROXY_HOSTS if h != host)
+            variables.update({"NO_PROXY": direct, "no_proxy": direct})
         # stopped a little before the trial's own timeout, so its log is still read
         left = ctx.timeout - (time.monotonic() - started)
-        result = await env.exec(
-            self.command(instruction, spec, self.home), cwd=ctx.workdir, env=variables,
-            timeout=max(1.0, left - min(STOP_MARGIN, 0.1 * ctx.timeout)),
-        )  # fmt: skip
+        try:
+            result = await env.exec(
+                command, cwd=ctx.workdir, env=variables,
+                timeout=max(1.0, left - min(STOP_MARGIN, 0.1 * ctx.timeout)),
+            )  # fmt: skip
+        finally:
+            if before is not None:
+                await env.set_network(before)
         log = redact(result.stdout)
         if ctx.logs_dir is not None:
             ctx.logs_dir.mkdir(parents=True, exist_ok=True)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from helios.environments.docker.agent_image import LABEL_AGENT_INSTALL
 from helios.environments.docker.cli import (
     LABEL_INSTANCE,
     LABEL_MANAGED,
@@ -58,8 +59,13 @@ async def cleanup_containers(run_id: str | None, *, force: bool = False) -> list
 
 
 async def remove_images() -> list[str]:
-    code, out, _ = await docker("images", "-q", "--filter", f"label={LABEL_MANAGED}=true")
-    ids = sorted(set(out.split()))
-    if code == 0 and ids:
-        await docker("rmi", "-f", *ids)
-    return ids
+    """Every image Helios built: the installed agents' derived images first (an
+    image with a child is not removed, even with -f), then the task images."""
+    removed: list[str] = []
+    for label in (LABEL_AGENT_INSTALL, f"{LABEL_MANAGED}=true"):
+        code, out, _ = await docker("images", "-q", "--filter", f"label={label}")
+        ids = sorted(set(out.split()) - set(removed))
+        if code == 0 and ids:
+            await docker("rmi", "-f", *ids)
+            removed += ids
+    return removed

@@ -33,6 +33,7 @@ import helios.environments.docker.shell as _docker_shell
 import helios.environments.shell.tar as _tar
 from helios._proc import last_line, run_to_end
 from helios.environments.base import ROOT, ExecResult, User
+from helios.environments.docker.agent_image import derived_image
 from helios.environments.docker.cleanup import cleanup_containers, remove_images
 from helios.environments.docker.cli import (
     CONTROL_TIMEOUT,
@@ -109,6 +110,8 @@ class DockerEnvironment(ContainerServices):
         self._compose: ComposeProject | None = None
         #: a compose task's `main` image when its file gives it (Helios builds none)
         self._main_image: str | None = None
+        #: the task's image with the spec's agent installs in it (`docker.agent_image`)
+        self._agent_image: str | None = None
 
     @classmethod
     async def preflight(cls) -> None:
@@ -150,6 +153,12 @@ class DockerEnvironment(ContainerServices):
 
     @property
     def image(self) -> str:
+        if self._agent_image is not None:
+            return self._agent_image
+        return self._task_image
+
+    @property
+    def _task_image(self) -> str:
         if self._main_image is not None:
             return self._main_image
         if self.spec.dockerfile is not None:
@@ -163,8 +172,12 @@ class DockerEnvironment(ContainerServices):
         if self.spec.dockerfile is None or context is None:
             if self.spec.image is not None:  # a prebuilt image: the desktop's is never pulled
                 await check_desktop_image(self.spec.image)
-            return
-        await _builds.ensure(self.image, context, self.spec.build_timeout)
+        else:
+            await _builds.ensure(self._task_image, context, self.spec.build_timeout)
+        if self.spec.agent_installs and self.spec.compose_file is None:
+            self._agent_image = await derived_image(
+                self._task_image, self.spec.agent_installs, self.spec.build_timeout
+            )
 
     def _run_args(self, with_storage: bool, server: Path | None = None,
                   user: str = "") -> list[str]:  # fmt: skip
@@ -460,6 +473,10 @@ class DockerEnvironment(ContainerServices):
     ) -> ExecResult:
         done = await self._prepare_and_upload_in_shell(prepare, uploads)
         return done if done is not None else await super().prepare_and_upload(prepare, uploads)
+
+    async def mount_readonly(self, host: Path, dst: str) -> bool:
+        """True for an install of the spec's `agent_installs`: the image has it."""
+        return self._agent_image is not None and (host, dst) in self.spec.agent_installs
 
     async def upload(self, src: Path, dst: str) -> None:
         if await self._upload_in_shell(src, dst):

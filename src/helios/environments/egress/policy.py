@@ -12,6 +12,10 @@ an allowed name resolves to is denied unless an address rule allows it, and a
 name that no name rule allows is denied without being resolved, so the proxy's
 own lookups carry nothing but allowed names (DNS is no side channel; see
 docs/tasks.md). Every port of an allowed destination is allowed.
+
+`endpoints` are Helios's own, never a task's: `host:port` pairs allowed on that
+port alone (an installed agent's model endpoint, `with_endpoint`), matched as the
+client names the host, like the rest.
 """
 
 from __future__ import annotations
@@ -66,12 +70,24 @@ class AllowList:
     `SandboxSpec.network` of True) gets no, the safe answer."""
 
     hosts: tuple[str, ...] = ()
+    #: `(host, port)` pairs allowed on that port only (a model endpoint)
+    endpoints: tuple[tuple[str, int], ...] = ()
 
     def __post_init__(self) -> None:
-        for entry in self.hosts:
+        for entry in (*self.hosts, *(host for host, _ in self.endpoints)):
             error = entry_error(entry)
             if error is not None:
                 raise ValueError(error)
+        for _, port in self.endpoints:
+            if not 0 < port < 65536:
+                raise ValueError(f"bad endpoint port {port!r}")
+
+    def with_endpoint(self, host: str, port: int) -> AllowList:
+        """This allowlist and `host:port` besides (only that port of it)."""
+        pair = (_canonical(host), port)
+        if pair in self.endpoints:
+            return self
+        return AllowList(self.hosts, (*self.endpoints, pair))
 
     def __bool__(self) -> bool:
         return False
@@ -89,8 +105,11 @@ class AllowList:
     def _blocks(self) -> tuple[Block, ...]:
         return tuple(b for e in self.hosts if (b := _block(e)) is not None)
 
-    def verdict(self, host: str) -> str | None:
-        """None when `host` (a name or a literal address) is allowed, else why not."""
+    def verdict(self, host: str, port: int | None = None) -> str | None:
+        """None when `host` (a name or a literal address) is allowed, on `port` if
+        given (an endpoint allows its own port alone), else why not."""
+        if port is not None and (_canonical(host), port) in self.endpoints:
+            return None
         address = _address(host)
         if address is not None:
             if any(address in block for block in self._blocks):
@@ -105,7 +124,23 @@ class AllowList:
 
     def record(self) -> dict[str, object]:
         """What a trial's config and result say of it."""
-        return {"mode": "allowlist", "allowed_hosts": list(self.hosts)}
+        record: dict[str, object] = {"mode": "allowlist", "allowed_hosts": list(self.hosts)}
+        if self.endpoints:
+            record["endpoints"] = [f"{_bracketed(h)}:{p}" for h, p in self.endpoints]
+        return record
+
+
+def _canonical(host: str) -> str:
+    """A host as endpoints compare it: an address in its short form, a name in
+    lower case without its final dot."""
+    address = _address(host)
+    if address is not None:
+        return str(address)
+    return host.strip().lower().rstrip(".")
+
+
+def _bracketed(host: str) -> str:
+    return f"[{host}]" if ":" in host else host
 
 
 def entry_error(entry: str) -> str | None:

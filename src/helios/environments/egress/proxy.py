@@ -163,7 +163,7 @@ class EgressProxy:
         self, method: str, target: str, host: str, port: int, writer: asyncio.StreamWriter
     ) -> tuple[asyncio.StreamReader, asyncio.StreamWriter] | None:
         """The upstream connection if the policy allows `host`; else a 403, logged."""
-        reason = self.policy.verdict(host)
+        reason = self.policy.verdict(host, port)
         if reason is not None:
             self._deny(method, target, reason)
             await _refuse(writer, 403, f"{host} is not in this sandbox's allowed_hosts")
