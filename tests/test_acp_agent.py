@@ -39,19 +39,22 @@ WORKDIR /app
 """
 
 
-def _task(tmp_path: Path) -> Path:
+def _task(tmp_path: Path, internet: bool = True) -> Path:
     task = tmp_path / "tasks" / "hello-file"
     shutil.copytree(EXAMPLE, task)
     toml = task / "task.toml"
-    toml.write_text(toml.read_text().replace("allow_internet = false", "allow_internet = true"))
+    if internet:
+        toml.write_text(toml.read_text().replace("allow_internet = false", "allow_internet = true"))
     (task / "environment" / "Dockerfile").write_text(DOCKERFILE)
     return task
 
 
-def _run(tmp_path: Path, provider: str, script: dict[str, Any] = SCRIPT) -> tuple[Path, Any]:
+def _run(
+    tmp_path: Path, provider: str, script: dict[str, Any] = SCRIPT, internet: bool = True
+) -> tuple[Path, Any]:
     with MockLLMServer(script=script) as server:
         runner = ParallelRunner(
-            [_task(tmp_path)], output_dir=str(tmp_path / "out"), provider=provider,
+            [_task(tmp_path, internet)], output_dir=str(tmp_path / "out"), provider=provider,
             model="openai-compatible/scripted", agent=f"acp:bin:{AGENT}",
             base_url=server.openai_base_url, api_key=KEY, show_progress=False,
         )  # fmt: skip
@@ -82,6 +85,13 @@ def _check_solved(trial: Path, result: dict[str, Any]) -> None:
 @pytest.mark.usefixtures("need_bwrap")
 def test_an_acp_agent_solves_a_task_on_local(tmp_path: Path) -> None:
     _check_solved(*_run(tmp_path, "local"))
+
+
+@pytest.mark.usefixtures("need_bwrap")
+def test_an_acp_agent_of_a_no_network_task_reaches_its_model_alone(tmp_path: Path) -> None:
+    """allow_internet = false: the agent's run gets a route to the model's endpoint
+    only (the trial's egress proxy), as every installed agent's does."""
+    _check_solved(*_run(tmp_path, "local", internet=False))
 
 
 @pytest.mark.usefixtures("need_docker")

@@ -7,7 +7,7 @@ What ID means:
 - `acp:npm:PKG[@VERSION]`: an npm package whose program speaks ACP on stdio;
 - `acp:pip:PKG[@VERSION]` (or `==VERSION`): a PyPI package, run by its console script;
 - `acp:bin:PATH`: an executable file on the host (a script with its `#!` line, a
-  static binary), uploaded as is; its version is its content's hash;
+  static binary), copied into the agent cache; its version is its content's hash;
 - `acp:NAME[@VERSION]`: a known ACP agent (`KNOWN`: its package and the flags
   that turn ACP on, such as Gemini CLI's `--experimental-acp`).
 
@@ -37,21 +37,25 @@ import dataclasses
 import functools
 import hashlib
 import json
+import os
 import posixpath
 import re
 import shlex
+import shutil
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
+from urllib.parse import urlsplit
 
 from helios._proc import within
 from helios.agents.base import AgentContext, AgentOutcome
 from helios.agents.installed.base import MOUNT_ROOT, STOP_MARGIN, InstalledAgent
-from helios.agents.installed.cache import Package, check_reachable, ensure_installed
+from helios.agents.installed.cache import Installed, Package, cache_root, check_reachable
 from helios.agents.sandbox_pipe import PipeClosed, SandboxPipe
 from helios.environments.base import Environment
+from helios.environments.egress import NO_PROXY_HOSTS
 from helios.errors import ConfigError
 from helios.failures import ErrorInfo
 from helios.models.base import Message, ToolCall
@@ -165,8 +169,7 @@ class ACPAgent(InstalledAgent):
         return shlex.join(self._argv)
 
     def environment(self, model: ModelSpec) -> dict[str, str]:
-        if self.source.wire is not None:
-            model = model.with_api(self.source.wire)  # type: ignore[arg-type]
+        model = self._model(model)
         base, key, name = _WIRE_VARIABLES.get(model.api, _WIRE_VARIABLES["openai"])
         env = {"HELIOS_MODEL": model.model, "HELIOS_MODEL_API": model.api, name: model.model}
         if model.base_url:
@@ -183,40 +186,69 @@ class ACPAgent(InstalledAgent):
         super().__init__(**settings)
         self._argv: list[str] = []
 
-    async def _install(self, env: Environment) -> dict[str, Any]:
-        """Put the agent where the sandbox sees it (`home`); set `_argv`."""
+    def endpoint(self, model: ModelSpec) -> str | None:
+        return self._model(model).base_url
+
+    def _model(self, model: ModelSpec) -> ModelSpec:
+        """The model on the wire the agent speaks."""
+        if self.source.wire is None:
+            return model
+        return model.with_api(self.source.wire)  # type: ignore[arg-type]
+
+    async def _install(self) -> tuple[Installed, Path]:
+        """The install and its folder (a host file: a cache folder holding a copy of
+        it, so it reaches the sandbox as an install does); sets `_argv`."""
         source = self.source
         if source.kind == "bin":
             host = Path(source.package)
-            await env.upload(host, f"{self.home}/{host.name}")
+            folder = cache_root() / f"acp-bin-{host.name}-{self.agent_version}"
+            if not (folder / host.name).is_file():
+                folder.mkdir(parents=True, exist_ok=True)
+                folder.chmod(0o755)
+                copy = folder / f".{host.name}.{os.getpid()}"
+                shutil.copy2(host, copy)
+                copy.chmod(0o755)
+                copy.replace(folder / host.name)
+            check_reachable(folder)
             self._argv = [f"{self.home}/{host.name}", *source.args]
-            return {"package": str(host), "cached": True, "seconds": 0.0}
-        package = Package(source.kind, source.package, self.agent_version)
-        installed = await ensure_installed(self.name, package)
-        check_reachable(installed.folder)
-        if not await env.mount_readonly(installed.folder, self.home):
-            await env.upload(installed.folder, self.home)
+            return Installed(folder, 0.0), folder
+        installed, payload = await super()._install()
         self._argv = [*_launcher(source, installed.folder, self.home), *source.args]
-        return {"package": package.pinned, "cached": installed.seconds == 0.0,
-                "seconds": round(installed.seconds, 3)}  # fmt: skip
+        return installed, payload
+
+    def _package(self) -> Package:
+        if self.source.kind == "bin":
+            return Package("bin", self.source.package, self.agent_version)
+        return super()._package()
 
     async def run(self, instruction: str, env: Environment, ctx: AgentContext) -> AgentOutcome:
         if ctx.services is None:
             raise ConfigError(f"the {self.name} agent needs a model (--model)", field="--model")
         spec = ctx.services.spec
         started = time.monotonic()
-        record = await self._install(env)
-        if ctx.logs_dir is not None:
-            ctx.logs_dir.mkdir(parents=True, exist_ok=True)
-            (ctx.logs_dir / "install.json").write_text(json.dumps(record) + "\n")
+        installed, payload = await self._install()  # made before the sandbox: found now
+        placed = "mounted"
+        if not await env.mount_readonly(payload, self.home):
+            await env.upload(payload, self.home)
+            placed = "uploaded"
+        self._record_install(ctx.logs_dir, installed, placed=placed,
+                             place_seconds=round(time.monotonic() - started, 3))  # fmt: skip
+        variables = {**ctx.exec_env, **self.environment(spec)}
+        before = await self._open_route(env, spec)
+        if before is not None:  # as the base does: the model's calls through the proxy
+            host = (urlsplit(self.endpoint(spec) or "").hostname or "").lower()
+            direct = ",".join(h for h in NO_PROXY_HOSTS if h != host)
+            variables.update({"NO_PROXY": direct, "no_proxy": direct})
         # stopped before the trial's own timeout, with time left to end it and read its log
         left = ctx.timeout - (time.monotonic() - started)
         budget = max(1.0, left - min(STOP_MARGIN, 0.1 * ctx.timeout) - min(2.0, 0.2 * left))
         session = _Session(self, env, ctx, spec)
         ctx.conversation.append(Message("user", instruction))
         try:
-            error = await session.run(instruction, budget)
+            error = await session.run(instruction, budget, variables)
         finally:  # kept even when the trial stops it
+            if before is not None:
+                await env.set_network(before)
             log = redact("".join(json.dumps(r, ensure_ascii=False) + "\n"
                                  for r in session.records))  # fmt: skip
             if ctx.logs_dir is not None:
@@ -381,7 +413,8 @@ class _Session:
             f"wait $a; rc=$?; kill $t $w 2>/dev/null; exit $rc\n"
         )
 
-    async def run(self, instruction: str, budget: float) -> ErrorInfo | None:
+    async def run(self, instruction: str, budget: float,
+                  variables: dict[str, str]) -> ErrorInfo | None:  # fmt: skip
         import acp
         from acp.schema import ClientCapabilities, FileSystemCapabilities, Implementation
 
@@ -389,7 +422,6 @@ class _Session:
 
         await self.pipe.make()
         self.pipe.idle_after = budget + 1  # a prompt is pending all along
-        variables = {**self.ctx.exec_env, **self.agent.environment(self.spec)}
         process = asyncio.create_task(self.env.exec(
             self._script(), cwd=self.ctx.workdir, env=variables, timeout=budget + END_GRACE))
 
