@@ -87,11 +87,16 @@ def test_an_acp_agent_solves_a_task_on_local(tmp_path: Path) -> None:
     _check_solved(*_run(tmp_path, "local"))
 
 
-@pytest.mark.usefixtures("need_bwrap")
-def test_an_acp_agent_of_a_no_network_task_reaches_its_model_alone(tmp_path: Path) -> None:
+@pytest.mark.parametrize("provider", ["local", "docker"])
+def test_an_acp_agent_of_a_no_network_task_reaches_its_model_alone(
+    request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+    provider: str,
+) -> None:  # fmt: skip
     """allow_internet = false: the agent's run gets a route to the model's endpoint
     only (the trial's egress proxy), as every installed agent's does."""
-    _check_solved(*_run(tmp_path, "local", internet=False))
+    request.getfixturevalue("need_bwrap" if provider == "local" else "need_docker")
+    monkeypatch.setenv("HELIOS_DOCKER_BUILD_NETWORK", "host")  # apt for python3
+    _check_solved(*_run(tmp_path, provider, internet=False))
 
 
 @pytest.mark.usefixtures("need_docker")
