@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
+from helios.agents.installed.acp import acp_agent_class
 from helios.agents.installed.base import InstalledAgent
 from helios.agents.installed.cache import Package, ensure_installed
 from helios.agents.installed.claude_code import ClaudeCodeAgent
@@ -19,6 +20,7 @@ from helios.agents.installed.mini_swe_agent import MiniSweAgent
 AGENTS: tuple[type[InstalledAgent], ...] = (
     ClaudeCodeAgent, CodexAgent, HermesAgent, MiniSweAgent, GeminiCliAgent,
 )  # fmt: skip
+AGENTS += (acp_agent_class("acp:claude-code"),)  # tests/test_acp_agent.py
 
 
 def install(agent: type[InstalledAgent]) -> tuple[Path, float]:

@@ -278,11 +278,28 @@ def test_the_cli_job_and_python_pin_the_version() -> None:
 def test_the_docs_example_agent_solves_a_task_on_local(
     claude_install: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """The page's module, saved as `my_agents.py`, and its entry point, read from the
+    page's `[project.entry-points."helios.agents"]` block, found by `--agent my-claude`
+    as an installed package's would be."""
+    import tomllib
+    from importlib.metadata import EntryPoint
+
     import helios.agents.registry as registry
 
-    example = _docs_agent()
-    builtins = registry._builtins
-    monkeypatch.setattr(registry, "_builtins", lambda: {**builtins(), "my-claude": example})
+    _docs_agent()  # the page's code block, as written
+    page = (Path(__file__).parents[1] / "docs" / "agents.md").read_text()
+    module = page.split("```python\n# my_agents.py\n")[1].split("```")[0]
+    (tmp_path / "my_agents.py").write_text(module)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    toml = page.split('```toml\n[project.entry-points."helios.agents"]')[1].split("```")[0]
+    declared = tomllib.loads(toml)
+    group = registry.ENTRY_POINT_GROUP
+    points = [EntryPoint(name, value, group) for name, value in declared.items()]
+    assert [p.name for p in points] == ["my-claude"]
+    found = registry.entry_points
+    monkeypatch.setattr(registry, "entry_points", lambda group: (
+        points if group == registry.ENTRY_POINT_GROUP else found(group=group)))  # fmt: skip
+    assert "my-claude" in registry.available_agents()
     with MockLLMServer(script=_script(WRITE)) as server:
         runner = ParallelRunner(
             [_task(tmp_path)], output_dir=str(tmp_path / "out"), provider="local", model=MODEL,

@@ -5,7 +5,10 @@ its tool is offered, called, and its result comes back as an observation."""
 
 from __future__ import annotations
 
+import contextlib
 import json
+import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -171,22 +174,70 @@ def test_hostile_mcp_servers_are_bounded_tool_errors(need_bwrap: None, tmp_path:
         assert "failed: no answer within 3 s" in seen[mode], seen[mode]
 
 
-def test_an_http_mcp_server_is_refused_for_the_tool_agent(tmp_path: Path) -> None:
-    from helios.agents.tool_agent import ToolAgent
-    from helios.tasks.features import agent_limits
-    from helios.tasks.task import load_task
+@contextlib.contextmanager
+def http_mcp_server() -> Iterator[str]:
+    """A streamable-HTTP MCP server on loopback, made with the `mcp` SDK: its URL."""
+    import socket
+    import threading
 
-    toml = """
-    version = "1.0"
-    [[environment.mcp_servers]]
-    name = "sidecar"
-    transport = "streamable-http"
-    url = "http://mcp-server:8000/mcp"
+    import uvicorn
+    from mcp.server.mcpserver import MCPServer
+
+    server = MCPServer("hello-http")
+
+    @server.tool()
+    def get_secret() -> str:
+        """Returns the secret word"""
+        return f"The secret word is {SECRET}"
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    config = uvicorn.Config(server.streamable_http_app(), host="127.0.0.1", port=port,
+                            log_level="warning")  # fmt: skip
+    web = uvicorn.Server(config)
+    thread = threading.Thread(target=web.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 20
+    while not web.started:
+        assert time.monotonic() < deadline and thread.is_alive(), "the MCP server did not start"
+        time.sleep(0.02)
+    try:
+        yield f"http://127.0.0.1:{port}/mcp"
+    finally:
+        web.should_exit = True
+        thread.join(timeout=10)
+
+
+def test_an_http_mcp_server_is_reached_from_the_host(need_bwrap: None, tmp_path: Path) -> None:
+    test = f"""
+    [ "$(cat /app/secret.txt)" = {SECRET} ] && echo 1 > /logs/verifier/reward.txt \\
+      || echo 0 > /logs/verifier/reward.txt
     """
-    folder = task(tmp_path, "http-mcp", toml)
-    (limit,) = agent_limits(load_task(folder), ToolAgent)
-    assert limit.field == "environment.mcp_servers[0].url"
-    assert "stdio only" in limit.reason
+    turns = [
+        {"tool_calls": [{"name": "get_secret", "arguments": {}}]},
+        {"tool_calls": [{"name": "bash", "arguments": {"command": f"echo {SECRET} > /app/secret.txt"}}]},  # noqa: E501
+        {"tool_calls": [{"name": "submit", "arguments": {}}]},
+    ]
+    script = {"scenarios": [{"match": "MCPHTTP", "turns": turns}]}
+    with http_mcp_server() as url, MockLLMServer(script=script) as server:
+        toml = f"""
+        version = "1.0"
+        [[environment.mcp_servers]]
+        name = "remote"
+        transport = "streamable-http"
+        url = "{url}"
+        """
+        task(tmp_path / "tasks", "http-mcp", toml, solve=None, test=test,
+             instruction="MCPHTTP: call get_secret and write the word to /app/secret.txt\n")
+        batch = run_tasks(
+            tmp_path / "tasks", tmp_path / "out", "local", agent="tool",
+            model="openai-compatible/scripted", base_url=server.openai_base_url, api_key="k",
+        )  # fmt: skip
+        sent = json.dumps([r.body for r in server.requests])
+    record = only_record(batch)
+    assert record["reward"] == 1.0, record["error"]
+    assert "[MCP server remote]" in sent and f"The secret word is {SECRET}" in sent
 
 
 # -- ${VAR} from the host: only what --pass-env names, never a provider's key -----------

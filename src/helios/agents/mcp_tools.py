@@ -6,10 +6,11 @@ A stdio server runs INSIDE the sandbox, started as a Helios service
 (`Environment.start_service`) whose stdin is a file the host appends to and whose
 stdout is a file the host reads from, both through the sandbox's own exec: so it
 works on every provider with services (local, docker) without a socket, a socat
-or a Python in the image. An HTTP server (a compose sidecar such as
-`http://mcp-server:8000/mcp`) is refused for the tool agent (see `features.py`):
-the agent runs on the host, and a sidecar's name resolves only on the trial's
-compose network.
+or a Python in the image. An HTTP server (`url`; `transport = "sse"` for the
+older SSE transport, else streamable HTTP) is reached with the SDK's HTTP client
+from where the agent runs, the host: a compose sidecar's name
+(`http://mcp-server:8000/mcp`) resolves only on the trial's compose network, so
+such a server is left out with a note.
 
 The server is a service, so the clean-up after each command spares its own
 program's processes but kills a child running another program (a `sed` from a
@@ -24,7 +25,6 @@ that breaks one of them, or answers garbage, becomes a tool error, never a crash
 from __future__ import annotations
 
 import asyncio
-import base64
 import contextlib
 import json
 import logging
@@ -34,6 +34,7 @@ from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from helios.agents.sandbox_pipe import PipeClosed, SandboxPipe, safe_name
 from helios.agents.toolsets.base import Tool, ToolContext, ToolOutcome
 from helios.models.tools import ToolSpec
 
@@ -50,9 +51,6 @@ MAX_SCHEMA_CHARS = 20000
 MAX_LINE_BYTES = 4 * 1024 * 1024
 #: how long the server has to start, list its tools, or answer one call
 DEFAULT_TIMEOUT = 60.0
-#: bytes read from the server's stdout per poll
-READ_CHUNK = 256 * 1024
-_POLL_MIN, _POLL_MAX = 0.01, 0.2
 _SAFE = re.compile(r"[^A-Za-z0-9_-]")
 
 
@@ -75,70 +73,24 @@ class MCPUnavailable(Exception):
     """A server that could not be started or listed: its tools are left out."""
 
 
-class _SandboxPipe:
-    """The server's stdin and stdout, as files in the sandbox read and written by exec."""
+def _pipe(env: Environment, server: MCPServer, idle_after: float) -> SandboxPipe:
+    safe = safe_name(server.name, "server")
+    return SandboxPipe(env, f"/tmp/helios-mcp/{safe}", idle_after, f"the MCP server {server.name}")
 
-    def __init__(
-        self, env: Environment, server: MCPServer, workdir: str, idle_after: float
-    ) -> None:
-        self.env = env
-        #: seconds after the last write past which nothing is awaited (no request is
-        #: pending that has not timed out): the reader stops polling until the next
-        self.idle_after = idle_after
-        self.last_write = 0.0
-        safe = _SAFE.sub("_", server.name)[:40] or "server"
-        self.service = f"mcp-{safe}"
-        self.dir = f"/tmp/helios-mcp/{safe}"
-        self.server = server
-        self.workdir = workdir
-        self.offset = 0
-        self.wake = asyncio.Event()
 
-    async def start(self) -> None:
-        d = shlex.quote(self.dir)
-        made = await self.env.exec(
-            f"mkdir -p {d} && : > {d}/in && : > {d}/out", cwd="/", timeout=30
-        )
-        if not made.ok:
-            raise MCPUnavailable(f"cannot make {self.dir}: {made.stderr.strip()[:200]}")
-        argv = " ".join(shlex.quote(a) for a in (self.server.command or "", *self.server.args))
-        command = (
-            f"cd {shlex.quote(self.workdir)} 2>/dev/null || cd /; "
-            f"tail -s 0.05 -n +1 -f {d}/in | {argv} > {d}/out 2> {d}/err"
-        )
-        await self.env.start_service(self.service, command)
-
-    async def send(self, line: str) -> None:
-        d = shlex.quote(self.dir)
-        result = await self.env.exec(
-            f"printf '%s\\n' {shlex.quote(line)} >> {d}/in", cwd="/", timeout=30
-        )
-        if not result.ok:
-            raise OSError(f"cannot write to the MCP server: {result.stderr.strip()[:200]}")
-        self.last_write = asyncio.get_running_loop().time()
-        self.wake.set()
-
-    async def read(self) -> bytes:
-        d = shlex.quote(self.dir)
-        result = await self.env.exec(
-            f"tail -c +{self.offset + 1} {d}/out | head -c {READ_CHUNK} | base64 | tr -d '\\n'",
-            cwd="/", timeout=30,
-        )  # fmt: skip
-        if not result.ok:
-            raise OSError(f"cannot read the MCP server's output: {result.stderr.strip()[:200]}")
-        data = base64.b64decode(result.stdout.strip() or b"")
-        self.offset += len(data)
-        return data
-
-    async def stderr_tail(self) -> str:
-        result = await self.env.exec(
-            f"tail -c 400 {shlex.quote(self.dir)}/err", cwd="/", timeout=30
-        )
-        return result.stdout.strip()
+async def _start(pipe: SandboxPipe, server: MCPServer, workdir: str) -> None:
+    """Start the server as a Helios service fed from the pipe."""
+    try:
+        await pipe.make()
+    except PipeClosed as exc:
+        raise MCPUnavailable(str(exc)) from None
+    argv = " ".join(shlex.quote(a) for a in (server.command or "", *server.args))
+    command = f"cd {shlex.quote(workdir)} 2>/dev/null || cd /; {pipe.feed(argv)}"
+    await pipe.env.start_service(f"mcp-{safe_name(server.name, 'server')}", command)
 
 
 @contextlib.asynccontextmanager
-async def _streams(pipe: _SandboxPipe) -> AsyncIterator[tuple[Any, Any]]:
+async def _streams(pipe: SandboxPipe, service: str) -> AsyncIterator[tuple[Any, Any]]:
     """The SDK's two streams over the sandbox pipe (what its `stdio_client` gives)."""
     import anyio
     from mcp import types
@@ -156,44 +108,19 @@ async def _streams(pipe: _SandboxPipe) -> AsyncIterator[tuple[Any, Any]]:
             except (anyio.ClosedResourceError, anyio.BrokenResourceError):
                 pass
             except Exception as exc:
-                log.info("MCP server %s: reading stopped: %s", pipe.server.name, exc)
+                log.info("%s: reading stopped: %s", pipe.label, exc)
 
     async def read_lines() -> None:
-        buffer = b""
-        delay = _POLL_MIN
-        while True:
-            data = await pipe.read()
-            if not data:
-                pipe.wake.clear()
-                if asyncio.get_running_loop().time() - pipe.last_write > pipe.idle_after:
-                    await pipe.wake.wait()  # idle: no exec until the next request
-                    delay = _POLL_MIN
-                    continue
-                if delay >= _POLL_MAX and not await pipe.env.service_running(pipe.service):
-                    if not await pipe.read():  # nothing written before it ended
-                        raise MCPUnavailable("the server exited")
-                    delay = _POLL_MIN
-                    continue
-                pipe.wake.clear()
-                with contextlib.suppress(TimeoutError):
-                    async with asyncio.timeout(delay):
-                        await pipe.wake.wait()
-                delay = _POLL_MIN if pipe.wake.is_set() else min(delay * 2, _POLL_MAX)
+        async def alive() -> bool:
+            return await pipe.env.service_running(service)
+
+        async for line in pipe.lines(alive, MAX_LINE_BYTES):
+            try:
+                message = types.jsonrpc_message_adapter.validate_json(line)
+            except ValueError as exc:
+                await read_writer.send(exc)
                 continue
-            delay = _POLL_MIN
-            buffer += data
-            *lines, buffer = buffer.split(b"\n")
-            if len(buffer) > MAX_LINE_BYTES:
-                raise MCPUnavailable(f"the server wrote a line past {MAX_LINE_BYTES} bytes")
-            for line in lines:
-                if not line.strip():
-                    continue
-                try:
-                    message = types.jsonrpc_message_adapter.validate_json(line)
-                except ValueError as exc:
-                    await read_writer.send(exc)
-                    continue
-                await read_writer.send(SessionMessage(message))
+            await read_writer.send(SessionMessage(message))
 
     async def writer() -> None:
         try:
@@ -201,7 +128,7 @@ async def _streams(pipe: _SandboxPipe) -> AsyncIterator[tuple[Any, Any]]:
                 async for item in write_reader:
                     await pipe.send(item.message.model_dump_json(by_alias=True, exclude_unset=True))
         except Exception as exc:
-            log.info("MCP server %s: writing stopped: %s", pipe.server.name, exc)
+            log.info("%s: writing stopped: %s", pipe.label, exc)
             await read_writer.aclose()
 
     async with anyio.create_task_group() as tg:
@@ -211,6 +138,24 @@ async def _streams(pipe: _SandboxPipe) -> AsyncIterator[tuple[Any, Any]]:
             yield read_stream, write_stream
         finally:
             tg.cancel_scope.cancel()
+
+
+@contextlib.asynccontextmanager
+async def _http_streams(server: MCPServer, timeout: float) -> AsyncIterator[tuple[Any, Any]]:
+    """The SDK's streams to an HTTP server (`url`), reached from where the agent runs:
+    streamable HTTP, or the older SSE transport when the task says `sse`."""
+    if not server.url:
+        raise MCPUnavailable("it has neither a command nor a url")
+    if server.transport == "sse":
+        from mcp.client.sse import sse_client
+
+        async with sse_client(server.url, timeout=timeout) as (read, write):
+            yield read, write
+        return
+    from mcp.client.streamable_http import streamable_http_client
+
+    async with streamable_http_client(server.url) as streams:
+        yield streams[0], streams[1]
 
 
 def _clip(text: str, limit: int) -> str:
@@ -321,16 +266,14 @@ async def mcp_tools(
     notes: list[str] = []
     async with contextlib.AsyncExitStack() as stack:
         for server in servers:
-            if not server.stdio:
-                notes.append(
-                    f"MCP server {server.name!r} is not available: "
-                    "the tool agent reaches stdio servers only"
-                )
-                continue
-            pipe = _SandboxPipe(env, server, workdir, idle_after=timeout + 1)
+            pipe = None if not server.stdio else _pipe(env, server, idle_after=timeout + 1)
             try:
-                await pipe.start()
-                read, write = await stack.enter_async_context(_streams(pipe))
+                if pipe is None:
+                    read, write = await stack.enter_async_context(_http_streams(server, timeout))
+                else:
+                    await _start(pipe, server, workdir)
+                    service = f"mcp-{safe_name(server.name, 'server')}"
+                    read, write = await stack.enter_async_context(_streams(pipe, service))
                 session = await stack.enter_async_context(
                     ClientSession(read, write, read_timeout_seconds=timeout)
                 )
@@ -340,7 +283,7 @@ async def mcp_tools(
                 found, said = await link.tools(taken)
             except Exception as exc:
                 with contextlib.suppress(Exception):
-                    detail = await pipe.stderr_tail()
+                    detail = await pipe.stderr_tail() if pipe is not None else ""
                     first = str(exc) or type(exc).__name__
                     exc = MCPUnavailable(f"{first}; its stderr: {detail}" if detail else first)
                 log.info("MCP server %s unavailable: %s", server.name, exc)

@@ -55,6 +55,10 @@ def available_agents() -> list[str]:
 
 
 def agent_class(name: str) -> type[Agent]:
+    if name.startswith("acp:"):  # any ACP agent, by package (helios.agents.installed.acp)
+        from helios.agents.installed.acp import acp_agent_class
+
+        return acp_agent_class(name)
     return AGENTS.get(name)
 
 

@@ -69,7 +69,7 @@ class ToolAgent(Agent):
     uses_model: ClassVar[bool] = True
     #: a task's skills go into the system prompt; its stdio MCP servers' tools are
     #: offered next to the agent's own (`mcp_tools`)
-    takes: ClassVar[frozenset[str]] = frozenset({"skills", "mcp"})
+    takes: ClassVar[frozenset[str]] = frozenset({"skills", "mcp", "mcp-http"})
 
     def __init__(self, **settings: Any) -> None:
         super().__init__(**settings)

@@ -6,19 +6,23 @@
 package ships a native binary (`@anthropic-ai/claude-code-linux-x64`): the
 sandbox needs no Node, only glibc. Its stream-json log (one JSON record a line:
 `system`, `assistant`, `user` with tool results, a final `result` with the
-turns, tokens and cost) becomes the trajectory.
+turns, tokens and cost) becomes the trajectory. The task's stdio MCP servers
+reach it through `--mcp-config` (its tools are `mcp__SERVER__TOOL`), and its
+skills (`skills_dir`) as the config folder's `skills/`.
 """
 
 from __future__ import annotations
 
 import json
 import platform
+import posixpath
 import shlex
 from typing import Any, ClassVar
 
-from helios.agents.base import AgentContext
+from helios.agents.base import AgentContext, AgentOutcome
 from helios.agents.installed.base import InstalledAgent
-from helios.errors import ConfigError
+from helios.environments.base import Environment
+from helios.errors import ConfigError, EnvironmentError_
 from helios.models.base import Message, ToolCall
 from helios.models.routing import ModelSpec
 from helios.usage import Usage
@@ -26,8 +30,15 @@ from helios.usage import Usage
 _ARCH = {"x86_64": "x64", "aarch64": "arm64", "arm64": "arm64"}
 
 
+#: Claude Code's config folder in the sandbox (its skills are under `skills/`)
+CONFIG_DIR = "/tmp/.helios-claude"
+
+
 class ClaudeCodeAgent(InstalledAgent):
     name: ClassVar[str] = "claude-code"
+    #: the task's stdio MCP servers go in an `--mcp-config` file, its skills into
+    #: the config folder's `skills/`, both written in the sandbox before it starts
+    takes: ClassVar[frozenset[str]] = frozenset({"mcp", "skills"})
     package: ClassVar[str] = "@anthropic-ai/claude-code"
     default_version: ClassVar[str] = "2.1.332"
     payload: ClassVar[str] = (
@@ -35,9 +46,17 @@ class ClaudeCodeAgent(InstalledAgent):
     )
     key_variable: ClassVar[str] = "ANTHROPIC_API_KEY"
 
+    def __init__(self, **settings: Any) -> None:
+        super().__init__(**settings)
+        self._more: list[str] = []
+
+    async def run(self, instruction: str, env: Environment, ctx: AgentContext) -> AgentOutcome:
+        self._more = await _configure(env, ctx)
+        return await super().run(instruction, env, ctx)
+
     def command(self, instruction: str, model: ModelSpec, home: str) -> str:
         argv = [f"{home}/claude", "-p", instruction, "--output-format", "stream-json", "--verbose",
-                "--dangerously-skip-permissions", "--model", model.model]  # fmt: skip
+                "--dangerously-skip-permissions", "--model", model.model, *self._more]  # fmt: skip
         return shlex.join(argv) + " < /dev/null"
 
     def environment(self, model: ModelSpec) -> dict[str, str]:
@@ -46,7 +65,7 @@ class ClaudeCodeAgent(InstalledAgent):
                               "does not (use an anthropic/ model)", field="--model")  # fmt: skip
         env = {
             "IS_SANDBOX": "1",
-            "CLAUDE_CONFIG_DIR": "/tmp/.helios-claude",
+            "CLAUDE_CONFIG_DIR": CONFIG_DIR,
             "DISABLE_AUTOUPDATER": "1",
             "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
         }
@@ -58,6 +77,31 @@ class ClaudeCodeAgent(InstalledAgent):
 
     def convert(self, log: str, ctx: AgentContext) -> list[Message]:
         return stream_json_messages(log, ctx.usage)
+
+
+async def _configure(env: Environment, ctx: AgentContext) -> list[str]:
+    """Write the task's MCP servers and skills where Claude Code reads them; the
+    arguments that point it there. The folder is left open to the agent's user."""
+    script = [f"mkdir -p {CONFIG_DIR}"]
+    more: list[str] = []
+    stdio = {s.name: {"command": s.command, "args": list(s.args)}
+             for s in ctx.mcp_servers if s.stdio}  # fmt: skip
+    if stdio:
+        config = json.dumps({"mcpServers": stdio})
+        script.append(f"printf '%s' {shlex.quote(config)} > {CONFIG_DIR}/mcp.json")
+        more = ["--mcp-config", f"{CONFIG_DIR}/mcp.json"]
+    if ctx.skills_dir is not None:
+        source = posixpath.join(ctx.workdir, ctx.skills_dir)
+        script.append(f"mkdir -p {CONFIG_DIR}/skills && "
+                      f"cp -R {shlex.quote(source)}/. {CONFIG_DIR}/skills/")  # fmt: skip
+    if len(script) == 1:
+        return []
+    script.append(f"chmod -R a+rwX {CONFIG_DIR}")
+    done = await env.exec(" && ".join(script), cwd="/", timeout=60)
+    if not done.ok:
+        raise EnvironmentError_(f"cannot write Claude Code's MCP servers and skills: "
+                                f"{done.stderr.strip()[-300:]}")  # fmt: skip
+    return more
 
 
 def stream_json_messages(log: str, usage: Usage) -> list[Message]:
