@@ -60,6 +60,8 @@ VARIABLES: tuple[Variable, ...] = (
              "temporary folder)"),
     Variable("HELIOS_AGENT_CACHE", "where installed agents are installed (default: "
              "~/.cache/helios/agents)"),
+    Variable("HELIOS_DATASETS_DIR", "where the tasks of datasets named with -d are fetched "
+             "(default: ~/.cache/helios/datasets)"),
     Variable("HELIOS_PRICES", "a JSON file of extra model prices (USD per 1M tokens)",
              changes_results=True),
     Variable("HELIOS_SEARXNG_URL", "the SearXNG instance behind the web toolset's "
@@ -147,6 +149,10 @@ class HeliosSettings:
     @property
     def agent_cache(self) -> str | None:
         return self.get("HELIOS_AGENT_CACHE")
+
+    @property
+    def datasets_dir(self) -> str | None:
+        return self.get("HELIOS_DATASETS_DIR")
 
     @property
     def prices_file(self) -> str | None:

@@ -192,6 +192,8 @@ def recorded(
         **({"executor": s.executor, "ray_address": s.ray_address}
            if s.executor == "ray" else {}),
         **({"rerun_of": {"run_id": s.rerun_of.get("run_id")}} if s.rerun_of else {}),
+        # the dataset named with -d: its version and each task's commit (issue 33)
+        **({"dataset": s.dataset} if s.dataset else {}),
         RERUN_KEY: json.loads(json.dumps(rerun_record(
             planned.tasks, images=planned.images, agents=planned.agents,
         ), default=str)),

@@ -70,6 +70,8 @@ class ParallelRunner:
         self.invalid: list[InvalidTask] = []
         self.unsupported: list[UnsupportedTask] = []
         self.unknown_keys: dict[str, int] = {}
+        #: with a selection: the task folders found before it (the header's "12 of 40")
+        self.found: int | None = None
         self.aborted: str | None = None  #: why the batch stopped early, if it did
         self.run_dir: Path | None = None
         self.planned = config.Planned()  #: what run.json records for a rerun
@@ -95,7 +97,8 @@ class ParallelRunner:
         host_env = {name: os.environ[name] for name in s.pass_env if name in os.environ}
         loaded = load_batch(self.task_paths, s.pattern, self.provider_class, report,
                             network_default=s.network_default == "public",
-                            host_env=host_env)  # fmt: skip
+                            host_env=host_env, selection=s.selection)  # fmt: skip
+        self.found = loaded.found
         specs, agents = product_specs(loaded.tasks, s, uses_model=self.uses_model)
         self._agent = ", ".join(agents)  # what the summary and the header name
         self.planned.tasks = loaded.tasks
@@ -148,7 +151,7 @@ class ParallelRunner:
                 self.screen, s, task=str(config.as_list(self.task_paths)[0]), agent=agent,
                 n_trials=n_trials, n_pending=n_pending,
                 per_task=s.n_attempts * config.combinations(s), invalid=len(self.invalid),
-                unsupported=len(self.unsupported),
+                unsupported=len(self.unsupported), found=self.found,
             ))  # fmt: skip
 
         def finish(outcome: RunOutcome[TrialSpec, TrialResult]) -> BatchResult:
