@@ -138,3 +138,7 @@ def test_a_resume_of_a_sampled_run_runs_the_same_sample(tmp_path: Path) -> None:
     assert after == folders  # the same sample, not the other six tasks
     resumed = json.loads((run_dir / "batch_summary.json").read_text())
     assert sorted(r["name"] for r in resumed["tasks"]) == names and len(names) == 2
+    # the job file `helios config show` writes selects them again
+    shown = helios_inprocess("config", "show", str(run_dir), cwd=tmp_path)
+    assert shown.returncode == 0, shown.stderr
+    assert "sample: 2\n" in shown.stdout and "seed: 3\n" in shown.stdout
