@@ -191,3 +191,26 @@ def test_a_run_records_the_dataset_and_each_commit(tmp_path: Path) -> None:
     assert (recorded["name"], recorded["version"]) == ("hello", "1.0")
     assert [t["commit"] for t in recorded["tasks"]] == [commit, commit]
     assert run["config"]["price_source"]["source"] == "genai-prices"
+
+
+def test_a_registry_may_be_a_url(tmp_path: Path) -> None:
+    import http.server
+    import threading
+    from functools import partial
+
+    repo, commit = _repo(tmp_path)
+    served = tmp_path / "served"
+    served.mkdir()
+    _registry(served / "registry.json", str(repo), commit)
+    handler = partial(http.server.SimpleHTTPRequestHandler, directory=str(served))
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        url = f"http://127.0.0.1:{server.server_address[1]}/registry.json"
+        fetched = dataset_tasks("hello@1.0", url, tmp_path / "cache")
+    finally:
+        server.shutdown()
+        thread.join(timeout=10)
+    assert [p.name for p in fetched.task_dirs] == ["hello-file", "word-count"]
+    assert fetched.record()["registry"] == url

@@ -68,6 +68,8 @@ class Planned:
     images: dict[str, str | None] = field(default_factory=dict)
     #: each agent's identity (its version and settings)
     agents: dict[str, Any] = field(default_factory=dict)
+    #: with a selection of tasks: the task folders found before it (the header's "3 of 8")
+    found: int | None = None
 
 
 def agent_identities(specs: Sequence[TrialSpec], agents: Sequence[str]) -> dict[str, Any]:

@@ -70,8 +70,6 @@ class ParallelRunner:
         self.invalid: list[InvalidTask] = []
         self.unsupported: list[UnsupportedTask] = []
         self.unknown_keys: dict[str, int] = {}
-        #: with a selection: the task folders found before it (the header's "12 of 40")
-        self.found: int | None = None
         self.aborted: str | None = None  #: why the batch stopped early, if it did
         self.run_dir: Path | None = None
         self.planned = config.Planned()  #: what run.json records for a rerun
@@ -98,10 +96,9 @@ class ParallelRunner:
         loaded = load_batch(self.task_paths, s.pattern, self.provider_class, report,
                             network_default=s.network_default == "public",
                             host_env=host_env, selection=s.selection)  # fmt: skip
-        self.found = loaded.found
         specs, agents = product_specs(loaded.tasks, s, uses_model=self.uses_model)
         self._agent = ", ".join(agents)  # what the summary and the header name
-        self.planned.tasks = loaded.tasks
+        self.planned.tasks, self.planned.found = loaded.tasks, loaded.found
         self.planned.agents = config.agent_identities(specs, agents)
         specs, refused = refuse_for_agents(specs, self._agent, report)  # skills, MCP
         self.invalid, self.unsupported = loaded.invalid, [*loaded.unsupported, *refused]
@@ -151,7 +148,7 @@ class ParallelRunner:
                 self.screen, s, task=str(config.as_list(self.task_paths)[0]), agent=agent,
                 n_trials=n_trials, n_pending=n_pending,
                 per_task=s.n_attempts * config.combinations(s), invalid=len(self.invalid),
-                unsupported=len(self.unsupported), found=self.found,
+                unsupported=len(self.unsupported), found=self.planned.found,
             ))  # fmt: skip
 
         def finish(outcome: RunOutcome[TrialSpec, TrialResult]) -> BatchResult:
