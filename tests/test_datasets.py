@@ -191,6 +191,26 @@ def test_a_run_records_the_dataset_and_each_commit(tmp_path: Path) -> None:
     assert (recorded["name"], recorded["version"]) == ("hello", "1.0")
     assert [t["commit"] for t in recorded["tasks"]] == [commit, commit]
     assert run["config"]["price_source"]["source"] == "genai-prices"
+    # its cache cleared, a resume fetches the recorded commits again
+    shutil.rmtree(tmp_path / "cache")
+    again = helios_inprocess("batch", "--resume", str(run_dir), "-q", cwd=tmp_path,
+                             env={"HELIOS_DATASETS_DIR": str(tmp_path / "cache")})  # fmt: skip
+    assert again.returncode == 0, again.stderr
+    assert list((tmp_path / "cache" / "repos").glob(f"*/{commit}.verified"))
+
+
+def test_a_job_file_names_a_dataset(tmp_path: Path) -> None:
+    from helios.tasks.job import load_job
+
+    job = tmp_path / "jobs" / "job.yaml"
+    job.parent.mkdir()
+    job.write_text("dataset: hello@1.0\nregistry: ../registry.json\ninclude: hello-*\n")
+    loaded = load_job(job)
+    assert loaded.dataset == "hello@1.0" and loaded.include == ["hello-*"]
+    assert loaded.registry == str(tmp_path / "jobs" / "../registry.json")
+    url = tmp_path / "url.yaml"
+    url.write_text("dataset: hello@1.0\nregistry: https://example.com/registry.json\n")
+    assert load_job(url).registry == "https://example.com/registry.json"
 
 
 def test_a_registry_may_be_a_url(tmp_path: Path) -> None:

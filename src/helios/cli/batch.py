@@ -283,6 +283,8 @@ def batch_command(
             settings.pattern = "**/task.toml"  # the task folders found: each is itself
     elif saved is not None and saved[1]:
         tasks = saved[1]
+        if settings.dataset and not all(path.is_dir() for path in tasks):
+            tasks = _dataset_again(settings.dataset, resume, options.debug)  # cache cleared
     else:
         tasks = _recorded_tasks(run, "TASKS_DIR (or a job file's tasks)")
     _execute(tasks, settings, fail_under, options.debug)
@@ -321,6 +323,17 @@ def _dataset(
         f"{fetched.fetched} checkout(s) fetched now", highlight=False, soft_wrap=True,
     )  # fmt: skip
     return fetched.task_dirs, fetched.record()
+
+
+def _dataset_again(record: dict[str, Any], resume: Path | None, debug: bool) -> list[Path]:
+    """The task folders of the dataset a resumed run recorded, fetched again."""
+    from helios.cli.common import handle_errors
+    from helios.tasks.datasets import dataset_of_record, fetch_dataset
+
+    try:
+        return fetch_dataset(dataset_of_record(record, str(resume))).task_dirs
+    except Exception as exc:
+        handle_errors(exc, debug)
 
 
 def _saved(

@@ -91,6 +91,21 @@ def dataset_tasks(reference: str, registry: str, cache: Path | None = None) -> F
     return fetch_dataset(find_dataset(reference, registry), cache)
 
 
+def dataset_of_record(record: dict[str, Any], where: str) -> Dataset:
+    """The dataset a run recorded (`FetchedDataset.record`), checked as a registry's:
+    a resume fetches its tasks again when the cache lost them."""
+    tasks = record.get("tasks")
+    if not isinstance(tasks, list) or not tasks:
+        raise InputError("a dataset lists its tasks", file=where, field="dataset.tasks")
+    checked = tuple(
+        _task({**t, "git_commit_id": t.get("commit")} if isinstance(t, dict) else t, where,
+              f"dataset.tasks[{i}]")
+        for i, t in enumerate(tasks)
+    )  # fmt: skip
+    return Dataset(name=str(record.get("name")), version=str(record.get("version")),
+                   registry=str(record.get("registry")), tasks=checked)  # fmt: skip
+
+
 def datasets_dir() -> Path:
     configured = helios_settings().datasets_dir
     return Path(configured).expanduser() if configured else (
