@@ -248,8 +248,10 @@ def ensure_checkout(root: Path, task: DatasetTask) -> tuple[Path, bool]:
     with _locked(place.parent / ".lock"):
         if _verified(marker, task.commit) and place.is_dir():  # another process fetched it
             return place, False
-        if place.exists():  # a checkout left without its marker: set aside, never trusted
+        if place.exists():  # a checkout left without its marker: never trusted
             shutil.rmtree(place, ignore_errors=True)
+        for stale in place.parent.glob(".fetch-*"):  # a fetch killed midway (we hold the lock)
+            shutil.rmtree(stale, ignore_errors=True)
         scratch = Path(tempfile.mkdtemp(prefix=".fetch-", dir=place.parent))
         scratch.chmod(0o755)  # as a clone would be: readable by a sandbox's other users
         try:
