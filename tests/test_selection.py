@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import io
 import json
 import shutil
@@ -19,14 +20,19 @@ from helios.tasks.job import load_job
 from helios.tasks.plan import load_batch, load_tasks, resolve_task_dirs
 from helios.tasks.selection import TaskSelection, selected_line
 from helios.tasks.settings import TaskBatchSettings
+from helios.tasks.task import Task
 from tests.cli_inprocess import helios_inprocess
 
 EXAMPLES = Path(__file__).parents[1] / "examples" / "tasks"
 
 
+@functools.cache
+def _examples() -> list[Task]:
+    return load_tasks(resolve_task_dirs(EXAMPLES, "**/task.toml")).tasks
+
+
 def _names(selection: TaskSelection) -> list[str]:
-    loaded = load_tasks(resolve_task_dirs(EXAMPLES, "**/task.toml"))
-    return [task.name for task in selection.apply(loaded.tasks)]
+    return [task.name for task in selection.apply(_examples())]
 
 
 def test_globs_and_metadata_select_tasks() -> None:
