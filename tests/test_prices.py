@@ -95,3 +95,26 @@ def test_every_run_records_the_price_source() -> None:
 
     saved = RunConfig(kind="batch").saved()[CONFIG_KEY]
     assert saved["price_source"] == price_source()
+
+
+@pytest.mark.parametrize("model", ["anthropic/claude-sonnet-4-5", "openai/gpt-4.1",
+                                   "gemini/gemini-2.5-pro"])  # fmt: skip
+@pytest.mark.parametrize(
+    "usage",
+    [Usage(input_tokens=1_000, output_tokens=500, cache_read_tokens=2_000, cache_write_tokens=300),
+     Usage(input_tokens=150_000, output_tokens=9_000, cache_read_tokens=60_000),  # a long prompt
+     Usage(output_tokens=10)],
+)  # fmt: skip
+def test_a_call_costs_what_genai_prices_computes(model: str, usage: Usage) -> None:
+    from genai_prices import Usage as LibraryUsage
+    from genai_prices import calc_price
+
+    provider, _, name = model.partition("/")
+    prompt = usage.input_tokens + usage.cache_read_tokens + usage.cache_write_tokens
+    theirs = calc_price(
+        LibraryUsage(input_tokens=prompt, output_tokens=usage.output_tokens,
+                     cache_read_tokens=usage.cache_read_tokens,
+                     cache_write_tokens=usage.cache_write_tokens),
+        name, provider_id={"gemini": "google"}.get(provider, provider),
+    ).total_price  # fmt: skip
+    assert PriceTable().cost(model, usage) == pytest.approx(float(theirs), rel=1e-9)
