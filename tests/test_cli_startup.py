@@ -154,7 +154,7 @@ def test_the_command_tree_holds_every_command_loaded() -> None:
     assert all(tree.commands.is_loaded(name) for name in tree.commands)
     batch = tree.commands["batch"]
     assert "--n-concurrent" in {opt for param in batch.params for opt in param.opts}
-    assert list(tree.commands["tasks"].commands) == ["check"]
+    assert list(tree.commands["tasks"].commands) == ["check", "list"]
     assert list(tree.commands["config"].commands) == ["show"]
     assert list(tree.commands["cache"].commands) == ["stats", "clear", "show"]
 

@@ -76,8 +76,9 @@ def test_price_keys_may_name_the_provider(tmp_path: Path) -> None:
     # a key's parts are matched against the model's last parts (OpenRouter's own names)
     assert table.cost("openrouter/anthropic/claude-x-2", million) == pytest.approx(8.0)
     assert table.cost("openrouter/other/claude-x", million) is None
-    # the built-in names still match by prefix, whatever the provider
-    assert table.match("anthropic/claude-sonnet-4-5") == "claude-sonnet-4"
+    # a model no file names is priced by genai-prices (a self-hosted one is not)
+    assert table.match("anthropic/claude-sonnet-4-5") is None
+    assert table.lookup("anthropic/claude-sonnet-4-5") is not None
     assert table.cost("openai-compatible/unknown", million) is None
 
 

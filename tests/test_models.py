@@ -286,11 +286,10 @@ def test_limiter_bounds_calls_in_flight() -> None:
 
 
 # -- prices -----------------------------------------------------------------------
-def test_prices_longest_prefix_and_user_file(tmp_path: Path) -> None:
+def test_prices_library_and_user_file(tmp_path: Path) -> None:
     table = PriceTable()
     usage = Usage(input_tokens=1_000_000, output_tokens=1_000_000)
-    assert table.cost("anthropic/claude-sonnet-4-5", usage) == pytest.approx(18.0)
-    assert table.cost("gpt-4o-mini-2024", usage) == pytest.approx(0.75)
+    assert table.cost("anthropic/claude-sonnet-4-5", usage) is not None  # genai-prices
     assert table.cost("unknown-model", usage) is None  # unknown, not free
     extra = tmp_path / "prices.json"
     extra.write_text('{"scripted": {"input": 1.0, "output": 2.0}}')

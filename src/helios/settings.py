@@ -67,6 +67,8 @@ VARIABLES: tuple[Variable, ...] = (
              "answers (default: ~/.cache/helios/responses)"),
     Variable("HELIOS_CACHE_MAX_MB", "the response cache's size cap in MB; the least "
              "recently used answers go first (default 2048)"),
+    Variable("HELIOS_DATASETS_DIR", "where the tasks of datasets named with -d are fetched "
+             "(default: ~/.cache/helios/datasets)"),
     Variable("HELIOS_PRICES", "a JSON file of extra model prices (USD per 1M tokens)",
              changes_results=True),
     Variable("HELIOS_SEARXNG_URL", "the SearXNG instance behind the web toolset's "
@@ -162,6 +164,10 @@ class HeliosSettings:
     @property
     def cache_dir(self) -> str | None:
         return self.get("HELIOS_CACHE_DIR")
+
+    @property
+    def datasets_dir(self) -> str | None:
+        return self.get("HELIOS_DATASETS_DIR")
 
     @property
     def prices_file(self) -> str | None:

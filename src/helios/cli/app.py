@@ -73,6 +73,11 @@ class _Tasks(LazyGroup):
             "helios.cli.tasks_check:tasks_check_command",
             "Check tasks: the oracle must reach 1.0 and nop must stay below it.",
         ),
+        LazyCommand(
+            "list",
+            "helios.cli.tasks_list:tasks_list_command",
+            "List the tasks a batch would run (name, path, tags, difficulty); runs nothing.",
+        ),
     )
 
 

@@ -10,13 +10,23 @@ from typing import TYPE_CHECKING, Annotated, Any, cast
 import typer
 
 from helios.cli.options import (
+    CategoryOpt,
+    DatasetOpt,
+    DifficultyOpt,
+    ExcludeOpt,
     ExecutorOpt,
     FailUnderOpt,
     ForceOpt,
+    IncludeOpt,
     InteractiveOpt,
+    LimitOpt,
     QuietOpt,
     RayAddressOpt,
+    RegistryOpt,
     RetryErrorsOpt,
+    SampleOpt,
+    SeedOpt,
+    TaskTagOpt,
     TrialOptions,
     trial_options,
 )
@@ -26,6 +36,7 @@ from helios.cli.options import (
 if TYPE_CHECKING:
     from helios.environments.desktop.vnc import ViewMode
     from helios.tasks.job import JobConfig
+    from helios.tasks.selection import TaskSelection
     from helios.tasks.settings import TaskBatchSettings
     from helios.tasks.summary import BatchResult
 
@@ -148,9 +159,10 @@ def _execute(
 
 @trial_options(
     "ctx", "tasks_dir", "config", "n_concurrent", "n_attempts", "model", "output", "quiet",
-    "pattern", "provider", "network_default", "pass_env", "agent", "resume", "retry_errors",
-    "force", "fail_under", "workers", "executor", "ray_address", "base_url", "api_key",
-    "max_turns", "agent_version", "system_prompt_file", "max_tokens", "temperature",
+    "pattern", "include", "exclude", "task_tags", "difficulty", "category", "limit", "sample",
+    "seed", "dataset", "registry", "provider", "network_default", "pass_env", "agent", "resume",
+    "retry_errors", "force", "fail_under", "workers", "executor", "ray_address", "base_url",
+    "api_key", "max_turns", "agent_version", "system_prompt_file", "max_tokens", "temperature",
     "reasoning_effort",
     "no_reasoning", "openrouter_routing", "prices", "watch", "debug", "name", "tags",
     "cache",
@@ -206,10 +218,25 @@ def batch_command(
     ] = None,
     executor: ExecutorOpt = "local",
     ray_address: RayAddressOpt = None,
+    include: IncludeOpt = None,
+    exclude: ExcludeOpt = None,
+    task_tags: TaskTagOpt = None,
+    difficulty: DifficultyOpt = None,
+    category: CategoryOpt = None,
+    limit: LimitOpt = None,
+    sample: SampleOpt = None,
+    seed: SeedOpt = 0,
+    dataset: DatasetOpt = None,
+    registry: RegistryOpt = None,
 ) -> None:
     """Run every task under TASKS_DIR, k attempts each, n at a time."""
     from helios.cli.common import fail, handle_errors
     from helios.cli.resume import given, resume_settings, resumed_options
+
+    selection = _selection(
+        include=include, exclude=exclude, task_tags=task_tags, difficulty=difficulty,
+        category=category, limit=limit, sample=sample, seed=seed, debug=options.debug,
+    )  # fmt: skip
 
     job = _job(config, options.debug)
     named = ("base_url",) if job is not None and job.models else ()
@@ -224,7 +251,7 @@ def batch_command(
     own = dict(
         n_concurrent=n_concurrent, quiet=quiet, pattern=pattern, resume=resume,
         retry_errors=retry_errors, force=force, workers=workers, executor=executor,
-        ray_address=ray_address, watch=_view_mode(options.watch, False),
+        ray_address=ray_address, watch=_view_mode(options.watch, False), selection=selection,
     )  # fmt: skip
     settings = _settings(options, **own)
     if run is not None and saved is None:
@@ -239,7 +266,14 @@ def batch_command(
         fail(WATCH_WITH_ATTEMPTS)
     if job is not None and job.fail_under is not None and not given(ctx, "fail_under"):
         fail_under = job.fail_under
-    if tasks_dir is not None:
+    reference = dataset or (job.dataset if job is not None else None)
+    if reference is not None and tasks_dir is not None:
+        fail("give TASKS_DIR or -d/--dataset, not both")
+    if reference is not None:
+        where = registry or (job.registry if job is not None else None)
+        tasks, settings.dataset = _dataset(reference, where, options.debug)
+        settings.pattern = "**/task.toml"  # each task folder is itself
+    elif tasks_dir is not None:
         tasks = [tasks_dir]
     elif job is not None and job.tasks:
         try:
@@ -250,9 +284,57 @@ def batch_command(
             settings.pattern = "**/task.toml"  # the task folders found: each is itself
     elif saved is not None and saved[1]:
         tasks = saved[1]
+        if settings.dataset and not all(path.is_dir() for path in tasks):
+            tasks = _dataset_again(settings.dataset, resume, options.debug)  # cache cleared
     else:
         tasks = _recorded_tasks(run, "TASKS_DIR (or a job file's tasks)")
     _execute(tasks, settings, fail_under, options.debug)
+
+
+def _selection(*, debug: bool, **values: Any) -> TaskSelection:
+    """The selection flags as one `TaskSelection` (lists as tuples)."""
+    from helios.cli.common import handle_errors
+    from helios.tasks.selection import TaskSelection
+
+    chosen: dict[str, Any] = {k: tuple(v) if isinstance(v, list) else v
+                              for k, v in values.items()}  # fmt: skip
+    try:
+        return TaskSelection(**chosen)
+    except Exception as exc:
+        handle_errors(exc, debug)
+
+
+def _dataset(
+    reference: str, registry: str | None, debug: bool
+) -> tuple[list[Path], dict[str, Any]]:
+    """The task folders of the dataset `reference` names (fetched into the cache
+    where missing) and its record for run.json."""
+    from helios.cli.common import err_console, fail, handle_errors, shown
+    from helios.tasks.datasets import dataset_tasks
+
+    if registry is None:
+        fail("-d/--dataset needs --registry PATH|URL (a registry.json in Harbor's format)")
+    try:
+        fetched = dataset_tasks(reference, registry)
+    except Exception as exc:
+        handle_errors(exc, debug)
+    d = fetched.dataset
+    err_console.print(
+        f"dataset {shown(d.name)}@{shown(d.version)}: {len(fetched.task_dirs)} task(s), "
+        f"{fetched.fetched} checkout(s) fetched now", highlight=False, soft_wrap=True,
+    )  # fmt: skip
+    return fetched.task_dirs, fetched.record()
+
+
+def _dataset_again(record: dict[str, Any], resume: Path | None, debug: bool) -> list[Path]:
+    """The task folders of the dataset a resumed run recorded, fetched again."""
+    from helios.cli.common import handle_errors
+    from helios.tasks.datasets import dataset_of_record, fetch_dataset
+
+    try:
+        return fetch_dataset(dataset_of_record(record, str(resume))).task_dirs
+    except Exception as exc:
+        handle_errors(exc, debug)
 
 
 def _saved(

@@ -16,7 +16,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from helios.cli.options import _routing
+from helios.cli.options import SELECTION_OPTIONS, _routing
 from helios.engine.labels import RunLabels, checked
 from helios.errors import ConfigError, InputError
 from helios.models.base import GenerationConfig
@@ -89,6 +89,13 @@ def apply_job(
         except ConfigError as exc:
             raise InputError(exc.message, file=str(source),
                              field="tags" if "tag" in (exc.field or "") else "name") from None
+    selected: dict[str, Any] = {
+        name: tuple(value) if isinstance(value, list) else value
+        for name in SELECTION_OPTIONS
+        if (value := getattr(job, name)) not in (None, []) and not given(name)
+    }
+    if selected:  # the job's selection where no flag gave it (issue 33)
+        changes["selection"] = replace(settings.selection, **selected)
     factors = (job.timeout_multiplier, job.agent_timeout_multiplier,
                job.verifier_timeout_multiplier)  # fmt: skip
     if any(f is not None for f in factors):

@@ -175,6 +175,55 @@ CacheOpt = Annotated[
                  "resume keeps the setting unless --no-cache. See `helios cache`."),
 ]  # fmt: skip
 
+# -- which tasks run (issue 33): `helios batch` and `helios tasks list` ------------------
+IncludeOpt = Annotated[
+    list[str] | None,
+    typer.Option("--include",
+                 help="Only the tasks whose name or path matches this glob (repeatable: any)."),
+]  # fmt: skip
+ExcludeOpt = Annotated[
+    list[str] | None,
+    typer.Option("--exclude", help="Leave out the tasks whose name or path matches this glob "
+                 "(repeatable)."),
+]  # fmt: skip
+TaskTagOpt = Annotated[
+    list[str] | None,
+    typer.Option("--task-tag", help="Only the tasks with this tag in task.toml's [metadata] "
+                 "tags (repeatable: any). Not --tag, which tags the run."),
+]  # fmt: skip
+DifficultyOpt = Annotated[
+    list[str] | None,
+    typer.Option("--difficulty", help="Only the tasks of this [metadata] difficulty "
+                 "(repeatable: any)."),
+]  # fmt: skip
+CategoryOpt = Annotated[
+    list[str] | None,
+    typer.Option("--category", help="Only the tasks of this [metadata] category "
+                 "(repeatable: any)."),
+]  # fmt: skip
+LimitOpt = Annotated[
+    int | None, typer.Option("--limit", min=1, help="At most N tasks: the first ones selected.")
+]
+SampleOpt = Annotated[
+    int | None,
+    typer.Option("--sample", min=1, help="A random subset of N of the tasks selected, the same "
+                 "for the same --seed (kept by --resume)."),
+]  # fmt: skip
+SeedOpt = Annotated[int, typer.Option("--seed", help="The seed of --sample (default 0).")]
+DatasetOpt = Annotated[
+    str | None,
+    typer.Option("--dataset", "-d", help="NAME@VERSION: a dataset of a --registry, its tasks "
+                 "fetched with git at their pinned commits (cached; HELIOS_DATASETS_DIR)."),
+]  # fmt: skip
+RegistryOpt = Annotated[
+    str | None,
+    typer.Option("--registry", help="A registry.json (Harbor's format), a path or an "
+                 "http(s) URL: the datasets -d names."),
+]  # fmt: skip
+#: the selection's option names, as `TaskSelection` names its fields
+SELECTION_OPTIONS = ("include", "exclude", "task_tags", "difficulty", "category", "limit",
+                     "sample", "seed")  # fmt: skip
+
 
 def _routing(text: str | None) -> dict[str, Any]:
     """'order=a,b;ignored=c;sort=price' → OpenRouter's provider object."""

@@ -237,6 +237,14 @@ def job_file(run: Mapping[str, Any], saved: Mapping[str, Any] | None = None) -> 
         job["timeout_multiplier"] = timeouts.all if timeouts.all != 1.0 else None
         job["agent_timeout_multiplier"] = timeouts.agent
         job["verifier_timeout_multiplier"] = timeouts.verifier
+    selection = saved.get("selection") if saved is not None else None
+    if selection is not None and selection.active:  # which tasks ran (issue 33)
+        from helios.cli.options import SELECTION_OPTIONS
+
+        for option in SELECTION_OPTIONS:
+            value = getattr(selection, option)
+            if value not in ((), None) and (option != "seed" or selection.sample is not None):
+                job[option] = list(value) if isinstance(value, tuple) else value
     if pairs is not None:  # an agent with its own model: listed once per model it ran with
         job["agents"] = [
             _agent_entry(agent, settings) | {"model": model}

@@ -18,6 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from helios.engine.labels import RunLabels
 from helios.engine.saved_config import CONFIG_KEY, CONFIG_VERSION, VERSION_KEY, dump_config
 from helios.errors import ConfigError
+from helios.models.pricing import price_source
 from helios.settings import current as helios_settings
 
 #: where units run
@@ -143,7 +144,9 @@ class RunConfig(BaseModel):
         """run.json's versioned `config`: the door's config, the engine's settings and
         the `HELIOS_*` settings that change results; no secret (`dump_config`)."""
         engine = {"concurrency": self.concurrency.model_dump(mode="json"),
-                  "sandbox": self.sandbox.model_dump(mode="json")}  # fmt: skip
+                  "sandbox": self.sandbox.model_dump(mode="json"),
+                  # where the default prices come from, and their date (issue 33)
+                  "price_source": price_source()}  # fmt: skip
         return {VERSION_KEY: CONFIG_VERSION, CONFIG_KEY: dump_config({
             **self.config, **engine, "result_settings": helios_settings().identity(),
         })}  # fmt: skip

@@ -18,6 +18,10 @@
     network_default: none            # a task that leaves network_mode unset: no network
     pass_env: [HF_TOKEN]             # host variables a task may take as ${HF_TOKEN}
     output: runs
+    difficulty: easy                 # which tasks run: include, exclude, task_tags,
+    limit: 10                        # difficulty, category, limit, sample, seed
+    # dataset: hello@1.0             # or a registry's dataset instead of tasks
+    # registry: registry.json
 
 YAML (`.yaml`, `.yml`), TOML (`.toml`) or JSON (`.json`), checked by one pydantic
 model: an unknown key, a wrong type or a missing file is one `InputError` naming
@@ -147,6 +151,19 @@ class JobConfig(_Generation):
     #: defaults for every agent (an agent's own win)
     max_turns: int | None = Field(default=None, ge=1)
     system_prompt_file: str | None = Field(default=None, min_length=1)
+    #: which tasks run (`--include`, `--exclude`, `--task-tag`, `--difficulty`,
+    #: `--category`: one value or a list; `--limit`, `--sample`, `--seed`)
+    include: list[str] = Field(default_factory=list)
+    exclude: list[str] = Field(default_factory=list)
+    task_tags: list[str] = Field(default_factory=list)
+    difficulty: list[str] = Field(default_factory=list)
+    category: list[str] = Field(default_factory=list)
+    limit: int | None = Field(default=None, ge=1)
+    sample: int | None = Field(default=None, ge=1)
+    seed: int | None = None
+    #: a dataset of a registry instead of `tasks` (`-d NAME@VERSION`, `--registry`)
+    dataset: str | None = Field(default=None, min_length=1)
+    registry: str | None = Field(default=None, min_length=1)
 
     @model_validator(mode="before")
     @classmethod
@@ -154,6 +171,9 @@ class JobConfig(_Generation):
         if not isinstance(data, dict):
             return data
         data = dict(data)
+        for name in ("include", "exclude", "task_tags", "difficulty", "category"):
+            if isinstance(data.get(name), str):
+                data[name] = [data[name]]
         for name, key in (("tasks", "path"), ("models", "model"), ("agents", "name")):
             if name in data:
                 data[name] = _entries(data[name], key)
@@ -187,6 +207,8 @@ class JobConfig(_Generation):
             "agents": [a.model_copy(update={"system_prompt_file": at(a.system_prompt_file)})
                        for a in self.agents],
             "output": at(self.output), "prices": at(self.prices),
+            "registry": self.registry if self.registry is None or "://" in self.registry
+            else at(self.registry),
             "system_prompt_file": at(self.system_prompt_file),
         })  # fmt: skip
 

@@ -17,6 +17,7 @@ from helios.identity import trial_id
 from helios.models.services import ModelOptions
 from helios.tasks.features import agent_limits, unsupported
 from helios.tasks.phases import TimeoutScale
+from helios.tasks.selection import TaskSelection, selected_line
 from helios.tasks.settings import TaskBatchSettings
 from helios.tasks.summary import InvalidTask, UnsupportedTask
 from helios.tasks.task import Task, discover_tasks, load_task
@@ -31,6 +32,8 @@ class LoadedTasks:
     unsupported: list[UnsupportedTask] = field(default_factory=list)
     #: keys no schema version defines → how many tasks have them
     unknown_keys: dict[str, int] = field(default_factory=dict)
+    #: with a selection (`tasks.selection`): the task folders found before it, else None
+    found: int | None = None
 
     def unknown_keys_line(self, limit: int = 8) -> str | None:
         """One warning for the whole batch, or None."""
@@ -121,15 +124,18 @@ def load_batch(
     provider: type[Environment] | None = None,
     report: Callable[[list[tuple[str, str]]], None] | None = None, *,
     network_default: bool = True, host_env: dict[str, str] | None = None,
+    selection: TaskSelection | None = None,
 ) -> LoadedTasks:  # fmt: skip
-    """The batch's tasks, each skipped one `report`ed (label, text) first; `InputError`
-    when no task matches or none can run."""
+    """The batch's tasks (those `selection` keeps), each skipped one `report`ed (label,
+    text) first; `InputError` when no task matches or none can run."""
     task_dirs = resolve_task_dirs(paths, pattern)
     if not task_dirs:
         where = ", ".join(str(p) for p in ([paths] if isinstance(paths, str | Path) else paths))
         raise InputError(f"no task.toml matching {pattern!r} under {where}")
     loaded = load_tasks(task_dirs, provider, network_default=network_default,
                         host_env=host_env)  # fmt: skip
+    if selection is not None and selection.active:
+        loaded = select_tasks(loaded, selection, len(task_dirs))
     if report is not None:
         report(loaded.warning_lines())
     if not loaded.tasks:
@@ -140,6 +146,28 @@ def load_batch(
             f"{len(loaded.unsupported)} unsupported): {first}"
         )
     return loaded
+
+
+def select_tasks(loaded: LoadedTasks, selection: TaskSelection, found: int) -> LoadedTasks:
+    """`loaded` with only the tasks `selection` keeps. A task that could not be loaded
+    (invalid, unsupported) stays when the globs keep its folder and the selection reads
+    nothing more (metadata, a count); else it is not among those selected.
+    `InputError` when none is selected."""
+    tasks = selection.apply(loaded.tasks)
+    keep_skipped = not selection.narrows_by_content
+
+    def kept(path: str) -> bool:
+        return keep_skipped and selection.matches_path(Path(path).name, "", path)
+
+    chosen = LoadedTasks(
+        tasks=tasks, invalid=[t for t in loaded.invalid if kept(t.path)],
+        unsupported=[t for t in loaded.unsupported if kept(t.path)],
+        unknown_keys=loaded.unknown_keys, found=found,
+    )  # fmt: skip
+    if not chosen.tasks and not chosen.invalid and not chosen.unsupported:
+        raise InputError(f"no task selected: {selected_line(0, found)} by "
+                         f"{selection.describe()}")  # fmt: skip
+    return chosen
 
 
 def refuse_for_agents(

@@ -12,6 +12,7 @@ from helios.display.presenter import RunPresenter
 from helios.display.trial import TrialView
 from helios.figures import out_tokens_per_second, percent
 from helios.tasks.results import TrialResult
+from helios.tasks.selection import selected_line
 from helios.tasks.settings import TaskBatchSettings
 from helios.tasks.summary import BatchResult, breakdown
 from helios.usage import Usage
@@ -20,6 +21,7 @@ from helios.usage import Usage
 def header(
     show: RunPresenter, settings: TaskBatchSettings, *, task: str, agent: str,
     n_trials: int, n_pending: int, per_task: int, invalid: int = 0, unsupported: int = 0,
+    found: int | None = None,
 ) -> tuple[str, dict[str, str]]:  # fmt: skip
     """The header's title and rows: `helios run`'s (one task) or the batch's. The
     agent line names the agent(s) and model(s); the rest the run's config holds."""
@@ -31,8 +33,12 @@ def header(
         if s.n_attempts > 1:
             rows["Attempts"] = str(s.n_attempts) + done
         return "Helios run", {**rows, "Output": show.output}
+    n_tasks = n_trials // per_task
     return "Helios batch", {
-        "Tasks": f"{n_trials // per_task} found"
+        "Tasks": (
+            f"{n_tasks} found" if found is None
+            else selected_line(n_tasks + invalid + unsupported, found)
+        )
         + (f", {invalid} invalid" if invalid else "")
         + (f", {unsupported} unsupported" if unsupported else ""),
         "Attempts": str(s.n_attempts),

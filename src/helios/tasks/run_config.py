@@ -68,6 +68,8 @@ class Planned:
     images: dict[str, str | None] = field(default_factory=dict)
     #: each agent's identity (its version and settings)
     agents: dict[str, Any] = field(default_factory=dict)
+    #: with a selection of tasks: the task folders found before it (the header's "3 of 8")
+    found: int | None = None
 
 
 def agent_identities(specs: Sequence[TrialSpec], agents: Sequence[str]) -> dict[str, Any]:
@@ -192,6 +194,8 @@ def recorded(
         **({"executor": s.executor, "ray_address": s.ray_address}
            if s.executor == "ray" else {}),
         **({"rerun_of": {"run_id": s.rerun_of.get("run_id")}} if s.rerun_of else {}),
+        # the dataset named with -d: its version and each task's commit (issue 33)
+        **({"dataset": s.dataset} if s.dataset else {}),
         RERUN_KEY: json.loads(json.dumps(rerun_record(
             planned.tasks, images=planned.images, agents=planned.agents,
         ), default=str)),

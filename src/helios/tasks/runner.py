@@ -95,10 +95,10 @@ class ParallelRunner:
         host_env = {name: os.environ[name] for name in s.pass_env if name in os.environ}
         loaded = load_batch(self.task_paths, s.pattern, self.provider_class, report,
                             network_default=s.network_default == "public",
-                            host_env=host_env)  # fmt: skip
+                            host_env=host_env, selection=s.selection)  # fmt: skip
         specs, agents = product_specs(loaded.tasks, s, uses_model=self.uses_model)
         self._agent = ", ".join(agents)  # what the summary and the header name
-        self.planned.tasks = loaded.tasks
+        self.planned.tasks, self.planned.found = loaded.tasks, loaded.found
         self.planned.agents = config.agent_identities(specs, agents)
         specs, refused = refuse_for_agents(specs, self._agent, report)  # skills, MCP
         self.invalid, self.unsupported = loaded.invalid, [*loaded.unsupported, *refused]
@@ -148,7 +148,7 @@ class ParallelRunner:
                 self.screen, s, task=str(config.as_list(self.task_paths)[0]), agent=agent,
                 n_trials=n_trials, n_pending=n_pending,
                 per_task=s.n_attempts * config.combinations(s), invalid=len(self.invalid),
-                unsupported=len(self.unsupported),
+                unsupported=len(self.unsupported), found=self.planned.found,
             ))  # fmt: skip
 
         def finish(outcome: RunOutcome[TrialSpec, TrialResult]) -> BatchResult:

@@ -15,8 +15,11 @@ from helios.errors import ConfigError
 from helios.models.routing import PROVIDER_KEYS
 from helios.models.services import ModelOptions
 from helios.tasks.phases import TimeoutScale
+from helios.tasks.selection import TaskSelection
 
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+#: the keywords of `from_kwargs` that make its `selection`
+SELECTION_KEYS = frozenset(f.name for f in fields(TaskSelection))
 
 @dataclass(frozen=True)
 class AgentChoice:
@@ -90,6 +93,12 @@ class TaskBatchSettings:
     #: the trial ids and the identity of then ("public" enters the run's identity,
     #: and the ids of the tasks that leave their network unset: `plan.build_specs`)
     network_default: Literal["public", "none"] = "public"
+    #: which of the tasks found run (`tasks.selection`: --include, --limit, --sample...);
+    #: saved, so a resume runs the same ones
+    selection: TaskSelection = field(default_factory=TaskSelection)
+    #: the dataset the tasks come from (`-d NAME@VERSION`: `tasks.datasets`' record of
+    #: its name, version, registry and each task's commit), recorded in run.json
+    dataset: dict[str, Any] | None = None
 
     def __post_init__(self) -> None:
         if self.n_concurrent < 1 or self.n_attempts < 1:
@@ -115,10 +124,15 @@ class TaskBatchSettings:
     def from_kwargs(cls, **kwargs: Any) -> TaskBatchSettings:
         """Settings from keyword arguments; model keywords (model, base_url, api_key,
         generation, prices, retry_policy) go to `models`; `agent_version` (an installed
-        agent's release) to `agent_settings["version"]`. Unknown ones are an error."""
+        agent's release) to `agent_settings["version"]`; the selection's (include, exclude,
+        task_tags, difficulty, category, limit, sample, seed) to `selection`. Unknown ones
+        are an error."""
         model_keys = {f.name for f in fields(ModelOptions)}
         own_keys = {f.name for f in fields(cls)}
         models = {k: kwargs.pop(k) for k in list(kwargs) if k in model_keys}
+        chosen = {k: kwargs.pop(k) for k in list(kwargs) if k in SELECTION_KEYS}
+        if chosen:
+            kwargs["selection"] = TaskSelection(**chosen)
         version = kwargs.pop("agent_version", None)
         if version is not None:  # an installed agent's release: one of its settings
             kwargs["agent_settings"] = {**kwargs.get("agent_settings", {}), "version": version}
