@@ -100,6 +100,7 @@ from typing import IO, Any, BinaryIO
 from helios._proc import run_to_end, within
 from helios.agents.toolsets.registry import register_toolset, registered_toolsets
 from helios.engine._worker_side import WorkerSetup
+from helios.engine.budget import BUDGET_STOPPED
 from helios.engine.config import ray_missing
 from helios.engine.door import ReadsFolders
 from helios.engine.episode import EpisodeContext
@@ -603,6 +604,15 @@ class _RayBatch:
         self.stopping = False
         #: the object ref of each input folder put in the object store, by its key
         self.inputs: dict[str, Any] = {}
+        #: a hard budget stopped the trials in flight: each is recorded as BudgetStopped
+        self.budget_stopped = False
+        service.on_hard_stop = self._stop_for_budget
+
+    def _stop_for_budget(self) -> None:
+        self.budget_stopped = True
+        for stream in list(self.in_flight.values()):
+            with contextlib.suppress(Exception):
+                self.ray.cancel(stream, recursive=True)
 
     def _event_box(self) -> Any:
         from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
@@ -648,7 +658,7 @@ class _RayBatch:
             while len(self.in_flight) >= limit:
                 self.room.clear()
                 await self.room.wait()
-            if self.service.aborted is not None:
+            if self.service.halted(len(self.in_flight)):
                 break
             try:
                 inputs = await self._inputs(unit)
@@ -660,6 +670,7 @@ class _RayBatch:
             # inside a dict, the refs are not fetched with the task: a node fetches
             # one only if it has no copy yet
             stream = self._submit(unit, inputs)
+            self.service.started_units += 1
             task = asyncio.create_task(self._collect(unit, inputs, stream))
             self.collectors.add(task)
             task.add_done_callback(self.collectors.discard)
@@ -778,6 +789,12 @@ class _RayBatch:
     def _lost(self, unit: Any, exc: BaseException) -> Any:
         """The crashed result of a unit whose task failed: its node or process was lost
         past Ray's reruns (`NodeLost`), or the task itself raised (its error's type)."""
+        if self.budget_stopped:
+            budget = getattr(self.service, "budget", None)
+            why = budget.stop_reason() if budget is not None else "stopped by a budget"
+            error = ErrorInfo(type=BUDGET_STOPPED, message=why, phase="internal",
+                              infrastructure=True)  # fmt: skip
+            return self.service.door.crashed(unit, error)
         if isinstance(exc, self.ray.exceptions.RayTaskError):
             cause = exc.cause if isinstance(exc.cause, BaseException) else exc
             kind, note = type(cause).__name__, ""

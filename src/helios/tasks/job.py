@@ -145,6 +145,12 @@ class JobConfig(_Generation):
     #: defaults for every agent (an agent's own win)
     max_turns: int | None = Field(default=None, ge=1)
     system_prompt_file: str | None = Field(default=None, min_length=1)
+    #: the run's budgets (`--max-cost`, `--max-total-tokens`, `--max-duration 2h`,
+    #: `--budget-hard`: a flag wins)
+    max_cost: float | None = Field(default=None, gt=0)
+    max_total_tokens: int | None = Field(default=None, ge=1)
+    max_duration: str | None = Field(default=None, min_length=1)
+    budget_hard: bool | None = None
 
     @model_validator(mode="before")
     @classmethod
