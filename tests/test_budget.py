@@ -190,8 +190,8 @@ def test_a_kill_9_then_a_resume_keeps_the_spend_right(tmp_path: Path) -> None:
         spent_before = sum(r["spend"]["cost_usd"] for r in before)
         one = max(r["spend"]["cost_usd"] for r in before)
         # the earlier spend counts: a cap just above it lets about two more trials run
-        capped = asyncio.run(_invoke(url, folder, units,
-                                     BudgetConfig(max_cost=spent_before + 2.5 * one), n=1))  # fmt: skip
+        cap = BudgetConfig(max_cost=spent_before + 2.5 * one)
+        capped = asyncio.run(_invoke(url, folder, units, cap, n=1))
         assert capped.budget is not None and capped.budget["stopped_by"] == "max_cost"
         assert len(_records(folder)) - len(before) in (2, 3)
         rest = asyncio.run(_invoke(url, folder, units, BudgetConfig(max_cost=1.0)))

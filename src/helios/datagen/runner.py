@@ -153,6 +153,7 @@ class BatchRunner:
             self.writer.close()
             self.result.interrupted = outcome.interrupted
             self.result.aborted = outcome.aborted
+            self.result.budget_stopped = outcome.budget_stopped
             self._finish(outcome, session, units)
 
         # The reviewed records: a verdict that does not hold is pending again.
@@ -186,6 +187,7 @@ class BatchRunner:
         written = write_outputs(
             self.settings, session.run_dir, session.store, units, bad_lines=len(self.dataset.bad),
             seconds=outcome.seconds, invocation_seconds=outcome.invocation_seconds,
+            budget=outcome.budget,
         )  # fmt: skip
         record_models(session.store.run_dir, written.totals.reported_models)  # run.json too
         result = self.result
