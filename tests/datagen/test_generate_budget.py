@@ -26,9 +26,10 @@ def test_generate_stops_at_its_cost_cap_and_resumes_to_the_end(tmp_path: Path) -
     with MockLLMServer(script=SCRIPT) as server:
         args = [f"--dataset_file={dataset}", "--batch_size=25", "--run_name=r", "--model=mock",
                 f"--base_url={server.openai_base_url}", "--num_workers=4",
-                "--distribution=terminal_only", f"--prices={prices}", "--output_dir=data"]  # fmt: skip
-        probe = run_generate(tmp_path, *args[:2], "--run_name=probe", *args[3:], "--max_samples=1",
-                             check=True)  # fmt: skip
+                "--distribution=terminal_only", f"--prices={prices}",
+                "--output_dir=data"]  # fmt: skip
+        probe = run_generate(tmp_path, *args[:2], "--run_name=probe", *args[3:],
+                             "--max_samples=1", check=True)  # fmt: skip
         assert probe.returncode == 0
         one = read_jsonl(tmp_path / "data" / "probe" / ".helios" / "results.jsonl")[0]["cost_usd"]
         cap = 50.5 * one
