@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -201,3 +202,58 @@ def test_a_kill_9_then_a_resume_keeps_the_spend_right(tmp_path: Path) -> None:
     total = sum(r["spend"]["cost_usd"] for r in records)
     assert rest.budget is not None
     assert rest.budget["spent"]["cost_usd"] == pytest.approx(total, rel=1e-6)
+
+
+@pytest.mark.usefixtures("need_bwrap")
+def test_a_batch_stopped_by_its_budget_exits_3_and_its_folder_resumes(tmp_path: Path) -> None:
+    from .conftest import EXAMPLES, helios_cmd
+    from .test_tool_agent import KEY as TASK_KEY
+    from .test_tool_agent import SCRIPT as TASK_SCRIPT
+
+    shutil.copytree(EXAMPLES / "hello-file", tmp_path / "tasks" / "hello-file")
+    prices = tmp_path / "prices.json"
+    prices.write_text(json.dumps({MODEL: {"input": 2.0, "output": 10.0}}))
+
+    def helios(*args: str) -> subprocess.CompletedProcess[str]:
+        env = {**os.environ, "OPENAI_COMPATIBLE_API_KEY": TASK_KEY}
+        return subprocess.run(helios_cmd(*args, "--api-key", TASK_KEY), capture_output=True,
+                              text=True, cwd=tmp_path, timeout=300, env=env)  # fmt: skip
+
+    with MockLLMServer(script=TASK_SCRIPT, require_key=TASK_KEY) as server:
+        common = ("-m", MODEL, "--base-url", server.openai_base_url, "--prices", str(prices),
+                  "--provider", "local", "--workers", "1", "-q")  # fmt: skip
+        probe = helios("batch", "tasks", "-k", "1", "-o", "probe", *common)
+        assert probe.returncode == 0, probe.stderr
+        (probe_dir,) = (tmp_path / "probe").iterdir()
+        one = json.loads((probe_dir / "batch_summary.json").read_text())["usage"]["cost_usd"]
+        first = helios("batch", "tasks", "-k", "6", "-n", "2", "-o", "out", *common,
+                       "--max-cost", str(2.5 * one))  # fmt: skip
+        assert first.returncode == 3, first.stderr
+        assert "stopped by a budget" in first.stderr and "--max-cost" in first.stderr
+        (run_dir,) = (tmp_path / "out").iterdir()
+        summary = json.loads((run_dir / "batch_summary.json").read_text())
+        assert summary["budget"]["stopped_by"] == "max_cost"
+        assert 2 <= summary["total_trials"] < 6 and summary["not_run"] == 6 - summary["total_trials"]
+        assert abs(summary["budget"]["spent"]["cost_usd"] - 2.5 * one) <= 1.01 * one
+        rest = helios("batch", "--resume", str(run_dir), "--base-url", server.openai_base_url,
+                      "--max-cost", str(100 * one), "-q")  # fmt: skip
+        assert rest.returncode == 0, rest.stderr
+    summary = json.loads((run_dir / "batch_summary.json").read_text())
+    assert summary["total_trials"] == summary["passed"] == 6 and summary["not_run"] == 0
+    assert summary["budget"]["stopped_by"] is None
+    assert summary["budget"]["spent"]["cost_usd"] == pytest.approx(6 * one, rel=0.05)
+    ids = [r["trial_id"] for r in _records(run_dir)]
+    assert len(ids) == len(set(ids)) == 6
+
+
+def test_the_live_line_shows_the_spend_against_each_budget() -> None:
+    from helios.engine.budget import BudgetWatch, Spend
+    from helios.usage import Usage
+
+    watch = BudgetWatch(BudgetConfig.of(max_cost=2, max_tokens=5000, max_duration="1h"),
+                        Spend(cost_usd=0.5, tokens=1000, seconds=600, trials=3))  # fmt: skip
+    watch.observe(Usage(input_tokens=150, output_tokens=50, cost_usd=0.25), 720)
+    assert watch.against() == "$0.7500/$2 · 1,200/5,000 tok · 12m/1h"
+    assert watch.reached() is None
+    watch.observe(Usage(input_tokens=150, output_tokens=50, cost_usd=1.5), 720)
+    assert watch.reached() == "max_cost"
