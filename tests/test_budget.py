@@ -233,7 +233,8 @@ def test_a_batch_stopped_by_its_budget_exits_3_and_its_folder_resumes(tmp_path: 
         (run_dir,) = (tmp_path / "out").iterdir()
         summary = json.loads((run_dir / "batch_summary.json").read_text())
         assert summary["budget"]["stopped_by"] == "max_cost"
-        assert 2 <= summary["total_trials"] < 6 and summary["not_run"] == 6 - summary["total_trials"]
+        trials = summary["total_trials"]
+        assert 2 <= trials < 6 and summary["not_run"] == 6 - trials
         assert abs(summary["budget"]["spent"]["cost_usd"] - 2.5 * one) <= 1.01 * one
         rest = helios("batch", "--resume", str(run_dir), "--base-url", server.openai_base_url,
                       "--max-cost", str(100 * one), "-q")  # fmt: skip
@@ -257,3 +258,20 @@ def test_the_live_line_shows_the_spend_against_each_budget() -> None:
     assert watch.reached() is None
     watch.observe(Usage(input_tokens=150, output_tokens=50, cost_usd=1.5), 720)
     assert watch.reached() == "max_cost"
+
+
+def test_a_job_file_gives_budgets_and_a_flag_wins(tmp_path: Path) -> None:
+    from helios.cli.job_options import apply_job
+    from helios.errors import InputError
+    from helios.tasks.job import JobConfig
+    from helios.tasks.settings import TaskBatchSettings
+
+    job = JobConfig(max_cost=2.0, max_duration="45m", budget_hard=True)
+    settings = TaskBatchSettings(budget=BudgetConfig(max_cost=5.0))
+    applied = apply_job(settings, job, lambda name: name == "max_cost", tmp_path / "job.yaml")
+    assert applied.budget == BudgetConfig(max_cost=5.0, max_seconds=2700, hard=True)
+    # in Python, as a dict
+    assert TaskBatchSettings(budget={"max_duration": "2h"}).budget.max_seconds == 7200  # type: ignore[arg-type]
+    with pytest.raises(InputError, match=r"job\.yaml"):
+        apply_job(settings, JobConfig(max_duration="soon"), lambda name: False,
+                  tmp_path / "job.yaml")  # fmt: skip
