@@ -104,6 +104,7 @@ from helios.engine.budget import BUDGET_STOPPED
 from helios.engine.config import ray_missing
 from helios.engine.door import ReadsFolders
 from helios.engine.episode import EpisodeContext
+from helios.engine.ray_limits import LimitsBox, NodeStartGate, limits_of, share_limits
 from helios.engine.workers import STOP_GRACE, ShardedBatch, _worker_services
 from helios.environments.shell.safe_copy import Bounds, Spool, UnsafeDownload, extract_tar
 from helios.errors import ConfigError
@@ -169,7 +170,8 @@ class NodeResult:
 
 
 def _node_run(payload: bytes, unit: Any, events: Any = None,
-              inputs: dict[str, Any] | None = None) -> Iterator[Any]:  # fmt: skip
+              inputs: dict[str, Any] | None = None, limits: Any = None,
+              starts: int = 1) -> Iterator[Any]:  # fmt: skip
     """A Ray generator task: run one unit on this node, in a scratch folder of its own;
     yield its `NodeResult`, then its folder's archive in pieces of `ARCHIVE_CHUNK` bytes
     (packed first into a file beside the folder: a node never holds it whole in
@@ -188,7 +190,8 @@ def _node_run(payload: bytes, unit: Any, events: Any = None,
     try:
         forward = _Forward(events) if events is not None else None
         emit = forward.emit if forward is not None else None
-        result, totals = asyncio.run(_run_here(setup, unit, scratch, emit))
+        gate = NodeStartGate(base / "starts", starts)  # this node's, across its processes
+        result, totals = asyncio.run(_run_here(setup, unit, scratch, emit, limits, gate))
         folder = unit.folder
         # beside the trial folder, never in it (a folder is named by the door)
         archive = scratch / ".helios-archive.tar"
@@ -208,8 +211,9 @@ def _node_run(payload: bytes, unit: Any, events: Any = None,
         shutil.rmtree(scratch, ignore_errors=True)
 
 
-async def _run_here(setup: WorkerSetup, unit: Any, scratch: Path,
-                    emit: Any) -> tuple[Any, Any]:  # fmt: skip
+async def _run_here(setup: WorkerSetup, unit: Any, scratch: Path, emit: Any,
+                    limits: Any = None, gate: asyncio.Semaphore | None = None,
+                    ) -> tuple[Any, Any]:  # fmt: skip
     for secret in setup.secrets:
         register_secret(secret)
     for toolset in setup.toolsets:
@@ -217,8 +221,9 @@ async def _run_here(setup: WorkerSetup, unit: Any, scratch: Path,
     waker = _Waker()
     waker.start()
     services = setup.services
-    ctx = replace(setup.ctx, run_dir=scratch, start_gate=asyncio.Semaphore(1), emit=emit,
-                  services=services)  # fmt: skip
+    share_limits(services, limits)  # the run's limiters, one for the whole cluster
+    ctx = replace(setup.ctx, run_dir=scratch, start_gate=gate or asyncio.Semaphore(1),
+                  emit=emit, services=services)  # fmt: skip
     door = setup.door
     slot = Slot(asyncio.Semaphore(1))
     await slot.acquire()
@@ -582,12 +587,16 @@ class _RayBatch:
         payload = ray.cloudpickle.dumps(setup)
         #: where the nodes send the trials' events (the live display's), if it is shown
         self.events = self._event_box() if service.emit is not None else None
+        #: the run's model-call limiters, shared by every trial on every node
+        limits = limits_of(service.services)
+        self.limits = self._on_driver_node(LimitsBox).remote(limits) if limits else None
+        boxed, starts = self.limits, service.concurrency.starts_at_once
         #: set once no more results are awaited: the relay takes the last events and ends
         self.done = asyncio.Event()
         events = self.events
 
         def run_unit(unit: Any, inputs: dict[str, Any]) -> Iterator[Any]:
-            yield from _node_run(payload, unit, events, inputs)
+            yield from _node_run(payload, unit, events, inputs, boxed, starts)
 
         # No rerun by Ray (max_retries=0): it would splice a rerun's stream onto the
         # pieces already taken from the lost run. The driver runs the unit again.
@@ -615,12 +624,15 @@ class _RayBatch:
                 self.ray.cancel(stream, recursive=True)
 
     def _event_box(self) -> Any:
+        return self._on_driver_node(EventBox).remote()
+
+    def _on_driver_node(self, cls: type) -> Any:
+        """`cls` as a Ray actor class, placed on the driver's node."""
         from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
         here = NodeAffinitySchedulingStrategy(self.ray.get_runtime_context().get_node_id(),
                                               soft=True)  # fmt: skip
-        box = self.ray.remote(num_cpus=0, scheduling_strategy=here)(EventBox)
-        return box.remote()
+        return self.ray.remote(num_cpus=0, scheduling_strategy=here)(cls)
 
     async def _relay(self) -> None:
         """Hand the nodes' events to the display, every `EVENTS_EVERY` seconds, and the
@@ -648,9 +660,10 @@ class _RayBatch:
             if relay is not None:
                 with contextlib.suppress(Exception):
                     await within(RELAY_GRACE, relay)
-            if self.events is not None:
-                with contextlib.suppress(Exception):
-                    self.ray.kill(self.events)
+            for actor in (self.events, self.limits):
+                if actor is not None:
+                    with contextlib.suppress(Exception):
+                        self.ray.kill(actor)
 
     async def _run(self) -> None:
         limit = self.service.concurrency.in_flight
