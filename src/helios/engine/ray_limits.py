@@ -8,9 +8,13 @@ cluster of N nodes send N times what the provider allows. So:
 - **Model calls**: one actor (`LimitsBox`, on the driver's node, made by the driver
   for the run) holds the limiter of each of the run's models. A trial's services
   use a `SharedLimiter`, which asks the actor for room before each call and tells it
-  how the call went: a 429 halves the limit for the whole cluster, and its
-  Retry-After holds every call of the run until then (one machine's retries wait it
-  out call by call; a cluster that did so would keep sending from the other nodes).
+  how the call went: a 429 halves the limit for the whole cluster, its Retry-After
+  holds every call of the run until then (one machine's retries wait it out call by
+  call; a cluster that did so would keep sending from the other nodes), and from the
+  first 429 on the calls are paced: started no faster than the rate the provider
+  answered in the second before it (less a tenth), a rate that grows again slowly
+  while no 429 comes. So the cluster sends about what the provider allows, not a
+  burst each time a hold ends.
   A trial whose process dies while it holds room leaks that room; the actor hands it
   back after `LEASE_SECONDS` (no model call lasts that long without an answer).
 - **Budgets** need nothing here: the driver decides every start (`BatchService.halted`)
@@ -26,6 +30,7 @@ Ray is imported by the caller (`engine/ray_executor.py`); this module needs it n
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import fcntl
 import os
@@ -50,6 +55,12 @@ class LimitsBox:
         self.limiters = {key: AdaptiveLimiter(**kw) for key, kw in limits.items()}
         #: no call starts before this (a 429's Retry-After), per model
         self.hold_until: dict[str, float] = {}
+        #: calls started per second at most, per model, once a 429 came (None: unpaced);
+        #: when the next call may start; when the calls of the last second were answered
+        self.rate: dict[str, float] = {}
+        self.next_start: dict[str, float] = {}
+        self.answered: dict[str, collections.deque[float]] = {}
+        self.last_429: dict[str, float] = {}
         #: when each lease was taken, by its number
         self.leases: dict[int, tuple[str, float]] = {}
         self.next_lease = 0
@@ -65,6 +76,13 @@ class LimitsBox:
             if wait <= 0:
                 break
             await asyncio.sleep(wait)
+        rate = self.rate.get(key)
+        if rate is not None:  # paced: each call takes the next start time, in turn
+            now = time.monotonic()
+            start = max(now, self.next_start.get(key, 0.0), self.hold_until.get(key, 0.0))
+            self.next_start[key] = start + 1.0 / rate
+            if start > now:
+                await asyncio.sleep(start - now)
         await limiter.acquire()
         self.next_lease += 1
         self.leases[self.next_lease] = (key, time.monotonic())
@@ -79,13 +97,24 @@ class LimitsBox:
             return  # expired meanwhile
         key = taken[0]
         limiter = self.limiters[key]
+        now = time.monotonic()
+        answered = self.answered.setdefault(key, collections.deque())
+        while answered and answered[0] <= now - 1.0:
+            answered.popleft()
         if outcome == "ok":
             limiter.on_success()
+            answered.append(now)
+            rate = self.rate.get(key)
+            if rate is not None and now - self.last_429.get(key, 0.0) > limiter.cooldown:
+                self.rate[key] = rate + 0.1  # about +1/s for every 10 answers without a 429
         elif outcome == "rate_limited":
             self.counts["rate_limited"] += 1
             limiter.on_rate_limit()
+            self.last_429[key] = now
+            allowed = max(len(answered), 1) * 0.9
+            self.rate[key] = min(self.rate.get(key, allowed), allowed)
             if retry_after:
-                until = time.monotonic() + retry_after
+                until = now + retry_after
                 self.hold_until[key] = max(self.hold_until.get(key, 0.0), until)
         await limiter.release()
 
