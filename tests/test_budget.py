@@ -60,6 +60,8 @@ def test_durations_parse_as_people_write_them() -> None:
     assert parse_duration("90s") == 90 and parse_duration("45m") == 2700
     assert parse_duration("2h") == 7200 and parse_duration("1h30m") == 5400
     assert parse_duration("12") == 12 and duration_text(5400) == "1h30m"
+    with pytest.raises(ConfigError, match="--max-cost 0: must be more than 0"):
+        BudgetConfig.of(max_cost=0)
     for bad in ("", "2x", "h", "-1h", "0s"):
         with pytest.raises(ConfigError, match="duration"):
             parse_duration(bad)

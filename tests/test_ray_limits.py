@@ -153,3 +153,30 @@ def test_a_nodes_sandbox_starts_are_bounded_across_its_processes(tmp_path: Path)
 
     order = asyncio.run(main())
     assert order in (["a in", "a out", "b in", "b out"], ["b in", "b out", "a in", "a out"])
+
+
+def test_a_hard_budget_stops_the_trials_on_the_nodes(cluster: Cluster, tmp_path: Path) -> None:
+    dataset = write_dataset(tmp_path / "p.jsonl", [f"Question {i}?" for i in range(6)])
+    env = {**cli_env(), **{k: cluster.env[k] for k in ("HELIOS_SANDBOX_DIR", "PYTHONPATH")}}
+
+    def generate(base: str, *more: str) -> subprocess.CompletedProcess[str]:
+        args = [f"--dataset_file={dataset}", "--batch_size=3", "--model=mock",
+                f"--base_url={base}/v1", f"--api_key={KEY}", "--num_workers=5",
+                "--distribution=terminal_only", "--run_name=r", "-q",
+                f"--output_dir={tmp_path / 'out'}", "--executor", "ray", "--ray-address",
+                cluster.address, *more]  # fmt: skip
+        return subprocess.run(cluster.cmd(*helios_cmd("generate", *args)), cwd=tmp_path,
+                              env=env, capture_output=True, text=True, timeout=300)  # fmt: skip
+
+    with _model(cluster, tmp_path, ONE_CALL, "--latency-ms", "60000") as base:
+        started = time.monotonic()
+        first = generate(base, "--max_duration=8s", "--budget_hard")
+        assert first.returncode == 3, first.stderr
+        assert time.monotonic() - started < 50  # the calls of a minute were not waited for
+    records = read_jsonl(tmp_path / "out" / "r" / ".helios" / "results.jsonl")
+    assert records and all(r.get("budget_stopped") for r in records)
+    assert all("BudgetStopped" in json.dumps(r.get("error")) for r in records)
+    with _model(cluster, tmp_path, ONE_CALL) as base:
+        rest = generate(base, "--resume", "--max_duration=10m")
+        assert rest.returncode == 0, rest.stderr
+    assert len(read_jsonl(tmp_path / "out" / "r" / "trajectories.jsonl")) == 6

@@ -148,6 +148,13 @@ class BatchRunner:
             run_dir=session.run_dir,
         ))  # fmt: skip
         progress = GenerateProgress(self.console, quiet=not s.verbose, services=services)
+        money = progress.money_line
+
+        def figures() -> str:  # the model figures, then the spend against each budget
+            budget = run.budget
+            return money() + (f" · budget {budget.against()}" if budget is not None else "")
+
+        progress.extra_source = figures
 
         def finish(outcome: RunOutcome[PromptUnit, PromptResult]) -> None:
             self.writer.close()

@@ -86,10 +86,10 @@ class BudgetConfig(BaseModel):
     ) -> BudgetConfig:  # fmt: skip
         """From the options as given (`max_duration`: "2h", or seconds)."""
         seconds = parse_duration(max_duration) if max_duration is not None else None
-        try:
-            return cls(max_cost=max_cost, max_tokens=max_tokens, max_seconds=seconds, hard=hard)
-        except ValueError as exc:
-            raise ConfigError(f"bad budget: {exc}", field="--max-cost/--max-total-tokens") from None
+        for flag, value in (("--max-cost", max_cost), ("--max-total-tokens", max_tokens)):
+            if value is not None and not value > 0:
+                raise ConfigError(f"{flag} {value!r}: must be more than 0", field=flag)
+        return cls(max_cost=max_cost, max_tokens=max_tokens, max_seconds=seconds, hard=hard)
 
     @property
     def active(self) -> bool:
