@@ -277,3 +277,32 @@ def test_a_job_file_gives_budgets_and_a_flag_wins(tmp_path: Path) -> None:
     with pytest.raises(InputError, match=r"job\.yaml"):
         apply_job(settings, JobConfig(max_duration="soon"), lambda name: False,
                   tmp_path / "job.yaml")  # fmt: skip
+
+
+def test_a_cost_cap_holds_with_worker_processes(tmp_path: Path) -> None:
+    from helios.engine import ConcurrencyConfig
+
+    folder = tmp_path / "run"
+    units = [Ask(i) for i in range(60)]
+
+    async def invoke(url: str, budget: BudgetConfig) -> RunOutcome[Ask, Answer]:
+        async with Run(open_services=lambda: services(url, tmp_path)) as run:
+            config = RunConfig(kind="paid", sandbox=SandboxConfig(provider=None),
+                               concurrency=ConcurrencyConfig(in_flight=4, processes=2),
+                               outputs=OutputsConfig(fixed=folder), budget=budget)  # fmt: skip
+            await run.open(config)
+            return await run.drive(PaidDoor(hold=0.02), units, done=run.store.load_index(),
+                                   finish=lambda outcome: outcome)  # fmt: skip
+
+    with MockLLMServer(script=SCRIPT, require_key=KEY) as server:
+        url = server.openai_base_url
+        probe = asyncio.run(_invoke(url, tmp_path / "probe", units[:1], BudgetConfig()))
+        one = probe.recorded[0].usage.cost_usd or 0.0
+        first = asyncio.run(invoke(url, BudgetConfig(max_cost=20.5 * one)))
+        assert first.budget is not None and first.budget["stopped_by"] == "max_cost"
+        spent = sum(r["spend"]["cost_usd"] for r in _records(folder))
+        # units already handed to a worker may still start: a few trials past the cap
+        assert 20.5 * one - one <= spent <= 20.5 * one + 5 * one
+        asyncio.run(invoke(url, BudgetConfig(max_cost=one * 1000)))
+    ids = [r["trial_id"] for r in _records(folder)]
+    assert len(ids) == len(set(ids)) == 60
