@@ -135,7 +135,7 @@ class BatchService(Generic[U, R]):
     #: the run's budgets and spend (`engine.budget`); None: no budget
     budget: BudgetWatch | None = None
     #: the run's seconds so far, every invocation's (`Run.seconds`); and what keeps
-    #: them in run.json (called every `CLOCK_EVERY` seconds under a time budget)
+    #: them in run.json (called every 5 s under a time budget)
     clock: Callable[[], float] | None = None
     save_clock: Callable[[], object] | None = None
     #: units handed to an executor to start (the budget's count of trials in flight)
@@ -144,6 +144,8 @@ class BatchService(Generic[U, R]):
     on_hard_stop: Callable[[], None] | None = None
     _hard_stopping: bool = False
     _running: set[asyncio.Future[Any]] = field(default_factory=set)
+    #: the units whose spend the budget counts already (`_account`)
+    _accounted: set[str] = field(default_factory=set)
 
     #: the run id when there is no store
     memory_run_id: str = field(default_factory=lambda: uuid.uuid4().hex)
@@ -212,9 +214,15 @@ class BatchService(Generic[U, R]):
 
         async def job(unit: U, slot: Slot) -> R:
             self._emit(TrialStarted(unit.trial_id, unit.label))
-            if self.budget is None or not self.budget.config.hard:
+            if self.budget is None:
                 return await self.door.run_unit(unit, ctx, slot)
-            return await self._stoppable(unit, ctx, slot)
+            if self.budget.config.hard:
+                result = await self._stoppable(unit, ctx, slot)
+            else:
+                result = await self.door.run_unit(unit, ctx, slot)
+            usage = getattr(result, "usage", None)  # counted before the slot is given back
+            self._account(unit, record_spend(usage) if isinstance(usage, Usage) else {})
+            return result
 
         scheduler: Scheduler[U, R] = Scheduler(
             job,
@@ -268,7 +276,7 @@ class BatchService(Generic[U, R]):
             return False
         if budget.stopped_by is not None:
             return True
-        n = self.started_units - self.counts.total if in_flight is None else in_flight
+        n = self.started_units - len(self._accounted) if in_flight is None else in_flight
         self._observe()
         reason = budget.reached(max(0, min(n, self.concurrency.in_flight)))
         if reason is not None:
@@ -314,7 +322,7 @@ class BatchService(Generic[U, R]):
             now = asyncio.get_running_loop().time()
             if self.save_clock is not None and budget.config.max_seconds and now - saved > 5:
                 saved = now
-                await asyncio.to_thread(self.save_clock)
+                self.save_clock()  # a small atomic write, as the store's appends are
 
     async def _stoppable(self, unit: U, ctx: EpisodeContext, slot: Slot) -> R:
         """A unit under a hard budget: stopped (cancelled: its sandbox stops as after
@@ -334,7 +342,7 @@ class BatchService(Generic[U, R]):
         finally:
             self._running.discard(inner)
 
-    def _spend_keys(self, result: R) -> dict[str, Any]:
+    def _spend_keys(self, unit: U, result: R) -> dict[str, Any]:
         """The record's spend and, for a unit a budget stopped, the mark that runs it
         again on resume."""
         keys: dict[str, Any] = {}
@@ -343,9 +351,17 @@ class BatchService(Generic[U, R]):
             keys[SPEND_KEY] = record_spend(usage)
         if self.budget is not None and self.door.verdict(result).error_kind == BUDGET_STOPPED:
             keys[STOPPED_KEY] = True
-        if self.budget is not None:
-            self.budget.on_record(keys.get(SPEND_KEY, {}))
+        self._account(unit, keys.get(SPEND_KEY, {}))
         return keys
+
+    def _account(self, unit: U, spend: dict[str, Any]) -> None:
+        """Count a finished unit's spend in the budget once, as soon as its result
+        exists: in one process before its files are written (the next start is decided
+        meanwhile), else as its result arrives."""
+        if self.budget is None or unit.trial_id in self._accounted:
+            return
+        self._accounted.add(unit.trial_id)
+        self.budget.on_record(spend)
 
     async def _record(self, unit: U, result: R, extra: Mapping[str, Any] | None = None) -> None:
         """Write the result's files, then its completion record (with `extra` keys of
@@ -360,7 +376,7 @@ class BatchService(Generic[U, R]):
             if _out_of_space(exc):
                 self._stop(f"the output disk is full ({exc.strerror}): nothing more is started")
             result = self.door.crashed(unit, ErrorInfo.from_exception(exc, "record"))
-        extra = {**(extra or {}), **self._spend_keys(result)}
+        extra = {**(extra or {}), **self._spend_keys(unit, result)}
         if self.store is not None:
             try:
                 record = self.door.to_record(unit, result)
