@@ -30,18 +30,19 @@ from .paid_door import KEY, MODEL, SCRIPT, Answer, Ask, PaidDoor, services
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def _config(folder: Path, budget: BudgetConfig, n: int = 4) -> RunConfig:
+def _config(folder: Path, budget: BudgetConfig, n: int = 4, processes: int = 1) -> RunConfig:
     from helios.engine import ConcurrencyConfig
 
     return RunConfig(kind="paid", sandbox=SandboxConfig(provider=None),
-                     concurrency=ConcurrencyConfig(in_flight=n),
+                     concurrency=ConcurrencyConfig(in_flight=n, processes=processes),
                      outputs=OutputsConfig(fixed=folder), budget=budget)  # fmt: skip
 
 
 async def _invoke(url: str, folder: Path, units: list[Ask], budget: BudgetConfig,
-                  door: PaidDoor | None = None, n: int = 4) -> RunOutcome[Ask, Answer]:  # fmt: skip
+                  door: PaidDoor | None = None, n: int = 4,
+                  processes: int = 1) -> RunOutcome[Ask, Answer]:  # fmt: skip
     async with Run(open_services=lambda: services(url, folder.parent)) as run:
-        await run.open(_config(folder, budget, n))
+        await run.open(_config(folder, budget, n, processes))
         return await run.drive(door or PaidDoor(), units, done=run.store.load_index(),
                                finish=lambda outcome: outcome)  # fmt: skip
 
@@ -126,6 +127,7 @@ def test_a_token_cap_and_a_time_cap_stop_the_run_and_a_resume_finishes(tmp_path:
 
 
 def test_a_hard_budget_stops_the_trials_in_flight_and_a_resume_runs_them(tmp_path: Path) -> None:
+    # in one process (with --workers N the trials a worker runs finish: docs, Budgets)
     folder = tmp_path / "run"
     units = [Ask(i) for i in range(6)]
     with MockLLMServer(script=SCRIPT, require_key=KEY) as server:
@@ -304,5 +306,7 @@ def test_a_cost_cap_holds_with_worker_processes(tmp_path: Path) -> None:
         # units already handed to a worker may still start: a few trials past the cap
         assert 20.5 * one - one <= spent <= 20.5 * one + 5 * one
         asyncio.run(invoke(url, BudgetConfig(max_cost=one * 1000)))
-    ids = [r["trial_id"] for r in _records(folder)]
+    records = _records(folder)
+    ids = [r["trial_id"] for r in records]
     assert len(ids) == len(set(ids)) == 60
+    assert all(r["status"] == "passed" for r in records)

@@ -218,7 +218,8 @@ class BudgetWatch:
         spent, c = self.spent(), self.config
         parts = []
         if c.max_cost is not None:
-            cost = "?" if spent.cost_usd is None else f"${spent.cost_usd:.4f}"
+            digits = 4 if spent.cost_usd is None or spent.cost_usd >= 0.01 else 6
+            cost = "?" if spent.cost_usd is None else f"${spent.cost_usd:.{digits}f}"
             parts.append(f"{cost}/${c.max_cost:g}")
         if c.max_tokens is not None:
             parts.append(f"{spent.tokens:,}/{c.max_tokens:,} tok")
