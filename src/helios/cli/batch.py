@@ -54,7 +54,7 @@ def _settings(options: TrialOptions, **fields: Any) -> TaskBatchSettings:
             network_default=cast(Any, options.network_default), output_dir=options.output,
             pass_env=list(options.pass_env or []),
             agent_settings=parsed.agent_settings, models=parsed.models,
-            labels=labels_of(options.name, options.tags), **fields,
+            labels=labels_of(options.name, options.tags), budget=options.budget(), **fields,
         )  # fmt: skip
     except Exception as exc:
         handle_errors(exc, options.debug)
@@ -102,6 +102,7 @@ def _execute(
     from helios.cli.common import (
         EXIT_BAD_INPUT,
         EXIT_BELOW_THRESHOLD,
+        EXIT_BUDGET,
         Interrupted,
         err_console,
         handle_errors,
@@ -137,6 +138,13 @@ def _execute(
             soft_wrap=True,
         )
         raise typer.Exit(EXIT_BAD_INPUT)
+    if batch.budget_stopped:
+        err_console.print(
+            f"[yellow]stopped by a budget:[/] {shown(batch.budget_stopped)}; to go on, rerun "
+            f"with --resume {shown(str(batch.output_dir))} and a higher budget",
+            highlight=False, soft_wrap=True,
+        )  # fmt: skip
+        raise typer.Exit(EXIT_BUDGET)
     if batch.results and batch.errored == len(batch.results):
         # nothing was measured: as with a batch of invalid tasks, not a result
         first = next((r.error for r in batch.results if r.error), None) or "no error message"
@@ -166,6 +174,7 @@ def _execute(
     "reasoning_effort",
     "no_reasoning", "openrouter_routing", "prices", "watch", "debug", "name", "tags",
     "cache",
+    "max_cost", "max_total_tokens", "max_duration", "budget_hard",
 )  # fmt: skip
 def batch_command(
     options: TrialOptions,
@@ -454,6 +463,7 @@ def _recorded_tasks(run: dict[str, Any] | None, argument: str) -> list[Path]:
     "base_url", "api_key", "max_turns", "agent_version", "system_prompt_file", "max_tokens",
     "temperature", "reasoning_effort", "no_reasoning", "openrouter_routing", "prices", "watch",
     "interactive", "debug", "cache",
+    "interactive", "debug", "max_cost", "max_total_tokens", "max_duration", "budget_hard",
 )  # fmt: skip
 def run_command(
     options: TrialOptions,

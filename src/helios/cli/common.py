@@ -22,6 +22,8 @@ T = TypeVar("T")
 EXIT_OK = 0
 EXIT_BELOW_THRESHOLD = 1
 EXIT_BAD_INPUT = 2
+#: a budget (--max-cost, --max-total-tokens, --max-duration) stopped the run
+EXIT_BUDGET = 3
 EXIT_INTERRUPTED = 130
 
 #: every command's error lines; it shows control characters (`SafeConsole`)

@@ -3,7 +3,7 @@
 Takes every flag of Hermes's `batch_runner.py` in both spellings
 (`--dataset_file=F` and `--dataset-file F`), with Hermes's defaults, plus
 Helios's own. Exit codes are `helios batch`'s: 0 done, 2 bad invocation or
-input (never 0 on bad flags, unlike Hermes), 130 interrupted.
+input (never 0 on bad flags, unlike Hermes), 3 stopped by a budget, 130 interrupted.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from rich.table import Table
 
 from helios.cli.common import (
     EXIT_BAD_INPUT,
+    EXIT_BUDGET,
     Interrupted,
     err_console,
     fail,
@@ -221,17 +222,28 @@ def generate_command(
     ray_address: RayAddressOpt = None,
     name: NameOpt = None,
     tag: TagOpt = None,
+    max_cost: Annotated[float | None, _opt("--max_cost", "--max-cost", help="Budget in USD "
+                        "for the whole run: no prompt starts once it is reached; exit 3.")] = None,
+    max_total_tokens: Annotated[int | None, _opt("--max_total_tokens", "--max-total-tokens",
+                                help="Budget of model tokens for the whole run.")] = None,
+    max_duration: Annotated[str | None, _opt("--max_duration", "--max-duration",
+                            help="Budget of time for the whole run (90s, 45m, 2h).")] = None,
+    budget_hard: Annotated[bool, _opt("--budget_hard", "--budget-hard", help="Once a budget "
+                           "is reached, stop the prompts in flight too.")] = False,
     debug: Annotated[bool, _opt("--debug", help="Show tracebacks.")] = False,
 ) -> None:
     """Turn a JSONL file of prompts into tool-use trajectories (Hermes batch-runner flags)."""
     if list_distributions:
         _list(distributions_file, debug)
         return
+    from helios.engine.budget import BudgetConfig
     from helios.engine.labels import labels_of
+    from helios.errors import ConfigError
 
     try:  # the folder is --run_name's: a name labels the run, it does not name the folder
         labels = labels_of(name, tag)
-    except InputError as exc:
+        budget = BudgetConfig.of(max_cost, max_total_tokens, max_duration, budget_hard)
+    except (InputError, ConfigError) as exc:
         handle_errors(exc, debug)
     if resume and run_name is not None:
         p = _resumed(ctx, output_dir / run_name, debug)
@@ -265,7 +277,7 @@ def generate_command(
         prompt_timeout=prompt_timeout, prices=prices, quiet=quiet, executor=executor,
         ray_address=ray_address, show_progress=True,  # -q keeps the live line
         reasoning_effort=reasoning_effort, reasoning_disabled=reasoning_disabled,
-        labels=labels, cache=cache,
+        labels=labels, cache=cache, budget=budget,
     )  # fmt: skip
     _run(options, prefill_messages_file, resume, debug or verbose)
 
@@ -370,6 +382,11 @@ def _run(options: dict[str, Any], prefill: Path | None, resume: bool, debug: boo
             highlight=False, soft_wrap=True,
         )  # fmt: skip
         raise typer.Exit(EXIT_BAD_INPUT)
+    if result.budget_stopped:
+        err_console.print(f"[yellow]stopped by a budget:[/] {shown(result.budget_stopped)}; to "
+                          "go on, rerun with --resume and a higher budget", highlight=False,
+                          soft_wrap=True)  # fmt: skip
+        raise typer.Exit(EXIT_BUDGET)
     first = shown(result.first_failure or "no error message")
     if result.failed and result.failed >= result.prompts:
         # nothing was generated: as a batch whose every trial errored, not a result

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from helios.cli.options import SELECTION_OPTIONS, _routing
+from helios.engine.budget import BudgetConfig
 from helios.engine.labels import RunLabels, checked
 from helios.errors import ConfigError, InputError
 from helios.models.base import GenerationConfig
@@ -96,6 +97,7 @@ def apply_job(
     }
     if selected:  # the job's selection where no flag gave it (issue 33)
         changes["selection"] = replace(settings.selection, **selected)
+    changes["budget"] = _budget(settings, job, given, source)
     factors = (job.timeout_multiplier, job.agent_timeout_multiplier,
                job.verifier_timeout_multiplier)  # fmt: skip
     if any(f is not None for f in factors):
@@ -106,6 +108,24 @@ def apply_job(
             (model, a.name) for a in job.agents for model in ([a.model] if a.model else names)
         ))  # fmt: skip
     return replace(settings, **changes)
+
+
+def _budget(settings: TaskBatchSettings, job: JobConfig, given: Given,
+            source: Path) -> BudgetConfig:  # fmt: skip
+    """The flags' budgets, with the job's where no flag was given."""
+    b = settings.budget
+
+    def pick(name: str, flag: Any) -> Any:
+        value = getattr(job, name)
+        return value if value is not None and not given(name) else flag
+
+    try:
+        return BudgetConfig.of(pick("max_cost", b.max_cost),
+                               pick("max_total_tokens", b.max_tokens),
+                               pick("max_duration", b.max_seconds),
+                               pick("budget_hard", b.hard))  # fmt: skip
+    except ConfigError as exc:
+        raise InputError(exc.message, file=str(source), field="max_duration") from None
 
 
 def _generation(

@@ -13,6 +13,7 @@ from typing import Annotated, Any, get_args, get_type_hints
 
 import typer
 
+from helios.engine.budget import BudgetConfig
 from helios.errors import ConfigError
 from helios.models.base import GenerationConfig, ReasoningEffort
 from helios.models.routing import DEFAULT_MODEL
@@ -223,6 +224,27 @@ RegistryOpt = Annotated[
 #: the selection's option names, as `TaskSelection` names its fields
 SELECTION_OPTIONS = ("include", "exclude", "task_tags", "difficulty", "category", "limit",
                      "sample", "seed")  # fmt: skip
+# -- budgets (engine/budget.py): the whole run's spend, every invocation's --------------
+MaxCostOpt = Annotated[
+    float | None,
+    typer.Option("--max-cost", min=0.0, help="Budget in USD for the whole run (a resume "
+                 "counts what was spent before): no trial starts once it is reached; exit 3."),
+]  # fmt: skip
+MaxTotalTokensOpt = Annotated[
+    int | None,
+    typer.Option("--max-total-tokens", min=1, help="Budget of model tokens (in, out, cache) "
+                 "for the whole run, as --max-cost."),
+]  # fmt: skip
+MaxDurationOpt = Annotated[
+    str | None,
+    typer.Option("--max-duration", help="Budget of time for the whole run (90s, 45m, 2h), "
+                 "as --max-cost."),
+]  # fmt: skip
+BudgetHardOpt = Annotated[
+    bool,
+    typer.Option("--budget-hard", help="Once a budget is reached, stop the trials in flight "
+                 "too (recorded as BudgetStopped errors; a resume runs them again)."),
+]  # fmt: skip
 
 
 def _routing(text: str | None) -> dict[str, Any]:
@@ -333,9 +355,17 @@ class TrialOptions:
     debug: DebugOpt = False
     name: NameOpt = None
     tags: TagOpt = None
+    max_cost: MaxCostOpt = None
+    max_total_tokens: MaxTotalTokensOpt = None
+    max_duration: MaxDurationOpt = None
+    budget_hard: BudgetHardOpt = False
 
     def agent_and_model(self) -> AgentAndModel:
         return model_options(**{name: getattr(self, name) for name in MODEL_OPTION_NAMES})
+
+    def budget(self) -> BudgetConfig:
+        return BudgetConfig.of(self.max_cost, self.max_total_tokens, self.max_duration,
+                               self.budget_hard)  # fmt: skip
 
 
 Command = Callable[..., None]

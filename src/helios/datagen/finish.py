@@ -40,6 +40,7 @@ class Written:
 def write_outputs(
     settings: GenerateSettings, run_dir: Path, store: RunStore, units: Sequence[PromptUnit], *,
     bad_lines: int, seconds: float, invocation_seconds: float,
+    budget: dict[str, Any] | None = None,
 ) -> Written:  # fmt: skip
     s = settings
     records = review_records(run_dir, store.load_records())
@@ -55,5 +56,7 @@ def write_outputs(
         failed_prompts=n_failures, tombstones=n_tombstones,
         orphan_rows=orphan_rows(run_dir, records.values()),
     )  # fmt: skip
+    if budget is not None:  # the budgets, which one stopped the run, the spend
+        statistics["budget"] = budget
     write_json_atomic(run_dir / STATISTICS, statistics)
     return Written(finals, merge, n_tombstones, n_failures, run, statistics)

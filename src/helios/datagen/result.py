@@ -25,6 +25,8 @@ class GenerateResult:
     interrupted: bool = False
     #: why the run stopped starting prompts early (a rejected key), if it did
     aborted: str | None = None
+    #: which budget stopped the run, and the spend, in one line (None: none did)
+    budget_stopped: str | None = None
     statistics: dict[str, Any] = field(default_factory=dict)
 
 

@@ -68,4 +68,5 @@ def run_config(settings: GenerateSettings) -> RunConfig:
         },
         config={"settings": dump_config(s)},
         labels=s.labels,
+        budget=s.budget,
     )  # fmt: skip

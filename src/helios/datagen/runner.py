@@ -148,11 +148,19 @@ class BatchRunner:
             run_dir=session.run_dir,
         ))  # fmt: skip
         progress = GenerateProgress(self.console, quiet=not s.verbose, services=services)
+        money = progress.money_line
+
+        def figures() -> str:  # the model figures, then the spend against each budget
+            budget = run.budget
+            return money() + (f" · budget {budget.against()}" if budget is not None else "")
+
+        progress.extra_source = figures
 
         def finish(outcome: RunOutcome[PromptUnit, PromptResult]) -> None:
             self.writer.close()
             self.result.interrupted = outcome.interrupted
             self.result.aborted = outcome.aborted
+            self.result.budget_stopped = outcome.budget_stopped
             self._finish(outcome, session, units)
 
         # The reviewed records: a verdict that does not hold is pending again.
@@ -186,6 +194,7 @@ class BatchRunner:
         written = write_outputs(
             self.settings, session.run_dir, session.store, units, bad_lines=len(self.dataset.bad),
             seconds=outcome.seconds, invocation_seconds=outcome.invocation_seconds,
+            budget=outcome.budget,
         )  # fmt: skip
         record_models(session.store.run_dir, written.totals.reported_models)  # run.json too
         result = self.result

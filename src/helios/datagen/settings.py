@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, get_args
 
+from helios.engine.budget import BudgetConfig
 from helios.engine.config import check_executor
 from helios.engine.labels import RunLabels
 from helios.engine.saved_config import NOT_SAVED
@@ -80,10 +81,14 @@ class GenerateSettings:
     #: answer a request the response cache holds from it (`--cache`; saved, so a
     #: resume keeps it)
     cache: bool = False
+    #: this invocation's budgets (`--max_cost`, ...), against the whole run's spend
+    budget: BudgetConfig = field(default_factory=BudgetConfig, metadata=NOT_SAVED)
 
     def __post_init__(self) -> None:
         # a str path (as a Hermes user writes `output_dir="data"`) works like a Path
         self.dataset_file = Path(self.dataset_file)
+        if isinstance(self.budget, dict):  # the Python API's form
+            self.budget = BudgetConfig.of(**self.budget)
         self.output_dir = Path(self.output_dir)
         if self.distributions_file is not None:
             self.distributions_file = Path(self.distributions_file)

@@ -162,9 +162,21 @@ class RunPresenter:
         if view == "trial":
             return TrialView(self.console, agent=agent, quiet=quiet)
         progress = BatchProgress(self.console, total=0, quiet=quiet)
-        if self.services is not None:
-            progress.extra_source = self.services.live_line
+        if self.services is not None or self._budgeted:
+            progress.extra_source = self.live_figures
         return progress
+
+    @property
+    def _budgeted(self) -> bool:
+        return self._run is not None and self._run.budgeted
+
+    def live_figures(self) -> str:
+        """The live line's model figures, then the spend against each budget."""
+        figures = [self.services.live_line()] if self.services is not None else []
+        budget = self._run.budget if self._run is not None else None
+        if budget is not None:
+            figures.append(f"budget {budget.against()}")
+        return " · ".join(figures)
 
     def shown(self, display: D) -> D | None:
         """The display the run is driven inside: none when nothing is shown."""

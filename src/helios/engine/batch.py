@@ -28,6 +28,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
+from helios.engine.budget import BUDGET_STOPPED, SPEND_KEY, STOPPED_KEY, BudgetWatch, record_spend
 from helios.engine.config import ConcurrencyConfig
 from helios.engine.door import Door, Unit, Verdict
 from helios.engine.episode import EpisodeContext
@@ -37,6 +38,7 @@ from helios.engine.store import RunStore
 from helios.events import BatchPlanned, BatchStopping, EventSink, TrialFinished, TrialStarted
 from helios.failures import DISK_FULL, ErrorInfo
 from helios.slots import Slot
+from helios.usage import Usage
 
 if TYPE_CHECKING:
     from helios.models.services import ModelServices
@@ -54,6 +56,8 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
+#: how often a budget is checked while trials run (a time budget, a hard one)
+BUDGET_EVERY = 0.2
 #: errors that every later unit would hit too: the batch stops starting units
 FATAL_ERRORS = frozenset({"AuthError", DISK_FULL})
 #: errors that stop the batch after this many units in a row ended with them
@@ -128,6 +132,20 @@ class BatchService(Generic[U, R]):
     #: keep every result in `recorded` (the door's summary needs them); False keeps
     #: only `counts`, so memory does not grow with the number of units
     keep_results: bool = True
+    #: the run's budgets and spend (`engine.budget`); None: no budget
+    budget: BudgetWatch | None = None
+    #: the run's seconds so far, every invocation's (`Run.seconds`); and what keeps
+    #: them in run.json (called every 5 s under a time budget)
+    clock: Callable[[], float] | None = None
+    save_clock: Callable[[], object] | None = None
+    #: units handed to an executor to start (the budget's count of trials in flight)
+    started_units: int = 0
+    #: what stops the trials in flight under a hard budget on another executor (Ray's)
+    on_hard_stop: Callable[[], None] | None = None
+    _hard_stopping: bool = False
+    _running: set[asyncio.Future[Any]] = field(default_factory=set)
+    #: the units whose spend the budget counts already (`_account`)
+    _accounted: set[str] = field(default_factory=set)
 
     #: the run id when there is no store
     memory_run_id: str = field(default_factory=lambda: uuid.uuid4().hex)
@@ -154,10 +172,9 @@ class BatchService(Generic[U, R]):
         known = self.store.load_index() if records is None else records
         pending: list[U] = []
         finished_ids: list[str] = []
-        retry_errors = self.concurrency.retry_errors
         for unit in units:
             record = known.get(unit.trial_id)
-            if record is None or (retry_errors and not self._is_done(record)):
+            if record is None or not self._is_done(record):
                 pending.append(unit)
             else:
                 finished_ids.append(unit.trial_id)
@@ -175,7 +192,12 @@ class BatchService(Generic[U, R]):
     def _is_done(self, record: dict[str, Any] | RecordHead | None) -> bool:
         if record is None:
             return False
-        status = record.get("status") if isinstance(record, dict) else record.status
+        if isinstance(record, dict):
+            status, stopped = record.get("status"), record.get(STOPPED_KEY)
+        else:
+            status, stopped = record.status, record.budget_stopped
+        if stopped:  # stopped by a budget: no result, it runs again on resume
+            return False
         return not (self.concurrency.retry_errors and status == "error")
 
     # -- running ---------------------------------------------------------------
@@ -192,7 +214,15 @@ class BatchService(Generic[U, R]):
 
         async def job(unit: U, slot: Slot) -> R:
             self._emit(TrialStarted(unit.trial_id, unit.label))
-            return await self.door.run_unit(unit, ctx, slot)
+            if self.budget is None:
+                return await self.door.run_unit(unit, ctx, slot)
+            if self.budget.config.hard:
+                result = await self._stoppable(unit, ctx, slot)
+            else:
+                result = await self.door.run_unit(unit, ctx, slot)
+            usage = getattr(result, "usage", None)  # counted before the slot is given back
+            self._account(unit, record_spend(usage) if isinstance(usage, Usage) else {})
+            return result
 
         scheduler: Scheduler[U, R] = Scheduler(
             job,
@@ -201,7 +231,7 @@ class BatchService(Generic[U, R]):
             on_crash=lambda unit, exc: self.door.crashed(
                 unit, ErrorInfo.from_exception(exc, "internal")
             ),
-            stop_when=lambda: self.aborted is not None,
+            stop_when=self._starts_nothing,
             # Results reach `_record` one by one; the scheduler need not keep them.
             keep_results=False,
         )
@@ -210,6 +240,7 @@ class BatchService(Generic[U, R]):
         # On Ray the sweep runs on every node of the cluster (`run_on_ray`).
         if self.store is not None and not self.store.readonly and not on_ray:
             await self._remove_sandboxes(ctx.run_id, "left by an earlier invocation")
+        watching = asyncio.create_task(self._watch_budget()) if self.budget else None
         try:
             if on_ray:
                 from helios.engine.ray_executor import run_on_ray
@@ -227,9 +258,110 @@ class BatchService(Generic[U, R]):
             await self._cleanup_after_interrupt(ctx.run_id)
             raise
         finally:
+            if watching is not None:
+                watching.cancel()
             if self.store is not None:
                 self.store.flush()
         return self.recorded
+
+    # -- budgets ---------------------------------------------------------------
+    def halted(self, in_flight: int | None = None) -> bool:
+        """Whether no more unit starts: a fatal stop, or a budget reached (counting
+        `in_flight` trials, default: those started and not recorded yet, at their mean
+        spend). Every executor asks before it starts (or hands out) a unit."""
+        if self.aborted is not None:
+            return True
+        budget = self.budget
+        if budget is None:
+            return False
+        if budget.stopped_by is not None:
+            return True
+        n = self.started_units - len(self._accounted) if in_flight is None else in_flight
+        self._observe()
+        reason = budget.reached(max(0, min(n, self.concurrency.in_flight)))
+        if reason is not None:
+            self._budget_stop(reason)
+        return reason is not None
+
+    def _starts_nothing(self) -> bool:
+        if self.halted():
+            return True
+        self.started_units += 1
+        return False
+
+    def _observe(self) -> None:
+        if self.budget is not None:
+            totals = self.services.totals if self.services is not None else None
+            self.budget.observe(totals, self.clock() if self.clock is not None else 0.0)
+
+    def _budget_stop(self, reason: str) -> None:
+        assert self.budget is not None
+        if self.budget.stopped_by is None:
+            self.budget.stopped_by = reason
+            self._emit(BatchStopping(self.budget.stop_reason()))
+
+    async def _watch_budget(self) -> None:
+        """Under a time budget, or `hard`, the budget is checked while trials run too:
+        a hard budget stops them once the spend reaches it (`BudgetStopped`); the run's
+        time is kept in run.json meanwhile, so a kill -9 loses little of it."""
+        budget = self.budget
+        assert budget is not None
+        saved = asyncio.get_running_loop().time()
+        while True:
+            await asyncio.sleep(BUDGET_EVERY)
+            self._observe()
+            reached = budget.reached()  # the spend itself, not the projection of starts
+            if reached is not None:
+                self._budget_stop(reached)
+            if budget.config.hard and reached is not None and not self._hard_stopping:
+                self._hard_stopping = True
+                for running in list(self._running):
+                    running.cancel()
+                if self.on_hard_stop is not None:
+                    self.on_hard_stop()
+            now = asyncio.get_running_loop().time()
+            if self.save_clock is not None and budget.config.max_seconds and now - saved > 5:
+                saved = now
+                self.save_clock()  # a small atomic write, as the store's appends are
+
+    async def _stoppable(self, unit: U, ctx: EpisodeContext, slot: Slot) -> R:
+        """A unit under a hard budget: stopped (cancelled: its sandbox stops as after
+        an interrupt) once the budget is reached, and recorded as `BudgetStopped`."""
+        inner = asyncio.ensure_future(self.door.run_unit(unit, ctx, slot))
+        self._running.add(inner)
+        try:
+            return await inner
+        except asyncio.CancelledError:
+            me = asyncio.current_task()
+            if not self._hard_stopping or (me is not None and me.cancelling()):
+                raise
+            assert self.budget is not None
+            error = ErrorInfo(type=BUDGET_STOPPED, message=self.budget.stop_reason(),
+                              phase="internal", infrastructure=True)  # fmt: skip
+            return self.door.crashed(unit, error)
+        finally:
+            self._running.discard(inner)
+
+    def _spend_keys(self, unit: U, result: R) -> dict[str, Any]:
+        """The record's spend and, for a unit a budget stopped, the mark that runs it
+        again on resume."""
+        keys: dict[str, Any] = {}
+        usage = getattr(result, "usage", None)
+        if isinstance(usage, Usage):
+            keys[SPEND_KEY] = record_spend(usage)
+        if self.budget is not None and self.door.verdict(result).error_kind == BUDGET_STOPPED:
+            keys[STOPPED_KEY] = True
+        self._account(unit, keys.get(SPEND_KEY, {}))
+        return keys
+
+    def _account(self, unit: U, spend: dict[str, Any]) -> None:
+        """Count a finished unit's spend in the budget once, as soon as its result
+        exists: in one process before its files are written (the next start is decided
+        meanwhile), else as its result arrives."""
+        if self.budget is None or unit.trial_id in self._accounted:
+            return
+        self._accounted.add(unit.trial_id)
+        self.budget.on_record(spend)
 
     async def _record(self, unit: U, result: R, extra: Mapping[str, Any] | None = None) -> None:
         """Write the result's files, then its completion record (with `extra` keys of
@@ -244,6 +376,7 @@ class BatchService(Generic[U, R]):
             if _out_of_space(exc):
                 self._stop(f"the output disk is full ({exc.strerror}): nothing more is started")
             result = self.door.crashed(unit, ErrorInfo.from_exception(exc, "record"))
+        extra = {**(extra or {}), **self._spend_keys(unit, result)}
         if self.store is not None:
             try:
                 record = self.door.to_record(unit, result)

@@ -15,6 +15,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from helios.engine.budget import BudgetConfig
 from helios.engine.labels import RunLabels
 from helios.engine.saved_config import CONFIG_KEY, CONFIG_VERSION, VERSION_KEY, dump_config
 from helios.errors import ConfigError
@@ -135,6 +136,9 @@ class RunConfig(BaseModel):
     #: the run's name and tags (`engine.labels`): in run.json, never in the identity;
     #: a name also names a new run's folder (`<name>_YYYYMMDD_HHMMSS`)
     labels: RunLabels = RunLabels()
+    #: this invocation's budgets (`engine.budget`): counted against the whole run's
+    #: spend; never part of the identity, nor of the saved config (a resume gives its own)
+    budget: BudgetConfig = BudgetConfig()
 
     def full_identity(self) -> dict[str, Any]:
         # the HELIOS_* variables that change results (a docker network, prices)

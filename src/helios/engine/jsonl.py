@@ -43,6 +43,9 @@ class RecordHead(msgspec.Struct, gc=False):
     trial_id: object = None
     status: object = None
     folder: object = None
+    #: the trial's spend and whether a budget stopped it (`engine.budget`)
+    spend: object = None
+    budget_stopped: object = None
 
 
 _HEADS = msgspec.json.Decoder(RecordHead)
@@ -182,7 +185,8 @@ class RecordStream:
         if heads is not None:
             return heads, []
         loaded = self.load(repair=repair)
-        heads = [RecordHead(r.get("trial_id"), r.get("status"), r.get("folder"))
+        heads = [RecordHead(r.get("trial_id"), r.get("status"), r.get("folder"),
+                            r.get("spend"), r.get("budget_stopped"))
                  for r in loaded.records]  # fmt: skip
         return heads, loaded.quarantined
 

@@ -100,9 +100,11 @@ from typing import IO, Any, BinaryIO
 from helios._proc import run_to_end, within
 from helios.agents.toolsets.registry import register_toolset, registered_toolsets
 from helios.engine._worker_side import WorkerSetup
+from helios.engine.budget import BUDGET_STOPPED
 from helios.engine.config import ray_missing
 from helios.engine.door import ReadsFolders
 from helios.engine.episode import EpisodeContext
+from helios.engine.ray_limits import LimitsBox, NodeStartGate, limits_of, share_limits
 from helios.engine.workers import STOP_GRACE, ShardedBatch, _worker_services
 from helios.environments.shell.safe_copy import Bounds, Spool, UnsafeDownload, extract_tar
 from helios.errors import ConfigError
@@ -168,7 +170,8 @@ class NodeResult:
 
 
 def _node_run(payload: bytes, unit: Any, events: Any = None,
-              inputs: dict[str, Any] | None = None) -> Iterator[Any]:  # fmt: skip
+              inputs: dict[str, Any] | None = None, limits: Any = None,
+              starts: int = 1) -> Iterator[Any]:  # fmt: skip
     """A Ray generator task: run one unit on this node, in a scratch folder of its own;
     yield its `NodeResult`, then its folder's archive in pieces of `ARCHIVE_CHUNK` bytes
     (packed first into a file beside the folder: a node never holds it whole in
@@ -187,7 +190,8 @@ def _node_run(payload: bytes, unit: Any, events: Any = None,
     try:
         forward = _Forward(events) if events is not None else None
         emit = forward.emit if forward is not None else None
-        result, totals = asyncio.run(_run_here(setup, unit, scratch, emit))
+        gate = NodeStartGate(base / "starts", starts)  # this node's, across its processes
+        result, totals = asyncio.run(_run_here(setup, unit, scratch, emit, limits, gate))
         folder = unit.folder
         # beside the trial folder, never in it (a folder is named by the door)
         archive = scratch / ".helios-archive.tar"
@@ -207,8 +211,9 @@ def _node_run(payload: bytes, unit: Any, events: Any = None,
         shutil.rmtree(scratch, ignore_errors=True)
 
 
-async def _run_here(setup: WorkerSetup, unit: Any, scratch: Path,
-                    emit: Any) -> tuple[Any, Any]:  # fmt: skip
+async def _run_here(setup: WorkerSetup, unit: Any, scratch: Path, emit: Any,
+                    limits: Any = None, gate: asyncio.Semaphore | None = None,
+                    ) -> tuple[Any, Any]:  # fmt: skip
     for secret in setup.secrets:
         register_secret(secret)
     for toolset in setup.toolsets:
@@ -216,8 +221,9 @@ async def _run_here(setup: WorkerSetup, unit: Any, scratch: Path,
     waker = _Waker()
     waker.start()
     services = setup.services
-    ctx = replace(setup.ctx, run_dir=scratch, start_gate=asyncio.Semaphore(1), emit=emit,
-                  services=services)  # fmt: skip
+    share_limits(services, limits)  # the run's limiters, one for the whole cluster
+    ctx = replace(setup.ctx, run_dir=scratch, start_gate=gate or asyncio.Semaphore(1),
+                  emit=emit, services=services)  # fmt: skip
     door = setup.door
     slot = Slot(asyncio.Semaphore(1))
     await slot.acquire()
@@ -581,12 +587,16 @@ class _RayBatch:
         payload = ray.cloudpickle.dumps(setup)
         #: where the nodes send the trials' events (the live display's), if it is shown
         self.events = self._event_box() if service.emit is not None else None
+        #: the run's model-call limiters, shared by every trial on every node
+        limits = limits_of(service.services)
+        self.limits = self._on_driver_node(LimitsBox).remote(limits) if limits else None
+        boxed, starts = self.limits, service.concurrency.starts_at_once
         #: set once no more results are awaited: the relay takes the last events and ends
         self.done = asyncio.Event()
         events = self.events
 
         def run_unit(unit: Any, inputs: dict[str, Any]) -> Iterator[Any]:
-            yield from _node_run(payload, unit, events, inputs)
+            yield from _node_run(payload, unit, events, inputs, boxed, starts)
 
         # No rerun by Ray (max_retries=0): it would splice a rerun's stream onto the
         # pieces already taken from the lost run. The driver runs the unit again.
@@ -603,14 +613,26 @@ class _RayBatch:
         self.stopping = False
         #: the object ref of each input folder put in the object store, by its key
         self.inputs: dict[str, Any] = {}
+        #: a hard budget stopped the trials in flight: each is recorded as BudgetStopped
+        self.budget_stopped = False
+        service.on_hard_stop = self._stop_for_budget
+
+    def _stop_for_budget(self) -> None:
+        self.budget_stopped = True
+        for stream in list(self.in_flight.values()):
+            with contextlib.suppress(Exception):
+                self.ray.cancel(stream, recursive=True)
 
     def _event_box(self) -> Any:
+        return self._on_driver_node(EventBox).remote()
+
+    def _on_driver_node(self, cls: type) -> Any:
+        """`cls` as a Ray actor class, placed on the driver's node."""
         from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
         here = NodeAffinitySchedulingStrategy(self.ray.get_runtime_context().get_node_id(),
                                               soft=True)  # fmt: skip
-        box = self.ray.remote(num_cpus=0, scheduling_strategy=here)(EventBox)
-        return box.remote()
+        return self.ray.remote(num_cpus=0, scheduling_strategy=here)(cls)
 
     async def _relay(self) -> None:
         """Hand the nodes' events to the display, every `EVENTS_EVERY` seconds, and the
@@ -638,9 +660,10 @@ class _RayBatch:
             if relay is not None:
                 with contextlib.suppress(Exception):
                     await within(RELAY_GRACE, relay)
-            if self.events is not None:
-                with contextlib.suppress(Exception):
-                    self.ray.kill(self.events)
+            for actor in (self.events, self.limits):
+                if actor is not None:
+                    with contextlib.suppress(Exception):
+                        self.ray.kill(actor)
 
     async def _run(self) -> None:
         limit = self.service.concurrency.in_flight
@@ -648,7 +671,7 @@ class _RayBatch:
             while len(self.in_flight) >= limit:
                 self.room.clear()
                 await self.room.wait()
-            if self.service.aborted is not None:
+            if self.service.halted(len(self.in_flight)):
                 break
             try:
                 inputs = await self._inputs(unit)
@@ -660,6 +683,7 @@ class _RayBatch:
             # inside a dict, the refs are not fetched with the task: a node fetches
             # one only if it has no copy yet
             stream = self._submit(unit, inputs)
+            self.service.started_units += 1
             task = asyncio.create_task(self._collect(unit, inputs, stream))
             self.collectors.add(task)
             task.add_done_callback(self.collectors.discard)
@@ -778,6 +802,12 @@ class _RayBatch:
     def _lost(self, unit: Any, exc: BaseException) -> Any:
         """The crashed result of a unit whose task failed: its node or process was lost
         past Ray's reruns (`NodeLost`), or the task itself raised (its error's type)."""
+        if self.budget_stopped:
+            budget = getattr(self.service, "budget", None)
+            why = budget.stop_reason() if budget is not None else "stopped by a budget"
+            error = ErrorInfo(type=BUDGET_STOPPED, message=why, phase="internal",
+                              infrastructure=True)  # fmt: skip
+            return self.service.door.crashed(unit, error)
         if isinstance(exc, self.ray.exceptions.RayTaskError):
             cause = exc.cause if isinstance(exc.cause, BaseException) else exc
             kind, note = type(cause).__name__, ""

@@ -36,11 +36,13 @@ from types import TracebackType
 from typing import Any, Generic, TypeVar
 
 from helios.engine.batch import BatchPlan, BatchService, OnRecorded
+from helios.engine.budget import BudgetWatch, prior_spend
 from helios.engine.config import RunConfig
 from helios.engine.door import Door, Unit
 from helios.engine.labels import RunLabels
 from helios.engine.store import RUN_FILE, RunStore, run_metadata, write_json_atomic
 from helios.environments.registry import provider_class
+from helios.errors import ConfigError
 from helios.events import EventSink
 from helios.models.services import ModelServices
 from helios.settings import HeliosSettings, active
@@ -51,6 +53,8 @@ T = TypeVar("T")
 
 #: the key of run.json that keeps the time of every invocation so far
 SECONDS_KEY = "seconds"
+#: the key of run.json that keeps the last invocation's budgets and the run's spend
+BUDGET_KEY = "budget"
 
 
 @dataclass
@@ -68,6 +72,16 @@ class RunOutcome(Generic[U, R]):
     interrupted: bool
     #: why the batch stopped early (a fatal error), if it did
     aborted: str | None
+    #: the budgets, which stopped the run (`stopped_by`) and the run's spend
+    #: (run.json's `budget`); None: no budget
+    budget: dict[str, Any] | None = None
+
+    @property
+    def budget_stopped(self) -> str | None:
+        """One line: which budget stopped the run and the spend; None if none did."""
+        if self.budget is None or not self.budget.get("stopped_by"):
+            return None
+        return str(self.budget.get("reason") or self.budget["stopped_by"])
 
     @property
     def invocation_seconds(self) -> float:
@@ -95,6 +109,8 @@ class Run:
         #: the time of the earlier invocations (from run.json)
         self.prior_seconds = 0.0
         self._started = time.monotonic()
+        #: the budgets against the run's spend, when the config has any
+        self.budget: BudgetWatch | None = None
         #: the HELIOS_* variables, read once as the run starts (`helios.settings`)
         self.settings = HeliosSettings.read()
         self._settings_scope = active(self.settings)
@@ -114,6 +130,7 @@ class Run:
         """Check the provider, then open (or create) the run's folder, locked. On Ray
         the provider is checked on every node instead (the driver may have none)."""
         self._config = config
+        self._refuse_unpriced(config)
         on_ray = config.concurrency.executor == "ray"
         if self._preflight and config.sandbox.provider is not None and not on_ray:
             await provider_class(config.sandbox.provider).preflight()
@@ -161,6 +178,25 @@ class Run:
         prefix = config.labels.folder_stem() or outputs.prefix
         return RunStore.create_new(outputs.parent, prefix, metadata())
 
+    def _refuse_unpriced(self, config: RunConfig) -> None:
+        """A cost budget needs a price for every model of the run: one line naming the
+        model without one, before anything starts."""
+        if config.budget.max_cost is None or self.services is None:
+            return
+        model = self.services.unpriced_model()
+        if model is not None:
+            raise ConfigError(f"--max-cost needs the price of every model, and {model} has "
+                              "none: give it with --prices FILE", field="--max-cost")  # fmt: skip
+
+    def _budget_watch(self) -> BudgetWatch | None:
+        """The budgets against the run's spend: the earlier invocations' (every
+        record's `spend`, run.json's `seconds`) plus this one's."""
+        config = self.config.budget
+        if not config.active:
+            return None
+        spends = self._store.recorded_spends() if self._store is not None else []
+        return BudgetWatch(config, prior_spend(spends, self.prior_seconds))
+
     @staticmethod
     def _relabel(store: RunStore, labels: RunLabels) -> None:
         """A resume keeps the run's name and tags; one that names them again replaces
@@ -181,6 +217,11 @@ class Run:
         if self._config is None:
             raise RuntimeError("the run is not open (call `await run.open(config)`)")
         return self._config
+
+    @property
+    def budgeted(self) -> bool:
+        """Whether the run is open with a budget."""
+        return self._config is not None and self._config.budget.active
 
     @property
     def store(self) -> RunStore:
@@ -204,6 +245,7 @@ class Run:
     ) -> BatchService[U, R]:  # fmt: skip
         """The batch service of this run; `services`: model services the door's
         agent brought (not the run's to close), else the run's own."""
+        self.budget = self._budget_watch()
         return BatchService(
             door=door,
             store=self._store,
@@ -212,6 +254,9 @@ class Run:
             emit=emit,
             services=services or self.services,
             on_recorded=on_recorded,
+            budget=self.budget,
+            clock=lambda: self.seconds,
+            save_clock=self.save_seconds,
         )
 
     async def execute(
@@ -255,9 +300,26 @@ class Run:
                 plan=plan, recorded=service.recorded, seconds=self.save_seconds(),
                 prior_seconds=self.prior_seconds,
                 interrupted=service.interrupted or interrupted, aborted=service.aborted,
+                budget=self._save_budget(service),
             )  # fmt: skip
             finished = finish(outcome)
         return finished
+
+    def _save_budget(self, service: BatchService[Any, Any]) -> dict[str, Any] | None:
+        """run.json's `budget`: the budgets, which one stopped the run, and the spend."""
+        if self.budget is None:
+            return None
+        totals = service.services.totals if service.services is not None else None
+        self.budget.observe(totals, self.seconds)
+        state = self.budget.recorded_state()
+        if self.budget.stopped_by is not None:
+            state["reason"] = self.budget.stop_reason()
+        if self._store is not None:
+            metadata = self.store.metadata()
+            metadata[BUDGET_KEY] = state
+            with suppress(OSError):
+                write_json_atomic(self.run_dir / RUN_FILE, metadata)
+        return state
 
     @property
     def seconds(self) -> float:

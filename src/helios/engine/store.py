@@ -219,6 +219,12 @@ class RunStore:
                 index[tid if isinstance(tid, str) else str(tid)] = head
         return index
 
+    def recorded_spends(self) -> list[object]:
+        """Every record line's `spend` (`engine.budget`), superseded lines included:
+        what the run has spent so far, as its records keep it."""
+        heads, _ = self.results.load_heads(repair=False)
+        return [head.spend for head in heads]
+
     def read_records(self, ids: set[str]) -> dict[str, dict[str, Any]]:
         """The full records of `ids` (a later line wins), streamed from the file."""
         found: dict[str, dict[str, Any]] = {}

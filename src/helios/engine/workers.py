@@ -80,7 +80,7 @@ import threading
 import time
 import traceback
 import types
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -121,6 +121,13 @@ class ShardedBatch(Protocol):
 
     @property
     def aborted(self) -> str | None: ...
+
+    #: units handed out to start (the budget's count of trials in flight)
+    started_units: int
+    #: set by an executor that can stop its trials in flight under a hard budget
+    on_hard_stop: Callable[[], None] | None
+
+    def halted(self, in_flight: int | None = None) -> bool: ...
 
     def _emit(self, event: Any) -> None: ...
 
@@ -386,7 +393,7 @@ class _Feeder:
         for index in range(len(self.units)):
             if not await self._hand_out(index):
                 break
-        if self.service.aborted is not None:
+        if self.service.halted():
             await self._tell_all(("stop",))
         await self._tell_all(("end",))
 
@@ -395,11 +402,12 @@ class _Feeder:
         the batch is stopping. A worker found dead by the send is passed over: its
         socket is then closing, and the unit goes to another."""
         while (worker := await self._worker_with_room()) is not None:
-            if self.service.aborted is not None:
+            if self.service.halted():
                 return False
             worker.in_flight.add(index)
             try:
                 await send(worker.writer, ("unit", index, self.units[index]))
+                self.service.started_units += 1
                 return True
             except ConnectionError:
                 worker.in_flight.discard(index)
@@ -440,7 +448,7 @@ class _Feeder:
                 worker.totals = message[3]
                 self._add_totals()
                 await service._record(self.units[index], message[2])
-                if service.aborted is not None and not self.stopped:
+                if not self.stopped and service.halted():
                     self.stopped = True
                     await self._tell_all(("stop",))
         # The worker is gone: what it had in flight will never come back. After an

@@ -38,22 +38,31 @@ class AdaptiveLimiter:
 
     @asynccontextmanager
     async def slot(self) -> AsyncIterator[None]:
-        async with self._changed:
-            await self._changed.wait_for(lambda: self.in_flight < self.current)
-            self.in_flight += 1
+        await self.acquire()
         try:
             yield
         finally:
-            async with self._changed:
-                self.in_flight -= 1
-                self._changed.notify_all()
+            await self.release()
+
+    async def acquire(self) -> None:
+        """Wait for room under the limit and take it (`slot` is acquire, then release)."""
+        async with self._changed:
+            await self._changed.wait_for(lambda: self.in_flight < self.current)
+            self.in_flight += 1
+
+    async def release(self) -> None:
+        async with self._changed:
+            self.in_flight -= 1
+            self._changed.notify_all()
 
     def on_success(self) -> None:
         if time.monotonic() < self._hold_until:
             return
         self.limit = min(self.maximum, self.limit + 1.0 / max(self.limit, 1.0))
 
-    def on_rate_limit(self) -> None:
+    def on_rate_limit(self, retry_after: float | None = None) -> None:
+        """A 429 (`retry_after`: what the server asked for; a limiter shared by many
+        processes holds every call for it, `engine.ray_limits`)."""
         now = time.monotonic()
         if now < self._hold_until:
             return  # same burst: already shrunk

@@ -59,8 +59,8 @@ async def call_with_retries(
         async with limiter.slot():
             try:
                 result = await call()
-            except RateLimitError:
-                limiter.on_rate_limit()
+            except RateLimitError as exc:
+                limiter.on_rate_limit(exc.retry_after)
                 raise
             limiter.on_success()
             return result

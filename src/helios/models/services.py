@@ -89,6 +89,10 @@ class ModelServices:
         """Whether every model of the run has a price."""
         return self._unpriced() is None
 
+    def unpriced_model(self) -> str | None:
+        """The first of the run's models without a price (None: every one has one)."""
+        return self._unpriced()
+
     def _unpriced(self) -> str | None:
         """The first of the run's models without a price, or None."""
         for services in (self, *self.others.values()):

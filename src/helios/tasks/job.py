@@ -164,6 +164,12 @@ class JobConfig(_Generation):
     #: a dataset of a registry instead of `tasks` (`-d NAME@VERSION`, `--registry`)
     dataset: str | None = Field(default=None, min_length=1)
     registry: str | None = Field(default=None, min_length=1)
+    #: the run's budgets (`--max-cost`, `--max-total-tokens`, `--max-duration 2h`,
+    #: `--budget-hard`: a flag wins)
+    max_cost: float | None = Field(default=None, gt=0)
+    max_total_tokens: int | None = Field(default=None, ge=1)
+    max_duration: str | None = Field(default=None, min_length=1)
+    budget_hard: bool | None = None
 
     @model_validator(mode="before")
     @classmethod

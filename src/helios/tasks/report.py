@@ -92,6 +92,8 @@ def results_panel(batch: BatchResult) -> Panel:
     )
     if batch.not_run:
         table.add_row("Not run", f"[yellow]{batch.not_run}[/] (finish with --resume)")
+    if batch.budget_stopped:  # which budget, and the spend against it
+        table.add_row("Budget", Text(batch.budget_stopped, style="yellow"))
     if batch.invalid:
         table.add_row("Invalid tasks", f"[yellow]{len(batch.invalid)}[/]")
     if batch.unsupported:

@@ -125,6 +125,7 @@ def run_config(
         outputs=OutputsConfig(
             parent=s.output_dir, prefix=s.run_prefix, resume=s.resume, force=s.force
         ),
+        budget=s.budget,
         identity=identity(s, agent=agent, uses_model=uses_model),
         recorded=recorded(s, task_paths, planned),
         config={

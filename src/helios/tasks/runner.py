@@ -175,6 +175,7 @@ class ParallelRunner:
             aborted=self.aborted, stopped_usage=summary.stopped_usage(
                 self.services, outcome.recorded) if interrupted else None,
         )  # fmt: skip
+        batch.budget = outcome.budget
         summary.add_service_figures(batch, self.services)
         if (why := summary.write_summary(batch, run_dir)) is not None:
             self.aborted = batch.aborted = self.aborted or f"cannot write {SUMMARY_FILE}: {why}"

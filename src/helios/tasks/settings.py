@@ -7,6 +7,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, Literal
 
+from helios.engine.budget import BudgetConfig
 from helios.engine.config import Executor, check_executor
 from helios.engine.labels import RunLabels, checked
 from helios.engine.saved_config import NOT_SAVED
@@ -99,8 +100,13 @@ class TaskBatchSettings:
     #: the dataset the tasks come from (`-d NAME@VERSION`: `tasks.datasets`' record of
     #: its name, version, registry and each task's commit), recorded in run.json
     dataset: dict[str, Any] | None = None
+    #: this invocation's budgets (`--max-cost`, `--max-total-tokens`, `--max-duration`,
+    #: `--budget-hard`), against the whole run's spend; a resume gives its own
+    budget: BudgetConfig = field(default_factory=BudgetConfig, metadata=NOT_SAVED)
 
     def __post_init__(self) -> None:
+        if isinstance(self.budget, dict):  # the Python API's and a job file's form
+            self.budget = BudgetConfig.of(**self.budget)
         if self.n_concurrent < 1 or self.n_attempts < 1:
             raise ConfigError("-n and -k must be at least 1", field="-n/-k")
         check_executor(self.executor, self.ray_address)

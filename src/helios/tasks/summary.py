@@ -131,6 +131,16 @@ class BatchResult:
     out_tokens_per_second: float | None = None
     #: models × agents: the trials of one task and attempt (a run over several)
     combinations: int = 1
+    #: the budgets, which one stopped the run (`stopped_by`, `reason`) and the run's
+    #: spend (`engine.budget`); None: no budget
+    budget: dict[str, Any] | None = None
+
+    @property
+    def budget_stopped(self) -> str | None:
+        """Which budget stopped the run, and the spend, in one line (None: none did)."""
+        if self.budget is None or not self.budget.get("stopped_by"):
+            return None
+        return str(self.budget.get("reason") or self.budget["stopped_by"])
 
     @property
     def priced(self) -> bool:
@@ -296,6 +306,7 @@ def summary_document(batch: BatchResult) -> dict[str, Any]:
         "interrupted": batch.interrupted,
         "aborted": batch.aborted,
         "not_run": batch.not_run,
+        "budget": batch.budget,
         "usage": usage.model_dump() | {"total_tokens": usage.total_tokens},
         "tasks": [
             {

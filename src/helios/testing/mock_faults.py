@@ -30,14 +30,17 @@ class Faults:
     require_key: str | None = field(default=None, repr=False)
     #: each reply's latency is latency_ms ± up to this much (uniform)
     jitter_ms: float = 0.0
+    #: a provider's rate limit: at most this many requests answered in any second, the
+    #: others get a 429 whose Retry-After is when the window has room (0: no limit)
+    rate_limit_rps: float = 0.0
 
     def __post_init__(self) -> None:
         for name in ("rate_429", "rate_500", "drop", "malformed"):
             value = getattr(self, name)
             if not 0.0 <= value <= 1.0:
                 raise ValueError(f"{name} must be a probability in [0, 1], got {value!r}")
-        if self.latency_ms < 0 or self.retry_after < 0 or self.jitter_ms < 0:
-            raise ValueError("latency_ms, jitter_ms and retry_after must be >= 0")
+        if min(self.latency_ms, self.retry_after, self.jitter_ms, self.rate_limit_rps) < 0:
+            raise ValueError("latency_ms, jitter_ms, retry_after and rate_limit_rps must be >= 0")
 
     def describe(self) -> dict[str, Any]:
         """Settings as JSON, with the required key reduced to whether one is set."""

@@ -29,6 +29,7 @@ import random
 import signal
 import sys
 import threading
+import time
 from collections import deque
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
@@ -54,7 +55,7 @@ __all__ = ["Faults", "MockLLMServer", "RecordedRequest", "Script", "main"]
 _STAT_KEYS = (
     "requests", "served_ok", "streamed", "injected_429", "injected_500", "injected_other",
     "dropped", "malformed", "auth_failed", "context_overflow", "bad_request", "unmatched",
-    "script_error",
+    "script_error", "rate_limited", "peak_per_second",
 )  # fmt: skip
 
 
@@ -86,6 +87,7 @@ class MockLLMServer:
         max_recorded: int = 1000,
         retry_after_headers: Sequence[str] = (),
         reported_model: str | None = None,
+        rate_limit_rps: float = 0.0,
     ) -> None:
         self.script = Script.coerce(script)
         #: raw Retry-After values for 429s, each its own header (a duplicated or
@@ -98,8 +100,13 @@ class MockLLMServer:
         self.strict_history = strict_history
         self._requested_port = port
         self._faults = Faults(
-            latency_ms, rate_429, retry_after, rate_500, drop, malformed, require_key, jitter_ms
+            latency_ms, rate_429, retry_after, rate_500, drop, malformed, require_key, jitter_ms,
+            rate_limit_rps,
         )
+        #: when the requests of the last second arrived (every one), and when those
+        #: answered arrived (`rate_limit_rps`)
+        self._arrivals: deque[float] = deque()
+        self._answered: deque[float] = deque()
         # Its own generator: jitter must not shift the seeded sequence of faults.
         self._jitter = random.Random(seed)
         self._fail_queue: deque[FaultKind] = deque(check_fail_sequence(fail_sequence))
@@ -308,6 +315,24 @@ class MockLLMServer:
                     return kind
         return None
 
+    def _over_rate(self, per_second: float) -> float | None:
+        """Count this request in the last second's; with a rate limit it is over, the
+        seconds until the window has room (its Retry-After), else None."""
+        now = time.monotonic()
+        with self._lock:
+            for window in (self._arrivals, self._answered):
+                while window and window[0] <= now - 1.0:
+                    window.popleft()
+            self._arrivals.append(now)
+            peak = self._stats.get("peak_per_second", 0)
+            self._stats["peak_per_second"] = max(peak, len(self._arrivals))
+            if per_second <= 0:
+                return None
+            if len(self._answered) >= per_second:
+                return max(0.05, self._answered[0] + 1.0 - now)
+            self._answered.append(now)
+        return None
+
     # ----- request handling --------------------------------------------------------------------
 
     async def _handle_model(self, request: web.Request, dialect: Dialect) -> web.StreamResponse:
@@ -326,6 +351,12 @@ class MockLLMServer:
         if faults.require_key is not None and dialect.api_key(headers) != faults.require_key:
             self._count("auth_failed")
             return dialect.error(401, "Incorrect API key provided.")
+        wait = self._over_rate(faults.rate_limit_rps)
+        if wait is not None:
+            self._count("rate_limited")
+            stat, response = injected(request, dialect, 429, retry_after=wait)
+            self._count(stat)
+            return response
         fault = self._next_fault()
         if fault is not None:
             # Gemini streams by its path (`:streamGenerateContent`), the others by the body
@@ -454,6 +485,9 @@ def build_parser() -> argparse.ArgumentParser:
         "comma-separated, e.g. 429,500,drop,malformed",
     )
     parser.add_argument("--require-key", help="reject other API keys with 401")
+    parser.add_argument("--rate-limit-rps", type=float, default=0.0, metavar="R",
+                        help="answer at most R requests in any second; the others get a 429 "
+                        "with Retry-After (a provider's rate limit)")
     parser.add_argument(
         "--seed", type=int, help="seed of the random faults, for a repeatable sequence"
     )
@@ -490,6 +524,7 @@ def _server_from_args(args: argparse.Namespace) -> MockLLMServer:
         require_key=args.require_key,
         seed=args.seed,
         strict_history=not args.no_strict_history,
+        rate_limit_rps=args.rate_limit_rps,
     )
 
 
