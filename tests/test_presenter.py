@@ -218,5 +218,6 @@ def test_the_live_display_is_the_views(tmp_path: Path) -> None:
     screen.services = _services("openai-compatible/a")
     progress = screen.live()
     assert isinstance(progress, BatchProgress)
-    assert progress.extra_source == screen.services.live_line
+    assert progress.extra_source is not None  # the model's figures (no budget: nothing more)
+    assert progress.extra_source() == screen.services.live_line()
     assert screen.shown(progress) is progress

@@ -462,8 +462,8 @@ def _recorded_tasks(run: dict[str, Any] | None, argument: str) -> list[Path]:
     "n_attempts", "quiet", "resume", "retry_errors", "force", "fail_under", "name", "tags",
     "base_url", "api_key", "max_turns", "agent_version", "system_prompt_file", "max_tokens",
     "temperature", "reasoning_effort", "no_reasoning", "openrouter_routing", "prices", "watch",
-    "interactive", "debug", "cache",
-    "interactive", "debug", "max_cost", "max_total_tokens", "max_duration", "budget_hard",
+    "interactive", "debug", "cache", "max_cost", "max_total_tokens", "max_duration",
+    "budget_hard",
 )  # fmt: skip
 def run_command(
     options: TrialOptions,

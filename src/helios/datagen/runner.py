@@ -86,8 +86,7 @@ class BatchRunner:
         self.dataset: Dataset
 
     def _load_dataset(self) -> None:
-        s = self.settings
-        self.dataset = load_dataset(s.dataset_file, s.max_samples)
+        self.dataset = load_dataset(self.settings.dataset_file, self.settings.max_samples)
         self.result.bad_lines = len(self.dataset.bad)
         for line in self.dataset.bad_line_warnings():
             self.screen.caution(line)
@@ -125,13 +124,12 @@ class BatchRunner:
             self._load_dataset()
             await run.open(run_config(s))
             self.screen.attach(run)
-            session = open_session(run, s)
-            self.screen.store_repairs(session.store)  # a torn or bad line: moved aside, named
-            await self._run(run, session, run.services)
+            await self._run(run, open_session(run, s), run.services)
         return self.result
 
     async def _run(self, run: Run, session: RunSession, services: ModelServices) -> None:
         s = self.settings
+        self.screen.store_repairs(session.store)  # a torn or bad line: moved aside, named
         self.writer = RowWriter(session.run_dir)
         self.door = GenerateDoor(s, self.writer, all_hermes_tool_names())
         units = self._units(session.seed, services)
@@ -148,18 +146,11 @@ class BatchRunner:
             run_dir=session.run_dir,
         ))  # fmt: skip
         progress = GenerateProgress(self.console, quiet=not s.verbose, services=services)
-        money = progress.money_line
-
-        def figures() -> str:  # the model figures, then the spend against each budget
-            budget = run.budget
-            return money() + (f" · budget {budget.against()}" if budget is not None else "")
-
-        progress.extra_source = figures
+        progress.extra_source = self.screen.with_budget(progress.money_line)
 
         def finish(outcome: RunOutcome[PromptUnit, PromptResult]) -> None:
             self.writer.close()
-            self.result.interrupted = outcome.interrupted
-            self.result.aborted = outcome.aborted
+            self.result.interrupted, self.result.aborted = outcome.interrupted, outcome.aborted
             self.result.budget_stopped = outcome.budget_stopped
             self._finish(outcome, session, units)
 

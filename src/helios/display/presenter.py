@@ -11,7 +11,7 @@ then where the results are).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any, Literal, TypeVar
@@ -172,11 +172,19 @@ class RunPresenter:
 
     def live_figures(self) -> str:
         """The live line's model figures, then the spend against each budget."""
-        figures = [self.services.live_line()] if self.services is not None else []
-        budget = self._run.budget if self._run is not None else None
-        if budget is not None:
-            figures.append(f"budget {budget.against()}")
-        return " · ".join(figures)
+        return self.with_budget(self.services.live_line if self.services is not None else None)()
+
+    def with_budget(self, figures: Callable[[], str] | None) -> Callable[[], str]:
+        """`figures` (a door's own live figures), then the spend against each budget."""
+
+        def line() -> str:
+            shown = [figures()] if figures is not None else []
+            budget = self._run.budget if self._run is not None else None
+            if budget is not None:
+                shown.append(f"budget {budget.against()}")
+            return " · ".join(shown)
+
+        return line
 
     def shown(self, display: D) -> D | None:
         """The display the run is driven inside: none when nothing is shown."""

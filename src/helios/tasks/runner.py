@@ -172,10 +172,9 @@ class ParallelRunner:
             invalid=self.invalid, unsupported=self.unsupported, unknown_keys=self.unknown_keys,
             output_dir=run_dir, model=models or None, agent=self.agent, planned=planned,
             combinations=config.combinations(self.settings), interrupted=interrupted,
-            aborted=self.aborted, stopped_usage=summary.stopped_usage(
+            aborted=self.aborted, budget=outcome.budget, stopped_usage=summary.stopped_usage(
                 self.services, outcome.recorded) if interrupted else None,
         )  # fmt: skip
-        batch.budget = outcome.budget
         summary.add_service_figures(batch, self.services)
         if (why := summary.write_summary(batch, run_dir)) is not None:
             self.aborted = batch.aborted = self.aborted or f"cannot write {SUMMARY_FILE}: {why}"

@@ -221,6 +221,7 @@ def build_batch_result(
     unknown_keys: dict[str, int] | None = None,
     stopped_usage: Usage | None = None,
     combinations: int = 1,
+    budget: dict[str, Any] | None = None,
 ) -> BatchResult:
     ordered = sorted(trials, key=lambda r: (r.folder, r.attempt))
     # pass@k over each task's k attempts with one model and agent
@@ -249,6 +250,7 @@ def build_batch_result(
         aborted=aborted,
         stopped_usage=stopped_usage,
         combinations=combinations,
+        budget=budget,
     )
 
 

@@ -169,6 +169,7 @@ class ACPAgent(InstalledAgent):
         return shlex.join(self._argv)
 
     def environment(self, model: ModelSpec) -> dict[str, str]:
+        """The model's wire variables, and `GIVEN` (Helios gives them; it reads none)."""
         model = self._model(model)
         base, key, name = _WIRE_VARIABLES.get(model.api, _WIRE_VARIABLES["openai"])
         env = {"HELIOS_MODEL": model.model, "HELIOS_MODEL_API": model.api, name: model.model}
@@ -261,6 +262,8 @@ class ACPAgent(InstalledAgent):
         return AgentOutcome(error=error, n_turns=turns, conversation=ctx.conversation)
 
 
+#: the variables Helios gives an ACP agent (the model and its wire); not settings of Helios
+GIVEN = ("HELIOS_MODEL", "HELIOS_MODEL_API")
 _WIRE_VARIABLES = {
     "openai": ("OPENAI_BASE_URL", "OPENAI_API_KEY", "OPENAI_MODEL"),
     "responses": ("OPENAI_BASE_URL", "OPENAI_API_KEY", "OPENAI_MODEL"),
