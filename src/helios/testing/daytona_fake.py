@@ -53,7 +53,8 @@ from typing import Any
 
 from aiohttp import MultipartWriter, web
 
-from helios.environments.docker.cli import LABEL_MANAGED, ImageBuilds, docker
+from helios.environments.docker.cli import LABEL_MANAGED, LABEL_OWNER, ImageBuilds, docker
+from helios.environments.shell.owner import current_owner
 from helios.testing.loopback import LoopbackServer
 
 ORGANIZATION = "helios-fake-org"
@@ -246,6 +247,9 @@ class DaytonaFake(LoopbackServer):
             code, out, err = await docker(
                 "run", "-d", "-i", "--label", f"{LABEL_FAKE}={self.token}",
                 "--label", f"{LABEL_MANAGED}=true", "--cpus", str(box.cpu),
+                # owned by this process, as Helios's own containers: a `helios cleanup`
+                # elsewhere takes them only once the fake is gone (no owner: at once)
+                "--label", f"{LABEL_OWNER}={current_owner().label()}",
                 "--memory", f"{box.memory}g", "--pids-limit", "4096", *network, *env,
                 "--entrypoint", "sh", image, "-c", INIT,
             )  # fmt: skip
