@@ -243,6 +243,28 @@ def test_cleanup_removes_helios_sandboxes_by_label(daytona: DaytonaFake, tmp_pat
     wait_until(lambda: not daytona.live() and not daytona.containers(), "every sandbox deleted")
 
 
+def test_a_docker_cleanup_elsewhere_leaves_the_fakes_containers(daytona: DaytonaFake) -> None:
+    """The fake's sandboxes are docker containers owned by the fake's process: another
+    test's `helios cleanup` (docker's orphans) must not take them mid-trial (it did when
+    they had no owner, as an older Helios's leftovers)."""
+    from helios.environments.docker.cleanup import managed_containers
+
+    env = _env("dtn-owned")
+
+    async def go() -> None:
+        await env.start()
+        try:
+            short = set(daytona.containers())
+            mine = [c for c in await managed_containers() if c.id[:12] in short]
+            assert mine and len(mine) == len(short)
+            assert not any(c.removable(None, force=False) for c in mine)
+            assert all(c.removable(None, force=True) for c in mine)  # --force takes them
+        finally:
+            await env.stop()
+
+    asyncio.run(go())
+
+
 def test_cleanup_without_keys_says_nothing_of_daytona(monkeypatch: pytest.MonkeyPatch) -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith("DAYTONA_")}
     done = subprocess.run(helios_cmd("cleanup", "--run", "no-such-run"), capture_output=True,
