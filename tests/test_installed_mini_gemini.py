@@ -31,6 +31,7 @@ from helios.testing.mock_llm import MockLLMServer
 from helios.trajectories.atif import validate_trajectory
 from helios.usage import Usage
 from tests.agent_installs import install
+from tests.waiting import wait_until
 
 EXAMPLE = Path(__file__).parents[1] / "examples" / "tasks" / "hello-file"
 KEY = "sk-helios-test-key-0123456789abcdef"
@@ -281,7 +282,8 @@ def test_the_scripted_server_streams_gemini_replies_as_server_sent_events() -> N
         with urllib.request.urlopen(request, timeout=30) as response:
             assert response.headers["Content-Type"].startswith("text/event-stream")
             raw = response.read().decode()
-        assert server.stats["streamed"] == 1
+        # counted once the server's handler returns, which may be after the client read it
+        wait_until(lambda: server.stats["streamed"] == 1, "the reply counted as streamed")
         server.set_faults(fail_sequence=["malformed"])  # a cut-off body is an event too
         with urllib.request.urlopen(request, timeout=30) as response:
             assert response.headers["Content-Type"].startswith("text/event-stream")
