@@ -126,10 +126,12 @@ def test_the_cluster_shares_one_rate_limit(cluster: Cluster, tmp_path: Path) -> 
                                   env=env, capture_output=True, text=True, timeout=300)  # fmt: skip
             assert done.returncode == 0, done.stderr
             seen[name] = {**_stats(cluster, base), "seconds": time.monotonic() - started}
-        rows = read_jsonl(tmp_path / name / "r" / "trajectories.jsonl")
-        assert len(rows) == 24
+        seen[name]["rows"] = len(read_jsonl(tmp_path / name / "r" / "trajectories.jsonl"))
     ray, one = seen["ray"], seen["one"]
-    assert ray["served_ok"] == one["served_ok"] == 24
+    # the shared limit loses no prompt; one machine's 429 storm may exhaust a prompt's
+    # retries under load (CI saw 22 of 24): the baseline's figures are compared, not asserted
+    assert ray["rows"] == ray["served_ok"] == 24, (ray, one)
+    assert one["served_ok"] <= 24
     # the whole cluster stays about within the provider's rate, and hits its limit no
     # more than one machine does
     assert ray["peak_per_second"] <= RATE + 2, (ray, one)  # measured: 5
