@@ -560,7 +560,7 @@ def test_ctrl_c_while_the_workers_start_exits_promptly_and_quietly(
     while time.monotonic() < deadline and len(_children(proc.pid)) < 2:
         time.sleep(0.005)
     workers = _children(proc.pid)
-    assert len(workers) == 2
+    assert len(workers) >= 2  # the two workers (a short-lived probe child may be there too)
     time.sleep(after)
     started = time.monotonic()
     os.killpg(proc.pid, signal.SIGINT)
