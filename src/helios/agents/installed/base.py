@@ -258,3 +258,12 @@ class InstalledAgent(Agent):
                               phase="agent")  # fmt: skip
         turns = sum(1 for m in messages if m.role == "assistant")
         return AgentOutcome(error=error, n_turns=turns, conversation=ctx.conversation)
+
+
+def content_text(content: Any) -> str:
+    """A logged message's content as text: a string, the text parts of a list, else JSON."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "\n".join(str(p.get("text", "")) for p in content if isinstance(p, dict))
+    return "" if content is None else json.dumps(content)

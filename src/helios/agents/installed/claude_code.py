@@ -20,7 +20,7 @@ import shlex
 from typing import Any, ClassVar
 
 from helios.agents.base import AgentContext, AgentOutcome
-from helios.agents.installed.base import InstalledAgent
+from helios.agents.installed.base import InstalledAgent, content_text
 from helios.environments.base import Environment
 from helios.errors import ConfigError, EnvironmentError_
 from helios.models.base import Message, ToolCall
@@ -127,7 +127,7 @@ def stream_json_messages(log: str, usage: Usage) -> list[Message]:
             last_id = None
             for block in body.get("content") or []:
                 if isinstance(block, dict) and block.get("type") == "tool_result":
-                    messages.append(Message("tool", _text(block.get("content")),
+                    messages.append(Message("tool", content_text(block.get("content")),
                                             tool_call_id=block.get("tool_use_id"),
                                             is_error=bool(block.get("is_error"))))  # fmt: skip
         elif kind == "result":
@@ -163,14 +163,6 @@ def _add_blocks(message: Message, blocks: list[Any]) -> None:
                 id=str(block.get("id") or ""), name=str(block.get("name") or ""),
                 arguments=arguments if isinstance(arguments, dict) else None,
             ))  # fmt: skip
-
-
-def _text(content: Any) -> str:
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        return "\n".join(str(part.get("text", "")) for part in content if isinstance(part, dict))
-    return "" if content is None else json.dumps(content)
 
 
 def _usage(raw: dict[str, Any]) -> Usage:

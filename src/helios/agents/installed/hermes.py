@@ -27,7 +27,7 @@ from typing import Any, ClassVar
 
 from helios.agents.base import AgentContext
 from helios.agents.installed import python_runtime
-from helios.agents.installed.base import InstalledAgent
+from helios.agents.installed.base import InstalledAgent, content_text
 from helios.errors import ConfigError
 from helios.models.base import Message, ToolCall
 from helios.models.routing import ModelSpec
@@ -176,7 +176,7 @@ def _message(raw: Any) -> Message | None:
     if not isinstance(raw, dict):
         return None
     role = raw.get("role")
-    content = _text(raw.get("content"))
+    content = content_text(raw.get("content"))
     if role == "assistant":
         reasoning = raw.get("reasoning_content") or raw.get("reasoning")
         reply = Message("assistant", content,
@@ -216,14 +216,6 @@ def _failed(content: str) -> bool:
         return False
     code = result.get("exit_code")
     return bool(result.get("error")) or (isinstance(code, int) and code != 0)
-
-
-def _text(content: Any) -> str:
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        return "\n".join(str(p.get("text", "")) for p in content if isinstance(p, dict))
-    return "" if content is None else json.dumps(content)
 
 
 def _usage(raw: dict[str, Any]) -> Usage:
