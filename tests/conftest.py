@@ -52,10 +52,12 @@ def _docker_ok() -> bool:
 
 
 def _bwrap_ok() -> bool:
+    from .sandbox_helpers import host_system_binds
+
     if shutil.which("bwrap") is None:
         return False
     probe = subprocess.run(
-        ["bwrap", "--unshare-all", "--ro-bind", "/", "/", "true"], capture_output=True, timeout=30
+        ["bwrap", "--unshare-all", *host_system_binds(), "/usr/bin/true"], capture_output=True, timeout=30
     )
     return probe.returncode == 0
 

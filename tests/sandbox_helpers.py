@@ -16,11 +16,19 @@ import pytest
 from helios.environments.base import Environment
 from helios.environments.docker import DockerEnvironment
 from helios.environments.local import LocalEnvironment
+from helios.environments.local.bwrap import system_binds
 from helios.environments.local.program import ENV_SWITCH, server_program
 from helios.environments.shell.native import native_server
 from helios.environments.spec import SandboxSpec
 
 Body = Callable[[LocalEnvironment], Awaitable[None]]
+
+
+def host_system_binds() -> list[str]:
+    """bwrap arguments showing the host's system folders read-only, and nothing else.
+    Never `--ro-bind / /`: that binds every host mount recursively, and a concurrent
+    test's sandbox tmpfs unmounted meanwhile fails bwrap's remount ("No such file")."""
+    return [arg for source, dest in system_binds() for arg in ("--ro-bind", source, dest)]
 
 
 def in_sandbox(body: Body, *, spec: SandboxSpec | None = None, run_id: str = "test") -> None:

@@ -24,7 +24,7 @@ from helios.environments.local.program import ENV_SWITCH, server_program
 from helios.environments.shell.native import SERVER_MOUNT, native_server, static_server
 from helios.environments.spec import SandboxSpec
 
-from .sandbox_helpers import Body, in_sandbox
+from .sandbox_helpers import Body, host_system_binds, in_sandbox
 
 
 @pytest.fixture
@@ -202,10 +202,11 @@ def test_a_compiler_that_fails_leaves_the_python_server(
 def _serve(binary: Path, request: bytes) -> subprocess.CompletedProcess[bytes]:
     """The server as the init of a throwaway pid namespace (it refuses to run
     anywhere else: its kill(-1) would reach the host's processes)."""
-    sandbox = ["bwrap", "--unshare-all", "--die-with-parent", "--as-pid-1", "--ro-bind", "/", "/",
+    sandbox = ["bwrap", "--unshare-all", "--die-with-parent", "--as-pid-1",
+               *host_system_binds(), "--ro-bind", str(binary), "/server",
                "--dev", "/dev", "--proc", "/proc"]  # fmt: skip
     return subprocess.run(
-        [*sandbox, str(binary), "64", str(256 << 20), str(8 << 20)], input=request,
+        [*sandbox, "/server", "64", str(256 << 20), str(8 << 20)], input=request,
         capture_output=True, timeout=20, check=False,
     )  # fmt: skip
 

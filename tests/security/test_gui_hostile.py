@@ -139,11 +139,16 @@ LOADS_TIMER_PAGE = f"""
 {TIMER_PAGE}HTML
     chmod 644 /tmp/timer.html
     i=0; until wmctrl -l | grep -q WAITING || [ $i -gt 400 ]; do sleep 0.05; i=$((i+1)); done
-    xdotool mousemove 400 300 click 1
-    xdotool key --clearmodifiers ctrl+l key --clearmodifiers ctrl+a
-    xdotool type --delay 5 file:///tmp/timer.html
-    xdotool key --clearmodifiers Return
-    i=0; until wmctrl -l | grep -q ' start' || [ $i -gt 400 ]; do sleep 0.05; i=$((i+1)); done
+    # typed keys can be lost on a loaded machine (the omnibox then searches what it
+    # got): type the address again until the page's title shows, 4 tries at most
+    for try in 1 2 3 4; do
+        xdotool mousemove 400 300 click 1
+        xdotool key --clearmodifiers ctrl+l key --clearmodifiers ctrl+a
+        xdotool type --delay 5 file:///tmp/timer.html
+        xdotool key --clearmodifiers Return
+        i=0; until wmctrl -l | grep -q ' start' || [ $i -gt 150 ]; do sleep 0.05; i=$((i+1)); done
+        wmctrl -l | grep -q ' start' && break
+    done
     wmctrl -l
     date +%s > /tmp/page-loaded
 """

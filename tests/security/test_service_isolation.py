@@ -30,6 +30,7 @@ from helios.errors import EnvironmentExecError
 
 from ..desktop_helpers import need_desktop
 from ..sandbox_helpers import (
+    host_system_binds,
     in_provider,
     processes,
     program_runs,
@@ -233,7 +234,7 @@ def test_the_exchange_folder_cannot_be_swapped(provider: str) -> None:
 #: a throwaway pid namespace whose processes may choose their next pid (root on the
 #: host with CAP_SYS_ADMIN: /proc/sys/kernel/ns_last_pid), as no agent can
 _REUSE_SANDBOX = ["bwrap", "--unshare-pid", "--unshare-ipc", "--unshare-net", "--die-with-parent",
-                  "--as-pid-1", "--cap-add", "CAP_SYS_ADMIN", "--ro-bind", "/", "/",
+                  "--as-pid-1", "--cap-add", "CAP_SYS_ADMIN", *host_system_binds(),
                   "--tmpfs", "/tmp", "--proc", "/proc", "--dev", "/dev"]  # fmt: skip
 
 
