@@ -56,9 +56,8 @@ def _bwrap_ok() -> bool:
 
     if shutil.which("bwrap") is None:
         return False
-    probe = subprocess.run(
-        ["bwrap", "--unshare-all", *host_system_binds(), "/usr/bin/true"], capture_output=True, timeout=30
-    )
+    probe = subprocess.run(["bwrap", "--unshare-all", *host_system_binds(), "/usr/bin/true"],
+                           capture_output=True, timeout=30)  # fmt: skip
     return probe.returncode == 0
 
 
