@@ -18,4 +18,5 @@ echo "[test] ruff"
 echo "[test] mypy --strict src"
 .venv/bin/mypy --strict src
 echo "[test] pytest"
-exec .venv/bin/pytest -n "${HELIOS_TEST_WORKERS:-4}" --dist load "$@"
+# the slowest tests are listed at the end, so a suite near its time bound shows why
+exec .venv/bin/pytest -n "${HELIOS_TEST_WORKERS:-4}" --dist load --durations=25 "$@"

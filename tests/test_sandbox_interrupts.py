@@ -30,7 +30,9 @@ from .sandbox_helpers import until
 
 pytestmark = pytest.mark.usefixtures("need_bwrap")
 #: signal deliveries to a real batch; raise it to measure (e.g. 100)
-ROUNDS = int(os.environ.get("HELIOS_INTERRUPT_ROUNDS", "10"))
+ROUNDS = int(os.environ.get("HELIOS_INTERRUPT_ROUNDS", "6"))
+#: cancels of a command at a random instant of its spawn; raise it to measure
+CANCELS = int(os.environ.get("HELIOS_INTERRUPT_CANCELS", "40"))
 
 
 def test_cancels_around_the_spawn_leave_no_sandbox_process() -> None:
@@ -45,7 +47,7 @@ def test_cancels_around_the_spawn_leave_no_sandbox_process() -> None:
             return holder not in sandbox_processes().values()
 
         try:
-            for _ in range(100):
+            for _ in range(CANCELS):
                 task = asyncio.create_task(env.exec("sleep 30"))
                 await asyncio.sleep(rng.uniform(0, 0.01))
                 task.cancel()
