@@ -16,16 +16,19 @@ from helios.agents.installed.codex import CodexAgent
 from helios.agents.installed.gemini_cli import GeminiCliAgent
 from helios.agents.installed.hermes import HermesAgent
 from helios.agents.installed.mini_swe_agent import MiniSweAgent
+from helios.agents.installed.openhands import OpenHandsAgent
 
 AGENTS: tuple[type[InstalledAgent], ...] = (
     ClaudeCodeAgent, CodexAgent, HermesAgent, MiniSweAgent, GeminiCliAgent,
 )  # fmt: skip
 AGENTS += (acp_agent_class("acp:claude-code"),)  # tests/test_acp_agent.py
+AGENTS += (OpenHandsAgent,)  # tests/test_installed_openhands.py (1.3 GB, Python 3.13)
 
 
 def install(agent: type[InstalledAgent]) -> tuple[Path, float]:
     made = agent()
-    package = Package(made.registry, made.package, made.agent_version, made.extras)
+    package = Package(made.registry, made.package, made.agent_version, made.extras,
+                      made.python_version)  # fmt: skip
     installed = asyncio.run(ensure_installed(made.name, package))
     return installed.folder, installed.seconds
 
