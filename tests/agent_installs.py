@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
+from helios.agents.installed import python_runtime
 from helios.agents.installed.acp import acp_agent_class
 from helios.agents.installed.base import InstalledAgent
 from helios.agents.installed.cache import Package, ensure_installed
@@ -35,6 +36,10 @@ def install(agent: type[InstalledAgent]) -> tuple[Path, float]:
 
 if __name__ == "__main__":
     for agent in AGENTS:
+        if agent.python_version and python_runtime.find(agent.python_version) is None:
+            print(f"[agent installs] {agent.name}: skipped (no Python {agent.python_version} "
+                  "on this host; its test skips too)")
+            continue
         folder, seconds = install(agent)
         print(f"[agent installs] {agent.name}: {folder} "
               f"({'cached' if seconds == 0.0 else f'installed in {seconds:.1f} s'})")
