@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import json
 import shutil
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -64,6 +65,7 @@ LOG = "\n".join([
     _event("ObservationEvent", source="environment", tool_call_id="c2",
            observation={"content": _text(""), "exit_code": 1, "is_error": False}),
     _event("MessageEvent", source="agent", llm_response_id="r2",
+           timestamp="2026-01-02T03:04:05+00:00",
            llm_message={"role": "assistant", "content": _text("Done.")}),
     "OpenHands noise",
     json.dumps({"type": "metrics", "metrics": {"accumulated_cost": 0.0, "token_usages": [
@@ -84,6 +86,7 @@ def test_the_events_become_replies_with_their_tokens_and_tool_results() -> None:
     assert first.usage is not None and first.usage.input_tokens == 700
     assert [(m.tool_call_id, m.is_error) for m in messages[1:3]] == [("c1", False), ("c2", True)]
     assert messages[3].content == "Done." and messages[3].usage is not None
+    assert messages[3].created == datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC).timestamp()
     assert (usage.input_tokens, usage.output_tokens, usage.cache_read_tokens,
             usage.reasoning_tokens, usage.calls) == (1450, 22, 100, 3, 2)  # fmt: skip
 
@@ -125,6 +128,11 @@ def test_openhands_solves_a_task_on_local(openhands_install: Path, tmp_path: Pat
     # host's loopback through the trial's egress proxy, and nothing else
     task = tmp_path / "tasks" / "hello-file"
     shutil.copytree(EXAMPLE, task)
+    # OpenHands's imports alone take 5 s of CPU: 8 s on an idle machine, 45 s at a load of 20
+    toml = task / "task.toml"
+    toml.write_text(toml.read_text().replace("[agent]\ntimeout_sec = 120.0", "[agent]\n"
+                                             "timeout_sec = 300.0"))  # fmt: skip
+    assert "timeout_sec = 300.0" in toml.read_text()
     with MockLLMServer(script=SCRIPT) as server:
         runner = ParallelRunner(
             [task], output_dir=str(tmp_path / "out"), model=MODEL, agent="openhands",

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import json
 import shlex
+from datetime import datetime
 from typing import Any, ClassVar
 
 from helios.agents.base import AgentContext
@@ -160,6 +161,7 @@ def event_messages(log: str, usage: Usage) -> list[Message]:
     for event in events:
         kind = event.get("kind")
         response = str(event.get("llm_response_id") or "")
+        count = len(messages)
         if kind == "ActionEvent":
             reply = replies.get(response) if response else None
             if reply is None:
@@ -194,6 +196,9 @@ def event_messages(log: str, usage: Usage) -> list[Message]:
             messages.append(Message("tool", str(event.get("error") or ""),
                                     tool_call_id=str(event.get("tool_call_id") or ""),
                                     is_error=True))  # fmt: skip
+        at = _time(event.get("timestamp"))
+        if at is not None and len(messages) > count:
+            messages[-1].created = at
     total = Usage()
     for one in per_response.values():
         total.add(one)
@@ -226,6 +231,14 @@ def _text(content: Any) -> str:
         return ""
     return "\n".join(str(p.get("text") or "") for p in content
                      if isinstance(p, dict) and p.get("type") == "text")  # fmt: skip
+
+
+def _time(value: Any) -> float | None:
+    """An event's ISO timestamp (the sandbox's local time when naive) in seconds."""
+    try:
+        return datetime.fromisoformat(value).timestamp() if isinstance(value, str) else None
+    except ValueError:
+        return None
 
 
 def _string(value: Any) -> str | None:
