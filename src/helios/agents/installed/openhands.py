@@ -54,7 +54,7 @@ _LAUNCH = """import json, os, sys
 instruction, log = sys.argv[1], sys.argv[2]
 model = os.environ.pop(%(model)r)
 base_url = os.environ.pop(%(base)r, "") or None
-key = os.environ.pop(%(key)r, "") or None
+key = os.environ.pop(%(key)r, "") or "none"  # LiteLLM's OpenAI client refuses no key at all
 for name in %(forget)r:
     os.environ.pop(name, None)
 from openhands.sdk import LLM, Conversation
