@@ -35,6 +35,7 @@ def _builtins() -> Mapping[str, type[Agent]]:
         "hermes": "helios.agents.installed.hermes:HermesAgent",
         "mini-swe-agent": "helios.agents.installed.mini_swe_agent:MiniSweAgent",
         "gemini-cli": "helios.agents.installed.gemini_cli:GeminiCliAgent",
+        "openhands": "helios.agents.installed.openhands:OpenHandsAgent",
     })  # fmt: skip
 
 

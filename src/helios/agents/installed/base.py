@@ -86,6 +86,8 @@ class InstalledAgent(Agent):
     key_variable: ClassVar[str]
     #: pinned packages installed beside `package` (a runtime the image may lack)
     extras: ClassVar[tuple[str, ...]] = ()
+    #: the Python a pip package is installed with and runs on ("3.13"; "": Helios's own)
+    python_version: ClassVar[str] = ""
 
     def __init__(self, **settings: Any) -> None:
         unknown = sorted(set(settings) - SETTINGS)
@@ -128,7 +130,8 @@ class InstalledAgent(Agent):
         return model.base_url
 
     def _package(self) -> Package:
-        return Package(self.registry, self.package, self.agent_version, self.extras)
+        return Package(self.registry, self.package, self.agent_version, self.extras,
+                       self.python_version)  # fmt: skip
 
     async def _install(self) -> tuple[Installed, Path]:
         """The install (made now if the cache has none) and its payload's folder."""

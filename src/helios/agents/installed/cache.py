@@ -9,7 +9,9 @@ half-done folder (a killed install) is installed over.
 
 A PyPI package is installed with the host's Python into `site/`, and a
 relocatable copy of that Python goes beside it into `python/`
-(`installed.python_runtime`): the sandbox needs no Python of its own.
+(`installed.python_runtime`): the sandbox needs no Python of its own. A package
+that needs another Python (`Package.python`, "3.13") is installed with, and
+bundled from, the host's build of it (`python_runtime.find`).
 """
 
 from __future__ import annotations
@@ -49,12 +51,15 @@ class Package:
     version: str
     #: pinned packages installed beside it, from the same registry (Gemini CLI's Node)
     extras: tuple[str, ...] = ()
+    #: a pip package's Python ("3.13"); "" for Helios's own
+    python: str = ""
 
     @property
     def folder_name(self) -> str:
         """The cache folder's name: agents on one package and version share it."""
         name = f"{self.registry}-{self.name.lstrip('@').replace('/', '+')}-{self.version}"
-        return "+".join([name, *(e.lstrip("@").replace("/", "+") for e in self.extras)])
+        name = "+".join([name, *(e.lstrip("@").replace("/", "+") for e in self.extras)])
+        return f"{name}-py{self.python}" if self.python else name
 
     @property
     def pinned(self) -> str:
@@ -103,6 +108,19 @@ class Installed:
     seconds: float
 
 
+def _python(package: Package) -> Path | None:
+    """The interpreter a pip package is installed with (None: Helios's own)."""
+    if not package.python:
+        return None
+    found = python_runtime.find(package.python)
+    if found is None:
+        version = package.python
+        raise InstallError(f"cannot install {package.pinned}: it needs Python {version}, and "
+                           f"this host has none (no python{version} on PATH, none in pyenv): "
+                           f"install one, e.g. `pyenv install {version}`")  # fmt: skip
+    return found
+
+
 def _argv(package: Package, folder: Path) -> list[str]:
     if package.registry == "npm":
         npm = shutil.which("npm")
@@ -111,7 +129,8 @@ def _argv(package: Package, folder: Path) -> list[str]:
         return [npm, "install", "--prefix", str(folder), "--no-audit", "--no-fund",
                 "--no-save", "--loglevel=error", package.pinned, *package.extras]  # fmt: skip
     if package.registry == "pip":
-        return [sys.executable, "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
+        python = _python(package) or Path(sys.executable)
+        return [str(python), "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
                 "--target", str(folder / "site"), package.pinned, *package.extras]  # fmt: skip
     raise InstallError(f"unknown registry {package.registry!r} for {package.name}")
 
@@ -144,7 +163,7 @@ async def ensure_installed(agent: str, package: Package, *, root: Path | None = 
             raise InstallError(f"installing {package.pinned} for {agent} failed ({why}): {tail}")
         if package.registry == "pip":  # the sandbox may have no Python of this version
             await asyncio.to_thread(python_runtime.bundle, folder / "python",
-                                    packages=folder / "site")  # fmt: skip
+                                    packages=folder / "site", python=_python(package))  # fmt: skip
         (folder / DONE_FILE).write_text(package.pinned + "\n")
         return Installed(folder, time.monotonic() - started)
     finally:

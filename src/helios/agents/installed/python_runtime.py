@@ -2,8 +2,9 @@
 sandbox then needs no Python of its own (Debian's slim images have none), only a
 glibc as new as the host's.
 
-`bundle(dest)` copies the interpreter Helios runs on (its executable, its
-`libpython` when shared, the standard library less its tests and GUI parts) and
+`bundle(dest)` copies the interpreter Helios runs on, or another one of the host's
+(`python=`, for an agent that needs a newer Python: `find(version)`), with its
+`libpython` when shared and its standard library less its tests and GUI parts, and
 the shared libraries that it and the installed packages' extensions load, other
 than glibc's own, into `dest`: `python`, `lib/pythonX.Y/` and `deps/`. The
 sandbox runs `dest/python` with `PYTHONHOME=dest` and `LD_LIBRARY_PATH=dest/deps`
@@ -12,6 +13,8 @@ sandbox runs `dest/python` with `PYTHONHOME=dest` and `LD_LIBRARY_PATH=dest/deps
 
 from __future__ import annotations
 
+import json
+import os
 import re
 import shutil
 import subprocess
@@ -31,22 +34,58 @@ _UNNEEDED = re.compile(r"^(libtk|libtcl|libX|libxcb|libfontconfig|libfreetype|li
 _LDD_LINE = re.compile(r"^\s*(\S+) => (/\S+) \(0x[0-9a-f]+\)$")
 
 
+#: what an interpreter says of itself: its executable, standard library and version
+_DESCRIBE = ("import json, sys, sysconfig; print(json.dumps([getattr(sys, '_base_executable', "
+             "sys.executable), sysconfig.get_paths()['stdlib'], '%d.%d' % sys.version_info[:2]]))")
+
+
 def version() -> str:
     return f"python{sys.version_info.major}.{sys.version_info.minor}"
 
 
-def bundle(dest: Path, *, packages: Path | None = None) -> None:
-    """Copy the host's Python into `dest`, with the shared libraries that its
-    extensions and those under `packages` need."""
-    stdlib = Path(sysconfig.get_paths()["stdlib"])
+def find(minor: str) -> Path | None:
+    """The host's Python `minor` ("3.13"): Helios's own when it is that version, else
+    the first that runs and says it is that version of `python3.13` on PATH and the
+    pyenv builds of it (`PYENV_ROOT`, else ~/.pyenv; newest first); None when the
+    host has none. (A pyenv shim on PATH fails unless that version is selected.)"""
+    if f"python{minor}" == version():
+        return Path(sys.executable)
+    root = Path(os.environ.get("PYENV_ROOT") or Path.home() / ".pyenv") / "versions"
+    builds = sorted(root.glob(f"{minor}.*/bin/python{minor}"), reverse=True,
+                    key=lambda p: [int(n) if n.isdigit() else 0
+                                   for n in p.parents[1].name.split(".")])  # fmt: skip
+    on_path = shutil.which(f"python{minor}")
+    for candidate in [*([Path(on_path)] if on_path else []), *builds]:
+        try:
+            if _describe(candidate)[2] == f"python{minor}":
+                return candidate
+        except (OSError, ValueError, subprocess.SubprocessError):
+            continue
+    return None
+
+
+def _describe(python: Path | None) -> tuple[Path, Path, str]:
+    """(executable, standard library, "pythonX.Y") of `python`, else of Helios's own."""
+    if python is None:
+        executable = Path(getattr(sys, "_base_executable", sys.executable))
+        return executable.resolve(), Path(sysconfig.get_paths()["stdlib"]), version()
+    out = subprocess.run([str(python), "-c", _DESCRIBE], capture_output=True, text=True,
+                         timeout=60, check=True).stdout  # fmt: skip
+    executable, stdlib, minor = json.loads(out)
+    return Path(executable).resolve(), Path(stdlib), f"python{minor}"
+
+
+def bundle(dest: Path, *, packages: Path | None = None, python: Path | None = None) -> None:
+    """Copy the host's Python (`python`, else Helios's own) into `dest`, with the
+    shared libraries that its extensions and those under `packages` need."""
+    executable, stdlib, name = _describe(python)
     dest.mkdir(parents=True, exist_ok=True)
-    executable = Path(getattr(sys, "_base_executable", sys.executable)).resolve()
     shutil.copy2(executable, dest / "python")
-    shutil.copytree(stdlib, dest / "lib" / version(), ignore=shutil.ignore_patterns(*_SKIPPED),
+    shutil.copytree(stdlib, dest / "lib" / name, ignore=shutil.ignore_patterns(*_SKIPPED),
                     symlinks=False, dirs_exist_ok=True)  # fmt: skip
     deps = dest / "deps"
     deps.mkdir(exist_ok=True)
-    objects = [executable, *(dest / "lib" / version()).rglob("*.so")]
+    objects = [executable, *(dest / "lib" / name).rglob("*.so")]
     if packages is not None:
         objects += packages.rglob("*.so*")
     for name, path in _shared_libraries(objects).items():
