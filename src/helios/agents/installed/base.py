@@ -32,7 +32,9 @@ proxy that denies everything, and the agent's run opens the endpoint on it.
 An install that fails is an infrastructure error that ends with the installer's
 last lines. The agent's exit code proves nothing: the verifier decides. Its raw
 log is kept in `agent/<name>.log`, with the key redacted; `agent/install.json` says
-what the install cost the trial (nothing when it was cached).
+what the install cost the trial (nothing when it was cached). An agent stopped at its
+timeout keeps its steps so far: a streamed log as it is, and a log written to a file
+in the sandbox through `salvage`, a command run once the agent is stopped.
 """
 
 from __future__ import annotations
@@ -56,7 +58,7 @@ from helios.environments.base import Environment
 from helios.environments.egress import DENY_ALL, NO_PROXY_HOSTS, AllowList, Network
 from helios.environments.registry import provider_class
 from helios.environments.spec import SandboxSpec
-from helios.errors import ConfigError, EnvironmentExecError, UnsupportedFeature
+from helios.errors import ConfigError, EnvironmentExecError, HeliosError, UnsupportedFeature
 from helios.failures import ErrorInfo
 from helios.models.base import Message
 from helios.models.routing import ModelSpec
@@ -69,6 +71,9 @@ if TYPE_CHECKING:
 MOUNT_ROOT = "/opt/helios-agents"
 #: how long before the agent timeout the agent is stopped (at most a tenth of it)
 STOP_MARGIN = 5.0
+#: at least this long (at most a quarter of the timeout) for an agent whose log is
+#: salvaged after it was stopped (`InstalledAgent.salvage`)
+SALVAGE_MARGIN = 2.0
 #: the settings every installed agent takes
 SETTINGS = frozenset({"version"})
 
@@ -122,6 +127,12 @@ class InstalledAgent(Agent):
     @abstractmethod
     def convert(self, log: str, ctx: AgentContext) -> list[Message]:
         """The agent's log as Helios messages; adds the usage it reports to `ctx.usage`."""
+
+    def salvage(self, home: str) -> str | None:
+        """A shell command that prints the structured log the agent had written so
+        far (what `convert` reads), run after the agent was stopped at its timeout;
+        None when its standard output is the whole log (a streamed one, kept anyway)."""
+        return None
 
     def endpoint(self, model: ModelSpec) -> str | None:
         """The URL the agent calls its model at, from inside the sandbox: what
@@ -234,16 +245,23 @@ class InstalledAgent(Agent):
             direct = ",".join(h for h in NO_PROXY_HOSTS if h != host)
             variables.update({"NO_PROXY": direct, "no_proxy": direct})
         # stopped a little before the trial's own timeout, so its log is still read
-        left = ctx.timeout - (time.monotonic() - started)
+        deadline = started + ctx.timeout
+        salvage = self.salvage(self.home)
+        margin = min(STOP_MARGIN, 0.1 * ctx.timeout)
+        if salvage is not None:
+            margin = min(STOP_MARGIN, max(margin, min(SALVAGE_MARGIN, 0.25 * ctx.timeout)))
         try:
             result = await env.exec(
                 command, cwd=ctx.workdir, env=variables,
-                timeout=max(1.0, left - min(STOP_MARGIN, 0.1 * ctx.timeout)),
+                timeout=max(1.0, deadline - time.monotonic() - margin),
             )  # fmt: skip
         finally:
             if before is not None:
                 await env.set_network(before)
-        log = redact(result.stdout)
+        stdout = result.stdout
+        if result.timed_out and salvage is not None:
+            stdout += await self._salvaged(env, salvage, ctx, variables, deadline)
+        log = redact(stdout)
         if ctx.logs_dir is not None:
             ctx.logs_dir.mkdir(parents=True, exist_ok=True)
             (ctx.logs_dir / f"{self.name}.log").write_text(log)
@@ -261,6 +279,19 @@ class InstalledAgent(Agent):
                               phase="agent")  # fmt: skip
         turns = sum(1 for m in messages if m.role == "assistant")
         return AgentOutcome(error=error, n_turns=turns, conversation=ctx.conversation)
+
+
+    async def _salvaged(self, env: Environment, command: str, ctx: AgentContext,
+                        variables: dict[str, str], deadline: float) -> str:  # fmt: skip
+        """What `salvage` prints, within the time left before the trial's timeout; ""
+        when it cannot be had (the raw log is kept all the same)."""
+        left = deadline - time.monotonic() - 0.25
+        try:
+            done = await env.exec(command, cwd=ctx.workdir, env=variables,
+                                  timeout=max(0.5, left))  # fmt: skip
+        except HeliosError:
+            return ""
+        return "" if done.timed_out else "\n" + done.stdout
 
 
 def content_text(content: Any) -> str:
