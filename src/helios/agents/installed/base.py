@@ -55,7 +55,7 @@ from helios.agents.installed.cache import (
     ensure_installed,
 )
 from helios.environments.base import Environment
-from helios.environments.egress import DENY_ALL, NO_PROXY_HOSTS, AllowList, Network
+from helios.environments.egress import DENY_ALL, AllowList, Network
 from helios.environments.registry import provider_class
 from helios.environments.spec import SandboxSpec
 from helios.errors import ConfigError, EnvironmentExecError, HeliosError, UnsupportedFeature
@@ -184,8 +184,7 @@ class InstalledAgent(Agent):
         self._record_install(logs_dir, installed)
         installs = (*sandbox.agent_installs, (payload, self.home))
         network = sandbox.network
-        if (services is not None and network is False and sandbox.compose_file is None
-                and self.endpoint(services.spec)):  # fmt: skip
+        if services is not None and network is False and self.endpoint(services.spec):
             try:
                 kind = provider_class(provider)
             except ConfigError:
@@ -242,7 +241,7 @@ class InstalledAgent(Agent):
             # model's calls; a loopback endpoint (the host's, not the sandbox's) is
             # taken out of NO_PROXY, which keeps the sandbox's own services direct
             host = (urlsplit(self.endpoint(spec) or "").hostname or "").lower()
-            direct = ",".join(h for h in NO_PROXY_HOSTS if h != host)
+            direct = ",".join(h for h in env.direct_hosts() if h != host)
             variables.update({"NO_PROXY": direct, "no_proxy": direct})
         # stopped a little before the trial's own timeout, so its log is still read
         deadline = started + ctx.timeout
