@@ -87,8 +87,9 @@ def test_claude_code_calls_a_tool_of_the_tasks_stdio_mcp_server(
 def test_claude_code_calls_a_tool_of_the_tasks_http_mcp_server(
     claude_install: Path, tmp_path: Path
 ) -> None:
-    """A streamable-HTTP server (the official `mcp` SDK's, on the host's loopback, which
-    the sandbox's public network reaches) goes into `--mcp-config` with its URL."""
+    """A streamable-HTTP server (the official `mcp` SDK's, on the host's loopback) goes
+    into `--mcp-config` with its URL; the task has no network, so the agent's run gets a
+    route to it, as to its model, through the trial's egress proxy."""
     test = f"""
     [ "$(cat /app/secret.txt)" = {SECRET} ] && echo 1 > /logs/verifier/reward.txt \\
       || echo 0 > /logs/verifier/reward.txt
@@ -100,7 +101,7 @@ def test_claude_code_calls_a_tool_of_the_tasks_http_mcp_server(
     ]
     script = {"scenarios": [{"match": "*", "turns": turns}]}
     with http_mcp_server() as url:
-        toml = ENVIRONMENT + f"""
+        toml = ENVIRONMENT.replace("allow_internet = true", "allow_internet = false") + f"""
         [[environment.mcp_servers]]
         name = "remote"
         transport = "streamable-http"

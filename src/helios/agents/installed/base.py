@@ -55,7 +55,7 @@ from helios.agents.installed.cache import (
     ensure_installed,
 )
 from helios.environments.base import Environment
-from helios.environments.egress import DENY_ALL, AllowList, Network
+from helios.environments.egress import DENY_ALL, NO_PROXY_HOSTS, AllowList, Network
 from helios.environments.registry import provider_class
 from helios.environments.spec import SandboxSpec
 from helios.errors import ConfigError, EnvironmentExecError, HeliosError, UnsupportedFeature
@@ -213,12 +213,35 @@ class InstalledAgent(Agent):
                    "network")  # fmt: skip
         if not env.supports_allowlist:
             raise EnvironmentExecError(refused)
-        own = network if isinstance(network, AllowList) else DENY_ALL
+        own = (network if isinstance(network, AllowList) else DENY_ALL).with_endpoint(
+            parts.hostname, port)  # fmt: skip
+        for host, more in self._more_routes(env):
+            own = own.with_endpoint(host, more)
         try:
-            await env.set_network(own.with_endpoint(parts.hostname, port))
+            await env.set_network(own)
         except UnsupportedFeature as exc:  # a compose task's, on docker
             raise EnvironmentExecError(f"{refused}: {exc}") from None
         return network
+
+    def more_routes(self) -> list[str]:
+        """URLs besides its model's that the agent calls from the sandbox (a task's
+        HTTP MCP servers): routed as its model's endpoint is, for its run only."""
+        return []
+
+    def _more_routes(self, env: Environment) -> list[tuple[str, int]]:
+        """`more_routes`' host and port each, less the sandbox's own services (a
+        compose sidecar is reached directly) and a URL that names no host."""
+        own = set(env.direct_hosts()) - set(NO_PROXY_HOSTS)
+        found: list[tuple[str, int]] = []
+        for url in self.more_routes():
+            parts = urlsplit(url)
+            try:
+                port = parts.port or (443 if parts.scheme == "https" else 80)
+            except ValueError:
+                continue
+            if parts.hostname and parts.hostname not in own:
+                found.append((parts.hostname.lower(), port))
+        return found
 
     async def run(self, instruction: str, env: Environment, ctx: AgentContext) -> AgentOutcome:
         if ctx.services is None:
@@ -240,8 +263,9 @@ class InstalledAgent(Agent):
             # the proxy's variables (the sandbox's, under an allowlist) carry the
             # model's calls; a loopback endpoint (the host's, not the sandbox's) is
             # taken out of NO_PROXY, which keeps the sandbox's own services direct
-            host = (urlsplit(self.endpoint(spec) or "").hostname or "").lower()
-            direct = ",".join(h for h in env.direct_hosts() if h != host)
+            routed = {(urlsplit(self.endpoint(spec) or "").hostname or "").lower(),
+                      *(host for host, _ in self._more_routes(env))}  # fmt: skip
+            direct = ",".join(h for h in env.direct_hosts() if h not in routed)
             variables.update({"NO_PROXY": direct, "no_proxy": direct})
         # stopped a little before the trial's own timeout, so its log is still read
         deadline = started + ctx.timeout

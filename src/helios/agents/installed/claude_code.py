@@ -54,10 +54,16 @@ class ClaudeCodeAgent(InstalledAgent):
     def __init__(self, **settings: Any) -> None:
         super().__init__(**settings)
         self._more: list[str] = []
+        self._urls: list[str] = []
 
     async def run(self, instruction: str, env: Environment, ctx: AgentContext) -> AgentOutcome:
         self._more = await _configure(env, ctx)
+        self._urls = [s.url for s in ctx.mcp_servers if s.url]
         return await super().run(instruction, env, ctx)
+
+    def more_routes(self) -> list[str]:
+        """The task's HTTP MCP servers, which it calls from the sandbox."""
+        return list(self._urls)
 
     def command(self, instruction: str, model: ModelSpec, home: str) -> str:
         argv = [f"{home}/claude", "-p", instruction, "--output-format", "stream-json", "--verbose",
