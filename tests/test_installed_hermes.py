@@ -72,7 +72,7 @@ def _check_solved(
 ) -> None:
     assert result["reward"] == 1.0, result.get("error")
     trajectory = json.loads((trial / "agent" / "trajectory.json").read_text())
-    validate_trajectory(trajectory)
+    assert validate_trajectory(trajectory) == []
     assert trajectory["agent"]["version"] == HermesAgent.default_version
     calls = [c for s in trajectory["steps"] for c in s.get("tool_calls") or []]
     assert [(c["function_name"], c["arguments"]) for c in calls] == [
@@ -198,7 +198,7 @@ def test_hermes_and_mini_swe_agent_stopped_at_the_timeout_keep_their_steps(
         assert "timeout" in json.dumps(result.get("agent_error")).lower(), agent
         assert "timed out" in (trial / "agent" / f"{agent}.stderr").read_text()
         trajectory = json.loads((trial / "agent" / "trajectory.json").read_text())
-        validate_trajectory(trajectory)
+        assert validate_trajectory(trajectory) == []
         assert trajectory["extra"] == {"partial": True, "ended": "AgentTimeout"}
         assert trajectory["notes"].startswith("partial")
         steps = [s for s in trajectory["steps"] if s.get("tool_calls")]
