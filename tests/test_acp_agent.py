@@ -67,7 +67,7 @@ def _check_solved(trial: Path, result: dict[str, Any]) -> None:
     assert result["reward"] == 1.0, (result.get("error"), result.get("agent_error"),
                                      (trial / "agent" / "acp.stderr").read_text())  # fmt: skip
     trajectory = json.loads((trial / "agent" / "trajectory.json").read_text())
-    validate_trajectory(trajectory)
+    assert validate_trajectory(trajectory) == []
     calls = [c for s in trajectory["steps"] for c in s.get("tool_calls") or []]
     assert [(c["function_name"], c["arguments"]) for c in calls] == [("bash", {"command": WRITE})]
     observed = [r for s in trajectory["steps"]

@@ -390,3 +390,18 @@ def test_the_extra_named_for_jsonschema_installs_it() -> None:
     project = tomllib.loads(pyproject.read_text(encoding="utf-8"))["project"]
     extras = project["optional-dependencies"]
     assert any(req.startswith("jsonschema") for req in extras["validate"])
+
+
+def test_a_trajectory_of_an_agent_stopped_early_says_it_is_partial() -> None:
+    from helios.models.base import Message
+    from helios.trajectories.atif_writer import conversation_to_atif
+
+    meta: dict[str, Any] = {"session_id": "s", "agent_name": "a", "agent_version": "1",
+                            "model_name": "m", "tool_definitions": []}  # fmt: skip
+    talk = [Message("user", "hi"), Message("assistant", "working")]
+    whole = conversation_to_atif(talk, **meta)
+    assert "notes" not in whole and "extra" not in whole
+    partial = conversation_to_atif(talk, partial="AgentTimeout", **meta)
+    assert validate_trajectory(partial) == []
+    assert partial["extra"] == {"partial": True, "ended": "AgentTimeout"}
+    assert partial["notes"].startswith("partial: the agent stopped early (AgentTimeout)")

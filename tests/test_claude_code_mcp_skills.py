@@ -1,7 +1,8 @@
 """A task's MCP servers and skills reach Claude Code through its own config: the real
 client (installed from npm into the agent cache) calls a tool of the stdio MCP server
-running inside the sandbox (`--mcp-config`), and finds the task's skill in its config
-folder's `skills/`, scripted by the Anthropic server on loopback; the verifier gives 1."""
+running inside the sandbox, and of an HTTP one on loopback (`--mcp-config`), and finds
+the task's skill in its config folder's `skills/`, scripted by the Anthropic server on
+loopback; the verifier gives 1."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from helios.testing.mock_llm import MockLLMServer
 
 from .agent_installs import install
 from .harbor_tasks import only_record, run_tasks, task, write
-from .test_tool_agent_mcp import SECRET, SERVER, SKILL_MD
+from .test_tool_agent_mcp import SECRET, SERVER, SKILL_MD, http_mcp_server
 
 pytestmark = pytest.mark.usefixtures("need_bwrap")
 
@@ -80,6 +81,37 @@ def test_claude_code_calls_a_tool_of_the_tasks_stdio_mcp_server(
     # the server's tool was named to the model (Claude Code defers MCP tools: it lists
     # their names and loads their schemas when asked), and its result came back to it
     assert "mcp__hello__get_secret" in first
+    assert f"The secret word is {SECRET}" in sent
+
+
+def test_claude_code_calls_a_tool_of_the_tasks_http_mcp_server(
+    claude_install: Path, tmp_path: Path
+) -> None:
+    """A streamable-HTTP server (the official `mcp` SDK's, on the host's loopback) goes
+    into `--mcp-config` with its URL; the task has no network, so the agent's run gets a
+    route to it, as to its model, through the trial's egress proxy."""
+    test = f"""
+    [ "$(cat /app/secret.txt)" = {SECRET} ] && echo 1 > /logs/verifier/reward.txt \\
+      || echo 0 > /logs/verifier/reward.txt
+    """
+    turns = [
+        {"tool_calls": [{"name": "mcp__remote__get_secret", "arguments": {}}]},
+        {"tool_calls": [_bash(f"echo {SECRET} > /app/secret.txt")]},
+        {"text": "Done."},
+    ]
+    script = {"scenarios": [{"match": "*", "turns": turns}]}
+    with http_mcp_server() as url:
+        toml = ENVIRONMENT.replace("allow_internet = true", "allow_internet = false") + f"""
+        [[environment.mcp_servers]]
+        name = "remote"
+        transport = "streamable-http"
+        url = "{url}"
+        """
+        task(tmp_path / "tasks", "http-mcp", toml, solve=None, test=test,
+             instruction="Call get_secret and write the word to /app/secret.txt\n")  # fmt: skip
+        record, sent, first = _run(tmp_path / "tasks", tmp_path / "out", script)
+    assert record["reward"] == 1.0, record["error"]
+    assert "mcp__remote__get_secret" in first
     assert f"The secret word is {SECRET}" in sent
 
 

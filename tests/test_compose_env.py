@@ -419,7 +419,11 @@ def test_an_allowlisted_project_has_one_network_behind_the_proxy(tmp_path: Path)
     edited = project.edit({"services": {"main": {}, "api": {"environment": {"A": "1"}}}})
     assert edited["networks"] == {"default": {"name": "helios-trial-net", "external": True}}
     api = edited["services"]["api"]
-    assert api["environment"] == {"A": "1", "HTTP_PROXY": "http://172.30.0.1:3128"}
+    # the services reach each other by name directly, not through the proxy
+    direct = "localhost,127.0.0.1,::1,main,api"
+    assert api["environment"] == {"A": "1", "HTTP_PROXY": "http://172.30.0.1:3128",
+                                  "NO_PROXY": direct, "no_proxy": direct}  # fmt: skip
+    assert project.direct_hosts == ("localhost", "127.0.0.1", "::1")  # set by `up`
     assert api["dns"] == ["172.30.0.254"] and edited["services"]["main"]["dns"] == api["dns"]
     for model, said in (
         ({"services": {"main": {}}, "networks": {"back": {}}}, "networks.back: an allowlisted"),
@@ -466,3 +470,38 @@ def test_a_run_may_allow_services_given_the_host(
     monkeypatch.setenv("HELIOS_ALLOW_PRIVILEGED_SIDECARS", "1")
     assert _project(tmp_path).edit(model)["services"]["dind"]["privileged"] is True
     assert HeliosSettings.read().identity()["HELIOS_ALLOW_PRIVILEGED_SIDECARS"] == "1"
+
+
+@pytest.mark.usefixtures("need_compose")
+def test_claude_code_runs_in_main_of_a_compose_task_without_network(tmp_path: Path) -> None:
+    """An installed agent in `main` of a compose task: installed in an image derived
+    from main's (nothing uploaded), its model reached on the host's loopback through
+    the trial's egress proxy (the task has no network), its commands reaching the
+    sidecar by name, directly."""
+    from helios.agents.installed.claude_code import ClaudeCodeAgent
+    from helios.testing.mock_llm import MockLLMServer
+
+    from .agent_installs import install
+
+    install(ClaudeCodeAgent)
+    task = _copy(tmp_path)
+    toml = task / "task.toml"
+    # Claude Code's runtime wants 1 GiB
+    toml.write_text(toml.read_text().replace("memory_mb = 256", "memory_mb = 1536\n"
+                                             "allow_internet = false"))  # fmt: skip
+    ask = ("echo no_proxy=$NO_PROXY; exec 3<>/dev/tcp/${API_HOST}/8000 && printf "
+           "'GET /hello HTTP/1.0\\r\\n\\r\\n' >&3 && tail -n 1 <&3 > /app/answer.txt")  # fmt: skip
+    bash = {"name": "Bash", "arguments": {"command": ask, "description": "ask"}}
+    turns = [{"tool_calls": [bash]}, {"text": "Done."}]
+    with MockLLMServer(script={"scenarios": [{"match": "*", "turns": turns}]}) as server:
+        batch = run_tasks(tmp_path / "tasks", tmp_path / "out", "docker", agent="claude-code",
+                          model="anthropic/claude-scripted", base_url=server.anthropic_base_url,
+                          api_key="sk-ant-compose-test")  # fmt: skip
+    record = only_record(batch)
+    assert record["reward"] == 1.0, (record["error"], record.get("agent_error"))
+    assert batch.output_dir is not None
+    trial = batch.output_dir / record["folder"]
+    assert json.loads((trial / "agent" / "install.json").read_text())["placed"] == "mounted"
+    log = (trial / "agent" / "claude-code.log").read_text()
+    assert re.search(r"no_proxy=[^\s\"]*\bapi\b", log), log[-2000:]  # the sidecar: direct
+    assert _left(_run_id(tmp_path / "out")) == []

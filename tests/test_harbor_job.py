@@ -156,3 +156,43 @@ def test_harbor_0_25_loads_the_example_job_files_as_they_are(harbor: Path) -> No
     assert got[files[1]] == [1, 2, ["nop"]]
     # the ones tests/test_harbor_job_runs.py runs with `helios batch --config`
     assert got[files[2]] == [2, 2, ["oracle"]] and got[files[3]] == [1, 2, ["nop"]]
+
+
+def test_harbors_acp_agents_are_helios_acp_agents(tmp_path: Path) -> None:
+    """Harbor names an ACP agent `acp:ID[@VERSION]` (its shorthand) or `acp` with
+    `kwargs.registry_spec`: both are Helios's `--agent acp:ID`; Harbor's registry-only
+    kwargs are named; an installed agent's `kwargs.version` pins its release."""
+    from helios.tasks.harbor_job import as_job_config
+
+    (tmp_path / "tasks").mkdir()
+    data = {"datasets": [{"path": str(tmp_path / "tasks")}], "agents": [
+        {"name": "acp:npm:some-acp-agent@1.2.3", "model_name": "openai/a"},
+        {"name": "acp", "model_name": "openai/b",
+         "kwargs": {"registry_spec": "claude-code@0.16.1", "permission_mode": "allow",
+                    "registry_ref": "v2"}},
+        {"name": "acp", "model_name": "openai/c", "kwargs": {"registry_entry_path": "x.json"}},
+        {"name": "claude-code", "model_name": "anthropic/m", "kwargs": {"version": "2.0.1"}},
+    ]}  # fmt: skip
+    job = translate_harbor_job(data, source="j.yaml", known_agents=(*HELIOS_AGENTS, "claude-code"))
+    assert [a["name"] for a in job.settings["agents"]] == [
+        "acp:npm:some-acp-agent@1.2.3", "acp:claude-code@0.16.1", "claude-code"]
+    assert job.unsupported == [
+        "j.yaml: field agents[1].kwargs.registry_ref: Helios runs an ACP agent from its "
+        "package (acp:ID); ignored",
+        "j.yaml: field agents[2].kwargs.registry_entry_path: Helios runs an ACP agent from its "
+        "package (acp:ID); ignored",
+        "j.yaml: field agents[2].name: Harbor's `acp` agent without `kwargs.registry_spec` "
+        "(Helios runs `acp:ID[@VERSION]`); ignored",
+    ]
+    config = as_job_config(job, "j.yaml")
+    assert [(a.name, a.model, a.version) for a in config.agents] == [
+        ("acp:npm:some-acp-agent@1.2.3", "openai/a", None),
+        ("acp:claude-code@0.16.1", "openai/b", None),
+        ("claude-code", "anthropic/m", "2.0.1"),
+    ]
+    # an ID Helios cannot run: one line naming the file and the agent
+    bad = translate_harbor_job({"agents": [{"name": "acp:no-such-agent", "model_name": "m"}]},
+                               source="j.yaml", known_agents=HELIOS_AGENTS)  # fmt: skip
+    with pytest.raises(InputError, match=r"j.yaml \[agents \(acp:no-such-agent\).name\]: "
+                       r"unknown ACP agent 'acp:no-such-agent'"):  # fmt: skip
+        as_job_config(bad, "j.yaml")

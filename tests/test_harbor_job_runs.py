@@ -149,6 +149,34 @@ def test_harbors_agents_each_run_with_their_own_model(
     assert trials(third_dir) == trials(run_dir)
 
 
+def test_a_harbor_jobs_acp_agent_runs_as_agent_acp_does(need_bwrap: None, tmp_path: Path) -> None:
+    """Harbor's `acp` agent with its `registry_spec`: the test ACP agent (a host file,
+    `bin:PATH`) solves hello-file through Helios's ACP client, as `--agent acp:…`."""
+    agent = Path(__file__).parent / "data" / "acp_agent.py"
+    task = tmp_path / "tasks" / "hello-file"
+    shutil.copytree(EXAMPLES / "hello-file", task)
+    toml = task / "task.toml"
+    toml.write_text(toml.read_text().replace("allow_internet = false", "allow_internet = true"))
+    write = "printf 'Hello, Helios!\\n' > /app/hello.txt"
+    script = {"scenarios": [{"match": "*", "turns": [
+        {"tool_calls": [{"name": "bash", "arguments": {"command": write}}]},
+        {"text": "Done."}]}]}  # fmt: skip
+    with MockLLMServer(script=script) as server:
+        job = {"job_name": "acp", "datasets": [{"path": "tasks"}], "agents": [
+            {"name": "acp", "model_name": "openai-compatible/scripted",
+             "base_url": server.openai_base_url, "kwargs": {"registry_spec": f"bin:{agent}"}}]}
+        (tmp_path / "job.json").write_text(json.dumps(job))
+        done = helios_inprocess("batch", "-c", "job.json", "--provider", "local", "-q",
+                                cwd=tmp_path, env=ENV)  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert _unsupported(done.stderr) == []
+    (run_dir,) = (tmp_path / "jobs" / "acp").iterdir()
+    (record,) = _records(run_dir)
+    assert (record["agent"], record["reward"]) == (f"acp:bin:{agent}", 1.0), record
+    assert '"sessionUpdate": "tool_call"' in (
+        run_dir / str(record["folder"]) / "agent" / "acp.log").read_text()
+
+
 @pytest.mark.parametrize(
     ("text", "lines"),
     [

@@ -197,7 +197,7 @@ def test_claude_code_solves_a_task_on_local(claude_install: Path, tmp_path: Path
     run = json.loads((batch.output_dir / "run.json").read_text())
     assert run["agent_version"] == ClaudeCodeAgent.default_version
     trajectory = json.loads((trial / "agent" / "trajectory.json").read_text())
-    validate_trajectory(trajectory)
+    assert validate_trajectory(trajectory) == []
     assert trajectory["agent"]["version"] == ClaudeCodeAgent.default_version
     calls = [c for s in trajectory["steps"] for c in s.get("tool_calls") or []]
     assert calls and calls[0]["function_name"] == "Bash"

@@ -66,7 +66,7 @@ def _solve(tmp_path: Path, provider: str) -> tuple[Path, dict[str, Any], MockLLM
 def _check_solved(trial: Path, result: dict[str, Any], server: MockLLMServer) -> None:
     assert result["reward"] == 1.0, result.get("error")
     trajectory = json.loads((trial / "agent" / "trajectory.json").read_text())
-    validate_trajectory(trajectory)
+    assert validate_trajectory(trajectory) == []
     assert trajectory["agent"]["version"] == CodexAgent.default_version
     calls = [c for s in trajectory["steps"] for c in s.get("tool_calls") or []]
     assert [c["function_name"] for c in calls] == ["command_execution"]

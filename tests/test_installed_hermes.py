@@ -72,7 +72,7 @@ def _check_solved(
 ) -> None:
     assert result["reward"] == 1.0, result.get("error")
     trajectory = json.loads((trial / "agent" / "trajectory.json").read_text())
-    validate_trajectory(trajectory)
+    assert validate_trajectory(trajectory) == []
     assert trajectory["agent"]["version"] == HermesAgent.default_version
     calls = [c for s in trajectory["steps"] for c in s.get("tool_calls") or []]
     assert [(c["function_name"], c["arguments"]) for c in calls] == [
@@ -152,3 +152,59 @@ def test_hermes_solves_a_task_on_docker_in_an_image_without_python(
     hermes_install: Path, tmp_path: Path
 ) -> None:
     _check_solved(*_solve(_task(tmp_path), tmp_path, "docker"), python3=False)
+
+
+@pytest.mark.slow  # a 30 s agent timeout: their start takes 3-12 s here (LiteLLM's import)
+@pytest.mark.usefixtures("need_bwrap")
+def test_hermes_and_mini_swe_agent_stopped_at_the_timeout_keep_their_steps(
+    hermes_install: Path, tmp_path: Path
+) -> None:
+    """Each one's second command hangs past the agent timeout (both in one batch, at
+    once): the trial keeps the agent's raw log and the steps its structured log holds
+    (Hermes's session snapshot, mini-swe-agent's trajectory file, read from the
+    sandbox once it is stopped) as a partial ATIF trajectory, and is still scored."""
+    from helios.agents.installed.mini_swe_agent import PYTHON, MiniSweAgent
+
+    from .cli_inprocess import helios_inprocess
+
+    if not Path(f"/usr/bin/python{PYTHON}").exists():  # the local sandbox shows the host's /usr
+        pytest.skip(f"no /usr/bin/python{PYTHON} (Helios's Python) for mini-swe-agent")
+    install(MiniSweAgent)
+    task = _task(tmp_path)
+    toml = task / "task.toml"
+    toml.write_text(toml.read_text().replace("timeout_sec = 120.0", "timeout_sec = 30.0", 1))
+
+    def turns(tool: str) -> list[dict[str, Any]]:
+        return [{"tool_calls": [{"name": tool, "arguments": {"command": c}}]}
+                for c in (WRITE, "sleep 600")]  # fmt: skip
+
+    # Hermes's system prompt names it; mini-swe-agent's calls `bash`
+    script = {"scenarios": [{"match": "You are Hermes Agent", "turns": turns("terminal")},
+                            {"match": "*", "turns": turns("bash")}]}  # fmt: skip
+    with MockLLMServer(script=script) as server:
+        done = helios_inprocess(
+            "batch", str(task.parent), "--provider", "local", "-a", "hermes,mini-swe-agent",
+            "-m", MODEL, "--base-url", server.openai_base_url, "--api-key", KEY, "-n", "2",
+            "-o", "out", "-q", cwd=tmp_path,
+        )  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    results = {}
+    for path in (tmp_path / "out").glob("*/*/result.json"):
+        result = json.loads(path.read_text())
+        results[result["agent"]] = (path.parent, result)
+    assert sorted(results) == ["hermes", "mini-swe-agent"]
+    for agent, (trial, result) in results.items():
+        assert result["reward"] == 1.0, (agent, result.get("error"))  # the first command's file
+        assert "timeout" in json.dumps(result.get("agent_error")).lower(), agent
+        assert "timed out" in (trial / "agent" / f"{agent}.stderr").read_text()
+        trajectory = json.loads((trial / "agent" / "trajectory.json").read_text())
+        assert validate_trajectory(trajectory) == []
+        assert trajectory["extra"] == {"partial": True, "ended": "AgentTimeout"}
+        assert trajectory["notes"].startswith("partial")
+        steps = [s for s in trajectory["steps"] if s.get("tool_calls")]
+        assert steps[0]["tool_calls"][0]["arguments"] == {"command": WRITE}, (agent, steps)
+        assert steps[0]["observation"]["results"], (agent, steps[0])
+    hermes_log = (results["hermes"][0] / "agent" / "hermes.log").read_text()
+    assert '"type": "session"' in hermes_log
+    mini = json.loads((results["mini-swe-agent"][0] / "agent" / "trajectory.json").read_text())
+    assert mini["final_metrics"]["total_prompt_tokens"] > 0

@@ -94,7 +94,7 @@ def _run(tmp_path: Path, task: Path, agent: str, provider: str) -> tuple[Path, d
 def _check_solved(trial: Path, result: dict[str, Any], agent: str, tool: str) -> None:
     assert result["reward"] == 1.0, (result.get("error"), _stderr(trial, agent))
     trajectory = json.loads((trial / "agent" / "trajectory.json").read_text())
-    validate_trajectory(trajectory)
+    assert validate_trajectory(trajectory) == []
     calls = [c for s in trajectory["steps"] for c in s.get("tool_calls") or []]
     assert calls and calls[0]["function_name"] == tool
     assert trajectory["final_metrics"]["total_prompt_tokens"] > 0
@@ -245,6 +245,54 @@ RECORDING = [
     {"id": "r1", "type": "gemini", "tokens": {"input": 310, "output": 3}},
     {"id": "r2", "type": "gemini", "tokens": {"input": 290, "output": 2}},
 ]  # fmt: skip
+
+
+def test_an_agent_stopped_at_its_timeout_has_its_log_salvaged(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The base's run with a sandbox whose command times out: the agent is stopped
+    2 s before its timeout (not the usual tenth), its `salvage` command then prints
+    the file it had written, which becomes its messages; the ending is AgentTimeout."""
+    from types import SimpleNamespace
+    from typing import cast
+
+    from helios.agents.base import AgentContext
+    from helios.agents.installed.cache import Installed
+    from helios.environments.base import ExecResult
+    from helios.environments.null import NullEnvironment
+    from helios.environments.spec import SandboxSpec
+
+    calls: list[tuple[str, float | None]] = []
+    partial = {"messages": MINI_TRAJECTORY["messages"][:4]}  # a reply and its result
+
+    class Stopped(NullEnvironment):
+        async def mount_readonly(self, host: Path, dst: str) -> bool:
+            return True
+
+        async def exec(self, command: str, **kwargs: Any) -> ExecResult:
+            calls.append((command, kwargs.get("timeout")))
+            if len(calls) == 1:  # the agent: killed at its timeout, nothing printed
+                return ExecResult("", "working...", -9, timed_out=True)
+            return ExecResult(json.dumps(partial), "", 0)
+
+    async def installed(self: Any) -> tuple[Installed, Path]:
+        return Installed(tmp_path, 0.0), tmp_path
+
+    monkeypatch.setattr(MiniSweAgent, "_install", installed)
+    spec = ModelSpec("openai", "m", "openai", None, "k")
+    ctx = AgentContext(logs_dir=tmp_path / "agent", timeout=10.0,
+                       services=cast(Any, SimpleNamespace(spec=spec)))  # fmt: skip
+    env = Stopped(SandboxSpec(network=True), trial_id="t", run_id="r")
+    outcome = asyncio.run(MiniSweAgent().run("write the file", env, ctx))
+    assert outcome.error is not None and outcome.error.type == "AgentTimeout"
+    (_, budget), (salvage, _) = calls
+    assert budget is not None and 7.5 < budget <= 8.0  # stopped 2 s before, not 1 s
+    assert salvage == MiniSweAgent().salvage("/opt/h")
+    assert [m.role for m in outcome.conversation] == ["user", "assistant", "tool"]
+    assert outcome.conversation[1].tool_calls[0].arguments == {"command": "ls"}
+    assert ctx.usage.input_tokens == 100
+    assert '"messages"' in (tmp_path / "agent" / "mini-swe-agent.log").read_text()
+    assert "timed out" in (tmp_path / "agent" / "mini-swe-agent.stderr").read_text()
 
 
 def test_gemini_clis_stream_json_becomes_one_message_per_reply_with_the_run_tokens() -> None:

@@ -13,6 +13,7 @@ from helios.agents.computer.agent import ComputerAgent
 from helios.agents.installed.claude_code import ClaudeCodeAgent
 from helios.agents.nop import NopAgent
 from helios.agents.oracle import OracleAgent
+from helios.agents.registry import agent_class
 from helios.agents.tool_agent import ToolAgent
 from helios.environments.docker import DockerEnvironment
 from helios.environments.local import LocalEnvironment
@@ -232,37 +233,38 @@ def test_skills_and_mcp_limit_only_the_agents_that_cannot_take_them(tmp_path: Pa
     (offers,) = loaded.tasks
     assert {"skills_dir", "mcp_servers"} <= set(features_used(offers))
     assert agent_limits(offers, OracleAgent) == agent_limits(offers, NopAgent) == []
-    # the tool agent takes skills and MCP servers over stdio and HTTP; Claude Code
-    # takes skills and stdio MCP servers, not an HTTP one
-    assert agent_limits(offers, ToolAgent) == []
-    limits = agent_limits(offers, ClaudeCodeAgent)
-    assert [u.field for u in limits] == ["environment.mcp_servers[0].url"]
-    assert "the claude-code agent reaches MCP servers over stdio only" in str(limits[0])
+    # the tool agent and Claude Code take skills and MCP servers over stdio and HTTP;
+    # an ACP agent takes stdio MCP servers, not an HTTP one (nor skills)
+    assert agent_limits(offers, ToolAgent) == agent_limits(offers, ClaudeCodeAgent) == []
+    acp = "acp:claude-code"
+    limits = agent_limits(offers, agent_class(acp))
+    assert [u.field for u in limits] == ["environment.skills_dir",
+                                         "environment.mcp_servers[0].url"]  # fmt: skip
+    assert f"the {acp} agent reaches MCP servers over stdio only" in str(limits[1])
     # an agent that takes neither: both named
     both = agent_limits(offers, ComputerAgent)
     assert [u.field for u in both] == ["environment.skills_dir", "environment.mcp_servers"]
     assert "the computer agent takes no skills" in str(both[0])
-    # planned per agent: the oracle runs it, the tool agent's trials are refused
+    # planned per agent: the oracle runs it, the ACP agent's trials are refused
     specs = build_specs(loaded.tasks, n_attempts=1, agent="oracle", agent_settings={},
                         model=None, provider="docker")  # fmt: skip
-    specs += build_specs(loaded.tasks, n_attempts=1, agent="claude-code", agent_settings={},
+    specs += build_specs(loaded.tasks, n_attempts=1, agent=acp, agent_settings={},
                          model="anthropic/claude-sonnet-4-5", provider="docker")  # fmt: skip
-    kept, refused = refuse_for_agents(specs, "oracle, claude-code")
+    kept, refused = refuse_for_agents(specs, f"oracle, {acp}")
     assert [s.agent for s in kept] == ["oracle"]
     (skipped,) = refused
-    assert "unsupported: environment.mcp_servers[0].url (the claude-code agent reaches" in (
-        skipped.error)
-    assert (skipped.agent, skipped.trials) == ("claude-code", 1)
-    # a run's plan: the oracle's has the task; a tool agent's has nothing to run
+    assert f"environment.mcp_servers[0].url (the {acp} agent reaches" in skipped.error
+    assert (skipped.agent, skipped.trials) == (acp, 1)
+    # a run's plan: the oracle's has the task; the ACP agent's has nothing to run
     buffer = io.StringIO()
     oracle = ParallelRunner(folder, agent="oracle", provider="local",
                             output_dir=tmp_path / "out", console=Console(file=buffer))  # fmt: skip
     assert len(oracle._plan()) == 1 and oracle.unsupported == []
-    claude = ParallelRunner(folder, agent="claude-code", model="anthropic/claude-sonnet-4-5",
-                            provider="local", output_dir=tmp_path / "out",
-                            console=Console(file=buffer))  # fmt: skip
-    with pytest.raises(InputError, match="the claude-code agent reaches MCP servers over stdio"):
-        claude._plan()
+    other = ParallelRunner(folder, agent=acp, model="anthropic/claude-sonnet-4-5",
+                           provider="local", output_dir=tmp_path / "out",
+                           console=Console(file=buffer))  # fmt: skip
+    with pytest.raises(InputError, match=f"the {acp} agent reaches MCP servers over stdio"):
+        other._plan()
 
 
 def test_limits_that_depend_on_the_provider(tmp_path: Path) -> None:

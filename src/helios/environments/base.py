@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar
 
+from helios.environments.egress import NO_PROXY_HOSTS
 from helios.environments.egress.policy import Network
 from helios.environments.spec import SandboxSpec
 from helios.errors import EnvironmentExecError, UnsupportedFeature
@@ -158,6 +159,11 @@ class Environment(ABC):
                 f"the {self.name} provider cannot change the network of a running sandbox"
             )
         self.network = network
+
+    def direct_hosts(self) -> tuple[str, ...]:
+        """The hosts the sandbox's processes reach without its egress proxy (their
+        NO_PROXY): its loopback; a compose sandbox's services too."""
+        return NO_PROXY_HOSTS
 
     def egress_denials(self) -> list[str]:
         """The requests its egress proxy denied so far, one line each (oldest

@@ -73,6 +73,9 @@ class UserView(Environment):
     def egress_denials(self) -> list[str]:
         return self.inner.egress_denials()
 
+    def direct_hosts(self) -> tuple[str, ...]:
+        return self.inner.direct_hosts()
+
     async def start(self) -> None:
         return None
 

@@ -6,7 +6,8 @@ is: `translate_harbor_job(data)` takes the parsed file and returns a `HarborJob`
 - `settings`: a plain dict of what Helios can run:
   `job_name`, `jobs_dir` (the output folder), `n_attempts`, `n_concurrent_trials`,
   `timeout_multipliers` (`all`, `agent`, `verifier`, `agent_setup`, `environment_build`;
-  None where unset), `agents` (`name`, `model_name`, `kwargs`, `base_url`), `datasets`
+  None where unset), `agents` (`name`, `model_name`, `kwargs`, `base_url`; Harbor's ACP
+  agent, `acp:ID` or `acp` with `kwargs.registry_spec`, is Helios's `acp:ID`), `datasets`
   (`path`), `tasks` (`path`), `artifacts` (a path, or `source` and `destination`),
   `provider` (the sandbox, when Harbor's environment type is one Helios has) and `quiet`;
 - `unsupported`: one line per field the file sets that Helios does not run, to be shown
@@ -37,6 +38,18 @@ AGENTS = {
     "terminus-1": "tool",
     "terminus-2": "tool",
 }
+#: Harbor's ACP agent: `name: acp` with `kwargs.registry_spec: ID[@VERSION]`, or the
+#: shorthand `name: acp:ID[@VERSION]`, which is Helios's own `--agent acp:ID` too
+ACP = "acp"
+ACP_PREFIX = "acp:"
+#: Harbor's ACP agent's other kwargs -> their default (Helios allows every permission
+#: and picks an API-key auth method, as Harbor's defaults do)
+ACP_KWARGS: dict[str, Any] = {
+    "registry_entry": None, "registry_entry_path": None, "registry_ref": "main",
+    "registry_cache_dir": None, "distribution_preference": None, "target_platform": None,
+    "source": None, "permission_mode": "allow", "authenticate_method_id": None,
+    "auth_policy": "auto",
+}  # fmt: skip
 #: Harbor's environment types Helios has a provider for (the same name)
 PROVIDERS = ("docker", "daytona")
 #: the multipliers' names in Harbor -> in `settings["timeout_multipliers"]`
@@ -266,15 +279,20 @@ class _Translation:
                     )
                     continue
                 name = "oracle"  # Harbor's default agent
-            helios_name = AGENTS.get(name, name)
-            if self.known_agents is not None and helios_name not in self.known_agents:
-                self.leave_out(
-                    f"{where}.name",
-                    f"Helios has no agent {name!r} (it has {', '.join(sorted(self.known_agents))})",
-                )
-                continue
             kwargs = agent.get("kwargs")
             kwargs = {} if kwargs is None else dict(self.mapping(kwargs, f"{where}.kwargs"))
+            if name == ACP:
+                name = self._acp_name(kwargs, where)
+                if name is None:
+                    continue
+            helios_name = AGENTS.get(name, name)
+            known = self.known_agents
+            if known is not None and helios_name not in known and not name.startswith(ACP_PREFIX):
+                self.leave_out(
+                    f"{where}.name",
+                    f"Helios has no agent {name!r} (it has {', '.join(sorted(known))})",
+                )
+                continue
             agents.append(
                 {
                     "name": helios_name,
@@ -287,6 +305,21 @@ class _Translation:
                 if key not in _AGENT_FIELDS and key != "import_path" and not _is_default(item):
                     self.leave_out(f"{where}.{key}", "not supported by Helios")
         return agents
+
+    def _acp_name(self, kwargs: dict[str, Any], where: str) -> str | None:
+        """Harbor's `name: acp` agent as Helios's `acp:ID[@VERSION]`: its
+        `kwargs.registry_spec` (the ID `acp:ID` names; Harbor's ACP-only kwargs go);
+        None, and a line, for an entry or git source Helios cannot run."""
+        spec = self.text(kwargs.pop("registry_spec", None), f"{where}.kwargs.registry_spec")
+        for key in [k for k in kwargs if k in ACP_KWARGS]:
+            if not _is_default(kwargs.pop(key), ACP_KWARGS[key]):
+                self.leave_out(f"{where}.kwargs.{key}",
+                               "Helios runs an ACP agent from its package (acp:ID)")  # fmt: skip
+        if spec is None:
+            self.leave_out(f"{where}.name", "Harbor's `acp` agent without `kwargs.registry_spec` "
+                           "(Helios runs `acp:ID[@VERSION]`)")  # fmt: skip
+            return None
+        return spec if spec.startswith(ACP_PREFIX) else ACP_PREFIX + spec
 
     def _datasets(self, value: object) -> list[dict[str, Any]]:
         datasets: list[dict[str, Any]] = []
@@ -353,6 +386,17 @@ class _Translation:
         return artifacts
 
 
+def _check_acp(name: str, source: str) -> None:
+    """InputError (naming the file and the agent) for an `acp:` name Helios cannot run."""
+    from helios.agents.installed.acp import parse_acp
+    from helios.errors import ConfigError
+
+    try:
+        parse_acp(name)
+    except ConfigError as exc:
+        raise InputError(exc.message, file=source, field=f"agents ({name}).name") from None
+
+
 _NO_DEFAULT = object()
 
 
@@ -414,8 +458,12 @@ def as_job_config(harbor: HarborJob, source: str) -> JobConfig:
     agents: list[dict[str, Any]] = []
     for agent in s["agents"]:
         entry: dict[str, Any] = {"name": agent["name"], "model": agent["model_name"] or first}
+        if entry["name"].startswith(ACP_PREFIX):
+            _check_acp(entry["name"], source)
         for key, value in agent["kwargs"].items():
-            if key == "max_turns":
+            if key == "version" and isinstance(value, str) and value.strip():
+                entry["version"] = value  # Harbor's installed agents' release, as --agent-version
+            elif key == "max_turns":
                 if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                     where = f"agents ({agent['name']}).kwargs.max_turns"
                     raise InputError(f"must be an integer >= 1, not {value!r}", file=source,
@@ -423,7 +471,7 @@ def as_job_config(harbor: HarborJob, source: str) -> JobConfig:
                 entry["max_turns"] = value
             else:
                 leave_out(f"agents ({agent['name']}).kwargs.{key}",
-                          "Helios's agents take max_turns only from a job")  # fmt: skip
+                          "Helios's agents take max_turns and version only from a job")  # fmt: skip
         agents.append(entry)
     output: str | None = s["jobs_dir"]
     if s["job_name"] is not None:

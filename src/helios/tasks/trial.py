@@ -152,6 +152,8 @@ def _write_trajectory(spec: TrialSpec, ctx: TrialContext, step: StepRun) -> None
         agent_version=agent_version(spec.agent, spec.agent_settings) or agent.version,
         model_name=services.spec.qualified if services is not None else spec.model,
         tool_definitions=[tool.to_openai() for tool in step.outcome.tools],
+        # an early ending (the agent's timeout, ...): the steps until then, said so
+        partial=step.agent_note.type if step.agent_note is not None else None,
     )
 
 

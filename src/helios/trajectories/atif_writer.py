@@ -42,7 +42,10 @@ def conversation_to_atif(
     model_name: str | None,
     tool_definitions: list[dict[str, Any]],
     image_paths: ImagePaths = image_path,
+    partial: str | None = None,
 ) -> dict[str, Any]:
+    """`partial`: why the agent stopped early (its timeout, ...): the document says
+    it holds the steps made until then (`notes`, `extra.partial`)."""
     recorder = TrajectoryRecorder(
         session_id=session_id,
         agent_name=agent_name,
@@ -72,8 +75,13 @@ def conversation_to_atif(
         elif message.tool_call_id in step_of_call:
             call_id = message.tool_call_id
             recorder.add_observation(step_of_call[call_id], call_id, content)
-    document: dict[str, Any] = redact_value(recorder.to_dict())
-    return document
+    document: dict[str, Any] = recorder.to_dict()
+    if partial is not None:
+        document["notes"] = (f"partial: the agent stopped early ({partial}); these are its "
+                             "steps until then")  # fmt: skip
+        document["extra"] = {**document.get("extra", {}), "partial": True, "ended": partial}
+    redacted: dict[str, Any] = redact_value(document)
+    return redacted
 
 
 def write_atif(path: Path, conversation: Sequence[Message], **meta: Any) -> None:

@@ -55,7 +55,6 @@ from helios.agents.installed.base import MOUNT_ROOT, STOP_MARGIN, InstalledAgent
 from helios.agents.installed.cache import Installed, Package, cache_root, check_reachable
 from helios.agents.sandbox_pipe import PipeClosed, SandboxPipe
 from helios.environments.base import Environment
-from helios.environments.egress import NO_PROXY_HOSTS
 from helios.errors import ConfigError
 from helios.failures import ErrorInfo
 from helios.models.base import Message, ToolCall
@@ -238,7 +237,7 @@ class ACPAgent(InstalledAgent):
         before = await self._open_route(env, spec)
         if before is not None:  # as the base does: the model's calls through the proxy
             host = (urlsplit(self.endpoint(spec) or "").hostname or "").lower()
-            direct = ",".join(h for h in NO_PROXY_HOSTS if h != host)
+            direct = ",".join(h for h in env.direct_hosts() if h != host)
             variables.update({"NO_PROXY": direct, "no_proxy": direct})
         # stopped before the trial's own timeout, with time left to end it and read its log
         left = ctx.timeout - (time.monotonic() - started)

@@ -32,7 +32,9 @@ proxy that denies everything, and the agent's run opens the endpoint on it.
 An install that fails is an infrastructure error that ends with the installer's
 last lines. The agent's exit code proves nothing: the verifier decides. Its raw
 log is kept in `agent/<name>.log`, with the key redacted; `agent/install.json` says
-what the install cost the trial (nothing when it was cached).
+what the install cost the trial (nothing when it was cached). An agent stopped at its
+timeout keeps its steps so far: a streamed log as it is, and a log written to a file
+in the sandbox through `salvage`, a command run once the agent is stopped.
 """
 
 from __future__ import annotations
@@ -56,7 +58,7 @@ from helios.environments.base import Environment
 from helios.environments.egress import DENY_ALL, NO_PROXY_HOSTS, AllowList, Network
 from helios.environments.registry import provider_class
 from helios.environments.spec import SandboxSpec
-from helios.errors import ConfigError, EnvironmentExecError, UnsupportedFeature
+from helios.errors import ConfigError, EnvironmentExecError, HeliosError, UnsupportedFeature
 from helios.failures import ErrorInfo
 from helios.models.base import Message
 from helios.models.routing import ModelSpec
@@ -69,6 +71,9 @@ if TYPE_CHECKING:
 MOUNT_ROOT = "/opt/helios-agents"
 #: how long before the agent timeout the agent is stopped (at most a tenth of it)
 STOP_MARGIN = 5.0
+#: at least this long (at most a quarter of the timeout) for an agent whose log is
+#: salvaged after it was stopped (`InstalledAgent.salvage`)
+SALVAGE_MARGIN = 2.0
 #: the settings every installed agent takes
 SETTINGS = frozenset({"version"})
 
@@ -123,6 +128,12 @@ class InstalledAgent(Agent):
     def convert(self, log: str, ctx: AgentContext) -> list[Message]:
         """The agent's log as Helios messages; adds the usage it reports to `ctx.usage`."""
 
+    def salvage(self, home: str) -> str | None:
+        """A shell command that prints the structured log the agent had written so
+        far (what `convert` reads), run after the agent was stopped at its timeout;
+        None when its standard output is the whole log (a streamed one, kept anyway)."""
+        return None
+
     def endpoint(self, model: ModelSpec) -> str | None:
         """The URL the agent calls its model at, from inside the sandbox: what
         opens its route (None: no route is needed). The model's resolved base URL,
@@ -173,8 +184,7 @@ class InstalledAgent(Agent):
         self._record_install(logs_dir, installed)
         installs = (*sandbox.agent_installs, (payload, self.home))
         network = sandbox.network
-        if (services is not None and network is False and sandbox.compose_file is None
-                and self.endpoint(services.spec)):  # fmt: skip
+        if services is not None and network is False and self.endpoint(services.spec):
             try:
                 kind = provider_class(provider)
             except ConfigError:
@@ -203,12 +213,35 @@ class InstalledAgent(Agent):
                    "network")  # fmt: skip
         if not env.supports_allowlist:
             raise EnvironmentExecError(refused)
-        own = network if isinstance(network, AllowList) else DENY_ALL
+        own = (network if isinstance(network, AllowList) else DENY_ALL).with_endpoint(
+            parts.hostname, port)  # fmt: skip
+        for host, more in self._more_routes(env):
+            own = own.with_endpoint(host, more)
         try:
-            await env.set_network(own.with_endpoint(parts.hostname, port))
+            await env.set_network(own)
         except UnsupportedFeature as exc:  # a compose task's, on docker
             raise EnvironmentExecError(f"{refused}: {exc}") from None
         return network
+
+    def more_routes(self) -> list[str]:
+        """URLs besides its model's that the agent calls from the sandbox (a task's
+        HTTP MCP servers): routed as its model's endpoint is, for its run only."""
+        return []
+
+    def _more_routes(self, env: Environment) -> list[tuple[str, int]]:
+        """`more_routes`' host and port each, less the sandbox's own services (a
+        compose sidecar is reached directly) and a URL that names no host."""
+        own = set(env.direct_hosts()) - set(NO_PROXY_HOSTS)
+        found: list[tuple[str, int]] = []
+        for url in self.more_routes():
+            parts = urlsplit(url)
+            try:
+                port = parts.port or (443 if parts.scheme == "https" else 80)
+            except ValueError:
+                continue
+            if parts.hostname and parts.hostname not in own:
+                found.append((parts.hostname.lower(), port))
+        return found
 
     async def run(self, instruction: str, env: Environment, ctx: AgentContext) -> AgentOutcome:
         if ctx.services is None:
@@ -230,20 +263,28 @@ class InstalledAgent(Agent):
             # the proxy's variables (the sandbox's, under an allowlist) carry the
             # model's calls; a loopback endpoint (the host's, not the sandbox's) is
             # taken out of NO_PROXY, which keeps the sandbox's own services direct
-            host = (urlsplit(self.endpoint(spec) or "").hostname or "").lower()
-            direct = ",".join(h for h in NO_PROXY_HOSTS if h != host)
+            routed = {(urlsplit(self.endpoint(spec) or "").hostname or "").lower(),
+                      *(host for host, _ in self._more_routes(env))}  # fmt: skip
+            direct = ",".join(h for h in env.direct_hosts() if h not in routed)
             variables.update({"NO_PROXY": direct, "no_proxy": direct})
         # stopped a little before the trial's own timeout, so its log is still read
-        left = ctx.timeout - (time.monotonic() - started)
+        deadline = started + ctx.timeout
+        salvage = self.salvage(self.home)
+        margin = min(STOP_MARGIN, 0.1 * ctx.timeout)
+        if salvage is not None:
+            margin = min(STOP_MARGIN, max(margin, min(SALVAGE_MARGIN, 0.25 * ctx.timeout)))
         try:
             result = await env.exec(
                 command, cwd=ctx.workdir, env=variables,
-                timeout=max(1.0, left - min(STOP_MARGIN, 0.1 * ctx.timeout)),
+                timeout=max(1.0, deadline - time.monotonic() - margin),
             )  # fmt: skip
         finally:
             if before is not None:
                 await env.set_network(before)
-        log = redact(result.stdout)
+        stdout = result.stdout
+        if result.timed_out and salvage is not None:
+            stdout += await self._salvaged(env, salvage, ctx, variables, deadline)
+        log = redact(stdout)
         if ctx.logs_dir is not None:
             ctx.logs_dir.mkdir(parents=True, exist_ok=True)
             (ctx.logs_dir / f"{self.name}.log").write_text(log)
@@ -261,6 +302,19 @@ class InstalledAgent(Agent):
                               phase="agent")  # fmt: skip
         turns = sum(1 for m in messages if m.role == "assistant")
         return AgentOutcome(error=error, n_turns=turns, conversation=ctx.conversation)
+
+
+    async def _salvaged(self, env: Environment, command: str, ctx: AgentContext,
+                        variables: dict[str, str], deadline: float) -> str:  # fmt: skip
+        """What `salvage` prints, within the time left before the trial's timeout; ""
+        when it cannot be had (the raw log is kept all the same)."""
+        left = deadline - time.monotonic() - 0.25
+        try:
+            done = await env.exec(command, cwd=ctx.workdir, env=variables,
+                                  timeout=max(0.5, left))  # fmt: skip
+        except HeliosError:
+            return ""
+        return "" if done.timed_out else "\n" + done.stdout
 
 
 def content_text(content: Any) -> str:

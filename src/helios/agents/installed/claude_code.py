@@ -6,9 +6,10 @@
 package ships a native binary (`@anthropic-ai/claude-code-linux-x64`): the
 sandbox needs no Node, only glibc. Its stream-json log (one JSON record a line:
 `system`, `assistant`, `user` with tool results, a final `result` with the
-turns, tokens and cost) becomes the trajectory. The task's stdio MCP servers
-reach it through `--mcp-config` (its tools are `mcp__SERVER__TOOL`), and its
-skills (`skills_dir`) as the config folder's `skills/`.
+turns, tokens and cost) becomes the trajectory. The task's MCP servers reach it
+through `--mcp-config` (its tools are `mcp__SERVER__TOOL`): a stdio one it starts
+in the sandbox, an HTTP one (SSE or streamable HTTP) it calls at its URL from the
+sandbox; its skills (`skills_dir`) reach it as the config folder's `skills/`.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import json
 import platform
 import posixpath
 import shlex
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from helios.agents.base import AgentContext, AgentOutcome
 from helios.agents.installed.base import InstalledAgent, content_text
@@ -26,6 +27,9 @@ from helios.errors import ConfigError, EnvironmentError_
 from helios.models.base import Message, ToolCall
 from helios.models.routing import ModelSpec
 from helios.usage import Usage
+
+if TYPE_CHECKING:
+    from helios.agents.mcp_tools import MCPServer
 
 _ARCH = {"x86_64": "x64", "aarch64": "arm64", "arm64": "arm64"}
 
@@ -36,9 +40,10 @@ CONFIG_DIR = "/tmp/.helios-claude"
 
 class ClaudeCodeAgent(InstalledAgent):
     name: ClassVar[str] = "claude-code"
-    #: the task's stdio MCP servers go in an `--mcp-config` file, its skills into
-    #: the config folder's `skills/`, both written in the sandbox before it starts
-    takes: ClassVar[frozenset[str]] = frozenset({"mcp", "skills"})
+    #: the task's MCP servers (stdio, and HTTP: SSE or streamable) go in an
+    #: `--mcp-config` file, its skills into the config folder's `skills/`, both
+    #: written in the sandbox before it starts
+    takes: ClassVar[frozenset[str]] = frozenset({"mcp", "mcp-http", "skills"})
     package: ClassVar[str] = "@anthropic-ai/claude-code"
     default_version: ClassVar[str] = "2.1.332"
     payload: ClassVar[str] = (
@@ -49,10 +54,16 @@ class ClaudeCodeAgent(InstalledAgent):
     def __init__(self, **settings: Any) -> None:
         super().__init__(**settings)
         self._more: list[str] = []
+        self._urls: list[str] = []
 
     async def run(self, instruction: str, env: Environment, ctx: AgentContext) -> AgentOutcome:
         self._more = await _configure(env, ctx)
+        self._urls = [s.url for s in ctx.mcp_servers if s.url]
         return await super().run(instruction, env, ctx)
+
+    def more_routes(self) -> list[str]:
+        """The task's HTTP MCP servers, which it calls from the sandbox."""
+        return list(self._urls)
 
     def command(self, instruction: str, model: ModelSpec, home: str) -> str:
         argv = [f"{home}/claude", "-p", instruction, "--output-format", "stream-json", "--verbose",
@@ -84,10 +95,9 @@ async def _configure(env: Environment, ctx: AgentContext) -> list[str]:
     arguments that point it there. The folder is left open to the agent's user."""
     script = [f"mkdir -p {CONFIG_DIR}"]
     more: list[str] = []
-    stdio = {s.name: {"command": s.command, "args": list(s.args)}
-             for s in ctx.mcp_servers if s.stdio}  # fmt: skip
-    if stdio:
-        config = json.dumps({"mcpServers": stdio})
+    servers = {s.name: _mcp_entry(s) for s in ctx.mcp_servers}
+    if servers:
+        config = json.dumps({"mcpServers": servers})
         script.append(f"printf '%s' {shlex.quote(config)} > {CONFIG_DIR}/mcp.json")
         more = ["--mcp-config", f"{CONFIG_DIR}/mcp.json"]
     if ctx.skills_dir is not None:
@@ -102,6 +112,14 @@ async def _configure(env: Environment, ctx: AgentContext) -> list[str]:
         raise EnvironmentError_(f"cannot write Claude Code's MCP servers and skills: "
                                 f"{done.stderr.strip()[-300:]}")  # fmt: skip
     return more
+
+
+def _mcp_entry(server: MCPServer) -> dict[str, Any]:
+    """One server in Claude Code's `--mcp-config`: a command it starts (stdio), or a
+    URL it calls, over SSE (`transport = "sse"`) or streamable HTTP (any other)."""
+    if server.stdio:
+        return {"command": server.command, "args": list(server.args)}
+    return {"type": "sse" if server.transport == "sse" else "http", "url": server.url}
 
 
 def stream_json_messages(log: str, usage: Usage) -> list[Message]:

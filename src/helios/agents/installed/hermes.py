@@ -45,10 +45,35 @@ CONTEXT_LENGTH = 128_000
 #: started, the bundled Python forgets the variables that found it, so that the
 #: commands Hermes runs see the task's own Python and libraries
 _FORGET = ("PYTHONHOME", "PYTHONPATH", "LD_LIBRARY_PATH", "PYTHONDONTWRITEBYTECODE")
-_LAUNCH = (
-    f"import os, sys; [os.environ.pop(v, None) for v in {_FORGET!r}]; "
-    "from hermes_cli.main import main; sys.argv[0] = 'hermes'; sys.exit(main())"
-)
+#: Hermes writes its session snapshot at a turn's start and end only: the launcher
+#: has it written around each round of tool calls too (the call, then its results),
+#: so an agent stopped at its timeout leaves its steps so far (a release without
+#: these methods runs unchanged)
+_LAUNCH = f"""import os, sys
+[os.environ.pop(v, None) for v in {_FORGET!r}]
+def _snapshots():
+    try:
+        from run_agent import AIAgent
+        run, save = AIAgent._execute_tool_calls, AIAgent._save_session_log
+    except Exception:
+        return
+    def _save(agent, messages):
+        try:
+            save(agent, messages)
+        except Exception:
+            pass
+    def _execute_tool_calls(self, message, messages, *args, **kwargs):
+        _save(self, messages)
+        try:
+            return run(self, message, messages, *args, **kwargs)
+        finally:
+            _save(self, messages)
+    AIAgent._execute_tool_calls = _execute_tool_calls
+_snapshots()
+from hermes_cli.main import main
+sys.argv[0] = "hermes"
+sys.exit(main())
+"""
 #: prints the usage report and the session snapshot, one JSON line each
 _COLLECT = """import glob, json, os, sys
 home = os.environ["HERMES_HOME"]
@@ -83,16 +108,19 @@ class HermesAgent(InstalledAgent):
         config = shlex.quote(config_yaml(model, key_variable=self.key_variable))
         argv = ["-z", instruction, "-m", model.model, "--provider", f"custom:{PROVIDER}",
                 "--toolsets", TOOLSETS, "--usage-file", f"{HERMES_HOME}/usage.json"]  # fmt: skip
-        runtime = {**python_runtime.launch_env(f"{home}/python"), "PYTHONPATH": f"{home}/site",
-                   "PYTHONDONTWRITEBYTECODE": "1"}  # fmt: skip
-        python = " ".join([*(f"{k}={shlex.quote(v)}" for k, v in runtime.items()),
-                           shlex.quote(f"{home}/python/python")])  # fmt: skip
+        python = _python(home)
         return "\n".join([
             f'mkdir -p "$HERMES_HOME" && printf %s {config} > "$HERMES_HOME/config.yaml" || exit 1',
             f"{python} -c {shlex.quote(_LAUNCH)} {shlex.join(argv)} < /dev/null "
             '> "$HERMES_HOME/final.txt"',
             f"{python} -c {shlex.quote(_COLLECT)} $?",
         ])  # fmt: skip
+
+    def salvage(self, home: str) -> str | None:
+        """Stopped at the timeout: the session snapshot Hermes rewrites at each of its
+        persistence points (after each tool round), without the usage report it
+        writes at its end (137: killed)."""
+        return f"{_python(home)} -c {shlex.quote(_COLLECT)} 137"
 
     def environment(self, model: ModelSpec) -> dict[str, str]:
         if model.api != "openai":
@@ -119,6 +147,14 @@ class HermesAgent(InstalledAgent):
             ctx.services.prices.price_usage(model, usage)
         ctx.usage.add(usage)
         return messages
+
+
+def _python(home: str) -> str:
+    """The install's own Python, with the variables that run it (its process alone)."""
+    runtime = {**python_runtime.launch_env(f"{home}/python"), "PYTHONPATH": f"{home}/site",
+               "PYTHONDONTWRITEBYTECODE": "1"}  # fmt: skip
+    return " ".join([*(f"{k}={shlex.quote(v)}" for k, v in runtime.items()),
+                     shlex.quote(f"{home}/python/python")])  # fmt: skip
 
 
 def config_yaml(model: ModelSpec, *, key_variable: str) -> str:
@@ -151,8 +187,9 @@ def session_messages(log: str, usage: Usage) -> list[Message]:
         record = _record(line)
         if record is None:
             continue
-        if record.get("type") == "usage" and isinstance(record.get("usage"), dict):
-            total = _usage(record["usage"])
+        if record.get("type") == "usage" and record.get("usage") and isinstance(
+                record.get("usage"), dict):  # fmt: skip
+            total = _usage(record["usage"])  # none when it was stopped before writing it
         elif record.get("type") == "session" and isinstance(record.get("session"), dict):
             raw = record["session"].get("messages") or []
             messages = [m for m in map(_message, raw[1:] if raw else raw) if m is not None]

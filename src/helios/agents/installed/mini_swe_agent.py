@@ -62,6 +62,10 @@ class MiniSweAgent(InstalledAgent):
             f"rm -f {TRAJECTORY}; {shlex.join(argv)} < /dev/null 1>&2; cat {TRAJECTORY}"
         )
 
+    def salvage(self, home: str) -> str | None:
+        """Stopped at the timeout: the trajectory file, which it rewrites after each step."""
+        return f"cat {TRAJECTORY} 2>/dev/null"
+
     def environment(self, model: ModelSpec) -> dict[str, str]:
         if model.api != "openai":
             raise ConfigError(f"mini-swe-agent is run over Chat Completions; {model.qualified} "

@@ -67,6 +67,7 @@ from helios.environments.docker.cli import (
 )
 from helios.environments.docker.egress import DockerEgress
 from helios.environments.docker.services import EXCHANGE_MOUNT
+from helios.environments.egress import NO_PROXY_HOSTS
 from helios.environments.shell.owner import Owner
 from helios.environments.shell.safe_copy import Bounds
 from helios.environments.spec import SandboxSpec
@@ -163,6 +164,8 @@ class ComposeProject:
         self.main_command: list[str] | None = None
         self.task_file = spec.compose_file
         self.project_dir = spec.compose_file.parent
+        #: the hosts its services reach without the egress proxy (known once `up` ran)
+        self.direct_hosts: tuple[str, ...] = NO_PROXY_HOSTS
         # a sidecar's image is named by the content it is built from: the hashed
         # environment folder, else (a separate verifier's tests/) the file itself
         self._build_key = spec.context_hash[:12] or _file_key(self.task_file)
@@ -224,6 +227,7 @@ class ComposeProject:
             raise EnvironmentStartError("docker compose config gave no JSON") from None
         final = folder / "compose.json"
         edited = self.edit(model)
+        self.direct_hosts = direct_hosts(edited)
         await asyncio.to_thread(final.write_text, json.dumps(_escaped(edited)), "utf-8")
         wait = f"{max(1, int(self.spec.build_timeout))}"
         code, _, err = await self._compose(
@@ -430,6 +434,12 @@ def _argv(value: Any) -> list[str] | None:
     return [str(part) for part in value]
 
 
+def direct_hosts(model: Mapping[str, Any]) -> tuple[str, ...]:
+    """The hosts a service of this (merged) model reaches without the egress proxy:
+    its own loopback and every service, by name."""
+    return (*NO_PROXY_HOSTS, *(model.get("services") or {}))
+
+
 def _behind_proxy(task_file: Path, model: dict[str, Any], egress: DockerEgress) -> None:
     """An allowlisted sandbox: the project's one network is the trial's egress network
     (`docker.egress`: internal, its gateway the proxy's namespace), and every service,
@@ -442,6 +452,9 @@ def _behind_proxy(task_file: Path, model: dict[str, Any], egress: DockerEgress) 
                 "on one network, whose only way out is the egress proxy"
             )
     networks["default"] = {"name": egress.network, "external": True}
+    # the services reach each other by name on their network, not through the proxy
+    hosts = ",".join(direct_hosts(model))
+    direct = {"NO_PROXY": hosts, "no_proxy": hosts}
     for name, service in (model.get("services") or {}).items():
         if service.get("network_mode"):
             raise UnsupportedFeature(
@@ -456,7 +469,7 @@ def _behind_proxy(task_file: Path, model: dict[str, Any], egress: DockerEgress) 
                 "compose task keeps its services on one network"
             )
         environment = service.get("environment") or {}
-        service["environment"] = {**environment, **egress.variables}
+        service["environment"] = {**environment, **egress.variables, **direct}
         service["dns"] = [egress.dns]
 
 

@@ -189,7 +189,8 @@ class DockerEnvironment(ContainerServices):
                 await check_desktop_image(self.spec.image)
         else:
             await _builds.ensure(self._task_image, context, self.spec.build_timeout)
-        if self.spec.agent_installs and self.spec.compose_file is None:
+        # a compose task's `main` too, when Helios gives its image (else: uploaded)
+        if self.spec.agent_installs and (self.spec.compose_file is None or self._own_main):
             self._agent_image = await derived_image(
                 self._task_image, self.spec.agent_installs, self.spec.build_timeout
             )
@@ -295,11 +296,22 @@ class DockerEnvironment(ContainerServices):
             LABEL_INSTANCE: self.instance,
         }
 
+    @property
+    def _own_main(self) -> bool:
+        """Whether Helios gives a compose task's `main` its image (the task's
+        Dockerfile or image), not the task's compose file."""
+        return self.spec.dockerfile is not None or self.spec.image is not None
+
+    def direct_hosts(self) -> tuple[str, ...]:
+        if self._compose is not None:
+            return self._compose.direct_hosts
+        return super().direct_hosts()
+
     async def _start_compose(self) -> None:
         """`main` and its sidecars, by `docker compose` (`docker.compose`): main's
         commands then go to the Engine API, as without the shell server."""
         spec = self.spec
-        own = spec.dockerfile is not None or spec.image is not None
+        own = self._own_main
         await self._make_exchange(_name_part(self.run_id, 36))  # `--watch`'s VNC socket
         if isinstance(spec.network, AllowList):  # every service behind the trial's proxy
             await self._egress.open(self.container_name, self.run_id, spec.network)
