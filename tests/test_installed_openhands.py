@@ -148,7 +148,7 @@ def test_openhands_solves_a_task_on_local(openhands_install: Path, tmp_path: Pat
     config = json.loads((trial / "config.json").read_text())
     assert config["agent_version"] == OpenHandsAgent.default_version
     trajectory = json.loads((trial / "agent" / "trajectory.json").read_text())
-    validate_trajectory(trajectory)
+    assert validate_trajectory(trajectory) == []
     calls = [c for s in trajectory["steps"] for c in s.get("tool_calls") or []]
     assert [(c["function_name"], c["arguments"]) for c in calls] == [
         ("terminal", {"command": PROBE})
