@@ -11,6 +11,7 @@ import shutil
 import stat
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import pytest
 
@@ -24,6 +25,7 @@ from helios.agents.installed.cache import (
 from helios.agents.installed.claude_code import ClaudeCodeAgent, stream_json_messages
 from helios.agents.registry import create_agent
 from helios.errors import ConfigError
+from helios.models.routing import resolve_model
 from helios.testing.mock_llm import MockLLMServer
 from helios.trajectories.atif import validate_trajectory
 from helios.usage import Usage
@@ -312,3 +314,23 @@ def test_the_docs_example_agent_solves_a_task_on_local(
     assert result["usage"]["input_tokens"] > 0
     trajectory = json.loads((trial / "agent" / "trajectory.json").read_text())
     assert any(s.get("tool_calls") for s in trajectory["steps"])
+
+
+@pytest.mark.parametrize(("agent", "model", "host"), [
+    ("claude-code", "anthropic/claude-sonnet-4", "api.anthropic.com"),
+    ("codex", "openai/gpt-5", "api.openai.com"),
+    ("hermes", "openai/gpt-5", "api.openai.com"),
+    ("openhands", "openai/gpt-5", "api.openai.com"),
+    ("gemini-cli", "gemini/gemini-2.5-pro", "generativelanguage.googleapis.com"),
+])  # fmt: skip
+def test_with_no_base_url_the_route_opened_is_the_providers_public_api(
+    agent: str, model: str, host: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A provider's own model (no --base-url) on a task without network: the agent's
+    route goes to the provider's API, never nowhere (it had no route at all)."""
+    for variable in ("ANTHROPIC_BASE_URL", "OPENAI_BASE_URL", "GEMINI_BASE_URL"):
+        monkeypatch.delenv(variable, raising=False)
+    spec = resolve_model(model, api_key="sk-test")
+    url = create_agent(agent).endpoint(spec)  # type: ignore[attr-defined]
+    assert url is not None and urlsplit(url).hostname == host, url
+    assert urlsplit(url).scheme == "https"

@@ -17,11 +17,11 @@ from helios.models.errors import TransientError
 from helios.models.http import EndpointClient
 from helios.models.images import OMITTED, ImageWindow, b64, image_window, split_kept, wire_key
 from helios.models.reply_values import parts_response, token_count
-from helios.models.routing import ModelSpec
+from helios.models.routing import PUBLIC_URLS, ModelSpec
 from helios.usage import Usage
 
 WIRE = "anthropic"
-DEFAULT_BASE_URL = "https://api.anthropic.com"
+DEFAULT_BASE_URL = PUBLIC_URLS["anthropic"]
 API_VERSION = "2023-06-01"
 #: thinking budgets per reasoning effort (tokens)
 THINKING_BUDGET = {"minimal": 1024, "low": 2048, "medium": 8192, "high": 16384, "xhigh": 32000}

@@ -82,6 +82,11 @@ PROVIDERS: dict[str, ProviderInfo] = {
     ),
 }
 
+#: a provider's API when neither the user nor `PROVIDERS` gives a URL (its SDK's
+#: default): where an agent in a sandbox calls it, so what its route opens
+PUBLIC_URLS: dict[str, str] = {"anthropic": "https://api.anthropic.com",
+                               "openai": "https://api.openai.com/v1"}  # fmt: skip
+
 #: the variables that hold a model provider's key: never passed into a sandbox
 #: (`--pass-env` refuses them, and so does a task's `${NAME}`)
 PROVIDER_KEYS: frozenset[str] = frozenset(
@@ -105,6 +110,11 @@ class ModelSpec:
     @property
     def qualified(self) -> str:
         return f"{self.provider}/{self.model}"
+
+    @property
+    def url(self) -> str | None:
+        """Where the model is called: its base URL, else its provider's public API."""
+        return self.base_url or PUBLIC_URLS.get(self.provider)
 
     def with_api(self, api: Api) -> ModelSpec:
         """The same model and key over another wire of its provider (the computer

@@ -136,9 +136,9 @@ class InstalledAgent(Agent):
 
     def endpoint(self, model: ModelSpec) -> str | None:
         """The URL the agent calls its model at, from inside the sandbox: what
-        opens its route (None: no route is needed). The model's resolved base URL,
-        unless a subclass says otherwise."""
-        return model.base_url
+        opens its route (None: no route is needed). The model's base URL, else its
+        provider's public API, unless a subclass says otherwise."""
+        return model.url
 
     def _package(self) -> Package:
         return Package(self.registry, self.package, self.agent_version, self.extras,

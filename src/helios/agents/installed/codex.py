@@ -39,7 +39,6 @@ _NPM_ARCH, _TRIPLE_ARCH = _ARCH.get(platform.machine(), _ARCH["x86_64"])
 CODEX_HOME = "/var/tmp/.helios-codex"
 #: the provider's name in config.toml
 PROVIDER = "helios"
-OPENAI_URL = "https://api.openai.com/v1"
 #: what the config turns off: each would contact a host on the internet at start, or
 #: offer the model a tool that needs one (the default, measured: a DNS query at start)
 QUIET = """check_for_update_on_startup = false
@@ -84,10 +83,6 @@ class CodexAgent(InstalledAgent):
             env[self.key_variable] = model.api_key
         return env
 
-    def endpoint(self, model: ModelSpec) -> str | None:
-        """The model's URL, OpenAI's when none was given (what opens the route)."""
-        return model.base_url or OPENAI_URL
-
     def convert(self, log: str, ctx: AgentContext) -> list[Message]:
         usage = Usage()
         messages = exec_json_messages(log, usage)
@@ -104,7 +99,7 @@ class CodexAgent(InstalledAgent):
 def config_toml(model: ModelSpec, *, key_variable: str) -> str:
     """Codex's config.toml for `model`: a custom provider at the model's endpoint
     over the Responses API, and everything that would reach another host off."""
-    provider = {"name": PROVIDER, "base_url": model.base_url or OPENAI_URL,
+    provider = {"name": PROVIDER, "base_url": model.url,
                 "wire_api": "responses"}  # fmt: skip
     if model.api_key:
         provider["env_key"] = key_variable

@@ -37,7 +37,6 @@ from helios.usage import Usage
 HERMES_HOME = "/tmp/.helios-hermes"
 #: the provider's name in config.yaml
 PROVIDER = "helios"
-OPENAI_URL = "https://api.openai.com/v1"
 #: the toolsets offered: the shell and the file tools
 TOOLSETS = "terminal,file"
 #: the context length Hermes is told (it would otherwise ask openrouter.ai)
@@ -132,10 +131,6 @@ class HermesAgent(InstalledAgent):
             env[self.key_variable] = model.api_key
         return env
 
-    def endpoint(self, model: ModelSpec) -> str | None:
-        """The model's URL, OpenAI's when none was given (what opens the route)."""
-        return model.base_url or OPENAI_URL
-
     def convert(self, log: str, ctx: AgentContext) -> list[Message]:
         usage = Usage()
         messages = session_messages(log, usage)
@@ -161,7 +156,7 @@ def config_yaml(model: ModelSpec, *, key_variable: str) -> str:
     """Hermes's config.yaml for `model` (JSON, which YAML reads): a named provider at
     the model's endpoint over Chat Completions, the context length, and the
     session's JSON snapshot on."""
-    provider: dict[str, Any] = {"name": PROVIDER, "base_url": model.base_url or OPENAI_URL,
+    provider: dict[str, Any] = {"name": PROVIDER, "base_url": model.url,
                                 "transport": "chat_completions"}  # fmt: skip
     if model.api_key:
         provider["key_env"] = key_variable

@@ -44,7 +44,6 @@ from helios.usage import Usage
 #: OpenHands's private folder inside the sandbox (its conversation and the log)
 OPENHANDS_HOME = "/tmp/.helios-openhands"
 LOG = f"{OPENHANDS_HOME}/events.jsonl"
-OPENAI_URL = "https://api.openai.com/v1"
 #: what carries the model and endpoint to the launcher (dropped before OpenHands starts)
 MODEL_VARIABLE = "HELIOS_OPENHANDS_MODEL"
 BASE_URL_VARIABLE = "HELIOS_OPENHANDS_BASE_URL"
@@ -110,16 +109,12 @@ class OpenHandsAgent(InstalledAgent):
                               "not speak it (use an openai/, openrouter/ or openai-compatible/ "
                               "model)", field="--model")  # fmt: skip
         env = {MODEL_VARIABLE: f"openai/{model.model}",
-               BASE_URL_VARIABLE: model.base_url or OPENAI_URL,
+               **({BASE_URL_VARIABLE: model.url} if model.url else {}),
                "LITELLM_LOCAL_MODEL_COST_MAP": "True",
                "OPENHANDS_SUPPRESS_BANNER": "1"}  # fmt: skip
         if model.api_key:
             env[self.key_variable] = model.api_key
         return env
-
-    def endpoint(self, model: ModelSpec) -> str | None:
-        """The model's URL, OpenAI's when none was given (what opens the route)."""
-        return model.base_url or OPENAI_URL
 
     def convert(self, log: str, ctx: AgentContext) -> list[Message]:
         usage = Usage()
