@@ -22,8 +22,8 @@ import os
 from pathlib import Path
 from typing import Any, Literal
 
-from helios.engine import shared_limits
 from helios.engine.shared_limits import LimitsBox, limits_of
+from helios.engine.shared_limits import share_limits as _share
 
 __all__ = ["LimitsBox", "NodeStartGate", "RayLimits", "limits_of", "share_limits"]
 
@@ -47,7 +47,7 @@ class RayLimits:
 
 def share_limits(services: Any, box: Any) -> None:
     """Make a trial's model services (and the run's other models') ask the actor `box`."""
-    shared_limits.share_limits(services, RayLimits(box) if box is not None else None)
+    _share(services, RayLimits(box) if box is not None else None)
 
 
 class NodeStartGate(asyncio.Semaphore):

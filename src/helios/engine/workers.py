@@ -2,7 +2,9 @@
 
 `BatchService.run` with `workers > 1` starts that many workers once the plan is
 made. Each runs its own event loop and its share of the `-n` budget (slots,
-tickets, sandbox starts, its own model client and limiter). The parent stays
+tickets, sandbox starts, its own model client). The run's model-call limits are
+the parent's, one `LimitsBox` for every worker (`engine/shared_limits.py`): N
+workers send what one process would, and a 429 holds them all. The parent stays
 the only writer: it hands units out one at a time as a worker has room (so the
 start order is still the input order), and every result comes back to it to be
 written and recorded exactly as with one process (`BatchService._record`):
@@ -49,10 +51,15 @@ in a caller's loop), `preforked` forks nothing and workers are spawned.
 
 Messages are length-prefixed pickles over a socket pair per worker (`_wire.py`):
 - parent → worker: ("setup", WorkerSetup) first; then ("unit", index, unit) |
-  ("stop",) no more starts | ("end",) no more units;
+  ("stop",) no more starts | ("budget_stop", why) a hard budget stops the trials in
+  flight (each comes back as a `BudgetStopped` result) | ("end",) no more units |
+  ("granted", request, lease) room for a model call;
 - worker → parent: ("event", event) | ("usage", totals) after each model call (the
-  live line's figures; only when the parent shows events) | ("result", index, result, totals) |
-  ("unstarted", index) a unit it was sent but did not start after a stop.
+  live line's figures, the budget's spend and the spend ledger's) |
+  ("result", index, result, totals) | ("unstarted", index) a unit it was sent but did
+  not start after a stop | ("acquire", request, model) room for a model call, asked
+  of the run's limiter | ("release", lease, outcome, retry_after) the call ended.
+  The room a worker held when it died is given back when its socket closes.
 
 A worker that dies (kill -9) has its units in flight recorded as crashed (an
 error, re-run by `--retry-errors`); the others go on, and a unit sent to it as it
@@ -408,7 +415,7 @@ def _forget_asking(worker: _Worker) -> None:
 
 class _Feeder:
     def __init__(self, service: ShardedBatch, units: Sequence[Any],
-                 pool: list[_Worker], box: LimitsBox | None) -> None:  # fmt: skip
+                 pool: list[_Worker], box: LimitsBox | None = None) -> None:  # fmt: skip
         self.service, self.units, self.pool = service, units, pool
         self.room = asyncio.Event()
         self.stopped = False
