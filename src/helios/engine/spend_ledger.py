@@ -107,6 +107,7 @@ class SpendLedger:
         self.invocation = uuid.uuid4().hex[:16]
         #: the earlier invocations' totals (read, and compacted, when the run opened)
         self.earlier = read_ledger(stream.path)
+        stream.close()  # an open handle would write on past the replaced file
         compact(stream.path, self.earlier)
         self._last: tuple[float | None, int] | None = None
         self._broken = False
