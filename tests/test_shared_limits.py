@@ -31,7 +31,8 @@ def test_worker_processes_share_one_rate_limit(tmp_path: Path) -> None:
     assert stats["served_ok"] == 16, stats  # no prompt lost
     # Before the first 429 nobody knows the rate: the first second may hold RATE answers
     # and the calls in flight when the 429 comes; from then on one limiter holds and
-    # paces the calls of both workers. Measured: a peak of 10 a second and 4 429s (two
-    # workers with a limiter each: 14 and 12).
-    assert stats["peak_per_second"] <= RATE + IN_FLIGHT + 1, stats
-    assert stats["injected_429"] <= IN_FLIGHT + 2, stats
+    # paces the calls of both workers (load-tolerant bounds: a loaded machine bunches
+    # them). Measured: a peak of 10 a second and 4 429s; two workers with a limiter each
+    # sent 14 in a second and got 12.
+    assert stats["peak_per_second"] <= RATE + IN_FLIGHT + 2, stats
+    assert stats["injected_429"] <= 2 * IN_FLIGHT, stats
