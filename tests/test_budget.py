@@ -195,11 +195,14 @@ def _ledger_tokens(folder: Path) -> int:
     return int(json.loads(whole[-1])["tokens"]) if whole else 0
 
 
-@pytest.mark.parametrize("processes", [1, 2])
-def test_a_kill_9_then_a_resume_counts_every_call_once(tmp_path: Path, processes: int) -> None:
+def test_a_kill_9_then_a_resume_counts_every_call_once(tmp_path: Path) -> None:
     # trials 0-3 are recorded; 4-7 made their call and hold, killed before any record:
-    # their spend counts on resume (the spend ledger), and no call counts twice
+    # their spend counts on resume (the spend ledger), and no call counts twice. In one
+    # process (the cheaper); with workers the parent keeps the ledger from their usage
+    # messages, as the hard budget's test with workers checks
     from helios.engine.budget import tokens_of
+
+    processes = 1
 
     folder = tmp_path / "run"
     units = [Ask(i) for i in range(8)]
