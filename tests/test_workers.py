@@ -39,6 +39,7 @@ VOLATILE = {
     "seconds",  # run.json's time across resumes
     "workers",  # run.json records the processes asked for
     "processes",  # and so does its saved config (`config.concurrency`)
+    "invocation",  # a record's spend names the invocation that wrote it (spend.jsonl's)
 }  # fmt: skip
 
 
@@ -54,7 +55,8 @@ def _outputs(run_dir: Path) -> dict[str, Any]:
     """Every file of a run folder, JSON normalized; results.jsonl in id order."""
     found: dict[str, Any] = {}
     for path in sorted(run_dir.rglob("*")):
-        if not path.is_file() or path.name == ".lock":
+        # spend.jsonl: the running totals of the model calls, as their timing made them
+        if not path.is_file() or path.name in (".lock", "spend.jsonl"):
             continue
         rel = str(path.relative_to(run_dir))
         text = path.read_text("utf-8", errors="replace")

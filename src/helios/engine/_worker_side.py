@@ -28,8 +28,10 @@ from typing import TYPE_CHECKING, Any
 from helios.agents.toolsets.base import Toolset
 from helios.agents.toolsets.registry import register_toolset
 from helios.engine._wire import frame, receive, send
+from helios.engine.budget import BUDGET_STOPPED
 from helios.engine.door import Door
 from helios.engine.episode import EpisodeContext
+from helios.engine.shared_limits import share_limits
 from helios.events import Event, TrialStarted
 from helios.failures import ErrorInfo
 from helios.secrets import register_secret
@@ -62,6 +64,9 @@ class WorkerSetup:
     toolsets: tuple[Toolset, ...] = ()
     #: the run's HELIOS_* snapshot: the worker reads the same as the parent recorded
     settings: HeliosSettings | None = None
+    #: its model calls take room in the run's limiter, held by the parent
+    #: (`engine/shared_limits.py`), not in a limiter of its own
+    shared_limits: bool = False
 
 
 def main(fd: int) -> None:
@@ -117,10 +122,12 @@ async def _work(sock: socket.socket) -> None:
                     writer.write(frame(("usage", totals_of.totals)))
 
             services.on_call = send_totals
+        limits = ParentLimits(writer) if setup.shared_limits else None
+        share_limits(services, limits)
         ctx = replace(setup.ctx, emit=emit, services=services)
         try:
             with active(setup.settings or HeliosSettings.read()):
-                await Runner(setup.door, ctx, reader, writer, setup.slots).run()
+                await Runner(setup.door, ctx, reader, writer, setup.slots, limits).run()
         finally:
             if setup.services is not None:
                 await setup.services.close()
@@ -128,20 +135,61 @@ async def _work(sock: socket.socket) -> None:
         writer.close()
 
 
+class ParentLimits:
+    """The `LimitsClient` of a worker: room for each model call is asked of the run's
+    `LimitsBox` in the parent ("acquire"; the parent answers "granted" with a lease),
+    and given back with the call's outcome ("release")."""
+
+    def __init__(self, writer: asyncio.StreamWriter) -> None:
+        self.writer = writer
+        self.waiting: dict[int, asyncio.Future[int]] = {}
+        self.requests = 0
+
+    async def acquire(self, key: str) -> int:
+        self.requests += 1
+        request = self.requests
+        future: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+        self.waiting[request] = future
+        self.writer.write(frame(("acquire", request, key)))
+        try:
+            return await future
+        except asyncio.CancelledError:
+            self.waiting.pop(request, None)  # a grant that comes later is given back
+            if future.done() and not future.cancelled():
+                self.release(future.result(), "failed", None)
+            raise
+
+    def granted(self, request: int, lease: int) -> None:
+        future = self.waiting.pop(request, None)
+        if future is None or future.done():
+            self.release(lease, "failed", None)
+        else:
+            future.set_result(lease)
+
+    def release(self, lease: int, outcome: str, retry_after: float | None) -> None:
+        if not self.writer.is_closing():
+            self.writer.write(frame(("release", lease, outcome, retry_after)))
+
+
 class Runner:
     """The worker's scheduler: the parent's units, at most `slots` at once."""
 
     def __init__(self, door: Door[Any, Any], ctx: EpisodeContext,
                  reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
-                 slots: int) -> None:  # fmt: skip
+                 slots: int, limits: ParentLimits | None = None) -> None:  # fmt: skip
         self.door, self.ctx = door, ctx
         self.reader, self.writer = reader, writer
+        self.limits = limits
         #: the units handed to this worker and not yet answered, by index
         self.units: dict[int, Any] = {}
         self.semaphore = asyncio.Semaphore(slots)
         self.queue: asyncio.Queue[int | None] = asyncio.Queue()
         self.stopped = False
         self.main: asyncio.Task[Any] | None = None
+        #: the trials running now: a hard budget stops them (`budget_stop`)
+        self.running: set[asyncio.Future[Any]] = set()
+        #: why a hard budget stopped the trials in flight (the parent's words)
+        self.budget_stopped: str | None = None
 
     async def _reply(self, message: tuple[Any, ...]) -> None:
         try:
@@ -178,8 +226,15 @@ class Runner:
             if message[0] == "unit":
                 self.units[message[1]] = message[2]
                 await self.queue.put(message[1])
+            elif message[0] == "granted" and self.limits is not None:
+                self.limits.granted(message[1], message[2])
             elif message[0] == "stop":
                 self.stopped = True
+            elif message[0] == "budget_stop":
+                self.stopped = True
+                self.budget_stopped = message[1]
+                for running in list(self.running):
+                    running.cancel()
             elif message[0] == "end" and not ended:
                 ended = True
                 await self.queue.put(None)
@@ -189,16 +244,29 @@ class Runner:
 
     async def _one(self, index: int, slot: Slot) -> None:
         door, unit = self.door, self.units.pop(index)
+        if self.budget_stopped is not None:  # stopped before it began
+            slot.release()
+            await self._reply(("unstarted", index))
+            return
+        inner = asyncio.ensure_future(door.run_unit(unit, self.ctx, slot))
+        self.running.add(inner)
         try:
             try:
                 if self.ctx.emit is not None:
                     self.ctx.emit(TrialStarted(unit.trial_id, unit.label))
-                result = await door.run_unit(unit, self.ctx, slot)
+                result = await inner
             except asyncio.CancelledError:
-                raise
+                me = asyncio.current_task()
+                if self.budget_stopped is None or (me is not None and me.cancelling()):
+                    raise
+                # A hard budget stopped it (its sandbox stops as after an interrupt).
+                error = ErrorInfo(type=BUDGET_STOPPED, message=self.budget_stopped,
+                                  phase="internal", infrastructure=True)  # fmt: skip
+                result = door.crashed(unit, error)
             except Exception as exc:
                 result = door.crashed(unit, ErrorInfo.from_exception(exc, "internal"))
         finally:
+            self.running.discard(inner)
             slot.release()
         services = self.ctx.services
         totals = services.totals if services is not None else None

@@ -20,20 +20,29 @@ Invariants (see docs/design/invariants.md):
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import errno
 import inspect
 import logging
 import uuid
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
-from helios.engine.budget import BUDGET_STOPPED, SPEND_KEY, STOPPED_KEY, BudgetWatch, record_spend
+from helios.engine.budget import (
+    BUDGET_STOPPED,
+    INVOCATION_KEY,
+    SPEND_KEY,
+    STOPPED_KEY,
+    BudgetWatch,
+    record_spend,
+)
 from helios.engine.config import ConcurrencyConfig
 from helios.engine.door import Door, Unit, Verdict
 from helios.engine.episode import EpisodeContext
 from helios.engine.jsonl import RecordHead
 from helios.engine.scheduler import Scheduler
+from helios.engine.spend_ledger import SpendLedger
 from helios.engine.store import RunStore
 from helios.events import BatchPlanned, BatchStopping, EventSink, TrialFinished, TrialStarted
 from helios.failures import DISK_FULL, ErrorInfo
@@ -134,6 +143,9 @@ class BatchService(Generic[U, R]):
     keep_results: bool = True
     #: the run's budgets and spend (`engine.budget`); None: no budget
     budget: BudgetWatch | None = None
+    #: the run's spend ledger (`engine.spend_ledger`): the spend of the model calls as
+    #: they are made, so a trial killed before its record still counts on resume
+    ledger: SpendLedger | None = None
     #: the run's seconds so far, every invocation's (`Run.seconds`); and what keeps
     #: them in run.json (called every 5 s under a time budget)
     clock: Callable[[], float] | None = None
@@ -252,7 +264,8 @@ class BatchService(Generic[U, R]):
 
                 await run_sharded(self, plan.pending, ctx, workers)
             else:
-                await scheduler.run(plan.pending)
+                with self._ledger_after_each_call():
+                    await scheduler.run(plan.pending)
         except asyncio.CancelledError:
             self.interrupted = True
             await self._cleanup_after_interrupt(ctx.run_id)
@@ -265,6 +278,31 @@ class BatchService(Generic[U, R]):
         return self.recorded
 
     # -- budgets ---------------------------------------------------------------
+    def note_spend(self) -> None:
+        """Keep this invocation's model-call totals in the spend ledger (if they moved)."""
+        if self.ledger is not None and self.services is not None:
+            self.ledger.note(self.services.totals)
+
+    @contextlib.contextmanager
+    def _ledger_after_each_call(self) -> Iterator[None]:
+        """In this process: the ledger is kept after each model call (`on_call`)."""
+        services = self.services
+        if self.ledger is None or services is None:
+            yield
+            return
+        before = services.on_call
+
+        def on_call() -> None:
+            self.note_spend()
+            if before is not None:
+                before()
+
+        services.on_call = on_call
+        try:
+            yield
+        finally:
+            services.on_call = before
+
     def halted(self, in_flight: int | None = None) -> bool:
         """Whether no more unit starts: a fatal stop, or a budget reached (counting
         `in_flight` trials, default: those started and not recorded yet, at their mean
@@ -349,6 +387,8 @@ class BatchService(Generic[U, R]):
         usage = getattr(result, "usage", None)
         if isinstance(usage, Usage):
             keys[SPEND_KEY] = record_spend(usage)
+            if self.ledger is not None and self.ledger.kept:  # its calls are in the ledger
+                keys[SPEND_KEY][INVOCATION_KEY] = self.ledger.invocation
         if self.budget is not None and self.door.verdict(result).error_kind == BUDGET_STOPPED:
             keys[STOPPED_KEY] = True
         self._account(unit, keys.get(SPEND_KEY, {}))
@@ -369,6 +409,7 @@ class BatchService(Generic[U, R]):
         # Decide the fatal stop before the first await: the scheduler hands the
         # freed slot to the next unit as soon as this coroutine yields.
         self._check_fatal(self.door.verdict(result))
+        self.note_spend()  # the ledger holds at least what the record will
         try:
             if getattr(self.door, "writes_files", True):
                 await asyncio.to_thread(self.door.write_files, unit, result)

@@ -15,13 +15,16 @@ What a budget means (docs/getting-started.md, "Budgets"):
   stopped as soon as the spend reaches a budget, and recorded as `BudgetStopped`
   infrastructure errors, which a resume runs again (they are no result);
 - each record carries its trial's spend (`spend`), every line counted once, a
-  superseded attempt's included: money spent stays spent.
+  superseded attempt's included: money spent stays spent;
+- the spend of a trial never recorded (its process killed with -9, or stopped by an
+  interrupt or a hard budget) counts too: the run's spend ledger (`spend_ledger.py`)
+  keeps each invocation's running totals as its model calls are made.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -33,6 +36,8 @@ from helios.usage import Usage
 #: the record key of a trial's spend, and of a trial the budget stopped
 SPEND_KEY = "spend"
 STOPPED_KEY = "budget_stopped"
+#: the key of a record's spend that names the invocation that wrote it (`spend_ledger`)
+INVOCATION_KEY = "invocation"
 #: the error type of a trial stopped by `--budget-hard`
 BUDGET_STOPPED = "BudgetStopped"
 #: the option of each budget, as messages name it
@@ -138,11 +143,30 @@ def record_spend(usage: Usage) -> dict[str, Any]:
     return {"cost_usd": cost, "tokens": tokens_of(usage)}
 
 
-def prior_spend(spends: Iterable[Any], seconds: float) -> Spend:
-    """The spend of the earlier invocations: every record line's `spend`, and their time."""
+def prior_spend(spends: Iterable[Any], seconds: float,
+                ledger: Mapping[str, Any] | None = None) -> Spend:  # fmt: skip
+    """The spend of the earlier invocations: every record line's `spend`, and their time.
+    `ledger`: the spend ledger's total of each invocation (`spend_ledger.LedgerTotal`, by
+    its id): an invocation's records count no more than it (the larger of the two), so
+    the spend of its trials never recorded (a kill -9) counts, and every call once."""
     spend = Spend(seconds=seconds)
+    ledger = ledger or {}
+    by_invocation: dict[str, Spend] = {}
     for item in spends:
-        spend.add_record(item)
+        invocation = item.get(INVOCATION_KEY) if isinstance(item, dict) else None
+        if isinstance(invocation, str) and invocation in ledger:
+            by_invocation.setdefault(invocation, Spend()).add_record(item)
+        else:
+            spend.add_record(item)
+    for invocation, total in ledger.items():
+        recorded = by_invocation.get(invocation, Spend())
+        spend.trials += recorded.trials
+        spend.tokens += max(total.tokens, recorded.tokens)
+        if spend.cost_usd is not None:
+            if total.cost_usd is None or recorded.cost_usd is None:
+                spend.cost_usd = None
+            else:
+                spend.cost_usd += max(total.cost_usd, recorded.cost_usd)
     return spend
 
 

@@ -1,22 +1,9 @@
 """Limits a run shares across a Ray cluster (`--executor ray`, issue 33).
 
-On one machine every trial of a batch shares its model services' adaptive limiter
-(`models/limiter.py`): calls in flight per endpoint and key, halved on a 429. On Ray
-each trial runs in its own process on some node, and a limiter per trial would let a
-cluster of N nodes send N times what the provider allows. So:
-
-- **Model calls**: one actor (`LimitsBox`, on the driver's node, made by the driver
-  for the run) holds the limiter of each of the run's models. A trial's services
-  use a `SharedLimiter`, which asks the actor for room before each call and tells it
-  how the call went: a 429 halves the limit for the whole cluster, its Retry-After
-  holds every call of the run until then (one machine's retries wait it out call by
-  call; a cluster that did so would keep sending from the other nodes), and from the
-  first 429 on the calls are paced: started no faster than the rate the provider
-  answered in the second before it (less a tenth), a rate that grows again slowly
-  while no 429 comes. So the cluster sends about what the provider allows, not a
-  burst each time a hold ends.
-  A trial whose process dies while it holds room leaks that room; the actor hands it
-  back after `LEASE_SECONDS` (no model call lasts that long without an answer).
+- **Model calls**: one `LimitsBox` (`engine/shared_limits.py`), as a Ray actor on the
+  driver's node made by the driver for the run, holds the limiter of each of the run's
+  models; a trial's services ask it through `RayLimits`, the actor's handle. A cluster of
+  N nodes so sends about what the provider allows, not N times that.
 - **Budgets** need nothing here: the driver decides every start (`BatchService.halted`)
   and adds each trial's usage as its result comes.
 - **Sandbox starts**: at most the run's `sandbox_starts` at once on each node, by
@@ -30,162 +17,37 @@ Ray is imported by the caller (`engine/ray_executor.py`); this module needs it n
 from __future__ import annotations
 
 import asyncio
-import collections
-import contextlib
 import fcntl
 import os
-import time
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any, Literal
 
-from helios.models.limiter import AdaptiveLimiter
+from helios.engine.shared_limits import LimitsBox, limits_of
+from helios.engine.shared_limits import share_limits as _share
 
-#: how long room taken by a call may be held before the actor takes it back
-LEASE_SECONDS = 900.0
+__all__ = ["LimitsBox", "NodeStartGate", "RayLimits", "limits_of", "share_limits"]
+
 #: how often a trial waiting for a node's start lock tries again
 START_POLL = 0.05
 
 
-class LimitsBox:
-    """A Ray actor (async): the run's model-call limiters, one per model, by name."""
+class RayLimits:
+    """The `LimitsClient` of a trial on a node: the `LimitsBox` actor's handle."""
 
-    def __init__(self, limits: dict[str, dict[str, float]]) -> None:
-        self.limiters = {key: AdaptiveLimiter(**kw) for key, kw in limits.items()}
-        #: no call starts before this (a 429's Retry-After), per model
-        self.hold_until: dict[str, float] = {}
-        #: calls started per second at most, per model, once a 429 came (None: unpaced);
-        #: when the next call may start; when the calls of the last second were answered
-        self.rate: dict[str, float] = {}
-        self.next_start: dict[str, float] = {}
-        self.answered: dict[str, collections.deque[float]] = {}
-        self.last_429: dict[str, float] = {}
-        #: when each lease was taken, by its number
-        self.leases: dict[int, tuple[str, float]] = {}
-        self.next_lease = 0
-        #: what the cluster did, for the live line and the tests
-        self.counts = {"calls": 0, "rate_limited": 0, "peak_in_flight": 0}
+    def __init__(self, handle: Any) -> None:
+        self.handle = handle
 
     async def acquire(self, key: str) -> int:
-        """Wait for room for one call of model `key`; returns the lease to release."""
-        limiter = self.limiters[key]
-        while True:
-            self._expire()
-            wait = self.hold_until.get(key, 0.0) - time.monotonic()
-            if wait <= 0:
-                break
-            await asyncio.sleep(wait)
-        rate = self.rate.get(key)
-        if rate is not None:  # paced: each call takes the next start time, in turn
-            now = time.monotonic()
-            start = max(now, self.next_start.get(key, 0.0), self.hold_until.get(key, 0.0))
-            self.next_start[key] = start + 1.0 / rate
-            if start > now:
-                await asyncio.sleep(start - now)
-        await limiter.acquire()
-        self.next_lease += 1
-        self.leases[self.next_lease] = (key, time.monotonic())
-        self.counts["calls"] += 1
-        self.counts["peak_in_flight"] = max(self.counts["peak_in_flight"], limiter.in_flight)
-        return self.next_lease
+        lease: int = await self.handle.acquire.remote(key)
+        return lease
 
-    async def release(self, lease: int, outcome: str, retry_after: float | None = None) -> None:
-        """The call of `lease` ended: "ok", "rate_limited" (a 429), or "failed"."""
-        taken = self.leases.pop(lease, None)
-        if taken is None:
-            return  # expired meanwhile
-        key = taken[0]
-        limiter = self.limiters[key]
-        now = time.monotonic()
-        answered = self.answered.setdefault(key, collections.deque())
-        while answered and answered[0] <= now - 1.0:
-            answered.popleft()
-        if outcome == "ok":
-            limiter.on_success()
-            answered.append(now)
-            rate = self.rate.get(key)
-            if rate is not None and now - self.last_429.get(key, 0.0) > limiter.cooldown:
-                self.rate[key] = rate + 0.1  # about +1/s for every 10 answers without a 429
-        elif outcome == "rate_limited":
-            self.counts["rate_limited"] += 1
-            limiter.on_rate_limit()
-            self.last_429[key] = now
-            allowed = max(len(answered), 1) * 0.9
-            self.rate[key] = min(self.rate.get(key, allowed), allowed)
-            if retry_after:
-                until = now + retry_after
-                self.hold_until[key] = max(self.hold_until.get(key, 0.0), until)
-        await limiter.release()
-
-    def current(self, key: str) -> int:
-        return self.limiters[key].current
-
-    def stats(self) -> dict[str, int]:
-        return dict(self.counts)
-
-    def _expire(self) -> None:
-        old = time.monotonic() - LEASE_SECONDS
-        for lease, (key, taken) in list(self.leases.items()):
-            if taken < old:
-                del self.leases[lease]
-                limiter = self.limiters[key]
-                limiter.in_flight = max(0, limiter.in_flight - 1)
-
-
-def limits_of(services: Any) -> dict[str, dict[str, float]]:
-    """The starting limits of each of the run's models (`ModelServices`), by name."""
-    if services is None:
-        return {}
-    every = {_key(services): services, **{_key(o): o for o in services.others.values()}}
-    return {key: {"initial": s.limiter.limit, "minimum": s.limiter.minimum,
-                  "maximum": s.limiter.maximum, "decrease": s.limiter.decrease,
-                  "cooldown": s.limiter.cooldown}
-            for key, s in every.items()}  # fmt: skip
-
-
-def _key(services: Any) -> str:
-    return str(services.name or services.spec.qualified)
+    def release(self, lease: int, outcome: str, retry_after: float | None) -> None:
+        self.handle.release.remote(lease, outcome, retry_after)
 
 
 def share_limits(services: Any, box: Any) -> None:
-    """Make a trial's model services (and the run's other models') ask `box`."""
-    if services is None or box is None:
-        return
-    for one in (services, *services.others.values()):
-        one.limiter = SharedLimiter(box, _key(one), one.limiter)
-
-
-class SharedLimiter(AdaptiveLimiter):
-    """A trial's view of the run's limiter of one model, held by the `LimitsBox` actor.
-    The call's outcome reaches the actor with the release (`slot`): `on_success` and
-    `on_rate_limit` only note it."""
-
-    def __init__(self, box: Any, key: str, like: AdaptiveLimiter) -> None:
-        super().__init__(initial=like.limit, minimum=like.minimum, maximum=like.maximum,
-                         decrease=like.decrease, cooldown=like.cooldown)  # fmt: skip
-        self.box, self.key = box, key
-        #: each call's outcome, by the task that makes it (a trial may make several)
-        self._outcomes: dict[object, tuple[str, float | None]] = {}
-
-    @asynccontextmanager
-    async def slot(self) -> AsyncIterator[None]:
-        lease = await self.box.acquire.remote(self.key)
-        me = asyncio.current_task()
-        self.in_flight += 1
-        try:
-            yield
-        finally:
-            self.in_flight -= 1
-            outcome, retry_after = self._outcomes.pop(me, ("failed", None))
-            with contextlib.suppress(Exception):  # the actor gone: the run is ending
-                self.box.release.remote(lease, outcome, retry_after)
-
-    def on_success(self) -> None:
-        self._outcomes[asyncio.current_task()] = ("ok", None)
-
-    def on_rate_limit(self, retry_after: float | None = None) -> None:
-        self._outcomes[asyncio.current_task()] = ("rate_limited", retry_after)
+    """Make a trial's model services (and the run's other models') ask the actor `box`."""
+    _share(services, RayLimits(box) if box is not None else None)
 
 
 class NodeStartGate(asyncio.Semaphore):

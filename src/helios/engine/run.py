@@ -40,6 +40,7 @@ from helios.engine.budget import BudgetWatch, prior_spend
 from helios.engine.config import RunConfig
 from helios.engine.door import Door, Unit
 from helios.engine.labels import RunLabels
+from helios.engine.spend_ledger import LEDGER, SpendLedger
 from helios.engine.store import RUN_FILE, RunStore, run_metadata, write_json_atomic
 from helios.environments.registry import provider_class
 from helios.errors import ConfigError
@@ -188,14 +189,23 @@ class Run:
             raise ConfigError(f"--max-cost needs the price of every model, and {model} has "
                               "none: give it with --prices FILE", field="--max-cost")  # fmt: skip
 
-    def _budget_watch(self) -> BudgetWatch | None:
+    def _budget_watch(self, ledger: SpendLedger | None) -> BudgetWatch | None:
         """The budgets against the run's spend: the earlier invocations' (every
-        record's `spend`, run.json's `seconds`) plus this one's."""
+        record's `spend` and the spend ledger's totals, run.json's `seconds`) plus
+        this one's."""
         config = self.config.budget
         if not config.active:
             return None
         spends = self._store.recorded_spends() if self._store is not None else []
-        return BudgetWatch(config, prior_spend(spends, self.prior_seconds))
+        earlier = ledger.earlier if ledger is not None else None
+        return BudgetWatch(config, prior_spend(spends, self.prior_seconds, earlier))
+
+    def _ledger(self) -> SpendLedger | None:
+        """The run's spend ledger (`engine.spend_ledger`), kept whenever the run has a
+        folder it writes: a resume may give a budget that a first invocation had not."""
+        if self._store is None or self._store.readonly:
+            return None
+        return SpendLedger(self._store.stream(LEDGER))
 
     @staticmethod
     def _relabel(store: RunStore, labels: RunLabels) -> None:
@@ -245,7 +255,8 @@ class Run:
     ) -> BatchService[U, R]:  # fmt: skip
         """The batch service of this run; `services`: model services the door's
         agent brought (not the run's to close), else the run's own."""
-        self.budget = self._budget_watch()
+        ledger = self._ledger()
+        self.budget = self._budget_watch(ledger)
         return BatchService(
             door=door,
             store=self._store,
@@ -255,6 +266,7 @@ class Run:
             services=services or self.services,
             on_recorded=on_recorded,
             budget=self.budget,
+            ledger=ledger,
             clock=lambda: self.seconds,
             save_clock=self.save_seconds,
         )

@@ -2,7 +2,9 @@
 
 `BatchService.run` with `workers > 1` starts that many workers once the plan is
 made. Each runs its own event loop and its share of the `-n` budget (slots,
-tickets, sandbox starts, its own model client and limiter). The parent stays
+tickets, sandbox starts, its own model client). The run's model-call limits are
+the parent's, one `LimitsBox` for every worker (`engine/shared_limits.py`): N
+workers send what one process would, and a 429 holds them all. The parent stays
 the only writer: it hands units out one at a time as a worker has room (so the
 start order is still the input order), and every result comes back to it to be
 written and recorded exactly as with one process (`BatchService._record`):
@@ -49,10 +51,15 @@ in a caller's loop), `preforked` forks nothing and workers are spawned.
 
 Messages are length-prefixed pickles over a socket pair per worker (`_wire.py`):
 - parent → worker: ("setup", WorkerSetup) first; then ("unit", index, unit) |
-  ("stop",) no more starts | ("end",) no more units;
+  ("stop",) no more starts | ("budget_stop", why) a hard budget stops the trials in
+  flight (each comes back as a `BudgetStopped` result) | ("end",) no more units |
+  ("granted", request, lease) room for a model call;
 - worker → parent: ("event", event) | ("usage", totals) after each model call (the
-  live line's figures; only when the parent shows events) | ("result", index, result, totals) |
-  ("unstarted", index) a unit it was sent but did not start after a stop.
+  live line's figures, the budget's spend and the spend ledger's) |
+  ("result", index, result, totals) | ("unstarted", index) a unit it was sent but did
+  not start after a stop | ("acquire", request, model) room for a model call, asked
+  of the run's limiter | ("release", lease, outcome, retry_after) the call ended.
+  The room a worker held when it died is given back when its socket closes.
 
 A worker that dies (kill -9) has its units in flight recorded as crashed (an
 error, re-run by `--retry-errors`); the others go on, and a unit sent to it as it
@@ -86,11 +93,12 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from helios._proc import run_to_end, within
 from helios.agents.toolsets.registry import registered_toolsets
-from helios.engine._wire import receive, send
+from helios.engine._wire import frame, receive, send
 from helios.engine._worker_side import WorkerSetup
 from helios.engine.door import Door
 from helios.engine.episode import EpisodeContext
 from helios.engine.interrupts import SignalWatch
+from helios.engine.shared_limits import LimitsBox, limits_of
 from helios.errors import ConfigError
 from helios.events import EventSink
 from helios.failures import ErrorInfo
@@ -128,6 +136,8 @@ class ShardedBatch(Protocol):
     on_hard_stop: Callable[[], None] | None
 
     def halted(self, in_flight: int | None = None) -> bool: ...
+
+    def note_spend(self) -> None: ...
 
     def _emit(self, event: Any) -> None: ...
 
@@ -335,6 +345,10 @@ class _Worker:
     #: units sent and not yet answered, by index
     in_flight: set[int] = field(default_factory=set)
     totals: Any = None
+    #: the room for model calls it holds in the run's limiter (`LimitsBox` leases)
+    leases: set[int] = field(default_factory=set)
+    #: its requests for room waiting in the run's limiter
+    asking: set[asyncio.Task[None]] = field(default_factory=set)
 
     @property
     def room(self) -> int:
@@ -352,9 +366,10 @@ async def run_sharded(service: ShardedBatch, units: Sequence[Any],
         _check_importable(f"the registered toolset {toolset.name!r}", toolset)
     processes: _Processes = []
     pool: list[_Worker] = []
-    feeder = _Feeder(service, units, pool)
+    feeder = _Feeder(service, units, pool, _limits_box(service.services))
     listeners: list[asyncio.Task[None]] = []
     feeding: asyncio.Task[None] | None = None
+    service.on_hard_stop = feeder.hard_stop
     try:
         await _start(service, ctx, workers, processes, pool)
         listeners = [asyncio.create_task(feeder.listen(worker)) for worker in pool]
@@ -373,21 +388,58 @@ async def run_sharded(service: ShardedBatch, units: Sequence[Any],
             await run_to_end(within(STOP_GRACE, asyncio.gather(*listeners)))
         raise
     finally:
+        service.on_hard_stop = None
         for task in listeners:
             task.cancel()
         for worker in pool:
             worker.writer.close()
+            _forget_asking(worker)
         await run_to_end(_reap(processes))
+
+
+def _limits_box(services: ModelServices | None) -> LimitsBox | None:
+    """The run's model-call limiters, held here for every worker (`shared_limits`). They
+    are the parent's services' own limiters: the live line shows the run's limit."""
+    if services is None:
+        return None
+    box = LimitsBox(limits_of(services))
+    for one in (services, *services.others.values()):
+        box.limiters[str(one.name or one.spec.qualified)] = one.limiter
+    return box
+
+
+def _forget_asking(worker: _Worker) -> None:
+    for task in worker.asking:
+        task.cancel()
 
 
 class _Feeder:
     def __init__(self, service: ShardedBatch, units: Sequence[Any],
-                 pool: list[_Worker]) -> None:  # fmt: skip
+                 pool: list[_Worker], box: LimitsBox | None = None) -> None:  # fmt: skip
         self.service, self.units, self.pool = service, units, pool
         self.room = asyncio.Event()
         self.stopped = False
         #: interrupted: a worker's units in flight are stopped, not crashed
         self.stopping = False
+        #: the run's model-call limiters, one for every worker
+        self.box = box
+        #: telling the workers that a hard budget stops their trials
+        self.hard_stopping: asyncio.Task[None] | None = None
+
+    def hard_stop(self) -> None:
+        """A hard budget is reached (`BatchService._watch_budget`): every worker stops
+        its trials in flight, each recorded as `BudgetStopped` when it comes back."""
+        if self.hard_stopping is not None:
+            return
+        budget = getattr(self.service, "budget", None)
+        why = budget.stop_reason() if budget is not None else "stopped by a budget"
+        self.stopped = True
+
+        async def tell() -> None:
+            await self._tell_all(("stop",))
+            await self._tell_all(("budget_stop", why))
+
+        self.hard_stopping = asyncio.create_task(tell())
 
     async def feed(self) -> None:
         for index in range(len(self.units)):
@@ -441,6 +493,14 @@ class _Feeder:
                 worker.totals = message[1]
                 self._add_totals()
                 continue
+            if kind == "acquire":  # room for a model call, from the run's limiter
+                asking = asyncio.create_task(self._grant(worker, message[1], message[2]))
+                worker.asking.add(asking)
+                asking.add_done_callback(worker.asking.discard)
+                continue
+            if kind == "release":
+                await self._release(worker, *message[1:])
+                continue
             index = message[1]
             worker.in_flight.discard(index)
             self.room.set()
@@ -455,6 +515,9 @@ class _Feeder:
         # interrupt that is its trials being stopped: they run again on resume.
         worker.writer.close()
         self.room.set()
+        _forget_asking(worker)
+        for lease in list(worker.leases):  # the room its calls held: theirs no more
+            await self._release(worker, lease, "failed", None)
         for index in sorted(worker.in_flight) if not self.stopping else ():
             unit = self.units[index]
             error = ErrorInfo(type="WorkerDied", message=f"worker process {worker.pid} died",
@@ -471,6 +534,24 @@ class _Feeder:
             if worker.totals is not None:
                 total.add(worker.totals)
         services.totals = total
+        self.service.note_spend()
+
+    async def _grant(self, worker: _Worker, request: int, key: str) -> None:
+        """Wait for room for one model call of `worker` in the run's limiter of `key`,
+        and tell it. A worker gone meanwhile gives the room back at once."""
+        assert self.box is not None
+        lease = await self.box.acquire(key)
+        if worker.writer.is_closing():
+            await self.box.release(lease, "failed")
+            return
+        worker.leases.add(lease)
+        worker.writer.write(frame(("granted", request, lease)))
+
+    async def _release(self, worker: _Worker, lease: int, outcome: str,
+                       retry_after: float | None) -> None:  # fmt: skip
+        if self.box is not None and lease in worker.leases:
+            worker.leases.discard(lease)
+            await self.box.release(lease, outcome, retry_after)
 
 
 async def _start(service: ShardedBatch, ctx: EpisodeContext, count: int,
@@ -523,6 +604,7 @@ async def _connect(service: ShardedBatch, ctx: EpisodeContext, count: int, index
         services=_worker_services(service.services),
         events=service.emit is not None,
         slots=slots,
+        shared_limits=service.services is not None,
         secrets=registered(),
         toolsets=registered_toolsets(),
         settings=helios_settings(),

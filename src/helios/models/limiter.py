@@ -62,7 +62,7 @@ class AdaptiveLimiter:
 
     def on_rate_limit(self, retry_after: float | None = None) -> None:
         """A 429 (`retry_after`: what the server asked for; a limiter shared by many
-        processes holds every call for it, `engine.ray_limits`)."""
+        processes holds every call for it, `engine.shared_limits`)."""
         now = time.monotonic()
         if now < self._hold_until:
             return  # same burst: already shrunk
