@@ -23,6 +23,7 @@ from helios.cli.options import (
     QuietOpt,
     RayAddressOpt,
     RegistryOpt,
+    RetryBelowOpt,
     RetryErrorsOpt,
     SampleOpt,
     SeedOpt,
@@ -169,7 +170,8 @@ def _execute(
     "ctx", "tasks_dir", "config", "n_concurrent", "n_attempts", "model", "output", "quiet",
     "pattern", "include", "exclude", "task_tags", "difficulty", "category", "limit", "sample",
     "seed", "dataset", "registry", "provider", "network_default", "pass_env", "agent", "resume",
-    "retry_errors", "force", "fail_under", "workers", "executor", "ray_address", "base_url",
+    "retry_errors", "retry_failed_below", "force", "fail_under", "workers", "executor",
+    "ray_address", "base_url",
     "api_key", "max_turns", "agent_version", "system_prompt_file", "max_tokens", "temperature",
     "reasoning_effort",
     "no_reasoning", "openrouter_routing", "prices", "watch", "debug", "name", "tags",
@@ -211,6 +213,7 @@ def batch_command(
     retry_errors: Annotated[
         bool, typer.Option("--retry-errors", help="With --resume, re-run errored trials too.")
     ] = False,
+    retry_failed_below: RetryBelowOpt = None,
     force: Annotated[
         bool,
         typer.Option("--force", help="With --resume, accept settings that differ from the run's."),
@@ -247,6 +250,7 @@ def batch_command(
         category=category, limit=limit, sample=sample, seed=seed, debug=options.debug,
     )  # fmt: skip
 
+    _retry_needs_resume(retry_failed_below, resume)
     job = _job(config, options.debug)
     named = ("base_url",) if job is not None and job.models else ()
     run = _recorded(ctx, resume, ("batch",), options.debug, named)
@@ -259,7 +263,8 @@ def batch_command(
         executor = saved[0].get("executor", executor)  # as above
     own = dict(
         n_concurrent=n_concurrent, quiet=quiet, pattern=pattern, resume=resume,
-        retry_errors=retry_errors, force=force, workers=workers, executor=executor,
+        retry_errors=retry_errors, retry_failed_below=retry_failed_below, force=force,
+        workers=workers, executor=executor,
         ray_address=ray_address, watch=_view_mode(options.watch, False), selection=selection,
     )  # fmt: skip
     settings = _settings(options, **own)
@@ -298,6 +303,14 @@ def batch_command(
     else:
         tasks = _recorded_tasks(run, "TASKS_DIR (or a job file's tasks)")
     _execute(tasks, settings, fail_under, options.debug)
+
+
+def _retry_needs_resume(below: float | None, resume: Path | None) -> None:
+    """`--retry-failed-below` reruns a run's trials: one line without `--resume`."""
+    if below is not None and resume is None:
+        from helios.cli.common import fail
+
+        fail("--retry-failed-below needs --resume RUN_DIR (the run whose trials to retry)")
 
 
 def _selection(*, debug: bool, **values: Any) -> TaskSelection:
@@ -459,7 +472,8 @@ def _recorded_tasks(run: dict[str, Any] | None, argument: str) -> list[Path]:
 
 @trial_options(
     "ctx", "task", "model", "agent", "provider", "network_default", "pass_env", "output",
-    "n_attempts", "quiet", "resume", "retry_errors", "force", "fail_under", "name", "tags",
+    "n_attempts", "quiet", "resume", "retry_errors", "retry_failed_below", "force", "fail_under",
+    "name", "tags",
     "base_url", "api_key", "max_turns", "agent_version", "system_prompt_file", "max_tokens",
     "temperature", "reasoning_effort", "no_reasoning", "openrouter_routing", "prices", "watch",
     "interactive", "debug", "cache", "max_cost", "max_total_tokens", "max_duration",
@@ -478,6 +492,7 @@ def run_command(
         typer.Option("--resume", help="A run folder to finish, with its settings (as batch's)."),
     ] = None,
     retry_errors: RetryErrorsOpt = False,
+    retry_failed_below: RetryBelowOpt = None,
     force: ForceOpt = False,
     fail_under: FailUnderOpt = None,
     interactive: InteractiveOpt = False,
@@ -485,6 +500,8 @@ def run_command(
     """Run one task and show its result."""
     from helios.cli.common import err_console, fail, handle_errors, shown
     from helios.cli.resume import resume_settings, resumed_options
+
+    _retry_needs_resume(retry_failed_below, resume)
 
     run = _recorded(ctx, resume, ("run",), options.debug)
     saved = _saved(ctx, run, resume, options.debug)
@@ -496,7 +513,8 @@ def run_command(
         fail(_not_a_task(task))
     own = dict(
         n_concurrent=1, run_prefix="run", view="trial", resume=resume, quiet=quiet,
-        retry_errors=retry_errors, force=force, watch=_view_mode(options.watch, interactive),
+        retry_errors=retry_errors, retry_failed_below=retry_failed_below, force=force,
+        watch=_view_mode(options.watch, interactive),
     )  # fmt: skip
     settings = _settings(options, **own)
     if run is not None and saved is None:

@@ -155,6 +155,12 @@ QuietOpt = Annotated[bool, typer.Option("--quiet", "-q", help="Only the aggregat
 RetryErrorsOpt = Annotated[
     bool, typer.Option("--retry-errors", help="With --resume, re-run errored trials too.")
 ]
+RetryBelowOpt = Annotated[
+    float | None,
+    typer.Option("--retry-failed-below", metavar="R",
+                 help="With --resume, run each scored trial whose reward is below R again, "
+                 "as a new attempt beside the old one (the newest counts)."),
+]  # fmt: skip
 ForceOpt = Annotated[
     bool,
     typer.Option("--force", help="With --resume, accept settings that differ from the run's."),

@@ -28,8 +28,10 @@ from typing import Any, Literal, TypeVar
 
 import msgspec
 
+from helios.engine import retries
 from helios.engine.jsonl import TORN, RecordStream
 from helios.engine.labels import read_labels
+from helios.engine.retries import RETRY, RETRY_OF
 from helios.engine.store import RESULTS_FILE, RUN_FILE
 from helios.errors import InputError
 from helios.results.folders import MAX_JSON_BYTES, find_runs, run_folder
@@ -199,6 +201,20 @@ class TrialFacts(msgspec.Struct, gc=False):
     #: any JSON: only a string counts (`_text`), so an odd value never skips the trial
     model: object = None
     agent: object = None
+    #: a retry's marks (`engine.retries`): the trial it replaces, and which retry it is
+    retry_of: object = None
+    retry: object = None
+
+    @property
+    def slot(self) -> str:
+        """The trial this record counts for: a retry's, else its own id."""
+        marks = {RETRY_OF: self.retry_of, RETRY: self.retry}
+        found = retries.mark(marks, self.trial_id)
+        return found[0] if found is not None else self.trial_id
+
+    @property
+    def retry_number(self) -> int:
+        return self.retry if isinstance(self.retry, int) and self.slot != self.trial_id else 0
 
 
 class RunFacts(msgspec.Struct, gc=False):
@@ -244,8 +260,12 @@ def _records(path: Path, kind: type[S], problems: list[str]) -> Iterator[S]:
 def _trial_tasks(run_dir: Path, problems: list[str]) -> dict[str, list[Attempt]]:
     latest: dict[str, TrialFacts] = {}
     for trial in _records(run_dir / RESULTS_FILE, TrialFacts, problems):
-        latest.pop(trial.trial_id, None)  # a later line wins, and takes its place
-        latest[trial.trial_id] = trial
+        slot = trial.slot  # a retry counts in place of the trial it ran again
+        older = latest.get(slot)
+        if older is not None and older.retry_number > trial.retry_number:
+            continue
+        latest.pop(slot, None)  # a later line wins, and takes its place
+        latest[slot] = trial
     names = _task_keys(latest.values())
     tasks: dict[str, list[Attempt]] = {}
     for trial in latest.values():

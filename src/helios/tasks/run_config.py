@@ -118,6 +118,7 @@ def run_config(
             processes=s.workers or default_workers(s.n_concurrent),
             sandbox_starts=s.max_starts,
             retry_errors=s.retry_errors,
+            retry_below=s.retry_failed_below,
             executor=s.executor,
             ray_address=s.ray_address,
         ),

@@ -152,7 +152,9 @@ class ParallelRunner:
             ))  # fmt: skip
 
         def finish(outcome: RunOutcome[TrialSpec, TrialResult]) -> BatchResult:
-            finished = [TrialResult.model_validate(r) for r in outcome.plan.finished]
+            # a trial retried now counts once: its newest attempt (`engine.retries`)
+            counted = outcome.counted(outcome.plan.finished)
+            finished = [TrialResult.model_validate(r) for r in counted]
             return self._finish(finished + outcome.recorded, len(specs), outcome, models)
 
         return await run.drive(

@@ -10,6 +10,7 @@ from typing import Any, Literal
 from helios.engine.budget import BudgetConfig
 from helios.engine.config import Executor, check_executor
 from helios.engine.labels import RunLabels, checked
+from helios.engine.retries import check_below
 from helios.engine.saved_config import NOT_SAVED
 from helios.environments.desktop.vnc import ViewMode
 from helios.errors import ConfigError
@@ -46,6 +47,9 @@ class TaskBatchSettings:
     #: a run folder to finish
     resume: Path | None = field(default=None, metadata=NOT_SAVED)
     retry_errors: bool = field(default=False, metadata=NOT_SAVED)
+    #: with a resume, run each scored trial whose reward is below this again, as a new
+    #: attempt beside the old one (`--retry-failed-below`, `engine.retries`)
+    retry_failed_below: float | None = field(default=None, metadata=NOT_SAVED)
     #: resume even if the run was made with other settings
     force: bool = field(default=False, metadata=NOT_SAVED)
     agent_settings: dict[str, Any] = field(default_factory=dict)
@@ -117,6 +121,8 @@ class TaskBatchSettings:
             if not _ENV_NAME.fullmatch(name):
                 raise ConfigError(f"--pass-env {name!r}: not a variable name",
                                   field="--pass-env")  # fmt: skip
+        if self.retry_failed_below is not None:
+            self.retry_failed_below = check_below(self.retry_failed_below)
         if self.network_default not in ("public", "none"):
             raise ConfigError(f"--network-default {self.network_default!r}: use public or none",
                               field="--network-default")  # fmt: skip
