@@ -298,7 +298,7 @@ def batch_command(
             settings.pattern = "**/task.toml"  # the task folders found: each is itself
     elif saved is not None and saved[1]:
         tasks = saved[1]
-        if settings.dataset and not all(path.is_dir() for path in tasks):
+        if isinstance(settings.dataset, dict) and not all(path.is_dir() for path in tasks):
             tasks = _dataset_again(settings.dataset, resume, options.debug)  # cache cleared
     else:
         tasks = _recorded_tasks(run, "TASKS_DIR (or a job file's tasks)")
@@ -330,20 +330,21 @@ def _dataset(
     reference: str, registry: str | None, debug: bool
 ) -> tuple[list[Path], dict[str, Any]]:
     """The task folders of the dataset `reference` names (fetched into the cache
-    where missing) and its record for run.json."""
-    from helios.cli.common import err_console, fail, handle_errors, shown
+    where missing) and its record for run.json. No registry: `HELIOS_REGISTRY`, else
+    Harbor's (`datasets.default_registry`)."""
+    from helios.cli.common import err_console, handle_errors, shown
     from helios.tasks.datasets import dataset_tasks
 
-    if registry is None:
-        fail("-d/--dataset needs --registry PATH|URL (a registry.json in Harbor's format)")
     try:
         fetched = dataset_tasks(reference, registry)
     except Exception as exc:
         handle_errors(exc, debug)
     d = fetched.dataset
+    cached = f"; the registry's cached copy, as {d.from_cache}" if d.from_cache else ""
     err_console.print(
         f"dataset {shown(d.name)}@{shown(d.version)}: {len(fetched.task_dirs)} task(s), "
-        f"{fetched.fetched} checkout(s) fetched now", highlight=False, soft_wrap=True,
+        f"{fetched.fetched} checkout(s) fetched now{shown(cached)}", highlight=False,
+        soft_wrap=True,
     )  # fmt: skip
     return fetched.task_dirs, fetched.record()
 

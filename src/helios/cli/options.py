@@ -225,7 +225,8 @@ DatasetOpt = Annotated[
 RegistryOpt = Annotated[
     str | None,
     typer.Option("--registry", help="A registry.json (Harbor's format), a path or an "
-                 "http(s) URL: the datasets -d names."),
+                 "http(s) URL: the datasets -d names (default: HELIOS_REGISTRY, else "
+                 "Harbor's registry; a URL's last copy is used offline)."),
 ]  # fmt: skip
 #: the selection's option names, as `TaskSelection` names its fields
 SELECTION_OPTIONS = ("include", "exclude", "task_tags", "difficulty", "category", "limit",

@@ -28,7 +28,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
-from helios.engine import retries
+import helios.engine.retries as retries
 from helios.engine.budget import BUDGET_STOPPED, SPEND_KEY, STOPPED_KEY, BudgetWatch, record_spend
 from helios.engine.config import ConcurrencyConfig
 from helios.engine.door import Door, Unit, Verdict

@@ -28,7 +28,7 @@ from typing import Any, Literal, TypeVar
 
 import msgspec
 
-from helios.engine import retries
+import helios.engine.retries as retries
 from helios.engine.jsonl import TORN, RecordStream
 from helios.engine.labels import read_labels
 from helios.engine.retries import RETRY, RETRY_OF

@@ -7,6 +7,7 @@ config is `tasks.run_config`'s; what it shows, the display presenter's.
 
 from __future__ import annotations
 
+import asyncio
 import inspect
 import os
 from collections.abc import Awaitable, Callable, Sequence
@@ -21,9 +22,11 @@ from helios.display.progress import default_console
 from helios.display.trial import TrialView
 from helios.engine.run import Run, RunOutcome
 from helios.environments.registry import sandbox_provider
+from helios.errors import ConfigError
 from helios.models.services import ModelServices
 from helios.tasks import run_config as config
 from helios.tasks import summary
+from helios.tasks.datasets import dataset_tasks
 from helios.tasks.door import TaskDoor
 from helios.tasks.plan import dedupe_folders, load_batch, product_specs, refuse_for_agents
 from helios.tasks.report import closing_panels, header, show_result
@@ -47,7 +50,7 @@ class ParallelRunner:
     """
 
     def __init__(
-        self, task_paths: Sequence[str | Path] | str | Path, n_concurrent: int = 2,
+        self, task_paths: Sequence[str | Path] | str | Path = (), n_concurrent: int = 2,
         n_attempts: int = 1, model: str | None = None, agent: str | None = None,
         provider: str = "docker", output_dir: str | Path = "output", quiet: bool = False,
         on_complete: OnComplete | None = None, *, settings: TaskBatchSettings | None = None,
@@ -105,11 +108,23 @@ class ParallelRunner:
         self.unknown_keys = loaded.unknown_keys
         return specs
 
+    def _fetch_dataset(self, reference: str) -> list[Path]:
+        """The task folders of a dataset the settings name (`tasks.datasets`), in the
+        cache; the settings then keep its record (run.json's `dataset`)."""
+        if self.task_paths:
+            raise ConfigError("give task_paths or dataset=, not both", field="dataset")
+        fetched = dataset_tasks(reference, self.settings.registry)
+        self.settings.dataset = fetched.record()
+        self.settings.pattern = "**/task.toml"  # each task folder is itself
+        return fetched.task_dirs
+
     # -- the door ----------------------------------------------------------------------
     async def run(self) -> BatchResult:
         s = self.settings
         async with Run(open_services=s.models.open if self.uses_model else None) as run:
             self.services = run.services  # a missing key stopped us first
+            if isinstance(s.dataset, str):  # dataset="NAME@VERSION": its tasks, fetched
+                self.task_paths = await asyncio.to_thread(self._fetch_dataset, s.dataset)
             specs = self._plan()
             self.planned.images = await config.ready_image_digests(s, self.planned.tasks)
             for line in config.rerun_differences(s, self.planned):

@@ -102,8 +102,12 @@ class TaskBatchSettings:
     #: saved, so a resume runs the same ones
     selection: TaskSelection = field(default_factory=TaskSelection)
     #: the dataset the tasks come from (`-d NAME@VERSION`: `tasks.datasets`' record of
-    #: its name, version, registry and each task's commit), recorded in run.json
-    dataset: dict[str, Any] | None = None
+    #: its name, version, registry and each task's commit), recorded in run.json; the
+    #: Python API may name one ("hello@1.0"), fetched from `registry` as the run starts
+    dataset: dict[str, Any] | str | None = None
+    #: the registry a dataset named by `dataset="NAME@VERSION"` is read from (a path or
+    #: a URL; None: `HELIOS_REGISTRY`, else Harbor's); its record keeps it
+    registry: str | None = field(default=None, metadata=NOT_SAVED)
     #: this invocation's budgets (`--max-cost`, `--max-total-tokens`, `--max-duration`,
     #: `--budget-hard`), against the whole run's spend; a resume gives its own
     budget: BudgetConfig = field(default_factory=BudgetConfig, metadata=NOT_SAVED)

@@ -23,7 +23,7 @@ from typing import Any
 
 import msgspec
 
-from helios.engine import retries
+import helios.engine.retries as retries
 from helios.engine.retries import RETRY, RETRY_OF
 
 #: the fields a page may be sorted by
