@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from helios.engine import ConcurrencyConfig, OutputsConfig, RunConfig, SandboxConfig
+from helios.engine.budget import BudgetConfig
 from helios.engine.labels import RunLabels
 from helios.engine.saved_config import dump_config
 from helios.models.retry import RetryPolicy
@@ -43,7 +44,7 @@ def run_config(
     *, runs: int, limit: int, agent: Any, evaluator: Any, synthesizer: Any,
     timeout: float | None, policy: RetryPolicy, output_dir: str | Path | None,
     resume: str | Path | None, force: bool, settings: Mapping[str, Any] | None,
-    labels: RunLabels | None,
+    labels: RunLabels | None, budget: BudgetConfig | None = None,
 ) -> RunConfig:  # fmt: skip
     return RunConfig(
         kind="toolcalls",
@@ -59,4 +60,5 @@ def run_config(
             "synthesizer": type(synthesizer).__name__ if synthesizer is not None else None,
         },
         labels=labels or RunLabels(),
+        budget=budget or BudgetConfig(),  # one invocation's: never saved, nor the identity
     )  # fmt: skip
