@@ -6,102 +6,29 @@ so every test here is in the fast tier."""
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import json
-from dataclasses import dataclass, replace
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from helios.engine import ConcurrencyConfig, OutputsConfig, Run, RunConfig, SandboxConfig
-from helios.engine.batch import Verdict
-from helios.engine.episode import EpisodeContext
+from helios.engine import ConcurrencyConfig
 from helios.engine.retries import retry_id
 from helios.errors import ConfigError
-from helios.slots import Slot
 from helios.view.records import RecordIndex
 
 from .cli_inprocess import helios_inprocess
+from .retry_door import ITEMS, Item, ScoreDoor, drive
+from .waiting import wait_until
 
-
-@dataclass(frozen=True)
-class Item:
-    name: str
-    trial_id: str = ""
-    folder: str | None = None
-    label: str = ""
-    retry: int = 0
-
-
-def item(name: str) -> Item:
-    return Item(name, hashlib.sha256(name.encode()).hexdigest()[:16], name, name)
-
-
-@dataclass
-class ScoreDoor:
-    """Each unit's reward is `rewards[name][retry]` (the last one past the end; None:
-    an error); `hang` units wait until cancelled (a kill mid-round)."""
-
-    run_dir: Path
-    rewards: dict[str, list[float | None]]
-    hang: frozenset[tuple[str, int]] = frozenset()
-
-    def __post_init__(self) -> None:
-        self.ran: list[tuple[str, int]] = []
-
-    async def run_unit(self, unit: Item, ctx: EpisodeContext, slot: Slot) -> dict[str, Any]:
-        self.ran.append((unit.name, unit.retry))
-        if (unit.name, unit.retry) in self.hang:
-            await asyncio.Event().wait()
-        scores = self.rewards[unit.name]
-        reward = scores[min(unit.retry, len(scores) - 1)]
-        status = "error" if reward is None else "passed" if reward >= 1 else "failed"
-        return {"trial_id": unit.trial_id, "name": unit.name, "status": status,
-                "reward": reward or 0.0, "folder": unit.folder}  # fmt: skip
-
-    def retried(self, unit: Item, n: int, trial_id: str) -> Item:
-        return replace(unit, trial_id=trial_id, folder=f"{unit.folder}__retry{n}", retry=n)
-
-    def write_files(self, unit: Item, result: dict[str, Any]) -> None:
-        assert unit.folder is not None
-        (self.run_dir / unit.folder).mkdir(parents=True, exist_ok=True)
-        (self.run_dir / unit.folder / "result.json").write_text(json.dumps(result))
-
-    def to_record(self, unit: Item, result: dict[str, Any]) -> dict[str, Any]:
-        return result
-
-    def crashed(self, unit: Item, error: Any) -> dict[str, Any]:
-        return {"trial_id": unit.trial_id, "name": unit.name, "status": "error", "reward": 0.0}
-
-    def verdict(self, result: dict[str, Any]) -> Verdict:
-        return Verdict(passed=result["status"] == "passed", detail=result["status"],
-                       error_kind="Failed" if result["status"] == "error" else None)  # fmt: skip
-
-
-ITEMS = [item("a"), item("b"), item("c"), item("d")]
-
-
-async def _drive(folder: Path, door: ScoreDoor, below: float | None = None,
-                 units: list[Item] = ITEMS) -> dict[str, dict[str, Any]]:  # fmt: skip
-    """One invocation; returns the counted record of each unit, by name."""
-    async with Run() as run:
-        await run.open(RunConfig(kind="scores", sandbox=SandboxConfig(provider=None),
-                                 concurrency=ConcurrencyConfig(retry_below=below),
-                                 outputs=OutputsConfig(fixed=folder)))  # fmt: skip
-
-        def finish(outcome: Any) -> dict[str, dict[str, Any]]:
-            counted = outcome.counted(outcome.plan.finished) + outcome.recorded
-            names = [r["name"] for r in counted]
-            assert len(names) == len(set(names)), names  # one record per unit
-            return {r["name"]: r for r in counted}
-
-        return await run.drive(door, units, finish=finish)
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def _invoke(folder: Path, door: ScoreDoor, below: float | None = None,
             units: list[Item] = ITEMS) -> dict[str, dict[str, Any]]:  # fmt: skip
-    return asyncio.run(_drive(folder, door, below, units))
+    return asyncio.run(drive(folder, door, below, units))
 
 
 def _lines(folder: Path) -> list[dict[str, Any]]:
@@ -140,24 +67,29 @@ def test_a_resume_reruns_exactly_the_low_ones_beside_the_old(tmp_path: Path) -> 
     assert door.ran == [("c", 1)]
 
 
-def test_a_killed_round_resumes_without_paying_twice(tmp_path: Path) -> None:
+#: one invocation of the retry round in a process of its own, its unit c hanging
+KILLED = """
+import asyncio, sys
+from pathlib import Path
+from tests.retry_door import ITEMS, ScoreDoor, drive
+folder = Path(sys.argv[1])
+door = ScoreDoor(folder, {n: [0.0] for n in "abc"}, hang=frozenset({("c", 1)}))
+asyncio.run(drive(folder, door, 0.5, ITEMS[:3]))
+"""
+
+
+def test_a_round_killed_with_9_resumes_without_paying_twice(tmp_path: Path) -> None:
     folder = tmp_path / "run"
     rewards: dict[str, list[float | None]] = {name: [0.0] for name in "abc"}
     _invoke(folder, ScoreDoor(folder, rewards), units=ITEMS[:3])
-    door = ScoreDoor(folder, rewards, hang=frozenset({("c", 1)}))
-
-    async def killed() -> None:
-        task = asyncio.ensure_future(_drive(folder, door, 0.5, ITEMS[:3]))
-        deadline = asyncio.get_running_loop().time() + 20
-        while len(_lines(folder)) < 5:  # a and b retried, c hangs
-            assert asyncio.get_running_loop().time() < deadline, "a and b not retried"
-            await asyncio.sleep(0.01)
-        task.cancel()
-        with pytest.raises(asyncio.CancelledError):
-            await task
-
-    asyncio.run(killed())
-    # as a kill -9 leaves it: the round unfinished in run.json, a torn last line
+    process = subprocess.Popen([sys.executable, "-c", KILLED, str(folder)], cwd=ROOT)
+    try:
+        wait_until(lambda: process.poll() is None and len(_lines(folder)) == 5,
+                   "a's and b's retries recorded, c's hanging")  # fmt: skip
+    finally:
+        process.kill()  # SIGKILL: nothing runs after it, the kernel drops the lock
+        process.wait(timeout=30)
+    # and a torn last line, as a kill mid-append leaves
     with (folder / "results.jsonl").open("a") as handle:
         handle.write('{"trial_id": "' + retry_id(ITEMS[2].trial_id, 1) + '", "rew')
     assert json.loads((folder / "run.json").read_text())["retry_round"]["finished"] is False

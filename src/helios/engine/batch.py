@@ -83,6 +83,8 @@ class BatchPlan(Generic[U]):
     #: their full records, read only when asked for (`finished`)
     records: dict[str, dict[str, Any]] | None = None
     store: RunStore | None = None
+    #: pending units that run a finished one again (`--retry-failed-below`)
+    retried: int = 0
 
     @property
     def finished(self) -> list[dict[str, Any]]:
@@ -204,7 +206,7 @@ class BatchService(Generic[U, R]):
         # Nothing complete: the units themselves, not a second list of them.
         todo: Sequence[U] = pending if finished_ids or newest else units
         return BatchPlan(units, todo, finished_ids, records=full,  # type: ignore[arg-type]
-                         store=self.store)  # fmt: skip
+                         store=self.store, retried=len(self._supersedes))  # fmt: skip
 
     def _retry(self, unit: U, n: int, supersedes: str | None = None) -> U:
         """`unit`'s n-th retry (`engine.retries`), remembered for its record's marks."""

@@ -158,12 +158,12 @@ class ParallelRunner:
                 if inspect.isawaitable(maybe):
                     await maybe
 
-        def on_plan(n_trials: int, n_pending: int) -> None:
+        def on_plan(n_trials: int, n_pending: int, retried: int = 0) -> None:
             self.screen.header(*header(
                 self.screen, s, task=str(config.as_list(self.task_paths)[0]), agent=agent,
                 n_trials=n_trials, n_pending=n_pending,
                 per_task=s.n_attempts * config.combinations(s), invalid=len(self.invalid),
-                unsupported=len(self.unsupported), found=self.planned.found,
+                unsupported=len(self.unsupported), found=self.planned.found, retried=retried,
             ))  # fmt: skip
 
         def finish(outcome: RunOutcome[TrialSpec, TrialResult]) -> BatchResult:
@@ -175,7 +175,7 @@ class ParallelRunner:
         return await run.drive(
             TaskDoor(store.run_dir), specs, done=index, emit=live.handle, on_recorded=notify,
             display=self.screen.shown(live), finish=finish,
-            on_plan=lambda plan: on_plan(len(specs), len(plan.pending)),
+            on_plan=lambda plan: on_plan(len(specs), len(plan.pending), plan.retried),
         )  # fmt: skip
 
     def _finish(
