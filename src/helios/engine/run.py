@@ -80,9 +80,11 @@ class RunOutcome(Generic[U, R]):
     #: (`engine.retries`): a door's summary leaves them out of `plan.finished`
     superseded: set[str] = field(default_factory=set)
 
-    def counted(self, records: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        """`records` (e.g. `plan.finished`) without those a retry replaced."""
-        return [r for r in records if r.get("trial_id") not in self.superseded]
+    def counted(self, records: list[dict[str, Any]] | None = None) -> list[dict[str, Any]]:
+        """`records` (default: `plan.finished`, the earlier invocations') without those
+        a retry recorded now replaced: each unit's newest record."""
+        found = self.plan.finished if records is None else records
+        return [r for r in found if r.get("trial_id") not in self.superseded]
 
     @property
     def budget_stopped(self) -> str | None:

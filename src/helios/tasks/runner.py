@@ -7,7 +7,6 @@ config is `tasks.run_config`'s; what it shows, the display presenter's.
 
 from __future__ import annotations
 
-import asyncio
 import inspect
 import os
 from collections.abc import Awaitable, Callable, Sequence
@@ -22,11 +21,9 @@ from helios.display.progress import default_console
 from helios.display.trial import TrialView
 from helios.engine.run import Run, RunOutcome
 from helios.environments.registry import sandbox_provider
-from helios.errors import ConfigError
 from helios.models.services import ModelServices
 from helios.tasks import run_config as config
 from helios.tasks import summary
-from helios.tasks.datasets import dataset_tasks
 from helios.tasks.door import TaskDoor
 from helios.tasks.plan import dedupe_folders, load_batch, product_specs, refuse_for_agents
 from helios.tasks.report import closing_panels, header, show_result
@@ -94,6 +91,7 @@ class ParallelRunner:
     def _plan(self) -> list[TrialSpec]:
         """The trials: every model × agent × task × attempt (`plan.product_specs`)."""
         s = self.settings
+        self.task_paths = config.dataset_paths(s, self.task_paths)  # dataset="NAME@VERSION"
         report = self.screen.warn_lines if s.report_inputs else None
         host_env = {name: os.environ[name] for name in s.pass_env if name in os.environ}
         loaded = load_batch(self.task_paths, s.pattern, self.provider_class, report,
@@ -108,23 +106,11 @@ class ParallelRunner:
         self.unknown_keys = loaded.unknown_keys
         return specs
 
-    def _fetch_dataset(self, reference: str) -> list[Path]:
-        """The task folders of a dataset the settings name (`tasks.datasets`), in the
-        cache; the settings then keep its record (run.json's `dataset`)."""
-        if self.task_paths:
-            raise ConfigError("give task_paths or dataset=, not both", field="dataset")
-        fetched = dataset_tasks(reference, self.settings.registry)
-        self.settings.dataset = fetched.record()
-        self.settings.pattern = "**/task.toml"  # each task folder is itself
-        return fetched.task_dirs
-
     # -- the door ----------------------------------------------------------------------
     async def run(self) -> BatchResult:
         s = self.settings
         async with Run(open_services=s.models.open if self.uses_model else None) as run:
             self.services = run.services  # a missing key stopped us first
-            if isinstance(s.dataset, str):  # dataset="NAME@VERSION": its tasks, fetched
-                self.task_paths = await asyncio.to_thread(self._fetch_dataset, s.dataset)
             specs = self._plan()
             self.planned.images = await config.ready_image_digests(s, self.planned.tasks)
             for line in config.rerun_differences(s, self.planned):
@@ -158,7 +144,7 @@ class ParallelRunner:
                 if inspect.isawaitable(maybe):
                     await maybe
 
-        def on_plan(n_trials: int, n_pending: int, retried: int = 0) -> None:
+        def on_plan(n_trials: int, n_pending: int, retried: int) -> None:
             self.screen.header(*header(
                 self.screen, s, task=str(config.as_list(self.task_paths)[0]), agent=agent,
                 n_trials=n_trials, n_pending=n_pending,
@@ -167,9 +153,7 @@ class ParallelRunner:
             ))  # fmt: skip
 
         def finish(outcome: RunOutcome[TrialSpec, TrialResult]) -> BatchResult:
-            # a trial retried now counts once: its newest attempt (`engine.retries`)
-            counted = outcome.counted(outcome.plan.finished)
-            finished = [TrialResult.model_validate(r) for r in counted]
+            finished = [TrialResult.model_validate(r) for r in outcome.counted()]
             return self._finish(finished + outcome.recorded, len(specs), outcome, models)
 
         return await run.drive(
@@ -198,8 +182,7 @@ class ParallelRunner:
             self.screen.warn("warning", f"cannot write {run_dir / SUMMARY_FILE}: {why}",
                              always=True)  # fmt: skip
         self.screen.finish(closing_panels(batch, self.settings.view), output=run_dir)
-        # the model ids the provider reported: recorded; a rerun names a changed one
-        # (known only now that it has answered)
+        # the model ids the provider reported (known only now): a rerun names a changed one
         for line in models_at_end(run_dir, batch.usage.reported_models, self.settings.rerun_of):
             self.screen.warn("warning", f"not as in the run: {line}")
         return batch

@@ -31,7 +31,7 @@ from helios.toolcalls.door import DEFAULT_RETRY_POLICY, RunUnit, ToolCallDoor
 from helios.toolcalls.evaluators.exact import ExactEvaluator
 from helios.toolcalls.plan import Case, build_cases, check_runs, collect, from_record, plan_units
 from helios.toolcalls.protocols import Evaluator
-from helios.toolcalls.run_config import DEFAULT_MAX_CONCURRENCY, in_flight, run_config
+from helios.toolcalls.run_config import DEFAULT_MAX_CONCURRENCY, budget_of, in_flight, run_config
 from helios.toolcalls.transport import aclose_quietly, classify
 from helios.toolcalls.types import BatchResult, EvalResult, SingleRunResult
 
@@ -95,12 +95,7 @@ async def run_cases(
     # batch, and their limiter and retries the only ones its calls go through.
     services = getattr(agent, "services", None)
     screen.services = services if isinstance(services, ModelServices) else None
-    budget = budget if isinstance(budget, BudgetConfig) else BudgetConfig.of(**(budget or {}))
-    if budget.max_cost is not None and screen.services is not None:
-        unpriced = screen.services.unpriced_model()
-        if unpriced is not None:
-            raise ConfigError(f"--max-cost needs the price of every model, and {unpriced} has "
-                              "none: give it with prices", field="--max-cost")  # fmt: skip
+    budget = budget_of(budget, screen.services)
     policy = retry_policy or DEFAULT_RETRY_POLICY
 
     def endpoint() -> EndpointCalls:
