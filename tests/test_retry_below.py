@@ -153,6 +153,11 @@ def test_a_threshold_is_a_finite_number(tmp_path: Path) -> None:
         with pytest.raises(ConfigError, match="--retry-failed-below"):
             ConcurrencyConfig(retry_below=bad)
     assert ConcurrencyConfig(retry_below="0.25").retry_below == 0.25
+    from helios.tasks.settings import TaskBatchSettings
+
+    with pytest.raises(ConfigError, match="needs --resume"):  # the Python API's, as the CLI's
+        TaskBatchSettings(retry_failed_below=0.5)
+    assert TaskBatchSettings(retry_failed_below=1, resume=tmp_path).retry_failed_below == 1.0
     lone = helios_inprocess("batch", str(tmp_path), "--retry-failed-below", "0.5", cwd=tmp_path)
     assert lone.returncode == 2 and "needs --resume" in lone.stderr
     assert len(lone.stderr.strip().splitlines()) == 1

@@ -127,6 +127,9 @@ class TaskBatchSettings:
                                   field="--pass-env")  # fmt: skip
         if self.retry_failed_below is not None:
             self.retry_failed_below = check_below(self.retry_failed_below)
+            if self.resume is None:
+                raise ConfigError("--retry-failed-below needs --resume RUN_DIR (the run whose "
+                                  "trials to retry)", field="--retry-failed-below")  # fmt: skip
         if self.network_default not in ("public", "none"):
             raise ConfigError(f"--network-default {self.network_default!r}: use public or none",
                               field="--network-default")  # fmt: skip
