@@ -163,6 +163,7 @@ def test_resume_skips_finished_and_moves_leftovers(examples_copy: Path, tmp_path
 def test_retry_failed_below_reruns_the_low_trial_beside_the_old(
     make_task: TaskMaker, tmp_path: Path
 ) -> None:
+    from helios.results.harbor_export import _read_trials
     from helios.results.runs import _trial_tasks
 
     make_task("high")
@@ -182,6 +183,9 @@ def test_retry_failed_below_reruns_the_low_trial_beside_the_old(
     summary = json.loads((run_dir / "batch_summary.json").read_text())
     assert [t.get("retry") for t in summary["tasks"] if t["name"] == "low"] == [1]
     assert sum(len(a) for a in _trial_tasks(run_dir, []).values()) == 2  # compare: once
+    trials, replaced = _read_trials(run_dir / "results.jsonl", [])  # a Harbor export: once
+    assert sorted(t.folder for t in trials) == sorted(["001_high", retried.folder]) != []
+    assert replaced == 1
 
 
 def test_retry_errors_only_when_asked(make_task: TaskMaker, tmp_path: Path) -> None:

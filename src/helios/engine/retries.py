@@ -112,6 +112,13 @@ def mark(record: dict[str, Any] | RecordHead, trial_id: str) -> tuple[str, int] 
     return slot, n
 
 
+def slot(retry_of: Any, retry: Any, trial_id: str) -> tuple[str, int]:
+    """(the unit a record counts for, its retry number): a valid retry's marks, else
+    its own id and 0. What a reader of `results.jsonl` keys records by, newest winning."""
+    found = mark({RETRY_OF: retry_of, RETRY: retry}, trial_id)
+    return found if found is not None else (trial_id, 0)
+
+
 def newest_retries(known: Mapping[str, dict[str, Any] | RecordHead]) -> dict[str, int]:
     """slot -> the highest n among its recorded retries."""
     newest: dict[str, int] = {}

@@ -31,7 +31,6 @@ import msgspec
 import helios.engine.retries as retries
 from helios.engine.jsonl import TORN, RecordStream
 from helios.engine.labels import read_labels
-from helios.engine.retries import RETRY, RETRY_OF
 from helios.engine.store import RESULTS_FILE, RUN_FILE
 from helios.errors import InputError
 from helios.results.folders import MAX_JSON_BYTES, find_runs, run_folder
@@ -206,15 +205,9 @@ class TrialFacts(msgspec.Struct, gc=False):
     retry: object = None
 
     @property
-    def slot(self) -> str:
-        """The trial this record counts for: a retry's, else its own id."""
-        marks = {RETRY_OF: self.retry_of, RETRY: self.retry}
-        found = retries.mark(marks, self.trial_id)
-        return found[0] if found is not None else self.trial_id
-
-    @property
-    def retry_number(self) -> int:
-        return self.retry if isinstance(self.retry, int) and self.slot != self.trial_id else 0
+    def slot(self) -> tuple[str, int]:
+        """The trial this record counts for, and its retry number (`engine.retries`)."""
+        return retries.slot(self.retry_of, self.retry, self.trial_id)
 
 
 class RunFacts(msgspec.Struct, gc=False):
@@ -260,9 +253,9 @@ def _records(path: Path, kind: type[S], problems: list[str]) -> Iterator[S]:
 def _trial_tasks(run_dir: Path, problems: list[str]) -> dict[str, list[Attempt]]:
     latest: dict[str, TrialFacts] = {}
     for trial in _records(run_dir / RESULTS_FILE, TrialFacts, problems):
-        slot = trial.slot  # a retry counts in place of the trial it ran again
+        slot, n = trial.slot  # a retry counts in place of the trial it ran again
         older = latest.get(slot)
-        if older is not None and older.retry_number > trial.retry_number:
+        if older is not None and older.slot[1] > n:
             continue
         latest.pop(slot, None)  # a later line wins, and takes its place
         latest[slot] = trial

@@ -24,7 +24,6 @@ from typing import Any
 import msgspec
 
 import helios.engine.retries as retries
-from helios.engine.retries import RETRY, RETRY_OF
 
 #: the fields a page may be sorted by
 SORT_KEYS = ("index", "task", "attempt", "status", "reward", "duration", "cost", "error_type")
@@ -174,10 +173,10 @@ def _tid(record: dict[str, Any]) -> str:
 
 def _slot(head: _Head) -> dict[str, Any]:
     """The row's slot and retry number: a retry's marks only when they hash to its id."""
-    tid = head.trial_id if isinstance(head.trial_id, str) else None
-    if tid is not None and retries.mark({RETRY_OF: head.retry_of, RETRY: head.retry}, tid):
-        return {"slot": head.retry_of, "retry": head.retry}
-    return {"slot": tid}
+    if not isinstance(head.trial_id, str):
+        return {"slot": None}
+    slot, n = retries.slot(head.retry_of, head.retry, head.trial_id)
+    return {"slot": slot, "retry": n}
 
 
 @dataclass
