@@ -355,3 +355,17 @@ def test_a_token_budget_stops_the_runs_then_a_resume_goes_on(tmp_path: Path) -> 
         assert server.stats["served_ok"] == 6  # the five left, none twice
     lines = (run_dir / "results.jsonl").read_text().splitlines()
     assert len(lines) == len({json.loads(line)["trial_id"] for line in lines}) == 6
+
+
+def test_a_cost_budget_without_the_models_price_is_one_line(tmp_path: Path) -> None:
+    config = """
+    synthesizer: null
+    agent:
+      name: model
+      params: {model: openai-compatible/unpriced, base_url: "http://127.0.0.1:9/v1"}
+    tests:
+      - {id: one, prompt: "book now", expect: [{name: book}]}
+    """
+    code, out = _invoke(tmp_path, config, "--max-cost", "1")
+    assert code == 2 and "--max-cost needs the price" in out and "unpriced" in out, out
+    assert len(out.strip().splitlines()) == 1
