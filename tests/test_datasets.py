@@ -234,3 +234,79 @@ def test_a_registry_may_be_a_url(tmp_path: Path) -> None:
         thread.join(timeout=10)
     assert [p.name for p in fetched.task_dirs] == ["hello-file", "word-count"]
     assert fetched.record()["registry"] == url
+
+
+class _Served:
+    """A folder served on 127.0.0.1 until `stop()` (a registry's URL, never the real one)."""
+
+    def __init__(self, folder: Path) -> None:
+        import http.server
+        import threading
+        from functools import partial
+
+        handler = partial(http.server.SimpleHTTPRequestHandler, directory=str(folder))
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/registry.json"
+
+    def stop(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+        self.thread.join(timeout=10)
+
+
+def test_no_registry_means_helios_registry_else_harbors_and_offline_its_copy(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("HELIOS_REGISTRY", raising=False)
+    assert datasets.default_registry() == datasets.DEFAULT_REGISTRY == (
+        "https://raw.githubusercontent.com/laude-institute/harbor/main/registry.json")
+    repo, commit = _repo(tmp_path)
+    served = tmp_path / "served"
+    served.mkdir()
+    _registry(served / "registry.json", str(repo), commit)
+    server = _Served(served)
+    env = {"HELIOS_REGISTRY": server.url, "HELIOS_DATASETS_DIR": str(tmp_path / "cache")}
+    try:
+        online = helios_inprocess("tasks", "list", "-d", "hello@1.0", cwd=tmp_path, env=env)
+    finally:
+        server.stop()
+    assert online.returncode == 0, online.stderr
+    assert "hello-file" in online.stdout and "cached copy" not in online.stderr
+    # the URL gone (offline): the copy kept when it was read
+    offline = helios_inprocess("tasks", "list", "-d", "hello@1.0", cwd=tmp_path, env=env)
+    assert offline.returncode == 0, offline.stderr
+    assert "word-count" in offline.stdout and "cached copy" in offline.stderr
+    assert server.url in offline.stderr
+    # never read, so never cached: one line naming the URL and what to do
+    gone = helios_inprocess("tasks", "list", "-d", "hello@1.0", cwd=tmp_path,
+                            env={**env, "HELIOS_REGISTRY": server.url + "?other"})  # fmt: skip
+    assert gone.returncode == 2 and len(gone.stderr.strip().splitlines()) == 1, gone.stderr
+    assert "no copy of it is cached" in gone.stderr and "--registry PATH" in gone.stderr
+
+
+@pytest.mark.usefixtures("need_bwrap")
+def test_the_python_api_takes_a_dataset_by_name(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import asyncio
+
+    from helios import ParallelRunner
+
+    repo, commit = _repo(tmp_path)
+    registry = _registry(tmp_path / "registry.json", str(repo), commit)
+    runner = ParallelRunner(dataset="hello@1.0", registry=str(registry), agent="nop",
+                            provider="local", output_dir=tmp_path / "out", limit=1,
+                            show_progress=False)  # fmt: skip
+    monkeypatch.setenv("HELIOS_DATASETS_DIR", str(tmp_path / "cache"))
+    batch = asyncio.run(runner.run())
+    assert batch.total_tasks == 1 and batch.output_dir is not None
+    recorded = json.loads((batch.output_dir / "run.json").read_text())["dataset"]
+    assert (recorded["name"], recorded["version"], recorded["registry"]) == (
+        "hello", "1.0", str(registry))
+    assert [t["commit"] for t in recorded["tasks"]] == [commit, commit]
+    with pytest.raises(InputError, match="no dataset 'nope'"):
+        asyncio.run(ParallelRunner(dataset="nope@1", registry=str(registry), agent="nop",
+                                   provider="local", output_dir=tmp_path / "out",
+                                   show_progress=False).run())  # fmt: skip

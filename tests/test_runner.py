@@ -160,6 +160,34 @@ def test_resume_skips_finished_and_moves_leftovers(examples_copy: Path, tmp_path
     assert len(aside) == 1 and (aside[0] / "result.json").is_file()
 
 
+def test_retry_failed_below_reruns_the_low_trial_beside_the_old(
+    make_task: TaskMaker, tmp_path: Path
+) -> None:
+    from helios.results.harbor_export import _read_trials
+    from helios.results.runs import _trial_tasks
+
+    make_task("high")
+    make_task("low", test="echo 0 > /logs/verifier/reward.txt\n")
+    first = _run(tmp_path / "tasks", tmp_path / "out", agent="oracle", n_concurrent=2)
+    run_dir = first.output_dir
+    low = next(r for r in first.results if r.name == "low")
+    again = _run(tmp_path / "tasks", tmp_path / "out", agent="oracle", resume=run_dir,
+                 retry_failed_below=0.5)  # fmt: skip
+    lines = [json.loads(x) for x in (run_dir / "results.jsonl").read_text().splitlines()]
+    assert len(lines) == 3 and lines[-1]["retry_of"] == low.trial_id and lines[-1]["retry"] == 1
+    assert again.total_tasks == 2 and again.passed == 1 and again.failed == 1  # counted once
+    retried = next(r for r in again.results if r.name == "low")
+    assert retried.retry == 1 and retried.folder == f"{low.folder}__retry1"
+    assert (run_dir / low.folder / "result.json").is_file()  # the old attempt stays
+    assert (run_dir / retried.folder / "result.json").is_file()
+    summary = json.loads((run_dir / "batch_summary.json").read_text())
+    assert [t.get("retry") for t in summary["tasks"] if t["name"] == "low"] == [1]
+    assert sum(len(a) for a in _trial_tasks(run_dir, []).values()) == 2  # compare: once
+    trials, replaced = _read_trials(run_dir / "results.jsonl", [])  # a Harbor export: once
+    assert sorted(t.folder for t in trials) == sorted(["001_high", retried.folder]) != []
+    assert replaced == 1
+
+
 def test_retry_errors_only_when_asked(make_task: TaskMaker, tmp_path: Path) -> None:
     make_task("nosolution", solve=None)  # oracle raises → trial error
     first = _run(tmp_path / "tasks", tmp_path / "out", agent="oracle")

@@ -69,6 +69,8 @@ VARIABLES: tuple[Variable, ...] = (
              "recently used answers go first (default 2048)"),
     Variable("HELIOS_DATASETS_DIR", "where the tasks of datasets named with -d are fetched "
              "(default: ~/.cache/helios/datasets)"),
+    Variable("HELIOS_REGISTRY", "the registry.json (a path or an http(s) URL) that -d "
+             "NAME@VERSION reads when no --registry is given (default: Harbor's)", url=True),
     Variable("HELIOS_PRICES", "a JSON file of extra model prices (USD per 1M tokens)",
              changes_results=True),
     Variable("HELIOS_SEARXNG_URL", "the SearXNG instance behind the web toolset's "
@@ -168,6 +170,10 @@ class HeliosSettings:
     @property
     def datasets_dir(self) -> str | None:
         return self.get("HELIOS_DATASETS_DIR")
+
+    @property
+    def registry(self) -> str | None:
+        return self.get("HELIOS_REGISTRY")
 
     @property
     def prices_file(self) -> str | None:

@@ -316,3 +316,56 @@ def test_resume_loads_the_saved_config(tmp_path: Path) -> None:
     given = CliRunner().invoke(app, ["toolcalls", "--resume", str(run_dir), "-c",
                                      str(tmp_path / "c.yaml")])  # fmt: skip
     assert given.exit_code == 0, given.output
+
+
+def test_a_token_budget_stops_the_runs_then_a_resume_goes_on(tmp_path: Path) -> None:
+    from helios.testing.mock_llm import MockLLMServer
+
+    script = {"scenarios": [{"match": "flight", "turns": [{"tool_calls": [
+        {"name": "book_flight", "arguments": {"to_city": "LA"}}]}]}]}  # fmt: skip
+    with MockLLMServer(script=script) as server:
+        config = f"""
+        synthesizer: null
+        max_concurrency: 1
+        agent:
+          name: model
+          params:
+            model: openai-compatible/scripted
+            base_url: {server.openai_base_url}
+            tools:
+              - name: book_flight
+                parameters: {{type: object, properties: {{to_city: {{type: string}}}}}}
+        tests:
+          - id: flight
+            prompt: Book a flight to LA
+            expect: [{{name: book_flight, arguments: {{to_city: LA}}}}]
+            runs: 6
+        """
+        code, out = _invoke(tmp_path, config, "--output", str(tmp_path / "out"),
+                            "--max-total-tokens", "1")  # fmt: skip
+        assert code == 3, out  # the budget stopped it: its own exit code
+        assert "stopped by a budget" in out and "--max-total-tokens" in out
+        assert server.stats["served_ok"] == 1  # one run at a time: the first one's spend
+        (run_dir,) = (tmp_path / "out").iterdir()
+        summary = json.loads((run_dir / "toolcalls_summary.json").read_text())
+        assert summary["budget"]["stopped_by"] == "max_tokens" and summary["passed_count"] == 1
+        result = CliRunner().invoke(app, ["toolcalls", "--resume", str(run_dir),
+                                          "--max-total-tokens", "1000000"])  # fmt: skip
+        assert result.exit_code == 0, result.output
+        assert server.stats["served_ok"] == 6  # the five left, none twice
+    lines = (run_dir / "results.jsonl").read_text().splitlines()
+    assert len(lines) == len({json.loads(line)["trial_id"] for line in lines}) == 6
+
+
+def test_a_cost_budget_without_the_models_price_is_one_line(tmp_path: Path) -> None:
+    config = """
+    synthesizer: null
+    agent:
+      name: model
+      params: {model: openai-compatible/unpriced, base_url: "http://127.0.0.1:9/v1"}
+    tests:
+      - {id: one, prompt: "book now", expect: [{name: book}]}
+    """
+    code, out = _invoke(tmp_path, config, "--max-cost", "1")
+    assert code == 2 and "--max-cost needs the price" in out and "unpriced" in out, out
+    assert len(out.strip().splitlines()) == 1

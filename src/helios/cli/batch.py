@@ -23,6 +23,7 @@ from helios.cli.options import (
     QuietOpt,
     RayAddressOpt,
     RegistryOpt,
+    RetryBelowOpt,
     RetryErrorsOpt,
     SampleOpt,
     SeedOpt,
@@ -169,7 +170,8 @@ def _execute(
     "ctx", "tasks_dir", "config", "n_concurrent", "n_attempts", "model", "output", "quiet",
     "pattern", "include", "exclude", "task_tags", "difficulty", "category", "limit", "sample",
     "seed", "dataset", "registry", "provider", "network_default", "pass_env", "agent", "resume",
-    "retry_errors", "force", "fail_under", "workers", "executor", "ray_address", "base_url",
+    "retry_errors", "retry_failed_below", "force", "fail_under", "workers", "executor",
+    "ray_address", "base_url",
     "api_key", "max_turns", "agent_version", "system_prompt_file", "max_tokens", "temperature",
     "reasoning_effort",
     "no_reasoning", "openrouter_routing", "prices", "watch", "debug", "name", "tags",
@@ -211,6 +213,7 @@ def batch_command(
     retry_errors: Annotated[
         bool, typer.Option("--retry-errors", help="With --resume, re-run errored trials too.")
     ] = False,
+    retry_failed_below: RetryBelowOpt = None,
     force: Annotated[
         bool,
         typer.Option("--force", help="With --resume, accept settings that differ from the run's."),
@@ -247,6 +250,7 @@ def batch_command(
         category=category, limit=limit, sample=sample, seed=seed, debug=options.debug,
     )  # fmt: skip
 
+    _retry_needs_resume(retry_failed_below, resume)
     job = _job(config, options.debug)
     named = ("base_url",) if job is not None and job.models else ()
     run = _recorded(ctx, resume, ("batch",), options.debug, named)
@@ -259,7 +263,8 @@ def batch_command(
         executor = saved[0].get("executor", executor)  # as above
     own = dict(
         n_concurrent=n_concurrent, quiet=quiet, pattern=pattern, resume=resume,
-        retry_errors=retry_errors, force=force, workers=workers, executor=executor,
+        retry_errors=retry_errors, retry_failed_below=retry_failed_below, force=force,
+        workers=workers, executor=executor,
         ray_address=ray_address, watch=_view_mode(options.watch, False), selection=selection,
     )  # fmt: skip
     settings = _settings(options, **own)
@@ -293,11 +298,19 @@ def batch_command(
             settings.pattern = "**/task.toml"  # the task folders found: each is itself
     elif saved is not None and saved[1]:
         tasks = saved[1]
-        if settings.dataset and not all(path.is_dir() for path in tasks):
+        if isinstance(settings.dataset, dict) and not all(path.is_dir() for path in tasks):
             tasks = _dataset_again(settings.dataset, resume, options.debug)  # cache cleared
     else:
         tasks = _recorded_tasks(run, "TASKS_DIR (or a job file's tasks)")
     _execute(tasks, settings, fail_under, options.debug)
+
+
+def _retry_needs_resume(below: float | None, resume: Path | None) -> None:
+    """`--retry-failed-below` reruns a run's trials: one line without `--resume`."""
+    if below is not None and resume is None:
+        from helios.cli.common import fail
+
+        fail("--retry-failed-below needs --resume RUN_DIR (the run whose trials to retry)")
 
 
 def _selection(*, debug: bool, **values: Any) -> TaskSelection:
@@ -317,20 +330,21 @@ def _dataset(
     reference: str, registry: str | None, debug: bool
 ) -> tuple[list[Path], dict[str, Any]]:
     """The task folders of the dataset `reference` names (fetched into the cache
-    where missing) and its record for run.json."""
-    from helios.cli.common import err_console, fail, handle_errors, shown
+    where missing) and its record for run.json. No registry: `HELIOS_REGISTRY`, else
+    Harbor's (`datasets.default_registry`)."""
+    from helios.cli.common import err_console, handle_errors, shown
     from helios.tasks.datasets import dataset_tasks
 
-    if registry is None:
-        fail("-d/--dataset needs --registry PATH|URL (a registry.json in Harbor's format)")
     try:
         fetched = dataset_tasks(reference, registry)
     except Exception as exc:
         handle_errors(exc, debug)
     d = fetched.dataset
+    cached = f"; the registry's cached copy, as {d.from_cache}" if d.from_cache else ""
     err_console.print(
         f"dataset {shown(d.name)}@{shown(d.version)}: {len(fetched.task_dirs)} task(s), "
-        f"{fetched.fetched} checkout(s) fetched now", highlight=False, soft_wrap=True,
+        f"{fetched.fetched} checkout(s) fetched now{shown(cached)}", highlight=False,
+        soft_wrap=True,
     )  # fmt: skip
     return fetched.task_dirs, fetched.record()
 
@@ -459,7 +473,8 @@ def _recorded_tasks(run: dict[str, Any] | None, argument: str) -> list[Path]:
 
 @trial_options(
     "ctx", "task", "model", "agent", "provider", "network_default", "pass_env", "output",
-    "n_attempts", "quiet", "resume", "retry_errors", "force", "fail_under", "name", "tags",
+    "n_attempts", "quiet", "resume", "retry_errors", "retry_failed_below", "force", "fail_under",
+    "name", "tags",
     "base_url", "api_key", "max_turns", "agent_version", "system_prompt_file", "max_tokens",
     "temperature", "reasoning_effort", "no_reasoning", "openrouter_routing", "prices", "watch",
     "interactive", "debug", "cache", "max_cost", "max_total_tokens", "max_duration",
@@ -478,6 +493,7 @@ def run_command(
         typer.Option("--resume", help="A run folder to finish, with its settings (as batch's)."),
     ] = None,
     retry_errors: RetryErrorsOpt = False,
+    retry_failed_below: RetryBelowOpt = None,
     force: ForceOpt = False,
     fail_under: FailUnderOpt = None,
     interactive: InteractiveOpt = False,
@@ -485,6 +501,8 @@ def run_command(
     """Run one task and show its result."""
     from helios.cli.common import err_console, fail, handle_errors, shown
     from helios.cli.resume import resume_settings, resumed_options
+
+    _retry_needs_resume(retry_failed_below, resume)
 
     run = _recorded(ctx, resume, ("run",), options.debug)
     saved = _saved(ctx, run, resume, options.debug)
@@ -496,7 +514,8 @@ def run_command(
         fail(_not_a_task(task))
     own = dict(
         n_concurrent=1, run_prefix="run", view="trial", resume=resume, quiet=quiet,
-        retry_errors=retry_errors, force=force, watch=_view_mode(options.watch, interactive),
+        retry_errors=retry_errors, retry_failed_below=retry_failed_below, force=force,
+        watch=_view_mode(options.watch, interactive),
     )  # fmt: skip
     settings = _settings(options, **own)
     if run is not None and saved is None:

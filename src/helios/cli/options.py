@@ -155,6 +155,12 @@ QuietOpt = Annotated[bool, typer.Option("--quiet", "-q", help="Only the aggregat
 RetryErrorsOpt = Annotated[
     bool, typer.Option("--retry-errors", help="With --resume, re-run errored trials too.")
 ]
+RetryBelowOpt = Annotated[
+    float | None,
+    typer.Option("--retry-failed-below", metavar="R",
+                 help="With --resume, run each scored trial whose reward is below R again, "
+                 "as a new attempt beside the old one (the newest counts)."),
+]  # fmt: skip
 ForceOpt = Annotated[
     bool,
     typer.Option("--force", help="With --resume, accept settings that differ from the run's."),
@@ -219,7 +225,8 @@ DatasetOpt = Annotated[
 RegistryOpt = Annotated[
     str | None,
     typer.Option("--registry", help="A registry.json (Harbor's format), a path or an "
-                 "http(s) URL: the datasets -d names."),
+                 "http(s) URL: the datasets -d names (default: HELIOS_REGISTRY, else "
+                 "Harbor's registry; a URL's last copy is used offline)."),
 ]  # fmt: skip
 #: the selection's option names, as `TaskSelection` names its fields
 SELECTION_OPTIONS = ("include", "exclude", "task_tags", "difficulty", "category", "limit",

@@ -67,7 +67,7 @@ def tasks_list_command(
     elif tasks_dir is not None:
         paths = [tasks_dir]
     else:
-        fail("missing TASKS_DIR (or -d NAME@VERSION --registry R)")
+        fail("missing TASKS_DIR (or -d NAME@VERSION)")
     try:
         loaded = load_batch(paths, pattern, None, selection=selection)
     except Exception as exc:

@@ -1,6 +1,7 @@
 """`helios toolcalls --config c.yaml`: the tool-call front door on the command line.
 
 Exit codes: 0 every run passed; 1 a run failed; 2 a bad config or invocation;
+3 stopped by a budget (`--max-cost`, `--max-total-tokens`, `--max-duration`);
 130 interrupted.
 """
 
@@ -14,12 +15,23 @@ import typer
 
 from helios.cli.common import (
     EXIT_BELOW_THRESHOLD,
+    EXIT_BUDGET,
     EXIT_OK,
+    err_console,
     fail,
     handle_errors,
     run_coroutine,
+    shown,
 )
-from helios.cli.options import DebugOpt, NameOpt, TagOpt
+from helios.cli.options import (
+    BudgetHardOpt,
+    DebugOpt,
+    MaxCostOpt,
+    MaxDurationOpt,
+    MaxTotalTokensOpt,
+    NameOpt,
+    TagOpt,
+)
 from helios.text import visible
 from helios.toolcalls.types import BatchResult
 
@@ -62,9 +74,14 @@ def toolcalls_command(
     ] = False,
     name: NameOpt = None,
     tag: TagOpt = None,
+    max_cost: MaxCostOpt = None,
+    max_total_tokens: MaxTotalTokensOpt = None,
+    max_duration: MaxDurationOpt = None,
+    budget_hard: BudgetHardOpt = False,
     debug: DebugOpt = False,
 ) -> None:
     """Run the tool-call tests of a YAML config; print the summary; exit 1 if a run failed."""
+    from helios.engine.budget import BudgetConfig
     from helios.engine.labels import labels_of
     from helios.toolcalls.config import build_components, load_config
     from helios.toolcalls.report import check_report_path
@@ -73,6 +90,7 @@ def toolcalls_command(
         fail("--config is required (or --resume RUN_DIR of a run that saved its config)")
     try:
         labels = labels_of(name, tag)
+        budget = BudgetConfig.of(max_cost, max_total_tokens, max_duration, budget_hard)
         if report is not None:
             check_report_path(report)
         found = _saved(resume, needed=config is None) if resume is not None else None
@@ -99,8 +117,8 @@ def toolcalls_command(
             max_concurrency=max_concurrency or parsed.max_concurrency,
             cache=False if no_cache else None, output_dir=output, labels=labels,
             settings={CONFIG_FILE: str(config.absolute()), RUNS: runs,
-                      **parsed.model_dump(mode="json", exclude_none=True)},
-            resume=resume, force=force,
+                      **_saved_settings(parsed)},
+            resume=resume, force=force, budget=budget,
         ))  # fmt: skip
     except Exception as exc:
         handle_errors(exc, debug)
@@ -112,7 +130,22 @@ def toolcalls_command(
             typer.echo(visible(f"report written to {write_report(report, entries)}"))
         except OSError as exc:
             fail(f"{report}: {exc.strerror or exc}")
+    if batch.budget_stopped:
+        how = ("rerun with --resume RUN_DIR (its run folder) and a higher budget"
+               if output is not None or resume is not None else
+               "keep a run folder with --output, so that a resume with a higher budget can "
+               "go on")  # fmt: skip
+        err_console.print(f"[yellow]stopped by a budget:[/] {shown(batch.budget_stopped)}; {how}",
+                          highlight=False, soft_wrap=True)  # fmt: skip
+        raise typer.Exit(EXIT_BUDGET)
     raise typer.Exit(EXIT_OK if batch.passed else EXIT_BELOW_THRESHOLD)
+
+
+def _saved_settings(parsed: ToolcallsConfig) -> dict[str, object]:
+    """The config as run.json saves it: unset values left out, but `synthesizer: null`
+    (text mode) kept, as its absence means the default synthesizer to a resume."""
+    dumped = parsed.model_dump(mode="json")
+    return {k: v for k, v in dumped.items() if v is not None or k == "synthesizer"}
 
 
 #: what run.json's `config.settings` holds beside the YAML config: its file (relative

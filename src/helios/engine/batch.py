@@ -29,6 +29,7 @@ from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
+import helios.engine.retries as retries
 from helios.engine.budget import (
     BUDGET_STOPPED,
     INVOCATION_KEY,
@@ -41,9 +42,11 @@ from helios.engine.config import ConcurrencyConfig
 from helios.engine.door import Door, Unit, Verdict
 from helios.engine.episode import EpisodeContext
 from helios.engine.jsonl import RecordHead
+from helios.engine.retries import RetryRound
 from helios.engine.scheduler import Scheduler
 from helios.engine.spend_ledger import SpendLedger
 from helios.engine.store import RunStore
+from helios.errors import ConfigError
 from helios.events import BatchPlanned, BatchStopping, EventSink, TrialFinished, TrialStarted
 from helios.failures import DISK_FULL, ErrorInfo
 from helios.slots import Slot
@@ -89,6 +92,8 @@ class BatchPlan(Generic[U]):
     #: their full records, read only when asked for (`finished`)
     records: dict[str, dict[str, Any]] | None = None
     store: RunStore | None = None
+    #: pending units that run a finished one again (`--retry-failed-below`)
+    retried: int = 0
 
     @property
     def finished(self) -> list[dict[str, Any]]:
@@ -158,6 +163,14 @@ class BatchService(Generic[U, R]):
     _running: set[asyncio.Future[Any]] = field(default_factory=set)
     #: the units whose spend the budget counts already (`_account`)
     _accounted: set[str] = field(default_factory=set)
+    #: this invocation's `--retry-failed-below` round (`engine.retries`); None: none
+    retry: RetryRound | None = None
+    #: the ids of the records a retry recorded by this invocation replaces in the
+    #: counts (the records themselves stay): a door's summary leaves them out
+    superseded: set[str] = field(default_factory=set)
+    #: retry unit id -> (its slot, n); and -> the record it replaces once recorded
+    _retries: dict[str, tuple[str, int]] = field(default_factory=dict)
+    _supersedes: dict[str, str] = field(default_factory=dict)
 
     #: the run id when there is no store
     memory_run_id: str = field(default_factory=lambda: uuid.uuid4().hex)
@@ -182,14 +195,20 @@ class BatchService(Generic[U, R]):
             self._emit(BatchPlanned(total=len(units), pending=len(units)))
             return BatchPlan(units, units, [])
         known = self.store.load_index() if records is None else records
+        newest = retries.newest_retries(known)
         pending: list[U] = []
         finished_ids: list[str] = []
         for unit in units:
-            record = known.get(unit.trial_id)
+            n = newest.get(unit.trial_id, 0)
+            tid = unit.trial_id if n == 0 else retries.retry_id(unit.trial_id, n)
+            record = known.get(tid)
             if record is None or not self._is_done(record):
-                pending.append(unit)
+                pending.append(unit if n == 0 else self._retry(unit, n))
+            elif self.retry is not None and retries.below(record, self.retry):
+                pending.append(self._retry(unit, n + 1, supersedes=tid))
+                finished_ids.append(tid)  # counted until its retry is recorded
             else:
-                finished_ids.append(unit.trial_id)
+                finished_ids.append(tid)
         for unit in pending:
             if unit.folder is not None:
                 self.store.clear_leftover(unit.folder)
@@ -197,9 +216,21 @@ class BatchService(Generic[U, R]):
         full = known if isinstance(first, dict) else None  # the door's full records
         self._emit(BatchPlanned(total=len(units), pending=len(pending)))
         # Nothing complete: the units themselves, not a second list of them.
-        todo: Sequence[U] = pending if finished_ids else units
+        todo: Sequence[U] = pending if finished_ids or newest else units
         return BatchPlan(units, todo, finished_ids, records=full,  # type: ignore[arg-type]
-                         store=self.store)  # fmt: skip
+                         store=self.store, retried=len(self._supersedes))  # fmt: skip
+
+    def _retry(self, unit: U, n: int, supersedes: str | None = None) -> U:
+        """`unit`'s n-th retry (`engine.retries`), remembered for its record's marks."""
+        if not isinstance(self.door, retries.Retries):
+            raise ConfigError(f"{retries.FLAG}: this run's units cannot be retried",
+                              field=retries.FLAG)  # fmt: skip
+        tid = retries.retry_id(unit.trial_id, n)
+        self._retries[tid] = (unit.trial_id, n)
+        if supersedes is not None:
+            self._supersedes[tid] = supersedes
+        retried: U = self.door.retried(unit, n, tid)
+        return retried
 
     def _is_done(self, record: dict[str, Any] | RecordHead | None) -> bool:
         if record is None:
@@ -418,6 +449,8 @@ class BatchService(Generic[U, R]):
                 self._stop(f"the output disk is full ({exc.strerror}): nothing more is started")
             result = self.door.crashed(unit, ErrorInfo.from_exception(exc, "record"))
         extra = {**(extra or {}), **self._spend_keys(unit, result)}
+        if (marks := self._retries.get(unit.trial_id)) is not None:
+            extra.update(retries.keys(*marks, self.retry))
         if self.store is not None:
             try:
                 record = self.door.to_record(unit, result)
@@ -426,6 +459,8 @@ class BatchService(Generic[U, R]):
                 # The record is rolled back: this unit runs again on resume.
                 self._stop(f"cannot record results in {self.store.run_dir}: {exc.strerror}")
                 return
+        if (replaced := self._supersedes.get(unit.trial_id)) is not None:
+            self.superseded.add(replaced)
         if self.keep_results:
             self.recorded.append(result)
         verdict = self.door.verdict(result)

@@ -13,10 +13,11 @@ import importlib.util
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from helios.engine.budget import BudgetConfig
 from helios.engine.labels import RunLabels
+from helios.engine.retries import check_below
 from helios.engine.saved_config import CONFIG_KEY, CONFIG_VERSION, VERSION_KEY, dump_config
 from helios.errors import ConfigError
 from helios.models.pricing import price_source
@@ -76,11 +77,19 @@ class ConcurrencyConfig(BaseModel):
     sandbox_starts: int | None = Field(default=None, ge=1)
     #: with a resume, run errored units again too
     retry_errors: bool = False
+    #: with a resume, run each scored unit whose reward is below this once more, as a
+    #: new attempt beside the old one (`engine.retries`, `--retry-failed-below`)
+    retry_below: float | None = None
     #: where units run: "local" (this machine, `processes` of it) or "ray" (a Ray
     #: cluster's nodes; engine/ray_executor.py)
     executor: Executor = "local"
     #: with "ray": the cluster's address, "auto", or None (start a local Ray instance)
     ray_address: str | None = None
+
+    @field_validator("retry_below", mode="before")
+    @classmethod
+    def _a_reward(cls, value: Any) -> float | None:
+        return None if value is None else check_below(value)
 
     @model_validator(mode="after")
     def _derive_starts(self) -> ConcurrencyConfig:

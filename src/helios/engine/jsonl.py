@@ -46,6 +46,11 @@ class RecordHead(msgspec.Struct, gc=False):
     #: the trial's spend and whether a budget stopped it (`engine.budget`)
     spend: object = None
     budget_stopped: object = None
+    #: the reward, and a retry's marks (`engine.retries`: `--retry-failed-below`)
+    reward: object = None
+    retry_of: object = None
+    retry: object = None
+    retry_round: object = None
 
 
 _HEADS = msgspec.json.Decoder(RecordHead)
@@ -185,8 +190,7 @@ class RecordStream:
         if heads is not None:
             return heads, []
         loaded = self.load(repair=repair)
-        heads = [RecordHead(r.get("trial_id"), r.get("status"), r.get("folder"),
-                            r.get("spend"), r.get("budget_stopped"))
+        heads = [RecordHead(*(r.get(name) for name in RecordHead.__struct_fields__))
                  for r in loaded.records]  # fmt: skip
         return heads, loaded.quarantined
 

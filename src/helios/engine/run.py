@@ -30,7 +30,7 @@ import asyncio
 import time
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager, nullcontext, suppress
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Generic, TypeVar
@@ -40,6 +40,7 @@ from helios.engine.budget import BudgetWatch, prior_spend
 from helios.engine.config import RunConfig
 from helios.engine.door import Door, Unit
 from helios.engine.labels import RunLabels
+from helios.engine.retries import ROUND_KEY, RetryRound, next_round
 from helios.engine.spend_ledger import LEDGER, SpendLedger
 from helios.engine.store import RUN_FILE, RunStore, run_metadata, write_json_atomic
 from helios.environments.registry import provider_class
@@ -76,6 +77,15 @@ class RunOutcome(Generic[U, R]):
     #: the budgets, which stopped the run (`stopped_by`) and the run's spend
     #: (run.json's `budget`); None: no budget
     budget: dict[str, Any] | None = None
+    #: ids of earlier records that a retry recorded now replaces in the counts
+    #: (`engine.retries`): a door's summary leaves them out of `plan.finished`
+    superseded: set[str] = field(default_factory=set)
+
+    def counted(self, records: list[dict[str, Any]] | None = None) -> list[dict[str, Any]]:
+        """`records` (default: `plan.finished`, the earlier invocations') without those
+        a retry recorded now replaced: each unit's newest record."""
+        found = self.plan.finished if records is None else records
+        return [r for r in found if r.get("trial_id") not in self.superseded]
 
     @property
     def budget_stopped(self) -> str | None:
@@ -112,6 +122,8 @@ class Run:
         self._started = time.monotonic()
         #: the budgets against the run's spend, when the config has any
         self.budget: BudgetWatch | None = None
+        #: this invocation's `--retry-failed-below` round, if any
+        self.retry: RetryRound | None = None
         #: the HELIOS_* variables, read once as the run starts (`helios.settings`)
         self.settings = HeliosSettings.read()
         self._settings_scope = active(self.settings)
@@ -207,6 +219,29 @@ class Run:
             return None
         return SpendLedger(self._store.stream(LEDGER))
 
+    def _retry_round(self) -> RetryRound | None:
+        """This invocation's retry round (`engine.retries`), recorded in run.json
+        before any unit starts: a kill -9 leaves it unfinished for the next resume."""
+        below = self.config.concurrency.retry_below
+        if below is None or self._store is None:
+            return None
+        metadata = self.store.metadata()
+        round_ = next_round(below, metadata.get(ROUND_KEY))
+        metadata[ROUND_KEY] = round_.recorded(finished=False)
+        write_json_atomic(self.run_dir / RUN_FILE, metadata)
+        return round_
+
+    def _finish_round(self, outcome: RunOutcome[Any, Any]) -> None:
+        """Mark the retry round finished when nothing stopped it early."""
+        if self.retry is None or self._store is None:
+            return
+        if outcome.interrupted or outcome.aborted or outcome.budget_stopped:
+            return
+        metadata = self.store.metadata()
+        metadata[ROUND_KEY] = self.retry.recorded(finished=True)
+        with suppress(OSError):
+            write_json_atomic(self.run_dir / RUN_FILE, metadata)
+
     @staticmethod
     def _relabel(store: RunStore, labels: RunLabels) -> None:
         """A resume keeps the run's name and tags; one that names them again replaces
@@ -257,6 +292,7 @@ class Run:
         agent brought (not the run's to close), else the run's own."""
         ledger = self._ledger()
         self.budget = self._budget_watch(ledger)
+        self.retry = self._retry_round()
         return BatchService(
             door=door,
             store=self._store,
@@ -269,6 +305,7 @@ class Run:
             ledger=ledger,
             clock=lambda: self.seconds,
             save_clock=self.save_seconds,
+            retry=self.retry,
         )
 
     async def execute(
@@ -312,8 +349,9 @@ class Run:
                 plan=plan, recorded=service.recorded, seconds=self.save_seconds(),
                 prior_seconds=self.prior_seconds,
                 interrupted=service.interrupted or interrupted, aborted=service.aborted,
-                budget=self._save_budget(service),
+                budget=self._save_budget(service), superseded=service.superseded,
             )  # fmt: skip
+            self._finish_round(outcome)
             finished = finish(outcome)
         return finished
 

@@ -39,6 +39,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+import helios.engine.retries as retries
 from helios.atomic_write import write_text_atomic
 from helios.engine.jsonl import TORN, RecordStream
 from helios.engine.metrics import pass_at_k_table
@@ -153,7 +154,8 @@ def _generate_line(run_dir: Path) -> str:
 
 def _read_trials(path: Path, problems: list[str]) -> tuple[list[TrialResult], int]:
     """The run's trials, the later line of a trial recorded twice winning (a rerun of
-    an errored trial), and how many lines such a later line replaced."""
+    an errored trial), as a trial's newest retry does (`--retry-failed-below`), and how
+    many lines such a later line replaced."""
 
     def decode(raw: bytes) -> TrialResult | str:
         try:
@@ -174,9 +176,14 @@ def _read_trials(path: Path, problems: list[str]) -> tuple[list[TrialResult], in
                 reason = "an unfinished last line (the run is still writing, or was killed)"
             problems.append(f"{path}:{number}: {reason}; skipped")
             continue
-        if latest.pop(value.trial_id, None) is not None:
+        key, n = retries.slot(value.retry_of, value.retry, value.trial_id)
+        older = latest.get(key)
+        if older is not None:
             superseded += 1
-        latest[value.trial_id] = value
+            if retries.slot(older.retry_of, older.retry, older.trial_id)[1] > n:
+                continue  # an older retry written after a newer one
+            del latest[key]
+        latest[key] = value
     return list(latest.values()), superseded
 
 

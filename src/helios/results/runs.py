@@ -28,6 +28,7 @@ from typing import Any, Literal, TypeVar
 
 import msgspec
 
+import helios.engine.retries as retries
 from helios.engine.jsonl import TORN, RecordStream
 from helios.engine.labels import read_labels
 from helios.engine.store import RESULTS_FILE, RUN_FILE
@@ -199,6 +200,14 @@ class TrialFacts(msgspec.Struct, gc=False):
     #: any JSON: only a string counts (`_text`), so an odd value never skips the trial
     model: object = None
     agent: object = None
+    #: a retry's marks (`engine.retries`): the trial it replaces, and which retry it is
+    retry_of: object = None
+    retry: object = None
+
+    @property
+    def slot(self) -> tuple[str, int]:
+        """The trial this record counts for, and its retry number (`engine.retries`)."""
+        return retries.slot(self.retry_of, self.retry, self.trial_id)
 
 
 class RunFacts(msgspec.Struct, gc=False):
@@ -244,8 +253,12 @@ def _records(path: Path, kind: type[S], problems: list[str]) -> Iterator[S]:
 def _trial_tasks(run_dir: Path, problems: list[str]) -> dict[str, list[Attempt]]:
     latest: dict[str, TrialFacts] = {}
     for trial in _records(run_dir / RESULTS_FILE, TrialFacts, problems):
-        latest.pop(trial.trial_id, None)  # a later line wins, and takes its place
-        latest[trial.trial_id] = trial
+        slot, n = trial.slot  # a retry counts in place of the trial it ran again
+        older = latest.get(slot)
+        if older is not None and older.slot[1] > n:
+            continue
+        latest.pop(slot, None)  # a later line wins, and takes its place
+        latest[slot] = trial
     names = _task_keys(latest.values())
     tasks: dict[str, list[Attempt]] = {}
     for trial in latest.values():

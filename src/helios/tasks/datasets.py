@@ -15,6 +15,11 @@ beside its place and renamed into it under a file lock, so two processes fetchin
 at once never see or leave half a checkout; a `<commit>.verified` file beside it
 marks it complete. A cached dataset runs offline: no git is run for it.
 
+With no registry named, `-d` reads `HELIOS_REGISTRY`, else Harbor's published one
+(`DEFAULT_REGISTRY`, the URL Harbor's own `-d` uses). A registry read from a URL is
+kept in the cache (`registries/<hash of the URL>.json`); when the URL cannot be read
+(offline), that copy is used, and the dataset says so (`Dataset.from_cache`).
+
 A registry is input from elsewhere: a task path that is absolute, has `..` or
 leads out of its checkout (through a link), a commit that is not a full hash, or a
 git URL with a transport helper (`ext::`, `fd::`) or an option's dash is refused
@@ -50,6 +55,9 @@ _SCP_LIKE = re.compile(r"^[A-Za-z0-9._-]+@[A-Za-z0-9.-]+:[^:]")
 ALLOWED_PROTOCOLS = "file:git:http:https:ssh"
 #: a registry read from a URL is at most this big
 MAX_REGISTRY_BYTES = 64 * 1024 * 1024
+#: the registry `-d` reads when none is named: Harbor's (its `DEFAULT_REGISTRY_URL`)
+DEFAULT_REGISTRY = "https://raw.githubusercontent.com/laude-institute/harbor/main/registry.json"
+REGISTRY_TIMEOUT = 30.0
 GIT_TIMEOUT = 600.0
 
 
@@ -68,6 +76,8 @@ class Dataset:
     version: str
     registry: str
     tasks: tuple[DatasetTask, ...]
+    #: why the registry was read from the cache's copy (its URL could not be read)
+    from_cache: str | None = None
 
 
 @dataclass
@@ -86,9 +96,17 @@ class FetchedDataset:
                            "path": t.path} for t in d.tasks]}  # fmt: skip
 
 
-def dataset_tasks(reference: str, registry: str, cache: Path | None = None) -> FetchedDataset:
-    """The dataset `reference` (NAME@VERSION) of `registry`, its tasks in the cache."""
-    return fetch_dataset(find_dataset(reference, registry), cache)
+def dataset_tasks(
+    reference: str, registry: str | None = None, cache: Path | None = None
+) -> FetchedDataset:
+    """The dataset `reference` (NAME@VERSION) of `registry` (None: `default_registry()`),
+    its tasks in the cache."""
+    return fetch_dataset(find_dataset(reference, registry or default_registry(), cache), cache)
+
+
+def default_registry() -> str:
+    """`HELIOS_REGISTRY`, else Harbor's published registry."""
+    return helios_settings().registry or DEFAULT_REGISTRY
 
 
 def dataset_of_record(record: dict[str, Any], where: str) -> Dataset:
@@ -120,14 +138,17 @@ def parse_reference(reference: str) -> tuple[str, str | None]:
     return name.strip(), version.strip() or None
 
 
-def read_registry(source: str) -> list[Any]:
+def read_registry(source: str, cache: Path | None = None) -> list[Any]:
     """The registry's datasets (a JSON list), from a path or an http(s) URL."""
+    return _registry(source, cache)[0]
+
+
+def _registry(source: str, cache: Path | None = None) -> tuple[list[Any], str | None]:
+    """The registry's datasets, and why the cache's copy was read (None: it was not)."""
+    from_cache: str | None = None
     try:
         if source.startswith(("https://", "http://")):
-            with urllib.request.urlopen(source, timeout=60) as response:
-                raw = response.read(MAX_REGISTRY_BYTES + 1)
-            if len(raw) > MAX_REGISTRY_BYTES:
-                raise InputError(f"larger than {MAX_REGISTRY_BYTES:,} bytes", file=source)
+            raw, from_cache = _fetch_registry(source, cache)
         else:
             raw = Path(source).expanduser().read_bytes()
         data = json.loads(raw)
@@ -142,13 +163,42 @@ def read_registry(source: str) -> list[Any]:
         data = data["datasets"]  # a registry object with its datasets inside
     if not isinstance(data, list):
         raise InputError("expected a list of datasets", file=source)
-    return data
+    return data, from_cache
 
 
-def find_dataset(reference: str, registry: str) -> Dataset:
+def _fetch_registry(url: str, cache: Path | None) -> tuple[bytes, str | None]:
+    """The registry at `url`, its copy kept in the cache; when the URL cannot be read,
+    that copy (and why). One line when there is none."""
+    copy = (cache or datasets_dir()) / "registries" / (
+        hashlib.sha256(url.encode()).hexdigest()[:20] + ".json")  # fmt: skip
+    try:
+        with urllib.request.urlopen(url, timeout=REGISTRY_TIMEOUT) as response:
+            raw: bytes = response.read(MAX_REGISTRY_BYTES + 1)
+    except (OSError, ValueError) as exc:  # URLError, a timeout, a refused connection
+        reason = str(getattr(exc, "reason", None) or getattr(exc, "strerror", None) or exc)
+        try:
+            return copy.read_bytes(), f"{url} could not be read ({reason[:120]})"
+        except OSError:
+            raise InputError(f"cannot read the registry ({reason[:120]}) and no copy of it is "
+                             "cached: give --registry PATH (a registry.json on disk)",
+                             file=url, field="--registry") from None  # fmt: skip
+    if len(raw) > MAX_REGISTRY_BYTES:
+        raise InputError(f"larger than {MAX_REGISTRY_BYTES:,} bytes", file=url)
+    try:
+        json.loads(raw)  # only a registry that parses replaces the cached copy
+        copy.parent.mkdir(parents=True, exist_ok=True)
+        tmp = copy.with_name(f".{copy.name}.{os.getpid()}.tmp")
+        tmp.write_bytes(raw)
+        os.replace(tmp, copy)
+    except (OSError, ValueError, RecursionError):
+        pass  # no copy kept: the registry is still read (and its JSON checked) below
+    return raw, None
+
+
+def find_dataset(reference: str, registry: str, cache: Path | None = None) -> Dataset:
     """The dataset `reference` (NAME@VERSION) names in `registry`, checked."""
     name, version = parse_reference(reference)
-    entries = read_registry(registry)
+    entries, from_cache = _registry(registry, cache)
     named = [(i, e) for i, e in enumerate(entries) if isinstance(e, dict) and e.get("name") == name]
     if not named:
         raise InputError(f"no dataset {name!r} in the registry", file=registry, field="--dataset")
@@ -171,7 +221,7 @@ def find_dataset(reference: str, registry: str) -> Dataset:
         raise InputError("a dataset lists its tasks", file=registry, field=f"[{index}].tasks")
     checked = tuple(_task(t, registry, f"[{index}].tasks[{i}]") for i, t in enumerate(tasks))
     return Dataset(name=name, version=str(entry.get("version")), registry=registry,
-                   tasks=checked)  # fmt: skip
+                   tasks=checked, from_cache=from_cache)  # fmt: skip
 
 
 def _task(entry: Any, registry: str, where: str) -> DatasetTask:

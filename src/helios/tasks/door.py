@@ -47,6 +47,13 @@ class TaskDoor:
         moved = task.model_copy(update={"path": copies[task.checksum], "origin": task.source})
         return replace(unit, task=moved)
 
+    def retried(self, unit: TrialSpec, n: int, trial_id: str) -> TrialSpec:
+        """The trial run again as its n-th retry (`engine.retries`): beside the old
+        one, in `<folder>__retry<n>`, never over it."""
+        return replace(unit, trial_id=trial_id, folder=f"{unit.folder}__retry{n}",
+                       label=f"{unit.label} (retry {n})", retry_of=unit.trial_id,
+                       retry=n)  # fmt: skip
+
     def write_files(self, unit: TrialSpec, result: TrialResult) -> None:
         data = result.model_dump(mode="json")
         write_json_atomic(self.run_dir / unit.folder / "result.json", data)
@@ -93,6 +100,7 @@ def spec_config(spec: TrialSpec) -> dict[str, Any]:
         "task_path": str(spec.task.source),
         "task_checksum": spec.task.checksum,
         "attempt": spec.attempt,
+        **({"retry_of": spec.retry_of, "retry": spec.retry} if spec.retry else {}),
         "agent": spec.agent,
         "agent_settings": spec.agent_settings,
         **_version_of(spec.agent, spec.agent_settings),

@@ -21,13 +21,16 @@ from helios.usage import Usage
 def header(
     show: RunPresenter, settings: TaskBatchSettings, *, task: str, agent: str,
     n_trials: int, n_pending: int, per_task: int, invalid: int = 0, unsupported: int = 0,
-    found: int | None = None,
+    found: int | None = None, retried: int = 0,
 ) -> tuple[str, dict[str, str]]:  # fmt: skip
     """The header's title and rows: `helios run`'s (one task) or the batch's. The
     agent line names the agent(s) and model(s); the rest the run's config holds."""
     s = settings
     endpoint = show.endpoint_row() if s.models.model else {}
     done = f" ({n_trials - n_pending} already done)" if n_pending < n_trials else ""
+    if retried:  # --retry-failed-below: the done trials run again as new attempts
+        below = f"{s.retry_failed_below:g}" if s.retry_failed_below is not None else "R"
+        done = f" ({n_trials - n_pending + retried} done, {retried} retried: reward below {below})"
     if s.view == "trial":
         rows = {"Task": task, "Agent": agent, **endpoint, "Environment": show.environment}
         if s.n_attempts > 1:

@@ -59,6 +59,10 @@ class TrialResult(BaseModel):
     finished_at: str
     #: output folder of this trial, relative to the batch folder
     folder: str
+    #: a retry (`--retry-failed-below`): the trial it ran again, and which retry it
+    #: is; the newest of a trial's retries is the one counted
+    retry_of: str | None = None
+    retry: int = 0
     #: a multi-step task's steps, in order (steps that did not run included)
     steps: list[StepResult] | None = None
     #: how the steps' rewards became `reward` ("mean" or "final"), for multi-step tasks

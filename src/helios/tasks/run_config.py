@@ -18,6 +18,7 @@ from helios.agents.registry import agent_class, agent_version, choose_agent, cre
 from helios.engine.config import ConcurrencyConfig, OutputsConfig, RunConfig, SandboxConfig
 from helios.engine.saved_config import dump_config
 from helios.engine.workers import default_workers
+from helios.errors import ConfigError
 from helios.models.routing import DEFAULT_MODEL, key_variable
 from helios.secrets import public_url
 from helios.tasks.reproduce import MAX_IMAGES, RERUN_KEY, differences, ready_images, rerun_record
@@ -30,6 +31,20 @@ TaskPaths = Sequence[str | Path] | str | Path
 
 def as_list(paths: TaskPaths) -> list[str | Path]:
     return [paths] if isinstance(paths, str | Path) else list(paths)
+
+
+def dataset_paths(settings: TaskBatchSettings, task_paths: TaskPaths) -> TaskPaths:
+    """`task_paths`, or the task folders of a dataset the settings name ("NAME@VERSION",
+    `tasks.datasets`), in the cache; the settings then keep its record (run.json's)."""
+    from helios.tasks.datasets import dataset_tasks
+
+    if not isinstance(settings.dataset, str):
+        return task_paths
+    if as_list(task_paths):
+        raise ConfigError("give task_paths or dataset=, not both", field="dataset")
+    fetched = dataset_tasks(settings.dataset, settings.registry)
+    settings.dataset, settings.pattern = fetched.record(), "**/task.toml"  # each folder itself
+    return fetched.task_dirs
 
 
 def combinations(settings: TaskBatchSettings) -> int:
@@ -118,6 +133,7 @@ def run_config(
             processes=s.workers or default_workers(s.n_concurrent),
             sandbox_starts=s.max_starts,
             retry_errors=s.retry_errors,
+            retry_below=s.retry_failed_below,
             executor=s.executor,
             ray_address=s.ray_address,
         ),

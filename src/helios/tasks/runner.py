@@ -47,7 +47,7 @@ class ParallelRunner:
     """
 
     def __init__(
-        self, task_paths: Sequence[str | Path] | str | Path, n_concurrent: int = 2,
+        self, task_paths: Sequence[str | Path] | str | Path = (), n_concurrent: int = 2,
         n_attempts: int = 1, model: str | None = None, agent: str | None = None,
         provider: str = "docker", output_dir: str | Path = "output", quiet: bool = False,
         on_complete: OnComplete | None = None, *, settings: TaskBatchSettings | None = None,
@@ -91,6 +91,7 @@ class ParallelRunner:
     def _plan(self) -> list[TrialSpec]:
         """The trials: every model × agent × task × attempt (`plan.product_specs`)."""
         s = self.settings
+        self.task_paths = config.dataset_paths(s, self.task_paths)  # dataset="NAME@VERSION"
         report = self.screen.warn_lines if s.report_inputs else None
         host_env = {name: os.environ[name] for name in s.pass_env if name in os.environ}
         loaded = load_batch(self.task_paths, s.pattern, self.provider_class, report,
@@ -143,22 +144,22 @@ class ParallelRunner:
                 if inspect.isawaitable(maybe):
                     await maybe
 
-        def on_plan(n_trials: int, n_pending: int) -> None:
+        def on_plan(n_trials: int, n_pending: int, retried: int) -> None:
             self.screen.header(*header(
                 self.screen, s, task=str(config.as_list(self.task_paths)[0]), agent=agent,
                 n_trials=n_trials, n_pending=n_pending,
                 per_task=s.n_attempts * config.combinations(s), invalid=len(self.invalid),
-                unsupported=len(self.unsupported), found=self.planned.found,
+                unsupported=len(self.unsupported), found=self.planned.found, retried=retried,
             ))  # fmt: skip
 
         def finish(outcome: RunOutcome[TrialSpec, TrialResult]) -> BatchResult:
-            finished = [TrialResult.model_validate(r) for r in outcome.plan.finished]
+            finished = [TrialResult.model_validate(r) for r in outcome.counted()]
             return self._finish(finished + outcome.recorded, len(specs), outcome, models)
 
         return await run.drive(
             TaskDoor(store.run_dir), specs, done=index, emit=live.handle, on_recorded=notify,
             display=self.screen.shown(live), finish=finish,
-            on_plan=lambda plan: on_plan(len(specs), len(plan.pending)),
+            on_plan=lambda plan: on_plan(len(specs), len(plan.pending), plan.retried),
         )  # fmt: skip
 
     def _finish(
@@ -181,8 +182,7 @@ class ParallelRunner:
             self.screen.warn("warning", f"cannot write {run_dir / SUMMARY_FILE}: {why}",
                              always=True)  # fmt: skip
         self.screen.finish(closing_panels(batch, self.settings.view), output=run_dir)
-        # the model ids the provider reported: recorded; a rerun names a changed one
-        # (known only now that it has answered)
+        # the model ids the provider reported (known only now): a rerun names a changed one
         for line in models_at_end(run_dir, batch.usage.reported_models, self.settings.rerun_of):
             self.screen.warn("warning", f"not as in the run: {line}")
         return batch

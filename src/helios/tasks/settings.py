@@ -10,6 +10,7 @@ from typing import Any, Literal
 from helios.engine.budget import BudgetConfig
 from helios.engine.config import Executor, check_executor
 from helios.engine.labels import RunLabels, checked
+from helios.engine.retries import check_below
 from helios.engine.saved_config import NOT_SAVED
 from helios.environments.desktop.vnc import ViewMode
 from helios.errors import ConfigError
@@ -46,6 +47,9 @@ class TaskBatchSettings:
     #: a run folder to finish
     resume: Path | None = field(default=None, metadata=NOT_SAVED)
     retry_errors: bool = field(default=False, metadata=NOT_SAVED)
+    #: with a resume, run each scored trial whose reward is below this again, as a new
+    #: attempt beside the old one (`--retry-failed-below`, `engine.retries`)
+    retry_failed_below: float | None = field(default=None, metadata=NOT_SAVED)
     #: resume even if the run was made with other settings
     force: bool = field(default=False, metadata=NOT_SAVED)
     agent_settings: dict[str, Any] = field(default_factory=dict)
@@ -98,8 +102,12 @@ class TaskBatchSettings:
     #: saved, so a resume runs the same ones
     selection: TaskSelection = field(default_factory=TaskSelection)
     #: the dataset the tasks come from (`-d NAME@VERSION`: `tasks.datasets`' record of
-    #: its name, version, registry and each task's commit), recorded in run.json
-    dataset: dict[str, Any] | None = None
+    #: its name, version, registry and each task's commit), recorded in run.json; the
+    #: Python API may name one ("hello@1.0"), fetched from `registry` as the run starts
+    dataset: dict[str, Any] | str | None = None
+    #: the registry a dataset named by `dataset="NAME@VERSION"` is read from (a path or
+    #: a URL; None: `HELIOS_REGISTRY`, else Harbor's); its record keeps it
+    registry: str | None = field(default=None, metadata=NOT_SAVED)
     #: this invocation's budgets (`--max-cost`, `--max-total-tokens`, `--max-duration`,
     #: `--budget-hard`), against the whole run's spend; a resume gives its own
     budget: BudgetConfig = field(default_factory=BudgetConfig, metadata=NOT_SAVED)
@@ -117,6 +125,11 @@ class TaskBatchSettings:
             if not _ENV_NAME.fullmatch(name):
                 raise ConfigError(f"--pass-env {name!r}: not a variable name",
                                   field="--pass-env")  # fmt: skip
+        if self.retry_failed_below is not None:
+            self.retry_failed_below = check_below(self.retry_failed_below)
+            if self.resume is None:
+                raise ConfigError("--retry-failed-below needs --resume RUN_DIR (the run whose "
+                                  "trials to retry)", field="--retry-failed-below")  # fmt: skip
         if self.network_default not in ("public", "none"):
             raise ConfigError(f"--network-default {self.network_default!r}: use public or none",
                               field="--network-default")  # fmt: skip

@@ -42,6 +42,9 @@ class TaskResult:
     agent: str = ""
     #: the trial's model usage (its cost, for the breakdown by model and agent)
     usage: Usage = field(default_factory=Usage)
+    #: a retry (`--retry-failed-below`): which one, and the trial it ran again
+    retry: int = 0
+    retry_of: str | None = None
 
     @property
     def task_name(self) -> str:
@@ -67,6 +70,8 @@ class TaskResult:
             model=result.model,
             agent=result.agent,
             usage=result.usage,
+            retry=result.retry,
+            retry_of=result.retry_of,
         )
 
 
@@ -324,6 +329,8 @@ def summary_document(batch: BatchResult) -> dict[str, Any]:
                 "model": t.model,
                 "agent": t.agent,
                 **({"steps": t.steps} if t.steps is not None else {}),
+                # a retry (`--retry-failed-below`): the trial it replaces in the counts
+                **({"retry": t.retry, "retry_of": t.retry_of} if t.retry else {}),
             }
             for t in batch.results
         ],

@@ -58,6 +58,10 @@ class TrialSpec:
     watch: ViewMode | None = None
     #: the agent's and verifier's timeouts scaled (in `trial_id` when not 1.0)
     timeouts: TimeoutScale | None = None
+    #: a retry (`--retry-failed-below`, `engine.retries`): the id of the trial it runs
+    #: again, and which retry it is (1, 2, ...); 0: the trial itself
+    retry_of: str | None = None
+    retry: int = 0
 
     def identity(self) -> dict[str, Any]:
         """The fields naming this trial in its result, whether it ran or crashed."""
@@ -71,6 +75,7 @@ class TrialSpec:
             "model": self.model,
             "provider": self.provider,
             "folder": self.folder,
+            **({"retry_of": self.retry_of, "retry": self.retry} if self.retry else {}),
         }
 
     def body(self) -> TaskBody:

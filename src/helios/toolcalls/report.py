@@ -67,6 +67,8 @@ def batch_document(batch: BatchResult, duration: float | None = None) -> dict[st
         document["usage"] = usage.model_dump() | {"total_tokens": usage.total_tokens}
     if duration is not None:
         document["duration_seconds"] = round(duration, 3)
+    if batch.budget is not None:  # the budgets, which one stopped the run, the spend
+        document["budget"] = batch.budget
     return redact_value(document)  # type: ignore[no-any-return]
 
 

@@ -9,9 +9,12 @@ from pathlib import Path
 from typing import Any
 
 from helios.engine import ConcurrencyConfig, OutputsConfig, RunConfig, SandboxConfig
+from helios.engine.budget import BudgetConfig
 from helios.engine.labels import RunLabels
 from helios.engine.saved_config import dump_config
+from helios.errors import ConfigError
 from helios.models.retry import RetryPolicy
+from helios.models.services import ModelServices
 
 #: the bound when max_concurrency is None ("all at once"): sockets and memory stay sane
 DEFAULT_MAX_CONCURRENCY = 256
@@ -21,6 +24,19 @@ def in_flight(max_concurrency: int | None, runs: int) -> int:
     """Runs in flight: `max_concurrency` (None: all, up to the default bound), at most
     the runs there are, at least one."""
     return max(1, min(max_concurrency or DEFAULT_MAX_CONCURRENCY, runs or 1))
+
+
+def budget_of(
+    budget: BudgetConfig | Mapping[str, Any] | None, services: ModelServices | None
+) -> BudgetConfig:
+    """The run's budgets (`engine.budget`) from `BudgetConfig` or its keywords; a cost
+    budget needs the price of every model of the agent's services (one line otherwise)."""
+    budget = budget if isinstance(budget, BudgetConfig) else BudgetConfig.of(**(budget or {}))
+    unpriced = services.unpriced_model() if services is not None else None
+    if budget.max_cost is not None and unpriced is not None:
+        raise ConfigError(f"--max-cost needs the price of every model, and {unpriced} has "
+                          "none: give it with prices", field="--max-cost")  # fmt: skip
+    return budget
 
 
 def identity(agent: Any, evaluator: Any, synthesizer: Any) -> dict[str, Any]:
@@ -43,7 +59,7 @@ def run_config(
     *, runs: int, limit: int, agent: Any, evaluator: Any, synthesizer: Any,
     timeout: float | None, policy: RetryPolicy, output_dir: str | Path | None,
     resume: str | Path | None, force: bool, settings: Mapping[str, Any] | None,
-    labels: RunLabels | None,
+    labels: RunLabels | None, budget: BudgetConfig | None = None,
 ) -> RunConfig:  # fmt: skip
     return RunConfig(
         kind="toolcalls",
@@ -59,4 +75,5 @@ def run_config(
             "synthesizer": type(synthesizer).__name__ if synthesizer is not None else None,
         },
         labels=labels or RunLabels(),
+        budget=budget or BudgetConfig(),  # one invocation's: never saved, nor the identity
     )  # fmt: skip

@@ -19,6 +19,7 @@ from rich.console import Console
 from helios.display.presenter import RunPresenter
 from helios.display.progress import default_console
 from helios.engine import EndpointCalls, Run, RunOutcome, write_json_atomic
+from helios.engine.budget import BudgetConfig
 from helios.engine.labels import RunLabels
 from helios.engine.reported_models import record_models
 from helios.errors import ConfigError
@@ -30,7 +31,7 @@ from helios.toolcalls.door import DEFAULT_RETRY_POLICY, RunUnit, ToolCallDoor
 from helios.toolcalls.evaluators.exact import ExactEvaluator
 from helios.toolcalls.plan import Case, build_cases, check_runs, collect, from_record, plan_units
 from helios.toolcalls.protocols import Evaluator
-from helios.toolcalls.run_config import DEFAULT_MAX_CONCURRENCY, in_flight, run_config
+from helios.toolcalls.run_config import DEFAULT_MAX_CONCURRENCY, budget_of, in_flight, run_config
 from helios.toolcalls.transport import aclose_quietly, classify
 from helios.toolcalls.types import BatchResult, EvalResult, SingleRunResult
 
@@ -68,13 +69,17 @@ async def run_cases(
     settings: Mapping[str, Any] | None = None,
     resume: str | Path | None = None,
     force: bool = False,
+    budget: BudgetConfig | Mapping[str, Any] | None = None,
 ) -> BatchResult:
     """Run every case `case.runs` times on the engine; never raises for a run's failure.
     `labels`: the run's name and tags, kept in its run.json (with `output_dir`);
     `settings`: what the run was configured with (the CLI's YAML config, as JSON),
     saved in run.json's `config` (secrets removed); `resume`: a run folder of these
     cases to finish (its recorded runs are not run again; other components than the
-    run's are refused unless `force`)."""
+    run's are refused unless `force`); `budget`: the run's budgets (`engine.budget`:
+    `BudgetConfig`, or {"max_cost": 5, "max_tokens": N, "max_duration": "2h", "hard":
+    bool}); once one is reached no run starts, the result's `budget_stopped` says so,
+    and the runs not started are `NotRun` failures a resume runs."""
     if max_concurrency is not None and max_concurrency < 1:
         raise ConfigError(f"max_concurrency must be at least 1, got {max_concurrency}")
     check_runs(cases)
@@ -90,7 +95,7 @@ async def run_cases(
     # batch, and their limiter and retries the only ones its calls go through.
     services = getattr(agent, "services", None)
     screen.services = services if isinstance(services, ModelServices) else None
-    progress = screen.live(quiet=True)  # tokens, cost and the model's limit on the line
+    budget = budget_of(budget, screen.services)
     policy = retry_policy or DEFAULT_RETRY_POLICY
 
     def endpoint() -> EndpointCalls:
@@ -110,13 +115,14 @@ async def run_cases(
     config = run_config(
         runs=len(units), limit=limit, agent=agent, evaluator=door.evaluator, synthesizer=synth,
         timeout=timeout, policy=policy, output_dir=output_dir, resume=resume, force=force,
-        settings=settings, labels=labels,
+        settings=settings, labels=labels, budget=budget,
     )  # fmt: skip
 
     def finish(outcome: RunOutcome[RunUnit, SingleRunResult]) -> BatchResult:
         for record in outcome.plan.finished:  # a resume's runs recorded before
             by_id.setdefault(str(record["trial_id"]), from_record(record))
-        batch = collect(units, by_id, outcome.aborted)
+        batch = collect(units, by_id, outcome.aborted or outcome.budget_stopped)
+        batch.budget = outcome.budget
         if not engine_run.in_memory:
             from helios.toolcalls.report import batch_document
 
@@ -128,6 +134,11 @@ async def run_cases(
 
     async with Run() as engine_run:
         await engine_run.open(config)
+        agent_services = screen.services
+        screen.attach(engine_run)
+        screen.services = agent_services  # the agent's, not the run's (it opens none)
+        # tokens, cost, the model's limit and the spend against each budget on the line
+        progress = screen.live(quiet=True)
         try:
             done = None if engine_run.in_memory else engine_run.store.load_index()
             if done is not None:

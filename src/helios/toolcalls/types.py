@@ -282,6 +282,16 @@ class BatchResult(Positional):
     """Every run of a batch: prompts × runs, in prompt order then run order."""
 
     runs: list[SingleRunResult] = Field(default_factory=list)
+    #: the budgets, which one stopped the run and the run's spend (`engine.budget`,
+    #: run.json's `budget`); None: no budget
+    budget: dict[str, Any] | None = None
+
+    @property
+    def budget_stopped(self) -> str | None:
+        """Which budget stopped the run, and the spend, in one line (None: none did)."""
+        if self.budget is None or not self.budget.get("stopped_by"):
+            return None
+        return str(self.budget.get("reason") or self.budget["stopped_by"])
 
     @property
     def total(self) -> int:

@@ -152,6 +152,9 @@ def table_row(index: RecordIndex, row: Row) -> dict[str, Any]:
         "folder": row.folder,
         "model": row.model,
         "agent": row.agent,
+        # a retry (`--retry-failed-below`), and a row a newer one replaced in the counts
+        "retry": row.retry or None,
+        "superseded": row.superseded,
         "trial_id": _cell(record.get("trial_id")),
         "error": _cell(error_text(record.get("error") or record.get("damaged"))),
         "note": _cell(record.get("verifier_note")),

@@ -5,6 +5,11 @@ trial table sorts and filters on); the whole record is read from disk only for t
 page being shown. A line without its newline yet is being written: it waits for
 the next read. A line that does not parse is a row with status `damaged` and the
 reason, so the table shows it and everything after it still counts.
+
+Every line is a row, but the totals count each trial once: a later line of one id
+(`--retry-errors`) and a newer retry of a trial (`--retry-failed-below`,
+`engine.retries`) replace the older row in them; the older row stays in the table,
+marked `superseded`.
 """
 
 from __future__ import annotations
@@ -17,6 +22,8 @@ from pathlib import Path
 from typing import Any
 
 import msgspec
+
+import helios.engine.retries as retries
 
 #: the fields a page may be sorted by
 SORT_KEYS = ("index", "task", "attempt", "status", "reward", "duration", "cost", "error_type")
@@ -49,6 +56,8 @@ class _Head(msgspec.Struct):
     tokens_out: Any = None
     model: Any = None  # batch, run: the trial's model and agent
     agent: Any = None
+    retry_of: Any = None  # a retry's marks (`engine.retries`)
+    retry: Any = None
 
 
 _decode_head = msgspec.json.Decoder(_Head).decode
@@ -72,6 +81,11 @@ class Row:
     #: the trial's model and agent (a run of several breaks its figures down by them)
     model: str | None = None
     agent: str | None = None
+    #: the trial this row counts for (its id, or the id a retry ran again), and which
+    #: retry it is; a row a later one replaced in the totals is `superseded`
+    slot: str | None = None
+    retry: int = 0
+    superseded: bool = False
 
 
 #: one string object per model or agent name, however many rows name it
@@ -149,7 +163,20 @@ def _row(index: int, offset: int, line: bytes) -> Row:
         tokens_out=_count(usage.get("output_tokens", head.tokens_out)),
         model=_name(head.model),
         agent=_name(head.agent),
+        **_slot(head),
     )
+
+
+def _tid(record: dict[str, Any]) -> str:
+    return str(record.get("trial_id"))
+
+
+def _slot(head: _Head) -> dict[str, Any]:
+    """The row's slot and retry number: a retry's marks only when they hash to its id."""
+    if not isinstance(head.trial_id, str):
+        return {"slot": None}
+    slot, n = retries.slot(head.retry_of, head.retry, head.trial_id)
+    return {"slot": slot, "retry": n}
 
 
 @dataclass
@@ -164,15 +191,16 @@ class Group:
     cost: float = 0.0
     cost_unknown: int = 0
 
-    def add(self, row: Row) -> None:
-        self.trials += 1
-        self.passed += row.status == "passed"
-        self.errors += row.status == "error"
+    def add(self, row: Row, sign: int = 1) -> None:
+        """Count `row` (sign -1: take it back out)."""
+        self.trials += sign
+        self.passed += sign * (row.status == "passed")
+        self.errors += sign * (row.status == "error")
         if row.reward is not None:
-            self.reward_sum += row.reward
-            self.rewarded += 1
-        self.cost_unknown += row.cost is None
-        self.cost += row.cost or 0.0
+            self.reward_sum += sign * row.reward
+            self.rewarded += sign
+        self.cost_unknown += sign * (row.cost is None)
+        self.cost += sign * (row.cost or 0.0)
 
     def as_dict(self, model: str | None, agent: str | None) -> dict[str, Any]:
         return {
@@ -203,25 +231,29 @@ class Totals:
     #: (model, agent) -> its figures
     groups: dict[tuple[str | None, str | None], Group] = field(default_factory=dict)
 
-    def add(self, row: Row) -> None:
+    def add(self, row: Row, sign: int = 1) -> None:
+        """Count `row` (sign -1: take it back out, when a newer row replaces it)."""
         if row.status != "damaged":
             key = (row.model, row.agent)
             group = self.groups.get(key)
             if group is None and len(self.groups) < MAX_GROUPS:
                 group = self.groups[key] = Group()
             if group is not None:
-                group.add(row)
-        self.statuses[row.status] += 1
+                group.add(row, sign)
+        self.statuses[row.status] += sign
         if row.error_type:
-            self.errors[row.error_type if row.status != "damaged" else "damaged line"] += 1
+            self.errors[row.error_type if row.status != "damaged" else "damaged line"] += sign
         if row.reward is not None:
-            self.reward_sum += row.reward
-            self.rewarded += 1
+            self.reward_sum += sign * row.reward
+            self.rewarded += sign
         if row.cost is None and row.status != "damaged":
-            self.cost_unknown += 1
-        self.cost += row.cost or 0.0
-        self.tokens_in += row.tokens_in
-        self.tokens_out += row.tokens_out
+            self.cost_unknown += sign
+        self.cost += sign * (row.cost or 0.0)
+        self.tokens_in += sign * row.tokens_in
+        self.tokens_out += sign * row.tokens_out
+        if sign < 0:  # a count taken back to 0 is no status (nor error) of the run's
+            self.statuses += Counter()
+            self.errors += Counter()
 
     def as_dict(self) -> dict[str, Any]:
         trials = sum(self.statuses.values())
@@ -258,6 +290,8 @@ class RecordIndex:
         self._end = 0  # bytes indexed so far (always just after a newline)
         self._identity: tuple[int, int] | None = None
         self._sorted: dict[tuple[str, bool], list[Row]] = {}
+        #: slot -> the row counted for it in the totals
+        self._counted: dict[str, Row] = {}
 
     def refresh(self) -> bool:
         """Index the lines appended since the last call; True when rows were added.
@@ -269,6 +303,7 @@ class RecordIndex:
         identity = (stat.st_dev, stat.st_ino)
         if identity != self._identity or stat.st_size < self._end:
             self.rows, self.totals, self._end, self._identity = [], Totals(), 0, identity
+            self._counted = {}
             self._sorted.clear()
         if stat.st_size == self._end:
             return False
@@ -285,13 +320,28 @@ class RecordIndex:
             if line.strip():
                 row = _row(len(self.rows), self._end + start, line)
                 self.rows.append(row)
-                self.totals.add(row)
+                self._count(row)
                 added = True
             start = newline + 1
         self._end += start
         if added:
             self._sorted.clear()
         return added
+
+    def _count(self, row: Row) -> None:
+        """Count `row` in the totals, in place of the older row of its slot."""
+        older = self._counted.get(row.slot) if row.slot is not None else None
+        if row.retry and older is None:  # a line of this id that was no valid retry
+            older = self._counted.pop(_tid(self.record(row)), None)
+        if older is not None:
+            if older.retry > row.retry:  # an older retry written after a newer one
+                row.superseded = True
+                return
+            self.totals.add(older, -1)
+            older.superseded = True
+        if row.slot is not None:
+            self._counted[row.slot] = row
+        self.totals.add(row)
 
     def ordered(self, sort: str, descending: bool) -> list[Row]:
         """The rows sorted by `sort` (cached until rows are added)."""

@@ -399,9 +399,12 @@ function renderTable(box, state, page) {
   const rows = page.rows.map((row) => {
     const target = row.folder ? route("/trial", { run: state.run, folder: row.folder })
       : row.status === "damaged" ? null : route("/record", { run: state.run, index: String(row.index) });
-    return el("tr", { class: target ? "link" : "", "data-index": row.index, onclick: target ? () => { location.hash = target; } : null },
+    // a retry (--retry-failed-below) says so; a row a newer attempt replaced in the counts is dimmed
+    const marks = [row.retry ? " (retry " + row.retry + ")" : "", row.superseded ? " · superseded" : ""].join("");
+    return el("tr", { class: (target ? "link" : "") + (row.superseded ? " superseded" : ""), "data-index": row.index,
+      title: row.superseded ? "a newer attempt of this trial counts instead" : null, onclick: target ? () => { location.hash = target; } : null },
       el("td", { class: "num" }, row.index + 1),
-      el("td", {}, target ? el("a", { href: target }, row.task) : row.task),
+      el("td", {}, target ? el("a", { href: target }, row.task) : row.task, marks ? el("span", { class: "muted" }, marks) : null),
       generate ? null : el("td", { class: "num" }, fmt(row.attempt)),
       statusCell(row.status),
       el("td", { class: "num" }, fmt(row.reward, 3)),
