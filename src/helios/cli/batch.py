@@ -463,7 +463,7 @@ def _recorded_tasks(run: dict[str, Any] | None, argument: str) -> list[Path]:
     "base_url", "api_key", "max_turns", "agent_version", "system_prompt_file", "max_tokens",
     "temperature", "reasoning_effort", "no_reasoning", "openrouter_routing", "prices", "watch",
     "interactive", "debug", "cache", "max_cost", "max_total_tokens", "max_duration",
-    "budget_hard",
+    "budget_hard", "executor", "ray_address",
 )  # fmt: skip
 def run_command(
     options: TrialOptions,
@@ -481,15 +481,21 @@ def run_command(
     force: ForceOpt = False,
     fail_under: FailUnderOpt = None,
     interactive: InteractiveOpt = False,
+    executor: ExecutorOpt = "local",
+    ray_address: RayAddressOpt = None,
 ) -> None:
     """Run one task and show its result."""
     from helios.cli.common import err_console, fail, handle_errors, shown
-    from helios.cli.resume import resume_settings, resumed_options
+    from helios.cli.resume import given, resume_settings, resumed_options
 
     run = _recorded(ctx, resume, ("run",), options.debug)
     saved = _saved(ctx, run, resume, options.debug)
     if run is not None and saved is None:  # a run of before config_version: its flat keys
         options = resumed_options(ctx, options, run)
+        if isinstance(run.get("executor"), str) and not given(ctx, "executor"):
+            executor = run["executor"]  # before the settings check --ray-address against it
+    if saved is not None and not given(ctx, "executor"):
+        executor = saved[0].get("executor", executor)  # as above
     if task is None:
         task = saved[1][0] if saved is not None and saved[1] else _recorded_tasks(run, "TASK")[0]
     if not (task / "task.toml").is_file():
@@ -497,6 +503,7 @@ def run_command(
     own = dict(
         n_concurrent=1, run_prefix="run", view="trial", resume=resume, quiet=quiet,
         retry_errors=retry_errors, force=force, watch=_view_mode(options.watch, interactive),
+        executor=executor, ray_address=ray_address,
     )  # fmt: skip
     settings = _settings(options, **own)
     if run is not None and saved is None:

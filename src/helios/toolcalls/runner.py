@@ -19,6 +19,7 @@ from rich.console import Console
 from helios.display.presenter import RunPresenter
 from helios.display.progress import default_console
 from helios.engine import EndpointCalls, Run, RunOutcome, write_json_atomic
+from helios.engine.config import Executor, check_executor
 from helios.engine.labels import RunLabels
 from helios.engine.reported_models import record_models
 from helios.errors import ConfigError
@@ -68,15 +69,19 @@ async def run_cases(
     settings: Mapping[str, Any] | None = None,
     resume: str | Path | None = None,
     force: bool = False,
+    executor: Executor = "local",
+    ray_address: str | None = None,
 ) -> BatchResult:
     """Run every case `case.runs` times on the engine; never raises for a run's failure.
     `labels`: the run's name and tags, kept in its run.json (with `output_dir`);
     `settings`: what the run was configured with (the CLI's YAML config, as JSON),
     saved in run.json's `config` (secrets removed); `resume`: a run folder of these
     cases to finish (its recorded runs are not run again; other components than the
-    run's are refused unless `force`)."""
+    run's are refused unless `force`); `executor="ray"`: the runs are tasks of a Ray
+    cluster (`ray_address`; None: a local Ray instance), as a batch's trials are."""
     if max_concurrency is not None and max_concurrency < 1:
         raise ConfigError(f"max_concurrency must be at least 1, got {max_concurrency}")
+    check_executor(executor, ray_address)
     check_runs(cases)
     synth = synthesizer_for(synthesizer, cache)
     reads_text = text_mode(agent, synth)
@@ -110,7 +115,7 @@ async def run_cases(
     config = run_config(
         runs=len(units), limit=limit, agent=agent, evaluator=door.evaluator, synthesizer=synth,
         timeout=timeout, policy=policy, output_dir=output_dir, resume=resume, force=force,
-        settings=settings, labels=labels,
+        settings=settings, labels=labels, executor=executor, ray_address=ray_address,
     )  # fmt: skip
 
     def finish(outcome: RunOutcome[RunUnit, SingleRunResult]) -> BatchResult:
