@@ -80,7 +80,9 @@ def toolcalls_command(
         labels = labels_of(name, tag)
         if report is not None:
             check_report_path(report)
-        found = _saved(ctx, resume, needed=config is None) if resume is not None else None
+        # resumed here (--executor local): the cluster the run recorded is not asked for
+        here = ("ray_address",) if given(ctx, "executor") and executor == "local" else ()
+        found = _saved(ctx, resume, needed=config is None, here=here) if resume else None
         if found is not None:
             saved, saved_file, saved_runs, saved_limit, saved_executor = found
             runs = runs if runs is not None else saved_runs
@@ -129,13 +131,14 @@ CONFIG_FILE, RUNS, EXECUTOR = "config_file", "runs_override", "executor"
 
 
 def _saved(
-    ctx: typer.Context, run_dir: Path, *, needed: bool
+    ctx: typer.Context, run_dir: Path, *, needed: bool, here: tuple[str, ...] = ()
 ) -> tuple[ToolcallsConfig, Path, int | None, int | None, str | None] | None:
     """The YAML config a run saved (run.json's `config`), validated again, with its
     file, --runs, the bound on runs in flight and the executor: one InputError line
     for anything that does not fit. None for a run of before config_version, unless
     `needed` (no --config given: an InputError). A Ray cluster's address the run
-    recorded must be given again (a run folder never chooses where to connect)."""
+    recorded must be given again (a run folder never chooses where to connect), unless
+    named in `here` (the run goes on elsewhere)."""
     from pydantic import ValidationError
 
     from helios.cli.resume import recorded_run, refuse_recorded_endpoints
@@ -146,7 +149,7 @@ def _saved(
 
     where = str(run_dir / RUN_FILE)
     run = recorded_run(run_dir, ("toolcalls",))
-    refuse_recorded_endpoints(ctx, run, run_dir / RUN_FILE)
+    refuse_recorded_endpoints(ctx, run, run_dir / RUN_FILE, here)
     config = saved_config(run, where)
     if config is None and not needed:
         return None

@@ -17,6 +17,9 @@ cluster of N nodes send N times what the provider allows. So:
   burst each time a hold ends.
   A trial whose process dies while it holds room leaks that room; the actor hands it
   back after `LEASE_SECONDS` (no model call lasts that long without an answer).
+- **Other endpoints**: a door's own endpoints (`CallsEndpoints`: the tool-call door's
+  agent under test and synthesizer, whose calls go through `EndpointCalls`) get the
+  same, one limiter each in the actor (`endpoint_limits`, `share_endpoints`).
 - **Budgets** need nothing here: the driver decides every start (`BatchService.halted`)
   and adds each trial's usage as its result comes.
 - **Sandbox starts**: at most the run's `sandbox_starts` at once on each node, by
@@ -40,12 +43,15 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any, Literal
 
+from helios.engine.door import CallsEndpoints
 from helios.models.limiter import AdaptiveLimiter
 
 #: how long room taken by a call may be held before the actor takes it back
 LEASE_SECONDS = 900.0
 #: how often a trial waiting for a node's start lock tries again
 START_POLL = 0.05
+#: the prefix of a door endpoint's key in the actor (a model's is its name)
+ENDPOINT = "endpoint:"
 
 
 class LimitsBox:
@@ -138,10 +144,19 @@ def limits_of(services: Any) -> dict[str, dict[str, float]]:
     if services is None:
         return {}
     every = {_key(services): services, **{_key(o): o for o in services.others.values()}}
-    return {key: {"initial": s.limiter.limit, "minimum": s.limiter.minimum,
-                  "maximum": s.limiter.maximum, "decrease": s.limiter.decrease,
-                  "cooldown": s.limiter.cooldown}
-            for key, s in every.items()}  # fmt: skip
+    return {key: _start(s.limiter) for key, s in every.items()}
+
+
+def endpoint_limits(door: Any) -> dict[str, dict[str, float]]:
+    """The starting limits of each endpoint of a door (`CallsEndpoints`), by key."""
+    if not isinstance(door, CallsEndpoints):
+        return {}
+    return {ENDPOINT + name: _start(calls.limiter) for name, calls in door.endpoints().items()}
+
+
+def _start(limiter: AdaptiveLimiter) -> dict[str, float]:
+    return {"initial": limiter.limit, "minimum": limiter.minimum, "maximum": limiter.maximum,
+            "decrease": limiter.decrease, "cooldown": limiter.cooldown}  # fmt: skip
 
 
 def _key(services: Any) -> str:
@@ -154,6 +169,14 @@ def share_limits(services: Any, box: Any) -> None:
         return
     for one in (services, *services.others.values()):
         one.limiter = SharedLimiter(box, _key(one), one.limiter)
+
+
+def share_endpoints(door: Any, box: Any) -> None:
+    """Make a trial's copy of the door's endpoints (`CallsEndpoints`) ask `box`."""
+    if box is None or not isinstance(door, CallsEndpoints):
+        return
+    for name, calls in door.endpoints().items():
+        calls.limiter = SharedLimiter(box, ENDPOINT + name, calls.limiter)
 
 
 class SharedLimiter(AdaptiveLimiter):
