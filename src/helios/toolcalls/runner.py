@@ -164,8 +164,8 @@ async def run_concurrent(
 
     `cases=[(prompt, expect), ...]` gives each prompt its own expectation.
     `synthesizer=None` is text mode (the agent reads the prompt: `ModelAgent`).
-    More keywords: cache, retry_policy, timeout, output_dir, show_progress, console
-    (see `run_cases`).
+    More keywords: cache, retry_policy, timeout, output_dir, show_progress, console,
+    executor and ray_address (see `run_cases`).
     """
     if agent is None:
         raise ConfigError("run_concurrent needs an agent")
