@@ -168,3 +168,58 @@ def test_the_model_agent_calls_through_the_services_the_engine_hands_its_run() -
     assert agent._services(ctx) is copy
     ctx.services = other.services
     assert agent._services(ctx) is agent.services
+
+
+ECHO_AGENTS = '''
+from helios import toolcalls
+
+class Echo:
+    async def run(self, audio):
+        word = audio.transcript.split()[0]
+        return toolcalls.AgentResponse(tool_calls=[toolcalls.tool_call(word)])
+
+class Synth:
+    async def synthesize(self, text):
+        return toolcalls.Audio(data=b"\\x00" * 480, format="pcm", transcript=text)
+'''
+ECHO_CONFIG = """
+synthesizer: ray_doors_agents:Synth
+agent: ray_doors_agents:Echo
+tests:
+  - {id: one, prompts: ["book a", "book b"], expect: [{name: book}]}
+"""
+
+
+def test_a_tool_call_run_of_a_cluster_resumes_there_or_here_when_asked(
+    tmp_path: Path, closed_port: int
+) -> None:
+    """A run folder that says it ran on a Ray cluster resumes there: its address must be
+    given again (a folder never chooses where to connect), one line otherwise; with
+    `--executor local` it resumes on this machine."""
+    import json
+
+    (tmp_path / "ray_doors_agents.py").write_text(ECHO_AGENTS)
+    config = tmp_path / "c.yaml"
+    config.write_text(textwrap.dedent(ECHO_CONFIG))
+    code, lines = _invoke("toolcalls", "--config", str(config), "-o", str(tmp_path / "out"), "-q")
+    assert code == 0, lines
+    (run_dir,) = (tmp_path / "out").iterdir()
+    run_file = run_dir / "run.json"
+    run = json.loads(run_file.read_text())
+    assert run["config"]["settings"]["executor"] == "local" and "ray_address" not in run
+    # as a run on a cluster records itself; one of its two runs still to do
+    run.update(executor="ray", ray_address="10.0.0.1:6379")
+    run["config"]["settings"]["executor"] = "ray"
+    run_file.write_text(json.dumps(run))
+    results = run_dir / "results.jsonl"
+    results.write_text(results.read_text().splitlines(keepends=True)[0])
+    code, lines = _invoke("toolcalls", "--resume", str(run_dir))
+    assert code == 2, lines
+    assert len(lines) == 1 and "resume with --ray-address given again" in lines[0], lines
+    # named again, the run goes on on the Ray executor (this address answers nothing)
+    address = f"127.0.0.1:{closed_port}"
+    code, lines = _invoke("toolcalls", "--resume", str(run_dir), "--ray-address", address)
+    assert code == 2 and f"cannot reach the Ray cluster at {address}" in lines[-1], lines
+    code, lines = _invoke("toolcalls", "--resume", str(run_dir), "--executor", "local", "-q")
+    assert code == 0, lines
+    assert len(results.read_text().splitlines()) == 2
