@@ -80,6 +80,16 @@ def test_a_ray_address_without_the_ray_executor_is_one_line(
     assert len(lines) == 1 and "--ray-address needs --executor ray" in lines[0], lines
 
 
+def test_helios_run_interactive_is_refused_on_the_ray_executor(
+    tmp_path: Path, make_task: TaskMaker
+) -> None:
+    pytest.importorskip("ray")
+    code, lines = _invoke(*_doors(tmp_path, make_task)["run"], "-i", "--executor", "ray")
+    assert code == 2, lines
+    assert len(lines) == 1 and "not with --executor ray" in lines[0], lines
+    assert not (tmp_path / "out").exists()
+
+
 def test_both_doors_list_the_executor_options_in_their_help() -> None:
     for door in ("run", "toolcalls"):
         result = CliRunner().invoke(app, [door, "--help"], terminal_width=200)

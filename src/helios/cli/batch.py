@@ -515,6 +515,9 @@ def run_command(
             handle_errors(exc, options.debug)
     if (options.watch or interactive) and settings.n_attempts > 1:
         fail(WATCH_WITH_ATTEMPTS)
+    if interactive and settings.executor == "ray":  # no node serves its desktop here
+        fail("-i/--interactive takes control of a desktop on this machine: not with "
+             "--executor ray")  # fmt: skip
     batch = _execute([task], settings, fail_under, options.debug)
     if batch.output_dir is not None and not quiet:
         for result in batch.results:
