@@ -479,6 +479,17 @@ def _descendants(pid: int) -> list[int]:
     return found
 
 
+def _processes_named(prefix: bytes) -> list[int]:
+    """The processes whose command line starts with `prefix` (a Ray actor's: ray::Class)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            with contextlib.suppress(OSError):
+                if (entry / "cmdline").read_bytes().startswith(prefix):
+                    found.append(int(entry.name))
+    return found
+
+
 def _runs_a_trial(pid: int, marker: str) -> bool:
     """Whether a process under `pid` runs a command line holding `marker`."""
     for child in _descendants(pid):
@@ -625,8 +636,8 @@ def test_toolcalls_on_the_cluster_gives_the_local_results_through_a_node_lost_mi
     # After the batch's node test (this kills the other worker node: only the head is
     # left; the tests that need more slots run before).
     victim = 1
-    with _flights(cluster, tmp_path, latency_ms=700) as (config, port):
-        args = ("--config", str(config), "--runs", "2", "--max-concurrency", "3", "-q")
+    with _flights(cluster, tmp_path, latency_ms=1000) as (config, port):
+        args = ("--config", str(config), "--runs", "1", "--max-concurrency", "3", "-q")
         driver = subprocess.Popen(cluster.helios("toolcalls", *args, "-o", str(tmp_path / "ray")),
                                   env=cluster.env, stdout=subprocess.DEVNULL,
                                   stderr=subprocess.PIPE)  # fmt: skip
@@ -635,6 +646,8 @@ def test_toolcalls_on_the_cluster_gives_the_local_results_through_a_node_lost_mi
         try:
 
             def calling_from_the_victim() -> bool:
+                # first seen within a poll of its call's start: the reply is most of the
+                # model's latency away when the node goes
                 assert driver.poll() is None, _tail(driver)
                 found = _callers(cluster, port) - callers
                 callers.update(found)
@@ -644,7 +657,11 @@ def test_toolcalls_on_the_cluster_gives_the_local_results_through_a_node_lost_mi
             wait_until(calling_from_the_victim, "a run calling the model from the victim node",
                        within=180)  # fmt: skip
             raylet = cluster.nodes[victim]["raylet_pid"]
-            for pid in [raylet, *_descendants(raylet)]:  # the node goes, as a machine would
+            # The node goes, as a machine would; and the run's limits actor with it, wherever
+            # it is (it is on the driver's node, which on this machine may be any node).
+            box = _processes_named(b"ray::LimitsBox")
+            assert box  # the actor that holds the model's limiter for the whole cluster
+            for pid in [raylet, *_descendants(raylet), *box]:
                 with contextlib.suppress(ProcessLookupError):
                     os.kill(pid, signal.SIGKILL)
 
@@ -679,8 +696,8 @@ def test_toolcalls_on_the_cluster_gives_the_local_results_through_a_node_lost_mi
     (one_dir,) = (tmp_path / "one").iterdir()
     on_ray, local = _toolcall_results(ray_dir), _toolcall_results(one_dir)
     # each run once (none lost, none twice), with what it gives on one machine
-    assert len(on_ray[0]) == len(records) == 6 and on_ray == local
-    assert sorted(r["status"] for r in records) == ["failed"] * 2 + ["passed"] * 4
+    assert len(on_ray[0]) == len(records) == 3 and on_ray == local
+    assert sorted(r["status"] for r in records) == ["failed", "passed", "passed"]
     # the usage the nodes counted came back with each run
     assert all(r["usage"]["calls"] == 1 for r in records)
     run = json.loads((ray_dir / "run.json").read_text())

@@ -597,7 +597,10 @@ class _RayBatch:
         self.events = self._event_box() if service.emit is not None else None
         #: the run's model-call limiters, shared by every trial on every node
         limits = limits_of(service.services) | endpoint_limits(service.door)
-        self.limits = self._on_driver_node(LimitsBox).remote(limits) if limits else None
+        # Restarted (its limits afresh) if its node dies: the driver's node may be any
+        # node of a machine that runs several, and the run's calls must go on.
+        boxes = self._on_driver_node(LimitsBox, restart=True)
+        self.limits = boxes.remote(limits) if limits else None
         boxed, starts = self.limits, service.concurrency.starts_at_once
         #: set once no more results are awaited: the relay takes the last events and ends
         self.done = asyncio.Event()
@@ -634,13 +637,15 @@ class _RayBatch:
     def _event_box(self) -> Any:
         return self._on_driver_node(EventBox).remote()
 
-    def _on_driver_node(self, cls: type) -> Any:
-        """`cls` as a Ray actor class, placed on the driver's node."""
+    def _on_driver_node(self, cls: type, restart: bool = False) -> Any:
+        """`cls` as a Ray actor class, placed on the driver's node; with `restart`, made
+        again elsewhere if that node dies, and the calls it had not answered sent again."""
         from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
         here = NodeAffinitySchedulingStrategy(self.ray.get_runtime_context().get_node_id(),
                                               soft=True)  # fmt: skip
-        return self.ray.remote(num_cpus=0, scheduling_strategy=here)(cls)
+        again = {"max_restarts": -1, "max_task_retries": -1} if restart else {}
+        return self.ray.remote(num_cpus=0, scheduling_strategy=here, **again)(cls)
 
     async def _relay(self) -> None:
         """Hand the nodes' events to the display, every `EVENTS_EVERY` seconds, and the

@@ -16,7 +16,9 @@ cluster of N nodes send N times what the provider allows. So:
   while no 429 comes. So the cluster sends about what the provider allows, not a
   burst each time a hold ends.
   A trial whose process dies while it holds room leaks that room; the actor hands it
-  back after `LEASE_SECONDS` (no model call lasts that long without an answer).
+  back after `LEASE_SECONDS` (no model call lasts that long without an answer). An
+  actor whose node dies is made again on another node, with the starting limits, and
+  the calls waiting for room ask it again (`max_restarts`, `max_task_retries`).
 - **Other endpoints**: a door's own endpoints (`CallsEndpoints`: the tool-call door's
   agent under test and synthesizer, whose calls go through `EndpointCalls`) get the
   same, one limiter each in the actor (`endpoint_limits`, `share_endpoints`).
@@ -37,6 +39,7 @@ import collections
 import contextlib
 import fcntl
 import os
+import random
 import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -69,7 +72,9 @@ class LimitsBox:
         self.last_429: dict[str, float] = {}
         #: when each lease was taken, by its number
         self.leases: dict[int, tuple[str, float]] = {}
-        self.next_lease = 0
+        # from a random start: a lease of the actor's earlier life (restarted after its
+        # node died) is released to this one as an unknown lease, never as one of its own
+        self.next_lease = random.getrandbits(48)
         #: what the cluster did, for the live line and the tests
         self.counts = {"calls": 0, "rate_limited": 0, "peak_in_flight": 0}
 
