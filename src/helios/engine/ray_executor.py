@@ -599,8 +599,8 @@ class _RayBatch:
         limits = limits_of(service.services) | endpoint_limits(service.door)
         # Restarted (its limits afresh) if its node dies: the driver's node may be any
         # node of a machine that runs several, and the run's calls must go on.
-        boxes = self._on_driver_node(LimitsBox, restart=True)
-        self.limits = boxes.remote(limits) if limits else None
+        self.limits = (self._on_driver_node(LimitsBox, restart=True).remote(limits)
+                       if limits else None)  # fmt: skip
         boxed, starts = self.limits, service.concurrency.starts_at_once
         #: set once no more results are awaited: the relay takes the last events and ends
         self.done = asyncio.Event()
