@@ -30,7 +30,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from typer.testing import CliRunner
 
+from helios.cli.app import app
 from helios.datagen.settings import GenerateSettings
 from helios.environments.local.cleanup import remove_holder
 from helios.tasks.settings import TaskBatchSettings
@@ -319,6 +321,129 @@ def test_generate_on_three_nodes_writes_what_one_machine_writes(
         assert on_ray[name] == alone[name], name
 
 
+def test_helios_run_runs_its_trial_on_a_node_of_the_cluster(
+    cluster: Cluster, make_task: TaskMaker, tmp_path: Path
+) -> None:
+    task = make_task("one", solve="sleep 1.087\n")
+    out = tmp_path / "out"
+    driver = subprocess.Popen(cluster.helios("run", str(task), "--provider", "local", "--agent",
+                                             "oracle", "-q", "-o", str(out)),
+                              env=cluster.env, stdout=subprocess.DEVNULL,
+                              stderr=subprocess.PIPE)  # fmt: skip
+    raylets = [node["raylet_pid"] for node in cluster.nodes]
+    try:
+
+        def on_a_node() -> bool:
+            assert driver.poll() is None, _tail(driver)
+            return any(_runs_a_trial(raylet, "1.087") for raylet in raylets)
+
+        # its agent's command runs under one of the nodes' raylets, not under the driver
+        wait_until(on_a_node, "the trial's command running on a node", within=180)
+        assert not _runs_a_trial(driver.pid, "1.087")
+        assert driver.wait(timeout=300) == 0, _tail(driver)
+    finally:
+        if driver.poll() is None:
+            driver.kill()
+            driver.wait()
+    # the node ran it without seeing the task folder: Ray brought it
+    assert subprocess.run(cluster.on_nodes("ls", str(task)), capture_output=True,
+                          timeout=30).returncode != 0  # fmt: skip
+    (run_dir,) = out.iterdir()
+    assert run_dir.name.startswith("run_")
+    assert [r["status"] for r in _records(run_dir)] == ["passed"]
+    run = json.loads((run_dir / "run.json").read_text())
+    assert (run["executor"], run["ray_address"]) == ("ray", cluster.address)
+    assert run["config"]["settings"]["executor"] == "ray"
+    _no_scratch_left(run_dir)
+
+
+#: a tool-call config in text mode against the scripted model (format: its /v1 URL)
+TOOLCALLS_CONFIG = """
+synthesizer: null
+agent:
+  name: model
+  params:
+    model: openai-compatible/scripted
+    base_url: {url}
+    api_key: {key}
+    tools:
+      - name: book_flight
+        parameters: {{type: object, properties: {{to_city: {{type: string}}}}}}
+tests:
+  - id: flight
+    prompts: ["Book a flight to LA", "A flight to LA, please"]
+    expect: [{{name: book_flight, arguments: {{to_city: LA}}}}]
+  - id: wrong
+    prompt: "Book a flight to Rome"
+    expect: [{{name: book_flight, arguments: {{to_city: Rome}}}}]
+"""
+#: the scripted model's answer: a flight to LA, whatever is asked
+FLIGHT = {"scenarios": [{"match": "flight", "turns": [{"tool_calls": [
+    {"name": "book_flight", "arguments": {"to_city": "LA"}}]}]}]}  # fmt: skip
+
+
+@contextlib.contextmanager
+def _flights(cluster: Cluster, tmp_path: Path, latency_ms: int) -> Iterator[tuple[Path, int]]:
+    """The scripted model in the cluster's namespace, and a config that calls it; (the
+    config, the model's port)."""
+    script, port_file = tmp_path / "script.json", tmp_path / "port"
+    script.write_text(json.dumps(FLIGHT))
+    server = subprocess.Popen(cluster.cmd(*mock_llm_cmd(script, port_file, KEY), "--latency-ms",
+                                          str(latency_ms)),
+                              env=cluster.env, stdout=subprocess.DEVNULL,
+                              stderr=subprocess.DEVNULL)  # fmt: skip
+    try:
+        wait_until(lambda: port_file.exists() and port_file.read_text().strip(), "the model")
+        port = int(port_file.read_text())
+        config = tmp_path / "c.yaml"
+        config.write_text(TOOLCALLS_CONFIG.format(url=f"http://127.0.0.1:{port}/v1", key=KEY))
+        yield config, port
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+
+
+def _callers(cluster: Cluster, port: int) -> set[int]:
+    """The processes with a connection open to `port`, in the cluster's namespace."""
+    shown = subprocess.run(cluster.cmd("ss", "-tnpH"), capture_output=True, text=True,
+                           check=True, timeout=30).stdout  # fmt: skip
+    return {int(pid) for line in shown.splitlines() if len(line.split()) > 5
+            and line.split()[4].endswith(f":{port}")
+            for pid in re.findall(r"pid=(\d+)", line)}  # fmt: skip
+
+
+def _nodes_of(cluster: Cluster, pids: set[int]) -> set[int]:
+    """The nodes (by their index in `cluster.nodes`) whose raylet runs any of `pids`."""
+    raylets = {node["raylet_pid"]: index for index, node in enumerate(cluster.nodes)}
+    found = set()
+    for pid in pids:
+        with contextlib.suppress(OSError, IndexError, ValueError):
+            while pid > 1 and pid not in raylets:  # up the process's ancestors
+                pid = int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+            if pid in raylets:
+                found.add(raylets[pid])
+    return found
+
+
+#: what differs between two tool-call runs by design: clocks, and a run's reruns on the
+#: cluster (a node lost)
+TOOLCALLS_VOLATILE = re.compile(r"(_at|_seconds|^duration|^seconds|^node_retries)$")
+
+
+def _toolcall_results(run_dir: Path) -> tuple[dict[str, Any], Any]:
+    """A tool-call run's records by run, and its summary, without the clocks."""
+
+    def steady(value: Any) -> Any:
+        if isinstance(value, dict):
+            return {k: steady(v) for k, v in value.items() if not TOOLCALLS_VOLATILE.search(k)}
+        if isinstance(value, list):
+            return [steady(v) for v in value]
+        return value
+
+    records = {r["trial_id"]: steady(r) for r in _records(run_dir)}
+    return records, steady(json.loads((run_dir / "toolcalls_summary.json").read_text()))
+
+
 #: what differs between two generate runs of the same prompts by design: clocks, and a
 #: row's offset in its batch file (rows are appended as their prompts end)
 GENERATE_VOLATILE = re.compile(r"(_at|_seconds|^last_updated|^offset)$")
@@ -351,6 +476,17 @@ def _descendants(pid: int) -> list[int]:
         for child in children.get(todo.pop(), []):
             found.append(child)
             todo.append(child)
+    return found
+
+
+def _processes_named(prefix: bytes) -> list[int]:
+    """The processes whose command line starts with `prefix` (a Ray actor's: ray::Class)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            with contextlib.suppress(OSError):
+                if (entry / "cmdline").read_bytes().startswith(prefix):
+                    found.append(int(entry.name))
     return found
 
 
@@ -492,6 +628,80 @@ def test_a_worker_node_killed_mid_batch_loses_and_duplicates_nothing(
     assert rerun  # the trials of the dead node ran again elsewhere, and say so
     assert json.loads((run_dir / "batch_summary.json").read_text())["passed"] == 10
     _no_scratch_left(run_dir)  # not even the killed node's trial folders
+
+
+def test_toolcalls_on_the_cluster_gives_the_local_results_through_a_node_lost_mid_run(
+    cluster: Cluster, tmp_path: Path
+) -> None:
+    # After the batch's node test (this kills the other worker node: only the head is
+    # left; the tests that need more slots run before).
+    victim = 1
+    with _flights(cluster, tmp_path, latency_ms=1000) as (config, port):
+        args = ("--config", str(config), "--runs", "1", "--max-concurrency", "3", "-q")
+        driver = subprocess.Popen(cluster.helios("toolcalls", *args, "-o", str(tmp_path / "ray")),
+                                  env=cluster.env, stdout=subprocess.DEVNULL,
+                                  stderr=subprocess.PIPE)  # fmt: skip
+        callers: set[int] = set()
+        nodes: set[int] = set()
+        try:
+
+            def calling_from_the_victim() -> bool:
+                # first seen within a poll of its call's start: the reply is most of the
+                # model's latency away when the node goes
+                assert driver.poll() is None, _tail(driver)
+                found = _callers(cluster, port) - callers
+                callers.update(found)
+                nodes.update(_nodes_of(cluster, found))  # now: the job's workers end with it
+                return victim in nodes
+
+            wait_until(calling_from_the_victim, "a run calling the model from the victim node",
+                       within=180)  # fmt: skip
+            raylet = cluster.nodes[victim]["raylet_pid"]
+            # The node goes, as a machine would; and the run's limits actor with it, wherever
+            # it is (it is on the driver's node, which on this machine may be any node).
+            box = _processes_named(b"ray::LimitsBox")
+            assert box  # the actor that holds the model's limiter for the whole cluster
+            for pid in [raylet, *_descendants(raylet), *box]:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
+
+            def done() -> bool:
+                found = _callers(cluster, port) - callers
+                callers.update(found)
+                nodes.update(_nodes_of(cluster, found))
+                return driver.poll() is not None
+
+            wait_until(done, "the tool-call runs on the cluster", within=300)
+        finally:
+            if driver.poll() is None:
+                driver.kill()
+                driver.wait()
+        assert driver.returncode == 1, _tail(driver)  # "wrong" fails, as it does alone
+        # the model was called from the nodes' worker processes, never from the driver
+        assert driver.pid not in callers and len(nodes) >= 2, (callers, nodes)
+        alone = subprocess.run(cluster.cmd(*helios_cmd("toolcalls", *args, "-o",
+                                                       str(tmp_path / "one"))),
+                               env=cluster.env, capture_output=True, text=True,
+                               timeout=300)  # fmt: skip
+        assert alone.returncode == 1, alone.stderr
+        (ray_dir,) = (tmp_path / "ray").iterdir()
+        records = _records(ray_dir)
+        assert any(r.get("node_retries") for r in records)  # the lost runs ran again elsewhere
+    # the folder resumes (here, on this machine; the config again, for its key), and finds
+    # nothing left to run: it calls no model
+    resumed = CliRunner().invoke(app, ["toolcalls", "--resume", str(ray_dir), "--config",
+                                       str(config), "--executor", "local", "-q"])  # fmt: skip
+    assert resumed.exit_code == 1, resumed.output
+    assert _records(ray_dir) == records
+    (one_dir,) = (tmp_path / "one").iterdir()
+    on_ray, local = _toolcall_results(ray_dir), _toolcall_results(one_dir)
+    # each run once (none lost, none twice), with what it gives on one machine
+    assert len(on_ray[0]) == len(records) == 3 and on_ray == local
+    assert sorted(r["status"] for r in records) == ["failed", "passed", "passed"]
+    # the usage the nodes counted came back with each run
+    assert all(r["usage"]["calls"] == 1 for r in records)
+    run = json.loads((ray_dir / "run.json").read_text())
+    assert (run["executor"], run["ray_address"]) == ("ray", cluster.address)
 
 
 def test_ray_address_without_the_ray_executor_is_one_clear_line(

@@ -478,7 +478,7 @@ def _recorded_tasks(run: dict[str, Any] | None, argument: str) -> list[Path]:
     "base_url", "api_key", "max_turns", "agent_version", "system_prompt_file", "max_tokens",
     "temperature", "reasoning_effort", "no_reasoning", "openrouter_routing", "prices", "watch",
     "interactive", "debug", "cache", "max_cost", "max_total_tokens", "max_duration",
-    "budget_hard",
+    "budget_hard", "executor", "ray_address",
 )  # fmt: skip
 def run_command(
     options: TrialOptions,
@@ -497,10 +497,12 @@ def run_command(
     force: ForceOpt = False,
     fail_under: FailUnderOpt = None,
     interactive: InteractiveOpt = False,
+    executor: ExecutorOpt = "local",
+    ray_address: RayAddressOpt = None,
 ) -> None:
     """Run one task and show its result."""
     from helios.cli.common import err_console, fail, handle_errors, shown
-    from helios.cli.resume import resume_settings, resumed_options
+    from helios.cli.resume import given, resume_settings, resumed_options
 
     _retry_needs_resume(retry_failed_below, resume)
 
@@ -508,6 +510,10 @@ def run_command(
     saved = _saved(ctx, run, resume, options.debug)
     if run is not None and saved is None:  # a run of before config_version: its flat keys
         options = resumed_options(ctx, options, run)
+        if isinstance(run.get("executor"), str) and not given(ctx, "executor"):
+            executor = run["executor"]  # before the settings check --ray-address against it
+    if saved is not None and not given(ctx, "executor"):
+        executor = saved[0].get("executor", executor)  # as above
     if task is None:
         task = saved[1][0] if saved is not None and saved[1] else _recorded_tasks(run, "TASK")[0]
     if not (task / "task.toml").is_file():
@@ -516,6 +522,7 @@ def run_command(
         n_concurrent=1, run_prefix="run", view="trial", resume=resume, quiet=quiet,
         retry_errors=retry_errors, retry_failed_below=retry_failed_below, force=force,
         watch=_view_mode(options.watch, interactive),
+        executor=executor, ray_address=ray_address,
     )  # fmt: skip
     settings = _settings(options, **own)
     if run is not None and saved is None:
@@ -527,6 +534,9 @@ def run_command(
             handle_errors(exc, options.debug)
     if (options.watch or interactive) and settings.n_attempts > 1:
         fail(WATCH_WITH_ATTEMPTS)
+    if interactive and settings.executor == "ray":  # no node serves its desktop here
+        fail("-i/--interactive takes control of a desktop on this machine: not with "
+             "--executor ray")  # fmt: skip
     batch = _execute([task], settings, fail_under, options.debug)
     if batch.output_dir is not None and not quiet:
         for result in batch.results:

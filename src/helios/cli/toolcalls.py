@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Literal, cast
 
 import typer
 
@@ -26,20 +26,24 @@ from helios.cli.common import (
 from helios.cli.options import (
     BudgetHardOpt,
     DebugOpt,
+    ExecutorOpt,
     MaxCostOpt,
     MaxDurationOpt,
     MaxTotalTokensOpt,
     NameOpt,
+    RayAddressOpt,
     TagOpt,
 )
 from helios.text import visible
 from helios.toolcalls.types import BatchResult
 
 if TYPE_CHECKING:
+    from helios.engine.config import Executor
     from helios.toolcalls.config import ToolcallsConfig
 
 
 def toolcalls_command(
+    ctx: typer.Context,
     config: Annotated[
         Path | None,
         typer.Option("--config", "-c", help="The YAML config (synthesizer, agent, tests). "
@@ -72,6 +76,8 @@ def toolcalls_command(
     force: Annotated[
         bool, typer.Option("--force", help="With --resume, accept other components than the run's.")
     ] = False,
+    executor: ExecutorOpt = "local",
+    ray_address: RayAddressOpt = None,
     name: NameOpt = None,
     tag: TagOpt = None,
     max_cost: MaxCostOpt = None,
@@ -81,6 +87,7 @@ def toolcalls_command(
     debug: DebugOpt = False,
 ) -> None:
     """Run the tool-call tests of a YAML config; print the summary; exit 1 if a run failed."""
+    from helios.cli.resume import given
     from helios.engine.budget import BudgetConfig
     from helios.engine.labels import labels_of
     from helios.toolcalls.config import build_components, load_config
@@ -93,11 +100,15 @@ def toolcalls_command(
         budget = BudgetConfig.of(max_cost, max_total_tokens, max_duration, budget_hard)
         if report is not None:
             check_report_path(report)
-        found = _saved(resume, needed=config is None) if resume is not None else None
+        # resumed here (--executor local): the cluster the run recorded is not asked for
+        here = ("ray_address",) if given(ctx, "executor") and executor == "local" else ()
+        found = _saved(ctx, resume, needed=config is None, here=here) if resume else None
         if found is not None:
-            saved, saved_file, saved_runs, saved_limit = found
+            saved, saved_file, saved_runs, saved_limit, saved_executor = found
             runs = runs if runs is not None else saved_runs
             max_concurrency = max_concurrency or saved_limit
+            if saved_executor is not None and not given(ctx, "executor"):
+                executor = saved_executor  # a run on a Ray cluster goes on there
         if config is not None:
             parsed = load_config(config)
         else:
@@ -116,9 +127,10 @@ def toolcalls_command(
             cases, synthesizer=synthesizer, agent=agent, evaluator=evaluator,
             max_concurrency=max_concurrency or parsed.max_concurrency,
             cache=False if no_cache else None, output_dir=output, labels=labels,
-            settings={CONFIG_FILE: str(config.absolute()), RUNS: runs,
+            settings={CONFIG_FILE: str(config.absolute()), RUNS: runs, EXECUTOR: executor,
                       **_saved_settings(parsed)},
-            resume=resume, force=force, budget=budget,
+            resume=resume, force=force, budget=budget, executor=cast("Executor", executor),
+            ray_address=ray_address,
         ))  # fmt: skip
     except Exception as exc:
         handle_errors(exc, debug)
@@ -149,27 +161,31 @@ def _saved_settings(parsed: ToolcallsConfig) -> dict[str, object]:
 
 
 #: what run.json's `config.settings` holds beside the YAML config: its file (relative
-#: component paths are read from its folder) and --runs
-CONFIG_FILE, RUNS = "config_file", "runs_override"
+#: component paths are read from its folder), --runs and --executor
+CONFIG_FILE, RUNS, EXECUTOR = "config_file", "runs_override", "executor"
 
 
 def _saved(
-    run_dir: Path, *, needed: bool
-) -> tuple[ToolcallsConfig, Path, int | None, int | None] | None:
+    ctx: typer.Context, run_dir: Path, *, needed: bool, here: tuple[str, ...] = ()
+) -> tuple[ToolcallsConfig, Path, int | None, int | None, str | None] | None:
     """The YAML config a run saved (run.json's `config`), validated again, with its
-    file, --runs and the bound on runs in flight: one InputError line for anything
-    that does not fit. None for a run of before config_version, unless `needed`
-    (no --config given: an InputError)."""
+    file, --runs, the bound on runs in flight and the executor: one InputError line
+    for anything that does not fit. None for a run of before config_version, unless
+    `needed` (no --config given: an InputError). A Ray cluster's address the run
+    recorded must be given again (a run folder never chooses where to connect), unless
+    named in `here` (the run goes on elsewhere)."""
     from pydantic import ValidationError
 
-    from helios.cli.resume import recorded_run
+    from helios.cli.resume import recorded_run, refuse_recorded_endpoints
     from helios.engine.saved_config import load_fields, saved_config
     from helios.engine.store import RUN_FILE
     from helios.errors import InputError
     from helios.toolcalls.config import ToolcallsConfig
 
     where = str(run_dir / RUN_FILE)
-    config = saved_config(recorded_run(run_dir, ("toolcalls",)), where)
+    run = recorded_run(run_dir, ("toolcalls",))
+    refuse_recorded_endpoints(ctx, run, run_dir / RUN_FILE, here)
+    config = saved_config(run, where)
     if config is None and not needed:
         return None
     if config is None:
@@ -179,8 +195,8 @@ def _saved(
     if not isinstance(settings, dict):
         raise InputError("expected an object", file=where, field="config.settings")
     settings = dict(settings)
-    head = load_fields(_Head, {k: settings.pop(k) for k in (CONFIG_FILE, RUNS) if k in settings},
-                       where, "config.settings")  # fmt: skip
+    head = load_fields(_Head, {k: settings.pop(k) for k in (CONFIG_FILE, RUNS, EXECUTOR)
+                               if k in settings}, where, "config.settings")  # fmt: skip
     limit = load_fields(_Limit, {"max_concurrency": config.get("max_concurrency")}, where,
                         "config")  # fmt: skip
     try:
@@ -190,13 +206,15 @@ def _saved(
         path = ".".join(str(part) for part in error["loc"])
         raise InputError(error["msg"], file=where, field=f"config.settings.{path}") from None
     file = head.get(CONFIG_FILE) or run_dir / "config.yaml"
-    return parsed, Path(file), head.get(RUNS), limit.get("max_concurrency")
+    return (parsed, Path(file), head.get(RUNS), limit.get("max_concurrency"),
+            head.get(EXECUTOR))  # fmt: skip
 
 
 @dataclass
 class _Head:
     config_file: Path | None = None
     runs_override: int | None = None
+    executor: Literal["local", "ray"] | None = None
 
 
 @dataclass

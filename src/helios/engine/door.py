@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol, TypeVar, runtime_checkable
 
+from helios.engine.calls import EndpointCalls
 from helios.engine.episode import EpisodeContext
 from helios.failures import ErrorInfo
 from helios.slots import Slot
@@ -75,4 +76,16 @@ class ReadsFolders(Protocol[U_contra]):
 
     def with_inputs(self, unit: U_contra, copies: Mapping[str, Path]) -> Any:
         """The unit, reading its folders from `copies` (by the same keys)."""
+        ...
+
+
+@runtime_checkable
+class CallsEndpoints(Protocol):
+    """A door whose units call endpoints through `EndpointCalls` of its own (a tool-call
+    agent under test, a speech synthesizer). An executor whose units run in processes
+    of their own on several machines (`--executor ray`) gives each endpoint one limiter
+    for the whole run, as it does the run's models."""
+
+    def endpoints(self) -> Mapping[str, EndpointCalls]:
+        """The door's endpoints, by a name unique in the door."""
         ...

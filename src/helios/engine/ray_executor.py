@@ -104,7 +104,14 @@ from helios.engine.budget import BUDGET_STOPPED
 from helios.engine.config import ray_missing
 from helios.engine.door import ReadsFolders
 from helios.engine.episode import EpisodeContext
-from helios.engine.ray_limits import LimitsBox, NodeStartGate, limits_of, share_limits
+from helios.engine.ray_limits import (
+    LimitsBox,
+    NodeStartGate,
+    endpoint_limits,
+    limits_of,
+    share_endpoints,
+    share_limits,
+)
 from helios.engine.workers import STOP_GRACE, ShardedBatch, _worker_services
 from helios.environments.shell.safe_copy import Bounds, Spool, UnsafeDownload, extract_tar
 from helios.errors import ConfigError
@@ -222,6 +229,7 @@ async def _run_here(setup: WorkerSetup, unit: Any, scratch: Path, emit: Any,
     waker.start()
     services = setup.services
     share_limits(services, limits)  # the run's limiters, one for the whole cluster
+    share_endpoints(setup.door, limits)  # and the door's own endpoints' (per unit: its copy)
     ctx = replace(setup.ctx, run_dir=scratch, start_gate=gate or asyncio.Semaphore(1),
                   emit=emit, services=services)  # fmt: skip
     door = setup.door
@@ -588,8 +596,11 @@ class _RayBatch:
         #: where the nodes send the trials' events (the live display's), if it is shown
         self.events = self._event_box() if service.emit is not None else None
         #: the run's model-call limiters, shared by every trial on every node
-        limits = limits_of(service.services)
-        self.limits = self._on_driver_node(LimitsBox).remote(limits) if limits else None
+        limits = limits_of(service.services) | endpoint_limits(service.door)
+        # Restarted (its limits afresh) if its node dies: the driver's node may be any
+        # node of a machine that runs several, and the run's calls must go on.
+        self.limits = (self._on_driver_node(LimitsBox, restart=True).remote(limits)
+                       if limits else None)  # fmt: skip
         boxed, starts = self.limits, service.concurrency.starts_at_once
         #: set once no more results are awaited: the relay takes the last events and ends
         self.done = asyncio.Event()
@@ -626,13 +637,15 @@ class _RayBatch:
     def _event_box(self) -> Any:
         return self._on_driver_node(EventBox).remote()
 
-    def _on_driver_node(self, cls: type) -> Any:
-        """`cls` as a Ray actor class, placed on the driver's node."""
+    def _on_driver_node(self, cls: type, restart: bool = False) -> Any:
+        """`cls` as a Ray actor class, placed on the driver's node; with `restart`, made
+        again elsewhere if that node dies, and the calls it had not answered sent again."""
         from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
         here = NodeAffinitySchedulingStrategy(self.ray.get_runtime_context().get_node_id(),
                                               soft=True)  # fmt: skip
-        return self.ray.remote(num_cpus=0, scheduling_strategy=here)(cls)
+        again = {"max_restarts": -1, "max_task_retries": -1} if restart else {}
+        return self.ray.remote(num_cpus=0, scheduling_strategy=here, **again)(cls)
 
     async def _relay(self) -> None:
         """Hand the nodes' events to the display, every `EVENTS_EVERY` seconds, and the

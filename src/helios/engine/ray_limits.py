@@ -3,7 +3,12 @@
 - **Model calls**: one `LimitsBox` (`engine/shared_limits.py`), as a Ray actor on the
   driver's node made by the driver for the run, holds the limiter of each of the run's
   models; a trial's services ask it through `RayLimits`, the actor's handle. A cluster of
-  N nodes so sends about what the provider allows, not N times that.
+  N nodes so sends about what the provider allows, not N times that. An actor whose node
+  dies is made again on another node, with the starting limits, and the calls waiting
+  for room ask it again (`max_restarts`, `max_task_retries`).
+- **Other endpoints**: a door's own endpoints (`CallsEndpoints`: the tool-call door's
+  agent under test and synthesizer, whose calls go through `EndpointCalls`) get the
+  same, one limiter each in the actor (`endpoint_limits`, `share_endpoints`).
 - **Budgets** need nothing here: the driver decides every start (`BatchService.halted`)
   and adds each trial's usage as its result comes.
 - **Sandbox starts**: at most the run's `sandbox_starts` at once on each node, by
@@ -22,10 +27,12 @@ import os
 from pathlib import Path
 from typing import Any, Literal
 
-from helios.engine.shared_limits import LimitsBox, limits_of
+from helios.engine.shared_limits import LimitsBox, endpoint_limits, limits_of
+from helios.engine.shared_limits import share_endpoints as _share_endpoints
 from helios.engine.shared_limits import share_limits as _share
 
-__all__ = ["LimitsBox", "NodeStartGate", "RayLimits", "limits_of", "share_limits"]
+__all__ = ["LimitsBox", "NodeStartGate", "RayLimits", "endpoint_limits", "limits_of",
+           "share_endpoints", "share_limits"]  # fmt: skip
 
 #: how often a trial waiting for a node's start lock tries again
 START_POLL = 0.05
@@ -48,6 +55,11 @@ class RayLimits:
 def share_limits(services: Any, box: Any) -> None:
     """Make a trial's model services (and the run's other models') ask the actor `box`."""
     _share(services, RayLimits(box) if box is not None else None)
+
+
+def share_endpoints(door: Any, box: Any) -> None:
+    """Make a trial's copy of the door's endpoints (`CallsEndpoints`) ask the actor `box`."""
+    _share_endpoints(door, RayLimits(box) if box is not None else None)
 
 
 class NodeStartGate(asyncio.Semaphore):

@@ -27,15 +27,19 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
+import random
 import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any, Protocol
 
+from helios.engine.door import CallsEndpoints
 from helios.models.limiter import AdaptiveLimiter
 
 #: how long room taken by a call may be held before the box takes it back
 LEASE_SECONDS = 900.0
+#: the prefix of a door endpoint's key in the box (a model's is its name)
+ENDPOINT = "endpoint:"
 
 
 class LimitsBox:
@@ -54,7 +58,9 @@ class LimitsBox:
         self.last_429: dict[str, float] = {}
         #: when each lease was taken, by its number
         self.leases: dict[int, tuple[str, float]] = {}
-        self.next_lease = 0
+        # from a random start: a lease of the box's earlier life (a Ray actor restarted
+        # after its node died) is released to this one as an unknown lease, never as its own
+        self.next_lease = random.getrandbits(48)
         #: what the run did, for the live line and the tests
         self.counts = {"calls": 0, "rate_limited": 0, "peak_in_flight": 0}
 
@@ -129,10 +135,19 @@ def limits_of(services: Any) -> dict[str, dict[str, float]]:
     if services is None:
         return {}
     every = {_key(services): services, **{_key(o): o for o in services.others.values()}}
-    return {key: {"initial": s.limiter.limit, "minimum": s.limiter.minimum,
-                  "maximum": s.limiter.maximum, "decrease": s.limiter.decrease,
-                  "cooldown": s.limiter.cooldown}
-            for key, s in every.items()}  # fmt: skip
+    return {key: _start(s.limiter) for key, s in every.items()}
+
+
+def endpoint_limits(door: Any) -> dict[str, dict[str, float]]:
+    """The starting limits of each endpoint of a door (`CallsEndpoints`), by key."""
+    if not isinstance(door, CallsEndpoints):
+        return {}
+    return {ENDPOINT + name: _start(calls.limiter) for name, calls in door.endpoints().items()}
+
+
+def _start(limiter: AdaptiveLimiter) -> dict[str, float]:
+    return {"initial": limiter.limit, "minimum": limiter.minimum, "maximum": limiter.maximum,
+            "decrease": limiter.decrease, "cooldown": limiter.cooldown}  # fmt: skip
 
 
 def _key(services: Any) -> str:
@@ -154,6 +169,14 @@ def share_limits(services: Any, box: LimitsClient | None) -> None:
         return
     for one in (services, *services.others.values()):
         one.limiter = SharedLimiter(box, _key(one), one.limiter)
+
+
+def share_endpoints(door: Any, box: LimitsClient | None) -> None:
+    """Make a process's copy of the door's endpoints (`CallsEndpoints`) ask `box`."""
+    if box is None or not isinstance(door, CallsEndpoints):
+        return
+    for name, calls in door.endpoints().items():
+        calls.limiter = SharedLimiter(box, ENDPOINT + name, calls.limiter)
 
 
 class SharedLimiter(AdaptiveLimiter):

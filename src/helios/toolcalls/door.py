@@ -96,6 +96,12 @@ class ToolCallDoor:
         #: runs still to finish per prompt: a prompt's audio is dropped after its last run
         self._remaining: dict[str, int] = {}
 
+    def endpoints(self) -> dict[str, EndpointCalls]:
+        """The endpoints its runs call through the engine (`CallsEndpoints`): on a Ray
+        cluster each gets one limiter for the whole run."""
+        found = {"agent": self.agent_calls, "synthesizer": self.synthesizer_calls}
+        return {name: calls for name, calls in found.items() if calls is not None}
+
     def plan(self, units: Iterable[RunUnit]) -> None:
         """Count each prompt's runs, so its audio is kept exactly as long as needed."""
         for unit in units:

@@ -10,6 +10,7 @@ from typing import Any
 
 from helios.engine import ConcurrencyConfig, OutputsConfig, RunConfig, SandboxConfig
 from helios.engine.budget import BudgetConfig
+from helios.engine.config import Executor
 from helios.engine.labels import RunLabels
 from helios.engine.saved_config import dump_config
 from helios.errors import ConfigError
@@ -60,14 +61,17 @@ def run_config(
     timeout: float | None, policy: RetryPolicy, output_dir: str | Path | None,
     resume: str | Path | None, force: bool, settings: Mapping[str, Any] | None,
     labels: RunLabels | None, budget: BudgetConfig | None = None,
+    executor: Executor = "local", ray_address: str | None = None,
 ) -> RunConfig:  # fmt: skip
+    # where the runs ran: recorded as the task door records it (a local run: nothing)
+    where = {"executor": executor, "ray_address": ray_address} if executor == "ray" else {}
     return RunConfig(
         kind="toolcalls",
-        concurrency=ConcurrencyConfig(in_flight=limit),
+        concurrency=ConcurrencyConfig(in_flight=limit, executor=executor, ray_address=ray_address),
         sandbox=SandboxConfig(provider=None),  # each run's episode has the null sandbox
         outputs=outputs(output_dir, resume, force),
         identity=identity(agent, evaluator, synthesizer),
-        recorded={"runs": runs, "max_concurrency": limit},
+        recorded={"runs": runs, "max_concurrency": limit, **where},
         config={
             "settings": dict(settings or {}), "runs": runs, "max_concurrency": limit,
             "timeout": timeout, "retry_policy": dump_config(policy),

@@ -20,6 +20,7 @@ from helios.display.presenter import RunPresenter
 from helios.display.progress import default_console
 from helios.engine import EndpointCalls, Run, RunOutcome, write_json_atomic
 from helios.engine.budget import BudgetConfig
+from helios.engine.config import Executor, check_executor
 from helios.engine.labels import RunLabels
 from helios.engine.reported_models import record_models
 from helios.errors import ConfigError
@@ -70,6 +71,8 @@ async def run_cases(
     resume: str | Path | None = None,
     force: bool = False,
     budget: BudgetConfig | Mapping[str, Any] | None = None,
+    executor: Executor = "local",
+    ray_address: str | None = None,
 ) -> BatchResult:
     """Run every case `case.runs` times on the engine; never raises for a run's failure.
     `labels`: the run's name and tags, kept in its run.json (with `output_dir`);
@@ -79,9 +82,11 @@ async def run_cases(
     run's are refused unless `force`); `budget`: the run's budgets (`engine.budget`:
     `BudgetConfig`, or {"max_cost": 5, "max_tokens": N, "max_duration": "2h", "hard":
     bool}); once one is reached no run starts, the result's `budget_stopped` says so,
-    and the runs not started are `NotRun` failures a resume runs."""
+    and the runs not started are `NotRun` failures a resume runs; `executor="ray"`:
+    the runs are tasks of a Ray cluster (`ray_address`; None: a local Ray instance)."""
     if max_concurrency is not None and max_concurrency < 1:
         raise ConfigError(f"max_concurrency must be at least 1, got {max_concurrency}")
+    check_executor(executor, ray_address)
     check_runs(cases)
     synth = synthesizer_for(synthesizer, cache)
     reads_text = text_mode(agent, synth)
@@ -115,7 +120,8 @@ async def run_cases(
     config = run_config(
         runs=len(units), limit=limit, agent=agent, evaluator=door.evaluator, synthesizer=synth,
         timeout=timeout, policy=policy, output_dir=output_dir, resume=resume, force=force,
-        settings=settings, labels=labels, budget=budget,
+        settings=settings, labels=labels, budget=budget, executor=executor,
+        ray_address=ray_address,
     )  # fmt: skip
 
     def finish(outcome: RunOutcome[RunUnit, SingleRunResult]) -> BatchResult:
@@ -170,8 +176,8 @@ async def run_concurrent(
 
     `cases=[(prompt, expect), ...]` gives each prompt its own expectation.
     `synthesizer=None` is text mode (the agent reads the prompt: `ModelAgent`).
-    More keywords: cache, retry_policy, timeout, output_dir, show_progress, console
-    (see `run_cases`).
+    More keywords: cache, retry_policy, timeout, output_dir, show_progress, console,
+    executor and ray_address (see `run_cases`).
     """
     if agent is None:
         raise ConfigError("run_concurrent needs an agent")

@@ -80,7 +80,7 @@ class ModelAgent:
             if ctx is not None:
                 ctx.retrying("agent", delay, f"{error.kind}: {error}")
 
-        response = await self.services.generate(
+        response = await self._services(ctx).generate(
             messages, self.tool_wire, slot=ctx.slot if ctx is not None else None,
             usage=ctx.usage if ctx is not None else None, on_retry=retrying,
         )  # fmt: skip
@@ -92,6 +92,15 @@ class ModelAgent:
         # The model's own calls: arguments it sent as unreadable JSON stay visible in
         # the diff, under `_raw` (AgentResponse converts them, see `types.as_call`).
         return AgentResponse(tool_calls=response.tool_calls, raw=raw)
+
+    def _services(self, ctx: Any) -> ModelServices:
+        """The batch's services of this model as the engine hands them to the run: on
+        one machine these very services; on a Ray node the node's copy, which asks the
+        run's shared limiter and counts the run's usage. Else (no engine run) its own."""
+        given = getattr(ctx, "services", None)
+        if isinstance(given, ModelServices) and given.spec == self.services.spec:
+            return given
+        return self.services
 
     async def run(self, audio: Audio) -> AgentResponse:
         """Text models cannot hear: use the transcript the synthesizer kept."""
