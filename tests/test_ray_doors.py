@@ -127,7 +127,8 @@ def test_the_tool_call_doors_endpoints_share_the_runs_limiter() -> None:
     import asyncio
 
     from helios.engine.calls import EndpointCalls
-    from helios.engine.ray_limits import SharedLimiter, endpoint_limits, share_endpoints
+    from helios.engine.ray_limits import endpoint_limits, share_endpoints
+    from helios.engine.shared_limits import SharedLimiter
     from helios.models.retry import RetryPolicy
     from helios.toolcalls.door import ToolCallDoor
     from helios.toolcalls.evaluators.exact import ExactEvaluator
