@@ -426,8 +426,8 @@ def _nodes_of(cluster: Cluster, pids: set[int]) -> set[int]:
 
 
 #: what differs between two tool-call runs by design: clocks, and a run's reruns on the
-#: cluster (a node lost)
-TOOLCALLS_VOLATILE = re.compile(r"(_at|_seconds|^duration|^seconds|^node_retries)$")
+#: cluster (a node lost), and the invocation a record's spend names (spend.jsonl)
+TOOLCALLS_VOLATILE = re.compile(r"(_at|_seconds|^duration|^seconds|^node_retries|^invocation)$")
 
 
 def _toolcall_results(run_dir: Path) -> tuple[dict[str, Any], Any]:
