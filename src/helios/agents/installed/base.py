@@ -42,6 +42,7 @@ from __future__ import annotations
 import json
 import time
 from abc import abstractmethod
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -324,3 +325,25 @@ def content_text(content: Any) -> str:
     if isinstance(content, list):
         return "\n".join(str(p.get("text", "")) for p in content if isinstance(p, dict))
     return "" if content is None else json.dumps(content)
+
+
+def counts(raw: Any) -> Callable[[str], int]:
+    """A reader of the token counts in a log's usage object: a key's integer, else 0."""
+    found = raw if isinstance(raw, dict) else {}
+
+    def count(key: str) -> int:
+        value = found.get(key)
+        return value if isinstance(value, int) else 0
+
+    return count
+
+
+def tool_arguments(arguments: Any) -> dict[str, Any] | None:
+    """A logged tool call's arguments: an object, or a string of one (a string that is
+    not JSON is kept as `{"raw": …}`); None for anything else."""
+    if isinstance(arguments, str):
+        try:
+            arguments = json.loads(arguments)
+        except ValueError:
+            arguments = {"raw": arguments}
+    return arguments if isinstance(arguments, dict) else None

@@ -21,7 +21,7 @@ import shlex
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from helios.agents.base import AgentContext, AgentOutcome
-from helios.agents.installed.base import InstalledAgent, content_text
+from helios.agents.installed.base import InstalledAgent, content_text, counts
 from helios.environments.base import Environment
 from helios.errors import ConfigError, EnvironmentError_
 from helios.models.base import Message, ToolCall
@@ -184,10 +184,7 @@ def _add_blocks(message: Message, blocks: list[Any]) -> None:
 
 
 def _usage(raw: dict[str, Any]) -> Usage:
-    def count(key: str) -> int:
-        value = raw.get(key)
-        return value if isinstance(value, int) else 0
-
+    count = counts(raw)
     return Usage(input_tokens=count("input_tokens"), output_tokens=count("output_tokens"),
                  cache_read_tokens=count("cache_read_input_tokens"),
                  cache_write_tokens=count("cache_creation_input_tokens"))  # fmt: skip

@@ -25,7 +25,7 @@ import shlex
 from typing import Any, ClassVar
 
 from helios.agents.base import AgentContext
-from helios.agents.installed.base import InstalledAgent
+from helios.agents.installed.base import InstalledAgent, counts
 from helios.errors import ConfigError
 from helios.models.base import Message, ToolCall
 from helios.models.routing import ModelSpec
@@ -212,10 +212,7 @@ _TOOLS = {"command_execution": _command, "file_change": _file_change,
 
 
 def _usage(raw: dict[str, Any]) -> Usage:
-    def count(key: str) -> int:
-        value = raw.get(key)
-        return value if isinstance(value, int) else 0
-
+    count = counts(raw)
     cached = count("cached_input_tokens")
     return Usage(input_tokens=max(0, count("input_tokens") - cached), cache_read_tokens=cached,
                  cache_write_tokens=count("cache_write_input_tokens"),

@@ -27,7 +27,7 @@ from typing import Any, ClassVar
 
 from helios.agents.base import AgentContext
 from helios.agents.installed import python_runtime
-from helios.agents.installed.base import InstalledAgent, content_text
+from helios.agents.installed.base import InstalledAgent, content_text, counts, tool_arguments
 from helios.errors import ConfigError
 from helios.models.base import Message, ToolCall
 from helios.models.routing import ModelSpec
@@ -228,14 +228,8 @@ def _message(raw: Any) -> Message | None:
 def _tool_call(call: dict[str, Any]) -> ToolCall:
     given = call.get("function")
     function: dict[str, Any] = given if isinstance(given, dict) else {}
-    arguments: Any = function.get("arguments")
-    if isinstance(arguments, str):
-        try:
-            arguments = json.loads(arguments)
-        except ValueError:
-            arguments = {"raw": arguments}
     return ToolCall(id=str(call.get("id") or ""), name=str(function.get("name") or ""),
-                    arguments=arguments if isinstance(arguments, dict) else None)  # fmt: skip
+                    arguments=tool_arguments(function.get("arguments")))  # fmt: skip
 
 
 def _failed(content: str) -> bool:
@@ -251,10 +245,7 @@ def _failed(content: str) -> bool:
 
 
 def _usage(raw: dict[str, Any]) -> Usage:
-    def count(key: str) -> int:
-        value = raw.get(key)
-        return value if isinstance(value, int) else 0
-
+    count = counts(raw)
     return Usage(input_tokens=count("input_tokens"), output_tokens=count("output_tokens"),
                  cache_read_tokens=count("cache_read_tokens"),
                  cache_write_tokens=count("cache_write_tokens"),

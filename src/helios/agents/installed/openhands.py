@@ -35,7 +35,7 @@ from typing import Any, ClassVar
 
 from helios.agents.base import AgentContext
 from helios.agents.installed import python_runtime
-from helios.agents.installed.base import InstalledAgent
+from helios.agents.installed.base import InstalledAgent, counts, tool_arguments
 from helios.errors import ConfigError
 from helios.models.base import Message, ToolCall
 from helios.models.routing import ModelSpec
@@ -207,15 +207,9 @@ def event_messages(log: str, usage: Usage) -> list[Message]:
 def _tool_call(event: dict[str, Any]) -> ToolCall:
     raw = event.get("tool_call")
     call: dict[str, Any] = raw if isinstance(raw, dict) else {}
-    arguments: Any = call.get("arguments")
-    if isinstance(arguments, str):
-        try:
-            arguments = json.loads(arguments)
-        except ValueError:
-            arguments = {"raw": arguments}
     return ToolCall(id=str(call.get("id") or event.get("tool_call_id") or ""),
                     name=str(call.get("name") or event.get("tool_name") or ""),
-                    arguments=arguments if isinstance(arguments, dict) else None)  # fmt: skip
+                    arguments=tool_arguments(call.get("arguments")))  # fmt: skip
 
 
 def _text(content: Any) -> str:
@@ -243,10 +237,7 @@ def _string(value: Any) -> str | None:
 def _usage(raw: dict[str, Any]) -> Usage:
     """One model call's tokens, as OpenHands counted them."""
 
-    def count(key: str) -> int:
-        value = raw.get(key)
-        return value if isinstance(value, int) else 0
-
+    count = counts(raw)
     return Usage(input_tokens=count("prompt_tokens"), output_tokens=count("completion_tokens"),
                  cache_read_tokens=count("cache_read_tokens"),
                  cache_write_tokens=count("cache_write_tokens"),
