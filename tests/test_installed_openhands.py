@@ -122,8 +122,15 @@ def openhands_install() -> Path:
 
 
 @pytest.mark.slow  # OpenHands's imports take seconds on a loaded machine
-@pytest.mark.usefixtures("need_bwrap")
-def test_openhands_solves_a_task_on_local(openhands_install: Path, tmp_path: Path) -> None:
+@pytest.mark.parametrize("provider", [
+    pytest.param("local", marks=pytest.mark.bwrap),
+    # the install baked into an image derived from the task's (1.5 GB: built once, then
+    # found by its key), its bundled Python 3.13 beside the image's own
+    pytest.param("docker", marks=pytest.mark.docker),
+])  # fmt: skip
+def test_openhands_solves_a_task(openhands_install: Path, provider: str, tmp_path: Path,
+                                 request: pytest.FixtureRequest) -> None:  # fmt: skip
+    request.getfixturevalue("need_bwrap" if provider == "local" else "need_docker")
     # hello-file as it is, without network: OpenHands reaches the server on the
     # host's loopback through the trial's egress proxy, and nothing else
     task = tmp_path / "tasks" / "hello-file"
@@ -136,7 +143,7 @@ def test_openhands_solves_a_task_on_local(openhands_install: Path, tmp_path: Pat
     with MockLLMServer(script=SCRIPT) as server:
         runner = ParallelRunner(
             [task], output_dir=str(tmp_path / "out"), model=MODEL, agent="openhands",
-            base_url=server.openai_base_url, api_key=KEY, provider="local",
+            base_url=server.openai_base_url, api_key=KEY, provider=provider,
             show_progress=False,
         )  # fmt: skip
         batch = asyncio.run(runner.run())
