@@ -69,7 +69,8 @@ def tasks_list_command(
     else:
         fail("missing TASKS_DIR (or -d NAME@VERSION --registry R)")
     try:
-        loaded = load_batch(paths, pattern, None, selection=selection)
+        # parse only: no task's files are hashed (a batch's trial ids need that)
+        loaded = load_batch(paths, pattern, None, selection=selection, digests=False)
     except Exception as exc:
         handle_errors(exc, debug)
     rows = [_row(task) for task in loaded.tasks]

@@ -1,0 +1,196 @@
+"""Loading tasks: discovering and parsing a corpus of Harbor-format tasks (3,566 by
+default, `task_corpus.py`), in ms per task.
+
+    .venv/bin/python benchmarks/loading.py                   # 5 runs of each row
+    .venv/bin/python benchmarks/loading.py --against /tmp/old/src   # interleaved pairs
+    .venv/bin/python benchmarks/loading.py -n 20 -R 1 --no-harbor
+
+Rows, each the median of R runs, each run a fresh process (the corpus is in the page
+cache: one run of each is made first and not counted):
+- **helios load**: `load_batch` in the process, after its imports, as `helios tasks
+  list` calls it: the tasks found, read and checked, no file hashed;
+- **helios load + ids**: as `helios batch` calls it: the same, and each task's content
+  hash, which its trial ids need (`Task.checksum`);
+- **helios tasks list**: `helios tasks list CORPUS --json` end to end, process start
+  and output included;
+- **harbor**: Harbor 0.25's own loader on the same corpus, in its venv
+  (`tests/harbor_venv.py`, Python >= 3.12), with an empty HOME: what its local dataset
+  does (`Task.is_valid_dir` on each folder) and then `Task(folder)` for each one.
+
+`--against SRC`: the Helios rows also run with Helios imported from SRC (another
+checkout's `src`), in interleaved pairs, with the ratio.
+"""
+
+from __future__ import annotations
+
+import argparse
+import inspect
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+sys.path.insert(0, str(HERE.parent / "tests"))
+
+import task_corpus  # noqa: E402
+
+SRC = HERE.parent / "src"
+
+_HARBOR = """
+import json, sys, time
+from pathlib import Path
+t0 = time.perf_counter()
+from harbor.models.task.task import Task
+t1 = time.perf_counter()
+root = Path(sys.argv[1])
+found = [p for p in sorted(root.iterdir()) if Task.is_valid_dir(p)]
+t2 = time.perf_counter()
+tasks = [Task(p) for p in found]
+t3 = time.perf_counter()
+print(json.dumps({"n": len(tasks), "import": t1 - t0, "discover": t2 - t1, "parse": t3 - t2}))
+"""
+
+
+def child(corpus: str, ids: bool) -> None:
+    """One run in this process: the load (and the ids), timed after the imports."""
+    t0 = time.perf_counter()
+    from helios.tasks.plan import load_batch
+
+    t1 = time.perf_counter()
+    # A listing hashes nothing, a batch every task (a checkout before that knob hashed
+    # at load, for both)
+    knob = {"digests": ids} if "digests" in inspect.signature(load_batch).parameters else {}
+    loaded = load_batch([corpus], "**/task.toml", **knob)
+    t2 = time.perf_counter()
+    if ids:
+        for task in loaded.tasks:
+            task.checksum  # noqa: B018  (what a batch's trial ids read)
+    t3 = time.perf_counter()
+    print(json.dumps({"n": len(loaded.tasks), "invalid": len(loaded.invalid),
+                      "import": t1 - t0, "load": t2 - t1, "ids": t3 - t2}))  # fmt: skip
+
+
+def _env(src: Path) -> dict[str, str]:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(src), env.get("PYTHONPATH")]))
+    return env
+
+
+def run_load(src: Path, corpus: Path, ids: bool) -> dict[str, Any]:
+    argv = [sys.executable, __file__, "--child", str(corpus)] + (["--ids"] if ids else [])
+    done = subprocess.run(argv, capture_output=True, text=True, env=_env(src), check=False)
+    if done.returncode != 0:
+        raise RuntimeError(done.stderr.strip()[-2000:])
+    result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    result["seconds"] = result["load"] + result["ids"]
+    return result
+
+
+def run_list(src: Path, corpus: Path) -> dict[str, Any]:
+    argv = [sys.executable, "-m", "helios", "tasks", "list", str(corpus), "--json"]
+    t0 = time.perf_counter()
+    done = subprocess.run(argv, capture_output=True, text=True, env=_env(src), check=False)
+    wall = time.perf_counter() - t0
+    if done.returncode != 0:
+        raise RuntimeError(done.stderr.strip()[-2000:])
+    return {"n": len(json.loads(done.stdout)), "seconds": wall}
+
+
+def run_harbor(python: str, corpus: Path, home: str) -> dict[str, Any]:
+    env = {**os.environ, "HOME": home}
+    env.pop("PYTHONPATH", None)
+    done = subprocess.run([python, "-c", _HARBOR, str(corpus)], capture_output=True,
+                          text=True, env=env, check=False)  # fmt: skip
+    if done.returncode != 0:
+        raise RuntimeError(done.stderr.strip()[-2000:])
+    result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    result["seconds"] = result["discover"] + result["parse"]
+    return result
+
+
+def harbor_python() -> str | None:
+    import harbor_venv
+
+    python = harbor_venv.find_python()
+    return None if python is None else str(harbor_venv.harbor_python(python))
+
+
+def _line(label: str, runs: list[dict[str, Any]], n: int, base: float | None = None) -> str:
+    seconds = statistics.median(r["seconds"] for r in runs)
+    parts = [f"{label:<34} {seconds * 1000 / n:7.3f} ms/task  {seconds:7.2f} s"]
+    if "discover" in runs[0]:
+        discover = statistics.median(r["discover"] for r in runs) * 1000 / n
+        parse = statistics.median(r["parse"] for r in runs) * 1000 / n
+        parts.append(f"(discover {discover:.3f}, parse {parse:.3f})")
+    parts.append(f"[{runs[0]['n']:,} tasks, {len(runs)} runs]")
+    if base is not None:
+        parts.append(f"{seconds / base:5.2f}x of the new")
+    return "  ".join(parts)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--child", help=argparse.SUPPRESS)
+    parser.add_argument("--ids", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("-n", "--tasks", type=int, default=task_corpus.CORPUS_SIZE)
+    parser.add_argument("-R", "--repeat", type=int, default=5, help="runs per row")
+    parser.add_argument("--corpus", type=Path, help="a corpus folder (default: generated, cached)")
+    parser.add_argument("--against", type=Path, help="also run Helios from this src folder")
+    parser.add_argument("--no-harbor", action="store_true", help="leave Harbor's row out")
+    args = parser.parse_args()
+    if args.child:
+        child(args.child, args.ids)
+        return 0
+
+    corpus = args.corpus or task_corpus.cached(args.tasks)
+    n = sum(1 for _ in corpus.glob("*/task.toml"))
+    srcs = {"": SRC} | ({" (against)": args.against.resolve()} if args.against else {})
+    print(f"machine: {os.cpu_count()} cores, load {os.getloadavg()[0]:.2f}; corpus {corpus} "
+          f"({n:,} task folders); median of {args.repeat} runs, each a fresh process")  # fmt: skip
+    rows: dict[str, list[dict[str, Any]]] = {}
+    kinds = (("helios load", lambda s: run_load(s, corpus, False)),
+             ("helios load + ids", lambda s: run_load(s, corpus, True)),
+             ("helios tasks list --json", lambda s: run_list(s, corpus)))  # fmt: skip
+    for _, run in kinds:  # warm the page cache and the bytecode, not counted
+        for src in srcs.values():
+            run(src)
+    for _ in range(args.repeat):  # interleaved: each pair runs back to back
+        for label, run in kinds:
+            for suffix, src in srcs.items():
+                rows.setdefault(label + suffix, []).append(run(src))
+    for label, _ in kinds:
+        new = statistics.median(r["seconds"] for r in rows[label])
+        load = rows[label][0].get("load")
+        print(_line(label, rows[label], n), end="")
+        if load is not None and label == "helios load":
+            imp = statistics.median(r["import"] for r in rows[label])
+            print(f"  (imports {imp * 1000:.0f} ms, not counted)", end="")
+        print()
+        if args.against:
+            print(_line(label + " (against)", rows[label + " (against)"], n, base=new))
+    if not args.no_harbor:
+        python = harbor_python()
+        if python is None:
+            print("harbor                             skipped: no Python >= 3.12 here")
+        else:
+            home = tempfile.mkdtemp(prefix="loading-home-")
+            try:
+                run_harbor(python, corpus, home)
+                runs = [run_harbor(python, corpus, home) for _ in range(args.repeat)]
+            finally:
+                shutil.rmtree(home, ignore_errors=True)
+            print(_line("harbor 0.25 (is_valid_dir + Task)", runs, n))
+    print(f"load after: {os.getloadavg()[0]:.2f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
