@@ -27,6 +27,7 @@ import argparse
 import inspect
 import json
 import os
+import resource
 import shutil
 import statistics
 import subprocess
@@ -49,13 +50,14 @@ import json, sys, time
 from pathlib import Path
 t0 = time.perf_counter()
 from harbor.models.task.task import Task
-t1 = time.perf_counter()
+t1, c1 = time.perf_counter(), time.process_time()
 root = Path(sys.argv[1])
 found = [p for p in sorted(root.iterdir()) if Task.is_valid_dir(p)]
 t2 = time.perf_counter()
 tasks = [Task(p) for p in found]
-t3 = time.perf_counter()
-print(json.dumps({"n": len(tasks), "import": t1 - t0, "discover": t2 - t1, "parse": t3 - t2}))
+t3, c3 = time.perf_counter(), time.process_time()
+print(json.dumps({"n": len(tasks), "import": t1 - t0, "discover": t2 - t1, "parse": t3 - t2,
+                  "cpu": c3 - c1}))
 """
 
 
@@ -64,18 +66,16 @@ def child(corpus: str, ids: bool) -> None:
     t0 = time.perf_counter()
     from helios.tasks.plan import load_batch
 
-    t1 = time.perf_counter()
+    t1, c1 = time.perf_counter(), time.process_time()
     # A listing hashes nothing, a batch every task (a checkout before that knob hashed
     # at load, for both)
     knob = {"digests": ids} if "digests" in inspect.signature(load_batch).parameters else {}
     loaded = load_batch([corpus], "**/task.toml", **knob)
-    t2 = time.perf_counter()
-    if ids:
-        for task in loaded.tasks:
-            task.checksum  # noqa: B018  (what a batch's trial ids read)
-    t3 = time.perf_counter()
+    for task in loaded.tasks if ids else ():
+        task.checksum  # noqa: B018  (what a batch's trial ids read)
+    t2, c2 = time.perf_counter(), time.process_time()
     print(json.dumps({"n": len(loaded.tasks), "invalid": len(loaded.invalid),
-                      "import": t1 - t0, "load": t2 - t1, "ids": t3 - t2}))  # fmt: skip
+                      "import": t1 - t0, "seconds": t2 - t1, "cpu": c2 - c1}))  # fmt: skip
 
 
 def _env(src: Path) -> dict[str, str]:
@@ -90,18 +90,22 @@ def run_load(src: Path, corpus: Path, ids: bool) -> dict[str, Any]:
     if done.returncode != 0:
         raise RuntimeError(done.stderr.strip()[-2000:])
     result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
-    result["seconds"] = result["load"] + result["ids"]
     return result
 
 
 def run_list(src: Path, corpus: Path) -> dict[str, Any]:
     argv = [sys.executable, "-m", "helios", "tasks", "list", str(corpus), "--json"]
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), _children_cpu()
     done = subprocess.run(argv, capture_output=True, text=True, env=_env(src), check=False)
-    wall = time.perf_counter() - t0
+    wall, cpu = time.perf_counter() - t0, _children_cpu() - c0
     if done.returncode != 0:
         raise RuntimeError(done.stderr.strip()[-2000:])
-    return {"n": len(json.loads(done.stdout)), "seconds": wall}
+    return {"n": len(json.loads(done.stdout)), "seconds": wall, "cpu": cpu}
+
+
+def _children_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
 
 
 def run_harbor(python: str, corpus: Path, home: str) -> dict[str, Any]:
@@ -125,14 +129,16 @@ def harbor_python() -> str | None:
 
 def _line(label: str, runs: list[dict[str, Any]], n: int, base: float | None = None) -> str:
     seconds = statistics.median(r["seconds"] for r in runs)
-    parts = [f"{label:<34} {seconds * 1000 / n:7.3f} ms/task  {seconds:7.2f} s"]
+    cpu = statistics.median(r["cpu"] for r in runs)
+    parts = [f"{label:<34} {seconds * 1000 / n:7.3f} ms/task  {seconds:7.2f} s"
+             f"  CPU {cpu * 1000 / n:6.3f} ms/task"]  # fmt: skip
     if "discover" in runs[0]:
         discover = statistics.median(r["discover"] for r in runs) * 1000 / n
         parse = statistics.median(r["parse"] for r in runs) * 1000 / n
         parts.append(f"(discover {discover:.3f}, parse {parse:.3f})")
     parts.append(f"[{runs[0]['n']:,} tasks, {len(runs)} runs]")
     if base is not None:
-        parts.append(f"{seconds / base:5.2f}x of the new")
+        parts.append(f"{seconds / base:5.2f}x the new's wall")
     return "  ".join(parts)
 
 
@@ -145,6 +151,8 @@ def main() -> int:
     parser.add_argument("--corpus", type=Path, help="a corpus folder (default: generated, cached)")
     parser.add_argument("--against", type=Path, help="also run Helios from this src folder")
     parser.add_argument("--no-harbor", action="store_true", help="leave Harbor's row out")
+    parser.add_argument("--harbor-python", help="Harbor's venv Python (default: harbor_venv.py)")
+    parser.add_argument("--no-warmup", action="store_true", help="count the first run too")
     args = parser.parse_args()
     if args.child:
         child(args.child, args.ids)
@@ -159,7 +167,7 @@ def main() -> int:
     kinds = (("helios load", lambda s: run_load(s, corpus, False)),
              ("helios load + ids", lambda s: run_load(s, corpus, True)),
              ("helios tasks list --json", lambda s: run_list(s, corpus)))  # fmt: skip
-    for _, run in kinds:  # warm the page cache and the bytecode, not counted
+    for _, run in kinds if not args.no_warmup else ():  # the page cache, the bytecode
         for src in srcs.values():
             run(src)
     for _ in range(args.repeat):  # interleaved: each pair runs back to back
@@ -168,22 +176,22 @@ def main() -> int:
                 rows.setdefault(label + suffix, []).append(run(src))
     for label, _ in kinds:
         new = statistics.median(r["seconds"] for r in rows[label])
-        load = rows[label][0].get("load")
         print(_line(label, rows[label], n), end="")
-        if load is not None and label == "helios load":
+        if label == "helios load":
             imp = statistics.median(r["import"] for r in rows[label])
             print(f"  (imports {imp * 1000:.0f} ms, not counted)", end="")
         print()
         if args.against:
             print(_line(label + " (against)", rows[label + " (against)"], n, base=new))
     if not args.no_harbor:
-        python = harbor_python()
+        python = args.harbor_python or harbor_python()
         if python is None:
             print("harbor                             skipped: no Python >= 3.12 here")
         else:
             home = tempfile.mkdtemp(prefix="loading-home-")
             try:
-                run_harbor(python, corpus, home)
+                if not args.no_warmup:
+                    run_harbor(python, corpus, home)
                 runs = [run_harbor(python, corpus, home) for _ in range(args.repeat)]
             finally:
                 shutil.rmtree(home, ignore_errors=True)

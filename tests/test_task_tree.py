@@ -33,11 +33,11 @@ def _tricky(root: Path) -> Path:
     """Names whose string order and parts order differ ('a-b' against 'a/b'), a dot
     file, an executable, an empty folder, a large file, links to a file and a folder."""
     task = root / "tricky"
-    for name, text in (("task.toml", "[environment]\ndocker_image = 'x:1'\n"),
-                       ("instruction.md", "Do it.\n"), ("tests/test.sh", "exit 0\n"),
-                       ("a-b", "1"), ("a/b", "2"), ("a/b-c/d", "3"), ("a.b", "4"),
-                       ("environment/Dockerfile", "FROM x\n"), ("environment/.hidden", "h"),
-                       ("environment/sub/file", "s"), ("tests/Dockerfile", "FROM y\n")):  # fmt: skip
+    files = {"task.toml": "[environment]\ndocker_image = 'x:1'\n", "instruction.md": "Do it.\n",
+             "tests/test.sh": "exit 0\n", "a-b": "1", "a/b": "2", "a/b-c/d": "3", "a.b": "4",
+             "environment/Dockerfile": "FROM x\n", "environment/.hidden": "h",
+             "environment/sub/file": "s", "tests/Dockerfile": "FROM y\n"}  # fmt: skip
+    for name, text in files.items():
         (task / name).parent.mkdir(parents=True, exist_ok=True)
         (task / name).write_text(text)
     (task / "tests" / "test.sh").chmod(0o755)

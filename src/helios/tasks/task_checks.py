@@ -28,7 +28,8 @@ def check_task_folder(task_dir: Path, entries: list[Entry] | None = None) -> Non
 
 
 def check_links(task_dir: Path, entries: list[Entry] | None = None) -> None:
-    root = task_dir.resolve()
+    """`entries`: the walk of `task_dir`, which is then resolved already (`load_task`)."""
+    root = task_dir.resolve() if entries is None else task_dir
     for entry in walk(root) if entries is None else entries:
         if not entry.is_link:
             continue
