@@ -7,8 +7,9 @@ default, `task_corpus.py`), in ms per task.
 
 Rows, each the median of R runs, each run a fresh process (the corpus is in the page
 cache: one run of each is made first and not counted):
-- **helios load**: `load_batch` in the process, after its imports, as `helios tasks
-  list` calls it: the tasks found, read and checked, no file hashed;
+- **helios load**: what `load_batch` does, in the process after its imports, as `helios
+  tasks list` calls it: the tasks found (discover), read and checked (parse), no file
+  hashed;
 - **helios load + ids**: as `helios batch` calls it: the same, and each task's content
   hash, which its trial ids need (`Task.checksum`);
 - **helios tasks list**: `helios tasks list CORPUS --json` end to end, process start
@@ -64,18 +65,21 @@ print(json.dumps({"n": len(tasks), "import": t1 - t0, "discover": t2 - t1, "pars
 def child(corpus: str, ids: bool) -> None:
     """One run in this process: the load (and the ids), timed after the imports."""
     t0 = time.perf_counter()
-    from helios.tasks.plan import load_batch
+    from helios.tasks.plan import load_tasks, resolve_task_dirs
 
     t1, c1 = time.perf_counter(), time.process_time()
+    found = resolve_task_dirs([corpus], "**/task.toml")  # as load_batch, apart
+    td, cd = time.perf_counter(), time.process_time()
     # A listing hashes nothing, a batch every task (a checkout before that knob hashed
     # at load, for both)
-    knob = {"digests": ids} if "digests" in inspect.signature(load_batch).parameters else {}
-    loaded = load_batch([corpus], "**/task.toml", **knob)
+    knob = {"digests": ids} if "digests" in inspect.signature(load_tasks).parameters else {}
+    loaded = load_tasks(found, None, **knob)
     for task in loaded.tasks if ids else ():
         task.checksum  # noqa: B018  (what a batch's trial ids read)
     t2, c2 = time.perf_counter(), time.process_time()
-    print(json.dumps({"n": len(loaded.tasks), "invalid": len(loaded.invalid),
-                      "import": t1 - t0, "seconds": t2 - t1, "cpu": c2 - c1}))  # fmt: skip
+    print(json.dumps({"n": len(loaded.tasks), "invalid": len(loaded.invalid), "import": t1 - t0,
+                      "seconds": t2 - t1, "cpu": c2 - c1, "discover": td - t1, "parse": t2 - td,
+                      "discover_cpu": cd - c1, "parse_cpu": c2 - cd}))  # fmt: skip
 
 
 def _env(src: Path) -> dict[str, str]:
@@ -135,7 +139,12 @@ def _line(label: str, runs: list[dict[str, Any]], n: int, base: float | None = N
     if "discover" in runs[0]:
         discover = statistics.median(r["discover"] for r in runs) * 1000 / n
         parse = statistics.median(r["parse"] for r in runs) * 1000 / n
-        parts.append(f"(discover {discover:.3f}, parse {parse:.3f})")
+        parts.append(f"(discover {discover:.3f}, parse {parse:.3f}")
+        if "discover_cpu" in runs[0]:
+            cpu_d = statistics.median(r["discover_cpu"] for r in runs) * 1000 / n
+            cpu_p = statistics.median(r["parse_cpu"] for r in runs) * 1000 / n
+            parts[-1] += f"; CPU {cpu_d:.3f}, {cpu_p:.3f}"
+        parts[-1] += ")"
     parts.append(f"[{runs[0]['n']:,} tasks, {len(runs)} runs]")
     if base is not None:
         parts.append(f"{seconds / base:5.2f}x the new's wall")
