@@ -13,7 +13,7 @@ cache: one run of each is made first and not counted):
 - **helios load + ids**: as `helios batch` calls it: the same, and each task's content
   hash, which its trial ids need (`Task.checksum`);
 - **helios tasks list**: `helios tasks list CORPUS --json` end to end, process start
-  and output included;
+  and output included; and without `--json` (its table, to a pipe);
 - **harbor**: Harbor 0.25's own loader on the same corpus, in its venv
   (`tests/harbor_venv.py`, Python >= 3.12), with an empty HOME: what its local dataset
   does (`Task.is_valid_dir` on each folder) and then `Task(folder)` for each one.
@@ -97,14 +97,15 @@ def run_load(src: Path, corpus: Path, ids: bool) -> dict[str, Any]:
     return result
 
 
-def run_list(src: Path, corpus: Path) -> dict[str, Any]:
-    argv = [sys.executable, "-m", "helios", "tasks", "list", str(corpus), "--json"]
+def run_list(src: Path, corpus: Path, *flags: str) -> dict[str, Any]:
+    argv = [sys.executable, "-m", "helios", "tasks", "list", str(corpus), *flags]
     t0, c0 = time.perf_counter(), _children_cpu()
     done = subprocess.run(argv, capture_output=True, text=True, env=_env(src), check=False)
     wall, cpu = time.perf_counter() - t0, _children_cpu() - c0
     if done.returncode != 0:
         raise RuntimeError(done.stderr.strip()[-2000:])
-    return {"n": len(json.loads(done.stdout)), "seconds": wall, "cpu": cpu}
+    n = len(json.loads(done.stdout)) if flags else len(done.stdout.splitlines()) - 2
+    return {"n": n, "seconds": wall, "cpu": cpu}
 
 
 def _children_cpu() -> float:
@@ -175,7 +176,8 @@ def main() -> int:
     rows: dict[str, list[dict[str, Any]]] = {}
     kinds = (("helios load", lambda s: run_load(s, corpus, False)),
              ("helios load + ids", lambda s: run_load(s, corpus, True)),
-             ("helios tasks list --json", lambda s: run_list(s, corpus)))  # fmt: skip
+             ("helios tasks list --json", lambda s: run_list(s, corpus, "--json")),
+             ("helios tasks list (its table)", lambda s: run_list(s, corpus)))  # fmt: skip
     for _, run in kinds if not args.no_warmup else ():  # the page cache, the bytecode
         for src in srcs.values():
             run(src)

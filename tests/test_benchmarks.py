@@ -118,7 +118,8 @@ def test_the_loading_benchmark_makes_a_corpus_and_prints_each_row(tmp_path: Path
     found = find_python()
     harbor = ["--harbor-python", str(harbor_python(found))] if found else ["--no-harbor"]
     out = _bench("loading.py", "--corpus", str(corpus), "-R", "1", "--no-warmup", *harbor)
-    rows = ["helios load", "helios load + ids", "helios tasks list --json"]
+    rows = ["helios load", "helios load + ids", "helios tasks list --json",
+            "helios tasks list (its table)"]  # fmt: skip
     rows += ["harbor 0.25 (is_valid_dir + Task)"] if found else []
     for row in rows:
         assert re.search(rf"^{re.escape(row)} +\d+\.\d+ ms/task .*\[20 tasks, 1 runs\]", out,
