@@ -28,6 +28,7 @@ import argparse
 import inspect
 import json
 import os
+import re
 import resource
 import shutil
 import statistics
@@ -104,7 +105,11 @@ def run_list(src: Path, corpus: Path, *flags: str) -> dict[str, Any]:
     wall, cpu = time.perf_counter() - t0, _children_cpu() - c0
     if done.returncode != 0:
         raise RuntimeError(done.stderr.strip()[-2000:])
-    n = len(json.loads(done.stdout)) if flags else len(done.stdout.splitlines()) - 2
+    if flags:
+        n = len(json.loads(done.stdout))
+    else:  # the table's footer: "3,566 task(s)"
+        footer = re.match(r"([\d,]+)", done.stdout.strip().splitlines()[-1])
+        n = int(footer.group(1).replace(",", "")) if footer else 0
     return {"n": n, "seconds": wall, "cpu": cpu}
 
 
