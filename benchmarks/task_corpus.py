@@ -26,7 +26,7 @@ import shutil
 import sys
 from pathlib import Path
 
-#: the size of the public corpus the issue measured
+#: the size of the public corpus of Harbor-format tasks (Terminal-Bench 2 and others)
 CORPUS_SIZE = 3566
 COMPLETE = ".complete"
 #: bump when the shape changes: a cached corpus of an older shape is made again
