@@ -101,3 +101,26 @@ def test_the_agent_install_benchmark_on_docker_uploads_nothing() -> None:
     assert [(n, reward) for n, _, _, reward in rows] == [("1", "1.0"), ("2", "1.0")], out
     assert float(rows[1][1]) == 0.0, out  # installed once
     assert [float(upload) for _, _, upload, _ in rows] == [0.0, 0.0], out  # in the image
+
+
+def test_the_loading_benchmark_makes_a_corpus_and_prints_each_row(tmp_path: Path) -> None:
+    """The synthetic Harbor corpus loads with no invalid task (in Helios and, where a
+    Python >= 3.12 is here, in Harbor), and each row prints ms per task."""
+    sys.path.insert(0, str(BENCH))
+    import task_corpus
+
+    from .harbor_venv import find_python, harbor_python
+
+    corpus = task_corpus.generate(tmp_path / "corpus", 20)
+    assert len(list(corpus.glob("*/task.toml"))) == 20
+    assert list(corpus.glob("*/steps/*/instruction.md")), "no multi-step task"
+    assert list(corpus.glob("*/environment/docker-compose.yaml")), "no compose task"
+    found = find_python()
+    harbor = ["--harbor-python", str(harbor_python(found))] if found else ["--no-harbor"]
+    out = _bench("loading.py", "--corpus", str(corpus), "-R", "1", "--no-warmup", *harbor)
+    rows = ["helios load", "helios load + ids", "helios tasks list --json",
+            "helios tasks list (its table)"]  # fmt: skip
+    rows += ["harbor 0.25 (is_valid_dir + Task)"] if found else []
+    for row in rows:
+        assert re.search(rf"^{re.escape(row)} +\d+\.\d+ ms/task .*\[20 tasks, 1 runs\]", out,
+                         re.M), out  # fmt: skip

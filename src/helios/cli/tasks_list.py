@@ -7,7 +7,8 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from rich.table import Table
+from rich.cells import cell_len
+from rich.text import Text
 
 from helios.cli.batch import _dataset, _selection
 from helios.cli.common import fail, handle_errors, shown
@@ -24,10 +25,11 @@ from helios.cli.options import (
     SeedOpt,
     TaskTagOpt,
 )
-from helios.display.console import SafeConsole, plain
+from helios.display.console import SafeConsole
 from helios.tasks.plan import LoadedTasks, load_batch
 from helios.tasks.selection import selected_line
 from helios.tasks.task import Task
+from helios.text import visible
 
 console = SafeConsole()
 
@@ -69,7 +71,8 @@ def tasks_list_command(
     else:
         fail("missing TASKS_DIR (or -d NAME@VERSION)")
     try:
-        loaded = load_batch(paths, pattern, None, selection=selection)
+        # parse only: no task's files are hashed (a batch's trial ids need that)
+        loaded = load_batch(paths, pattern, None, selection=selection, digests=False)
     except Exception as exc:
         handle_errors(exc, debug)
     rows = [_row(task) for task in loaded.tasks]
@@ -91,15 +94,25 @@ def _row(task: Task) -> dict[str, Any]:
     }  # fmt: skip
 
 
+COLUMNS = ("name", "path", "tags", "difficulty", "category")
+
+
 def _table(rows: list[dict[str, Any]]) -> None:
-    table = Table(title="Tasks")
-    for column in ("name", "path", "tags", "difficulty", "category"):
-        table.add_column(column, overflow="fold")
-    for row in rows:
-        table.add_row(plain(row["name"]), plain(_relative(row["path"])),
-                      plain(", ".join(row["tags"])),
-                      plain(str(row["difficulty"] or "")), plain(str(row["category"] or "")))
-    console.print(table)
+    """Aligned columns, one line a task, written at once: a rich Table measures and
+    folds every cell, 0.6 ms a row (2 s for 3,566 tasks)."""
+    cells = [[visible(text, one_line=True) for text in (
+        row["name"], _relative(row["path"]), ", ".join(row["tags"]),
+        str(row["difficulty"] or ""), str(row["category"] or ""))] for row in rows]  # fmt: skip
+    widths = [max([len(name), *(cell_len(line[i]) for line in cells)])
+              for i, name in enumerate(COLUMNS)]  # fmt: skip
+
+    def line(texts: list[str] | tuple[str, ...]) -> str:
+        padded = [t + " " * (w - cell_len(t)) for t, w in zip(texts[:-1], widths, strict=False)]
+        return "  ".join([*padded, texts[-1]])
+
+    console.print(Text(line(COLUMNS), style="bold"), soft_wrap=True)
+    if cells:
+        console.print(Text("\n".join(line(texts) for texts in cells)), soft_wrap=True)
 
 
 def _relative(path: str) -> str:

@@ -89,16 +89,18 @@ def task_keys(task_dirs: list[Path]) -> dict[Path, str]:
 def load_tasks(
     task_dirs: list[Path], provider: type[Environment] | None = None, *,
     network_default: bool = True, host_env: dict[str, str] | None = None,
+    digests: bool = True,
 ) -> LoadedTasks:  # fmt: skip
     """Load every task; a bad one becomes an `InvalidTask`, one that needs what
     Helios or `provider` cannot give an `UnsupportedTask`, and the rest go on.
-    `network_default`: the network of a sandbox whose task leaves it unset."""
+    `network_default`: the network of a sandbox whose task leaves it unset;
+    `digests`: hash each task's files now (False: a listing, `load_task`)."""
     loaded = LoadedTasks()
     keys = task_keys(task_dirs)
     for task_dir in task_dirs:
         try:
             task = load_task(task_dir, key=keys[task_dir], network_default=network_default,
-                             host_env=host_env)  # fmt: skip
+                             host_env=host_env, digests=digests)  # fmt: skip
             for key in task.unknown_keys:
                 loaded.unknown_keys[key] = loaded.unknown_keys.get(key, 0) + 1
             limits = unsupported(task, provider)
@@ -124,16 +126,17 @@ def load_batch(
     provider: type[Environment] | None = None,
     report: Callable[[list[tuple[str, str]]], None] | None = None, *,
     network_default: bool = True, host_env: dict[str, str] | None = None,
-    selection: TaskSelection | None = None,
+    selection: TaskSelection | None = None, digests: bool = True,
 ) -> LoadedTasks:  # fmt: skip
     """The batch's tasks (those `selection` keeps), each skipped one `report`ed (label,
-    text) first; `InputError` when no task matches or none can run."""
+    text) first; `InputError` when no task matches or none can run. `digests`: False
+    for a listing, which needs no task's hash (`load_task`)."""
     task_dirs = resolve_task_dirs(paths, pattern)
     if not task_dirs:
         where = ", ".join(str(p) for p in ([paths] if isinstance(paths, str | Path) else paths))
         raise InputError(f"no task.toml matching {pattern!r} under {where}")
     loaded = load_tasks(task_dirs, provider, network_default=network_default,
-                        host_env=host_env)  # fmt: skip
+                        host_env=host_env, digests=digests)  # fmt: skip
     if selection is not None and selection.active:
         loaded = select_tasks(loaded, selection, len(task_dirs))
     if report is not None:

@@ -8,7 +8,7 @@ per batch, and fields Helios cannot honour are named by `tasks.features`.
 
 from __future__ import annotations
 
-import hashlib
+import os
 import re
 import tomllib
 from collections.abc import Mapping
@@ -33,6 +33,7 @@ from helios.tasks.schema import (
 from helios.tasks.schema_env import expand_env_defaults
 from helios.tasks.task_checks import check_task_folder
 from helios.tasks.task_layout import COMPOSE_FILE, check_layout
+from helios.tasks.task_tree import tree_checksum, tree_digests, walk
 
 __all__ = [
     "AgentConfig",
@@ -65,13 +66,6 @@ class Task(BaseModel):
     config: TaskConfig
     #: the task's instruction; for a multi-step task, the root one (never sent) or ""
     instruction: str
-    #: sha256 over every file of the task: part of each trial's identity
-    checksum: str
-    #: sha256 over `environment/` only: the docker image cache key
-    environment_hash: str
-    #: sha256 of each tests folder that is a separate verifier's build context
-    #: (it has a Dockerfile), by its path under the task: the image cache key
-    tests_hashes: dict[str, str] = {}
     #: keys no schema version defines (dotted names), reported once per batch
     unknown_keys: tuple[str, ...] = ()
     #: a multi-step task's instructions, by step name
@@ -129,6 +123,30 @@ class Task(BaseModel):
             t is not None and t.network_mode is None and t.allow_internet is None for t in tables
         )
 
+    # The content hashes: taken at load for a batch (`load_task(digests=True)`), where
+    # each trial's identity needs them; a listing never reads the files' bytes.
+    @property
+    def checksum(self) -> str:
+        """sha256 over every file of the task: part of each trial's identity."""
+        return self._digests[0]
+
+    @property
+    def environment_hash(self) -> str:
+        """sha256 over `environment/` only ("" without one): the docker image cache key."""
+        return self._digests[1].get("environment", "")
+
+    @property
+    def tests_hashes(self) -> dict[str, str]:
+        """sha256 of each tests folder that is a separate verifier's build context
+        (it has a Dockerfile), by its path under the task: the image cache key."""
+        return {k: v for k, v in self._digests[1].items() if k != "environment"}
+
+    @cached_property
+    def _digests(self) -> tuple[str, dict[str, str]]:
+        folders = ["tests", *(f"steps/{step.name}/tests" for step in self.config.steps or [])]
+        built = [f for f in folders if (self.path / f / "Dockerfile").is_file()]
+        return tree_digests(self.path, ["environment", *built])
+
     def sandbox_spec(self) -> SandboxSpec:
         """The sandbox this task asks for."""
         return self._sandbox_spec
@@ -137,7 +155,8 @@ class Task(BaseModel):
         """A copy whose derived values are worked out again (pydantic would copy them)."""
         copy = super().model_copy(update=update, deep=deep)
         for name, member in vars(Task).items():
-            if isinstance(member, cached_property):
+            # the content hashes stay: a copy (a Ray node's) holds the same files
+            if isinstance(member, cached_property) and name != "_digests":
                 copy.__dict__.pop(name, None)
         return copy
 
@@ -210,6 +229,10 @@ def discover_tasks(root: str | Path, pattern: str = "**/task.toml") -> list[Path
     base = Path(root)
     if (base / "task.toml").is_file() and pattern in ("**/task.toml", "task.toml"):
         return [base.resolve()]
+    if pattern == "**/task.toml":  # the default: one walk, no glob machinery
+        top = base.resolve()
+        return sorted((top.joinpath(*parts) for parts in _folders_with_task_toml(str(base))),
+                      key=lambda p: str(p))  # fmt: skip
     try:
         found = {p.parent.resolve() for p in base.glob(pattern) if p.name == "task.toml"}
     except (NotImplementedError, ValueError) as exc:
@@ -217,44 +240,66 @@ def discover_tasks(root: str | Path, pattern: str = "**/task.toml") -> list[Path
     return sorted(found, key=lambda p: str(p))
 
 
+def _folders_with_task_toml(base: str) -> list[tuple[str, ...]]:
+    """The parts (from `base`) of each folder that holds a `task.toml`, as
+    `Path.glob("**/task.toml")` finds them: folders that are links are not entered,
+    and a `task.toml` counts when it exists (a link to a missing file does not)."""
+    found: list[tuple[str, ...]] = []
+    stack: list[tuple[str, tuple[str, ...]]] = [(base, ())]
+    while stack:
+        folder, parts = stack.pop()
+        try:
+            with os.scandir(folder) as listing:
+                entries = list(listing)
+        except OSError:
+            continue
+        for entry in entries:
+            if entry.name == "task.toml" and (entry.is_file() or os.path.exists(entry.path)):
+                found.append(parts)
+            try:
+                if entry.is_dir(follow_symlinks=False):
+                    stack.append((entry.path, (*parts, entry.name)))
+            except OSError:
+                continue
+    return found
+
+
 def load_task(
     path: str | Path, key: str | None = None, *, network_default: bool = True,
-    host_env: dict[str, str] | None = None,
+    host_env: dict[str, str] | None = None, digests: bool = True,
 ) -> Task:  # fmt: skip
     """Load and validate one task directory; raise `TaskFormatError` with a one-line
-    reason. `network_default`: the network where the task leaves it unset (public)."""
+    reason. `network_default`: the network where the task leaves it unset (public).
+    `digests`: hash the task's files now (a file that cannot be read makes the task
+    invalid here); False for a listing, which reads no file but the task's own
+    (the hashes are then taken when first asked for)."""
     task_dir = Path(path).resolve()
     toml_path = task_dir / "task.toml"
     if not toml_path.is_file():
         raise TaskFormatError("missing task.toml", file=str(toml_path))
     # Before any file is read: a link may point at a host file.
-    check_task_folder(task_dir)
+    entries = walk(task_dir)
+    check_task_folder(task_dir, entries)
     config = _parse_config(toml_path)
     instruction, step_instructions = check_layout(task_dir, config)
-    env_dir = task_dir / "environment"
-    return Task(
+    task = Task(
         path=task_dir,
         name=task_dir.name,
         key=key or task_dir.name,
         config=config,
         instruction=instruction,
-        checksum=tree_checksum(task_dir),
-        environment_hash=tree_checksum(env_dir) if env_dir.is_dir() else "",
-        tests_hashes=_tests_hashes(task_dir, config),
         unknown_keys=tuple(unknown_keys(config)),
         step_instructions=step_instructions,
         network_default=network_default,
         host_env=dict(host_env or {}),
     )
-
-
-def _tests_hashes(task_dir: Path, config: TaskConfig) -> dict[str, str]:
-    folders = ["tests", *(f"steps/{step.name}/tests" for step in config.steps or [])]
-    return {
-        folder: tree_checksum(task_dir / folder)
-        for folder in folders
-        if (task_dir / folder / "Dockerfile").is_file()
-    }
+    if digests:
+        task.checksum  # noqa: B018  (taken now: a snapshot, and a read error is the task's)
+    else:
+        for entry in entries:  # what the hash would refuse: a file's name that is not text
+            if entry.is_file:
+                "/".join(entry.parts).encode()
+    return task
 
 
 def _parse_config(toml_path: Path) -> TaskConfig:
@@ -303,17 +348,3 @@ def _line_of_key(text: str, key: str) -> int | None:
         if pattern.match(line):
             return number
     return None
-
-
-def tree_checksum(root: Path) -> str:
-    """Content hash of a directory: relative paths, modes and bytes, in sorted order."""
-    digest = hashlib.sha256()
-    for file in sorted(p for p in root.rglob("*") if p.is_file()):
-        relative = file.relative_to(root).as_posix()
-        digest.update(relative.encode() + b"\0")
-        digest.update(b"x" if file.stat().st_mode & 0o111 else b"-")
-        with file.open("rb") as handle:
-            for chunk in iter(lambda: handle.read(1 << 20), b""):
-                digest.update(chunk)
-        digest.update(b"\0")
-    return digest.hexdigest()

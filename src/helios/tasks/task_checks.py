@@ -15,30 +15,32 @@ import re
 from pathlib import Path, PurePosixPath
 
 from helios.errors import TaskFormatError
+from helios.tasks.task_tree import Entry, walk
 
 _WORKDIR = re.compile(r"^\s*WORKDIR\s+(\S+)\s*$", re.IGNORECASE)
 
 
-def check_task_folder(task_dir: Path) -> None:
-    """Raise `TaskFormatError` if the folder links outside itself or its WORKDIR escapes."""
-    check_links(task_dir)
+def check_task_folder(task_dir: Path, entries: list[Entry] | None = None) -> None:
+    """Raise `TaskFormatError` if the folder links outside itself or its WORKDIR escapes
+    (`entries`: the folder's walk, when the caller has it)."""
+    check_links(task_dir, entries)
     check_workdir(task_dir / "environment" / "Dockerfile")
 
 
-def check_links(task_dir: Path) -> None:
-    root = task_dir.resolve()
-    for folder, dirs, files in os.walk(root):
-        for name in dirs + files:
-            path = Path(folder) / name
-            if not path.is_symlink():
-                continue
-            target = Path(os.path.realpath(path))
-            if not target.is_relative_to(root):
-                link = os.readlink(path)
-                raise TaskFormatError(
-                    f"symlink leaves the task folder ({path.relative_to(root)} -> {link})",
-                    file=str(path),
-                )
+def check_links(task_dir: Path, entries: list[Entry] | None = None) -> None:
+    """`entries`: the walk of `task_dir`, which is then resolved already (`load_task`)."""
+    root = task_dir.resolve() if entries is None else task_dir
+    for entry in walk(root) if entries is None else entries:
+        if not entry.is_link:
+            continue
+        path = Path(entry.path)
+        target = Path(os.path.realpath(path))
+        if not target.is_relative_to(root):
+            link = os.readlink(path)
+            raise TaskFormatError(
+                f"symlink leaves the task folder ({path.relative_to(root)} -> {link})",
+                file=str(path),
+            )
 
 
 def check_workdir(dockerfile: Path) -> None:
