@@ -151,8 +151,9 @@ def running(found: list[Proc], args: str) -> list[Proc]:
     return [p for p in found if args in p.args]
 
 
-async def until(check: Callable[[], Awaitable[bool]], what: str, within: float = 20.0) -> None:
-    """Wait, with a deadline, for `check` to hold (no fixed sleep)."""
+async def until(check: Callable[[], Awaitable[bool]], what: str, within: float = 60.0) -> None:
+    """Wait, with a deadline, for `check` to hold (no fixed sleep): 60 s, as a loaded
+    machine (CI, at a load of 25) took over 20 s for an Xvfb to be seen alone."""
     loop = asyncio.get_running_loop()
     deadline = loop.time() + within
     while not await check():

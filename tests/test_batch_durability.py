@@ -43,8 +43,10 @@ def _records(run_dir: Path) -> list[dict[str, Any]]:
 def test_a_second_resume_of_a_running_batch_exits_2_at_once(
     make_task: TaskMaker, tmp_path: Path
 ) -> None:
+    # long enough that the second command (a Python start, seconds on a loaded machine:
+    # CI saw the first batch end before it) meets the first still running
     for i in range(3):
-        make_task(f"slow-{i}", solve="sleep 3; touch /app/ok\n", test=PASS_IF_OK)
+        make_task(f"slow-{i}", solve="sleep 10; touch /app/ok\n", test=PASS_IF_OK)
     tasks, out = tmp_path / "tasks", tmp_path / "out"
     command = ["batch", str(tasks), "--provider", "local", "--agent", "oracle", "-q", "-o"]
     first = subprocess.Popen(helios_cmd(*command, str(out)), stdout=subprocess.PIPE,
@@ -56,6 +58,7 @@ def test_a_second_resume_of_a_running_batch_exits_2_at_once(
         (run_dir,) = out.glob("batch_*")
         started = time.monotonic()
         second = _helios(*command, str(out), "--resume", str(run_dir), cwd=tmp_path)
+        assert first.poll() is None, "the first batch ended before the second started"
         assert second.returncode == 2 and time.monotonic() - started < 10
         assert "in use by another Helios process" in second.stderr
         assert len(second.stderr.strip().splitlines()) == 1
