@@ -29,7 +29,7 @@ LAYER_MODULES: tuple[tuple[str, ...], ...] = (
     # L0 primitives (the engine's events and Slot live here: agents and models use them)
     ("errors", "failures", "secrets", "safe_json", "safe_yaml", "text", "atomic_write",
      "usage", "identity", "_proc", "settings", "version", "events", "slots", "plugins",
-     "lazy", "figures", "event_loop"),
+     "lazy", "figures"),
     # L1 models and sandboxes (a trajectory writer reads the models' messages)
     ("models", "environments", "trajectories"),
     # L2

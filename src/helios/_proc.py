@@ -6,7 +6,6 @@ import asyncio
 import contextlib
 import os
 import signal
-import subprocess
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -56,126 +55,22 @@ async def _read_capped(stream: asyncio.StreamReader | None, cap: int) -> bytes:
     return output.value()
 
 
-class Process:
-    """A child process whose pipes are asyncio streams and whose exit is seen through
-    a pidfd, on whatever event loop runs (asyncio's or uvloop).
-
-    Started by `subprocess.Popen`, which uses vfork (or posix_spawn): the child does not
-    copy this process's memory before it runs its program. uvloop's own subprocesses
-    fork the whole process first, which costs more than its faster loop saves (see
-    benchmarks/README.md); and asyncio's default on 3.11 waits for each child in a
-    thread of its own. The surface is the part of `asyncio.subprocess.Process` Helios
-    uses: pid, returncode, stdin, stdout, stderr, wait(), kill(), send_signal()."""
-
-    def __init__(self, popen: subprocess.Popen[bytes], loop: asyncio.AbstractEventLoop) -> None:
-        self._popen = popen
-        self._loop = loop
-        self.pid = popen.pid
-        self.returncode: int | None = None
-        self.stdin: asyncio.StreamWriter | None = None
-        self.stdout: asyncio.StreamReader | None = None
-        self.stderr: asyncio.StreamReader | None = None
-        self._pipes: list[asyncio.BaseTransport] = []
-        self._exited: asyncio.Future[int] = loop.create_future()
-        self._pidfd = os.pidfd_open(popen.pid)
-        loop.add_reader(self._pidfd, self._reap)
-
-    async def _connect(self) -> None:
-        loop, popen = self._loop, self._popen
-        for name in ("stdout", "stderr"):
-            pipe = getattr(popen, name)
-            if pipe is not None:
-                reader = asyncio.StreamReader(limit=2**16, loop=loop)
-                protocol = asyncio.StreamReaderProtocol(reader, loop=loop)
-                transport, _ = await loop.connect_read_pipe(_given(protocol), pipe)
-                self._pipes.append(transport)
-                setattr(self, name, reader)
-        if popen.stdin is not None:
-            sink = asyncio.StreamReaderProtocol(asyncio.StreamReader(loop=loop), loop=loop)
-            writer, _ = await loop.connect_write_pipe(_given(sink), popen.stdin)
-            self._pipes.append(writer)
-            self.stdin = asyncio.StreamWriter(writer, sink, None, loop)
-
-    def _reap(self) -> None:
-        try:
-            pid, status = os.waitpid(self.pid, os.WNOHANG)
-        except ChildProcessError:  # reaped elsewhere: its status is lost
-            pid, status = self.pid, 255 << 8
-        if pid == 0:
-            return
-        self._stop_watching()
-        self.returncode = self._popen.returncode = os.waitstatus_to_exitcode(status)
-        if not self._exited.done():
-            self._exited.set_result(self.returncode)
-
-    def _stop_watching(self) -> None:
-        if self._pidfd >= 0:
-            with contextlib.suppress(Exception):  # the loop may be closed
-                self._loop.remove_reader(self._pidfd)
-            os.close(self._pidfd)
-            self._pidfd = -1
-
-    async def wait(self) -> int:
-        if self.returncode is not None:
-            return self.returncode
-        return await asyncio.shield(self._exited)
-
-    def send_signal(self, signum: int) -> None:
-        if self.returncode is None:
-            os.kill(self.pid, signum)
-
-    def kill(self) -> None:
-        self.send_signal(signal.SIGKILL)
-
-    def terminate(self) -> None:
-        self.send_signal(signal.SIGTERM)
-
-    def release(self) -> None:
-        """Close the pipes and stop watching for the exit, now."""
-        for transport in self._pipes:
-            with contextlib.suppress(Exception):
-                transport.close()
-        self._stop_watching()
+def release(proc: asyncio.subprocess.Process) -> None:
+    """Close a process's transport now, while the loop runs: one whose bounded wait
+    ran out (a pipe held open by something that escaped the kill) is otherwise
+    closed by the garbage collector after the loop has closed, which raises
+    "Event loop is closed" from `BaseSubprocessTransport.__del__`."""
+    transport = getattr(proc, "_transport", None)
+    if transport is not None:
+        with contextlib.suppress(Exception):
+            transport.close()
 
 
-def _given(protocol: asyncio.StreamReaderProtocol) -> Callable[[], asyncio.StreamReaderProtocol]:
-    return lambda: protocol
-
-
-def release(proc: Process) -> None:
-    """Close a process's pipes now, while the loop runs: one whose bounded wait ran out
-    (a pipe held open by something that escaped the kill) must not leave them to the
-    garbage collector after the loop has closed."""
-    proc.release()
-
-
-def _kill_group(proc: Process) -> None:
+def _kill_group(proc: asyncio.subprocess.Process) -> None:
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(proc.pid, signal.SIGKILL)
     with contextlib.suppress(ProcessLookupError):
         proc.kill()
-
-
-async def _start(argv: list[str], stdin: bool, env: dict[str, str] | None) -> Process:
-    # Popen blocks until the child has exec'd (vfork: well under a millisecond), as
-    # asyncio's own subprocess start does on the loop's thread.
-    popen = subprocess.Popen(  # noqa: ASYNC220
-        argv,
-        stdin=subprocess.PIPE if stdin else subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        env=env,
-        start_new_session=True,
-        bufsize=0,
-    )
-    proc = Process(popen, asyncio.get_running_loop())
-    try:
-        await proc._connect()
-    except BaseException:
-        _kill_group(proc)
-        proc.release()
-        raise
-    return proc
 
 
 async def spawn(
@@ -183,29 +78,38 @@ async def spawn(
     *,
     stdin: bool = False,
     env: dict[str, str] | None = None,
-) -> Process:
+) -> asyncio.subprocess.Process:
     """Start `argv` in its own process group, with piped output.
 
-    A cancel that lands while the process's pipes are being attached would leave it
-    running unseen (as CPython gh-103847 does for asyncio's own): a sandbox init it
-    forked holds the pipes. So the start runs shielded; if we are cancelled
-    meanwhile, the whole group is killed as soon as the process exists, and the
-    cancel goes on.
+    A cancel that lands while asyncio is still starting the process (CPython
+    gh-103847) would leave it running unseen: asyncio kills only the direct
+    child, and a sandbox init it forked holds the pipes. So the start runs
+    shielded; if we are cancelled meanwhile, the whole group is killed as soon
+    as the process exists, and the cancel goes on.
     """
-    starting = asyncio.ensure_future(_start(argv, stdin, env))
+    starting = asyncio.ensure_future(
+        asyncio.create_subprocess_exec(
+            *argv,
+            stdin=asyncio.subprocess.PIPE if stdin else asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+            env=env,
+            start_new_session=True,
+        )
+    )
     try:
         return await asyncio.shield(starting)
     except BaseException:
         # Let the start finish (milliseconds), then kill and reap what it made, so
         # the caller's own cleanup sees the process gone. All of it runs to its
         # end: a second cancel must not leave the process running, or its
-        # pipes to outlive the event loop.
+        # transport to outlive the event loop.
         with contextlib.suppress(BaseException):
             await run_to_end(_kill_when_started(starting))
         raise
 
 
-async def _kill_when_started(starting: asyncio.Future[Process]) -> None:
+async def _kill_when_started(starting: asyncio.Future[asyncio.subprocess.Process]) -> None:
     try:
         proc = await within(10, asyncio.shield(starting))
     except Exception:
@@ -274,7 +178,7 @@ async def run_streaming(
 
 
 async def _wait_readers(
-    proc: Process,
+    proc: asyncio.subprocess.Process,
     readers: asyncio.Future[Any],
     timeout: float | None,
 ) -> tuple[bytes, bytes, bool]:

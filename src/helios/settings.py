@@ -59,8 +59,6 @@ VARIABLES: tuple[Variable, ...] = (
              "of the shell server as the container's init"),
     Variable("HELIOS_LOCAL_SHELL", "0: a one-shot bwrap per command; python: the Python "
              "shell server even with a C compiler"),
-    Variable("HELIOS_LOOP", "asyncio: asyncio's own event loop even where uvloop is "
-             "installed (the `fast` extra); uvloop: require it (default: uvloop if installed)"),
     Variable("HELIOS_SANDBOX_DIR", "where local sandbox folders go (default: the "
              "temporary folder)"),
     Variable("HELIOS_AGENT_CACHE", "where installed agents are installed (default: "

@@ -14,7 +14,6 @@ from helios.display.console import SafeConsole
 from helios.engine.interrupts import SignalWatch
 from helios.engine.workers import preforked
 from helios.errors import ConfigError, EnvironmentUnavailable, HeliosError, InputError
-from helios.event_loop import run as run_loop
 from helios.secrets import redact
 from helios.text import visible
 
@@ -49,7 +48,7 @@ def run_coroutine(coro: Coroutine[Any, Any, T], *, workers: int = 1) -> T:
 
     try:
         with preforked(workers):
-            return run_loop(main())
+            return asyncio.run(main())
     except (KeyboardInterrupt, asyncio.CancelledError):
         raise Interrupted() from None
 

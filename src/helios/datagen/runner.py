@@ -37,7 +37,6 @@ from helios.display.progress import default_console
 from helios.engine.reported_models import record_models
 from helios.engine.run import Run, RunOutcome
 from helios.environments.registry import sandbox_provider
-from helios.event_loop import run as run_loop
 from helios.models.services import ModelServices
 
 __all__ = ["BatchRunner", "GenerateResult", "first_failure"]
@@ -112,7 +111,7 @@ class BatchRunner:
         try:
             asyncio.get_running_loop()
         except RuntimeError:
-            return run_loop(self.arun(resume))
+            return asyncio.run(self.arun(resume))
         raise RuntimeError("BatchRunner.run() cannot run inside an event loop: await arun()")
 
     async def arun(self, resume: bool = False) -> GenerateResult:

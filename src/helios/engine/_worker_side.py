@@ -32,7 +32,6 @@ from helios.engine.budget import BUDGET_STOPPED
 from helios.engine.door import Door
 from helios.engine.episode import EpisodeContext
 from helios.engine.shared_limits import share_limits
-from helios.event_loop import run as run_loop
 from helios.events import Event, TrialStarted
 from helios.failures import ErrorInfo
 from helios.secrets import register_secret
@@ -78,7 +77,7 @@ def main(fd: int) -> None:
     os.set_inheritable(fd, False)  # its sandboxes' processes must not hold the link open
     code = 0
     try:
-        run_loop(_work(socket.socket(fileno=fd)))
+        asyncio.run(_work(socket.socket(fileno=fd)))
     except Exception:
         traceback.print_exc()
         code = 1

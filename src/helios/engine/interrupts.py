@@ -156,10 +156,6 @@ class SignalWatch:
         import asyncio
 
         run = _Run(asyncio.get_running_loop(), cancel)
-        # A loop may take the wakeup descriptor when it starts (uvloop does, on every
-        # run): while the body runs, the signals come to this watch.
-        main = threading.current_thread() is threading.main_thread()
-        previous = signal.set_wakeup_fd(self._write, warn_on_full_buffer=False) if main else -1
         with self._lock:
             self._run = run
         try:
@@ -167,8 +163,6 @@ class SignalWatch:
         finally:
             with self._lock:
                 self._run = None
-            if main and previous != self._write:
-                signal.set_wakeup_fd(previous, warn_on_full_buffer=False)
 
     def _start(self) -> None:
         self._previous = [signal.signal(signum, _noop) for signum in SIGNALS]

@@ -30,7 +30,7 @@ import signal
 from dataclasses import dataclass
 from typing import Protocol
 
-from helios._proc import CappedOutput, Process, decode, release, run_to_end, spawn, within
+from helios._proc import CappedOutput, decode, release, run_to_end, spawn, within
 from helios.environments.base import ExecResult
 from helios.environments.local.cleanup import kill_marked
 from helios.environments.shell.procs import (
@@ -104,7 +104,7 @@ class SandboxShell:
 
     def __init__(self, argv: list[str], env: dict[str, str], marker: str) -> None:
         self.argv, self.env, self.marker = argv, env, marker
-        self.proc: Process | None = None
+        self.proc: asyncio.subprocess.Process | None = None
         self._idle = asyncio.Event()
         self.busy = False
         self.dead = False
@@ -381,7 +381,7 @@ class SandboxShell:
                 await self._stderr
 
 
-async def ended(proc: Process) -> None:
+async def ended(proc: asyncio.subprocess.Process) -> None:
     """The process's end, what it left unread on stdout dropped: asyncio's `wait`
     also waits for its pipes to close, and one whose reading stopped midway (a
     refused download's) is not read to its end otherwise."""
