@@ -347,3 +347,12 @@ def tool_arguments(arguments: Any) -> dict[str, Any] | None:
         except ValueError:
             arguments = {"raw": arguments}
     return arguments if isinstance(arguments, dict) else None
+
+
+def json_record(line: str) -> dict[str, Any] | None:
+    """One line of a JSON-lines log as an object; None for a line that is not one."""
+    try:
+        record = json.loads(line)
+    except ValueError:
+        return None
+    return record if isinstance(record, dict) else None

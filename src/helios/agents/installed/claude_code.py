@@ -21,7 +21,7 @@ import shlex
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from helios.agents.base import AgentContext, AgentOutcome
-from helios.agents.installed.base import InstalledAgent, content_text, counts
+from helios.agents.installed.base import InstalledAgent, content_text, counts, json_record
 from helios.environments.base import Environment
 from helios.errors import ConfigError, EnvironmentError_
 from helios.models.base import Message, ToolCall
@@ -130,7 +130,7 @@ def stream_json_messages(log: str, usage: Usage) -> list[Message]:
     last_id: str | None = None
     calls = 0
     for line in log.splitlines():
-        record = _record(line)
+        record = json_record(line)
         if record is None:
             continue
         kind = record.get("type")
@@ -157,14 +157,6 @@ def stream_json_messages(log: str, usage: Usage) -> list[Message]:
             total.calls = calls
             usage.add(total)
     return messages
-
-
-def _record(line: str) -> dict[str, Any] | None:
-    try:
-        record = json.loads(line)
-    except ValueError:
-        return None
-    return record if isinstance(record, dict) else None
 
 
 def _add_blocks(message: Message, blocks: list[Any]) -> None:

@@ -25,7 +25,7 @@ import shlex
 from typing import Any, ClassVar
 
 from helios.agents.base import AgentContext
-from helios.agents.installed.base import InstalledAgent, counts
+from helios.agents.installed.base import InstalledAgent, counts, json_record
 from helios.errors import ConfigError
 from helios.models.base import Message, ToolCall
 from helios.models.routing import ModelSpec
@@ -122,7 +122,7 @@ def exec_json_messages(log: str, usage: Usage) -> list[Message]:
     messages: list[Message] = []
     turn_start = 0
     for line in log.splitlines():
-        event = _record(line)
+        event = json_record(line)
         if event is None:
             continue
         kind = event.get("type")
@@ -139,14 +139,6 @@ def exec_json_messages(log: str, usage: Usage) -> list[Message]:
                 replies[-1].usage = turn.model_copy()
             usage.add(turn)
     return messages
-
-
-def _record(line: str) -> dict[str, Any] | None:
-    try:
-        record = json.loads(line)
-    except ValueError:
-        return None
-    return record if isinstance(record, dict) else None
 
 
 def _reply(messages: list[Message], *, for_text: bool) -> Message:

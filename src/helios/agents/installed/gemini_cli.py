@@ -25,7 +25,7 @@ import shlex
 from typing import Any, ClassVar
 
 from helios.agents.base import AgentContext
-from helios.agents.installed.base import InstalledAgent
+from helios.agents.installed.base import InstalledAgent, json_record
 from helios.errors import ConfigError
 from helios.models.base import Message, ToolCall
 from helios.models.routing import ModelSpec
@@ -101,7 +101,7 @@ def stream_json_messages(log: str, usage: Usage) -> list[Message]:
         return messages[-1]
 
     for line in log.splitlines():
-        record = _record(line)
+        record = json_record(line)
         if record is None:
             continue
         kind = record.get("type")
@@ -144,7 +144,7 @@ def _reply_tokens(recording: str) -> list[tuple[str | None, Usage]]:
     reply is recorded again as its tool calls are answered: the last one counts)."""
     replies: dict[str, tuple[str | None, Usage]] = {}
     for line in recording.splitlines():
-        record = _record(line)
+        record = json_record(line)
         tokens = record.get("tokens") if record is not None else None
         if record is None or record.get("type") != "gemini" or not isinstance(tokens, dict):
             continue
@@ -164,11 +164,3 @@ def _reply_tokens(recording: str) -> list[tuple[str | None, Usage]]:
 def _count(stats: Any, key: str) -> int:
     value = stats.get(key) if isinstance(stats, dict) else None
     return value if isinstance(value, int) else 0
-
-
-def _record(line: str) -> dict[str, Any] | None:
-    try:
-        record = json.loads(line)
-    except ValueError:
-        return None
-    return record if isinstance(record, dict) else None

@@ -27,7 +27,13 @@ from typing import Any, ClassVar
 
 from helios.agents.base import AgentContext
 from helios.agents.installed import python_runtime
-from helios.agents.installed.base import InstalledAgent, content_text, counts, tool_arguments
+from helios.agents.installed.base import (
+    InstalledAgent,
+    content_text,
+    counts,
+    json_record,
+    tool_arguments,
+)
 from helios.errors import ConfigError
 from helios.models.base import Message, ToolCall
 from helios.models.routing import ModelSpec
@@ -179,7 +185,7 @@ def session_messages(log: str, usage: Usage) -> list[Message]:
     messages: list[Message] = []
     total: Usage | None = None
     for line in log.splitlines():
-        record = _record(line)
+        record = json_record(line)
         if record is None:
             continue
         if record.get("type") == "usage" and record.get("usage") and isinstance(
@@ -194,14 +200,6 @@ def session_messages(log: str, usage: Usage) -> list[Message]:
             replies[-1].usage = total.model_copy()
         usage.add(total)
     return messages
-
-
-def _record(line: str) -> dict[str, Any] | None:
-    try:
-        record = json.loads(line)
-    except ValueError:
-        return None
-    return record if isinstance(record, dict) else None
 
 
 def _message(raw: Any) -> Message | None:
