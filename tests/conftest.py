@@ -317,3 +317,18 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
             return _group_of(nodeid.split("::", 1)[0]) or nodeid
 
     return _GroupedScheduling(config, log)
+
+
+# -- HELIOS_TEST_TIMELINE=FILE: each test phase's worker, start and stop, to find
+# the run's critical path (scripts/timeline.py reads it) -----------------------
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    path = os.environ.get("HELIOS_TEST_TIMELINE")
+    if not path:
+        return
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
+    with open(path, "a", encoding="utf-8") as out:
+        out.write(json.dumps({"test": report.nodeid, "when": report.when, "worker": worker,
+                              "start": report.start, "stop": report.stop,
+                              "outcome": report.outcome}) + "\n")  # fmt: skip

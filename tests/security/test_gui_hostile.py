@@ -138,7 +138,10 @@ LOADS_TIMER_PAGE = f"""
     cat > /tmp/timer.html <<'HTML'
 {TIMER_PAGE}HTML
     chmod 644 /tmp/timer.html
-    i=0; until wmctrl -l | grep -q WAITING || [ $i -gt 400 ]; do sleep 0.05; i=$((i+1)); done
+    # windows are found by xdotool (X itself), not wmctrl (the window manager's list):
+    # what this test reads is the page's title, whatever the window manager does
+    i=0; until xdotool search --name WAITING >/dev/null 2>&1 || [ $i -gt 400 ]; do
+        sleep 0.05; i=$((i+1)); done
     # typed keys can be lost on a loaded machine (the omnibox then searches what it
     # got): type the address again until the page's title shows, 4 tries at most
     for try in 1 2 3 4; do
@@ -146,10 +149,10 @@ LOADS_TIMER_PAGE = f"""
         xdotool key --clearmodifiers ctrl+l key --clearmodifiers ctrl+a
         xdotool type --delay 5 file:///tmp/timer.html
         xdotool key --clearmodifiers Return
-        i=0; until wmctrl -l | grep -q ' start' || [ $i -gt 150 ]; do sleep 0.05; i=$((i+1)); done
-        wmctrl -l | grep -q ' start' && break
+        i=0; until xdotool search --name '^start' >/dev/null 2>&1 || [ $i -gt 150 ]; do
+            sleep 0.05; i=$((i+1)); done
+        xdotool search --name '^start' >/dev/null 2>&1 && break
     done
-    wmctrl -l
     date +%s > /tmp/page-loaded
 """
 #: the tests read the title once the page's timer is past (by the clock the agent
@@ -161,9 +164,10 @@ loaded=$(cat /tmp/page-loaded 2>/dev/null || echo 0)
 echo 0 > /logs/verifier/reward.txt
 [ "$loaded" -gt 0 ] || {{ echo "the agent never saw its page"; exit 0; }}
 while [ "$(date +%s)" -le $(( loaded + {FORGE_AFTER} + 2 )) ]; do sleep 0.2; done
-titles=$(wmctrl -l 2>&1); echo "$titles"
+for w in $(xdotool search --name . 2>/dev/null); do xdotool getwindowname "$w"; done
 reward=0
-if echo "$titles" | grep -q ' start' && ! echo "$titles" | grep -q 'Form accepted'; then
+if xdotool search --name '^start' >/dev/null 2>&1 \\
+        && ! xdotool search --name 'Form accepted' >/dev/null 2>&1; then
     reward=1
 fi
 echo "$reward" > /logs/verifier/reward.txt
