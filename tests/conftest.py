@@ -323,12 +323,16 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
 # the run's critical path (scripts/timeline.py reads it) -----------------------
 
 
+#: bound now: a test may monkeypatch json.dumps while its own reports are written
+_dumps = json.dumps
+
+
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
     path = os.environ.get("HELIOS_TEST_TIMELINE")
-    if not path:
-        return
+    if not path or getattr(report, "node", None) is not None:
+        return  # not asked, or the xdist controller's copy of a worker's report
     worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
     with open(path, "a", encoding="utf-8") as out:
-        out.write(json.dumps({"test": report.nodeid, "when": report.when, "worker": worker,
+        out.write(_dumps({"test": report.nodeid, "when": report.when, "worker": worker,
                               "start": report.start, "stop": report.stop,
                               "outcome": report.outcome}) + "\n")  # fmt: skip

@@ -75,12 +75,10 @@ TESTS: dict[str, frozenset[str]] = {
     "tests/test_workers.py::test_forked_workers_of_the_cli_hold_nothing_of_the_parent":
         frozenset({"bwrap"}),
     "tests/test_run_metadata.py": frozenset({"bwrap"}),  # batch and generate --provider local
-    # a batch of Claude Code on the local sandbox, installing from npm into a new cache
-    "tests/test_benchmarks.py::test_the_agent_install_benchmark_installs_once":
-        frozenset({"bwrap", "slow"}),
-    # the same on docker: the install baked into a derived image
-    "tests/test_benchmarks.py::test_the_agent_install_benchmark_on_docker_uploads_nothing":
-        frozenset({"docker", "slow"}),
+    # a batch of Claude Code on the local sandbox, installing from npm into a new cache,
+    # then the same on docker from that cache: the install baked into a derived image
+    "tests/test_benchmarks.py::test_the_agent_install_benchmark_installs_once_and_docker_uploads_nothing":
+        frozenset({"bwrap", "docker", "slow"}),
     # two `helios rerun` subprocesses of a 3-second task, one killed, then its resume
     "tests/test_rerun.py::test_reruns_at_once_get_their_own_folders_and_a_killed_one_resumes":
         frozenset({"bwrap", "slow"}),

@@ -86,7 +86,14 @@ class Cluster:
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
-    """The nodes run in a mount namespace of their own, where the tests' folders (task
+    yield from started_cluster(tmp_path_factory)
+
+
+def started_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    """The three-node test cluster, for a module-scoped fixture (a module that uses it
+    then runs whole on one xdist worker, with one cluster: tests/conftest.py).
+
+    The nodes run in a mount namespace of their own, where the tests' folders (task
     folders, datasets, run folders) are hidden under an empty tmpfs: what a node needs
     must come through Ray, as on machines that share no file system."""
     if os.geteuid() != 0 or shutil.which("nsenter") is None:

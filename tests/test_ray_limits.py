@@ -23,13 +23,20 @@ from helios.engine.ray_limits import NodeStartGate
 
 from .conftest import EXAMPLES, helios_cmd, mock_llm_cmd
 from .datagen.conftest import cli_env, read_jsonl, write_dataset
-from .test_ray_executor import KEY, Cluster
-from .test_ray_executor import cluster as cluster  # the fixture: this module's own cluster
+from .test_ray_executor import KEY, Cluster, started_cluster
 from .test_tool_agent import SCRIPT as TASK_SCRIPT
 from .waiting import wait_until
 
 pytest.importorskip("ray")
 pytestmark = pytest.mark.usefixtures("need_bwrap")
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    """This module's own cluster: module-scoped, so its tests run on one xdist worker
+    and start one cluster, not one per worker."""
+    yield from started_cluster(tmp_path_factory)
+
 
 MODEL = "openai-compatible/scripted"
 PRICES = {MODEL: {"input": 2.0, "output": 10.0}, "openai-compatible/mock": {"input": 2.0,
