@@ -166,16 +166,19 @@ def _only_loopback(cluster: Cluster) -> None:
 def test_a_batch_on_three_nodes_writes_what_one_machine_writes(
     cluster: Cluster, make_task: TaskMaker, tmp_path: Path
 ) -> None:
+    """The same files, and with a failed task under --fail-under the same exit code and
+    the same line about it."""
     for i in range(6):
         make_task(f"t{i}", solve=f"echo {i} > /app/answer; ls /app\n",
                   test="cat /app/answer; echo 1 > /logs/verifier/reward.txt\n")  # fmt: skip
+    make_task("bad", test="echo 0 > /logs/verifier/reward.txt\n")
     tasks = str(tmp_path / "tasks")
-    common = ("--provider", "local", "--agent", "oracle", "-k", "2", "-n", "5", "-q")
+    common = ("--provider", "local", "--agent", "oracle", "-k", "2", "-n", "5", "-q",
+              "--fail-under", "0.9")  # fmt: skip
     on_ray = subprocess.run(
         cluster.helios("batch", tasks, *common, "-o", str(tmp_path / "ray")),
         env=cluster.env, capture_output=True, text=True, timeout=300,
     )  # fmt: skip
-    assert on_ray.returncode == 0, on_ray.stderr
     _only_loopback(cluster)
     # the nodes ran the trials without seeing the task folders: Ray brought them
     assert subprocess.run(cluster.on_nodes("ls", f"{tasks}/t0"), capture_output=True,
@@ -186,7 +189,12 @@ def test_a_batch_on_three_nodes_writes_what_one_machine_writes(
         helios_cmd("batch", tasks, *common, "--workers", "1", "-o", str(tmp_path / "one")),
         env=cluster.env, capture_output=True, text=True, timeout=300,
     )  # fmt: skip
-    assert alone.returncode == 0, alone.stderr
+    # --fail-under: 12 of 14 passed is under 90 %, on the cluster as on one machine
+    assert alone.returncode not in (0, None), alone.stderr
+    assert on_ray.returncode == alone.returncode, on_ray.stderr
+    gate = [line for line in on_ray.stderr.splitlines() if "--fail-under" in line]
+    assert gate == [line for line in alone.stderr.splitlines() if "--fail-under" in line]
+    assert gate and "85.7%" in gate[0], on_ray.stderr
     (ray_dir,) = (tmp_path / "ray").iterdir()
     (one_dir,) = (tmp_path / "one").iterdir()
     ray_files, one_files = _outputs(ray_dir), _outputs(one_dir)
@@ -197,31 +205,12 @@ def test_a_batch_on_three_nodes_writes_what_one_machine_writes(
     on_ray, alone = ray_files["run.json"].pop("config"), one_files["run.json"].pop("config")
     assert on_ray["settings"]["executor"] == "ray" and alone["settings"]["executor"] == "local"
     assert on_ray["tasks"] == alone["tasks"] and on_ray["sandbox"] == alone["sandbox"]
-    assert len(one_files) > 60  # config, result, oracle, verifier files of 12 trials
+    assert len(one_files) > 70  # config, result, oracle, verifier files of 14 trials
     assert ray_files.keys() == one_files.keys()
     for name in one_files:
         assert ray_files[name] == one_files[name], name
-    assert all(record["status"] == "passed" for record in _records(ray_dir))
-
-
-def test_fail_under_on_the_cluster_exits_as_on_one_machine(
-    cluster: Cluster, make_task: TaskMaker, tmp_path: Path
-) -> None:
-    make_task("good")
-    make_task("bad", test="echo 0 > /logs/verifier/reward.txt\n")
-    tasks = str(tmp_path / "tasks")
-    common = ("--provider", "local", "--agent", "oracle", "-q", "--fail-under", "0.9")
-    on_ray = subprocess.run(cluster.helios("batch", tasks, *common, "-o", str(tmp_path / "r")),
-                            env=cluster.env, capture_output=True, text=True,
-                            timeout=300)  # fmt: skip
-    alone = subprocess.run(helios_cmd("batch", tasks, *common, "-o", str(tmp_path / "one")),
-                           env=cluster.env, capture_output=True, text=True,
-                           timeout=300)  # fmt: skip
-    assert alone.returncode not in (0, None), alone.stderr
-    assert on_ray.returncode == alone.returncode, on_ray.stderr
-    gate = [line for line in on_ray.stderr.splitlines() if "--fail-under" in line]
-    assert gate == [line for line in alone.stderr.splitlines() if "--fail-under" in line]
-    assert gate and "50.0%" in gate[0], on_ray.stderr
+    statuses = {(r["task_name"], r["status"]) for r in _records(ray_dir)}
+    assert statuses == {*((f"t{i}", "passed") for i in range(6)), ("bad", "failed")}
 
 
 #: `ParallelRunner(..., executor="ray")` in a script (argv: tasks, output, address)
