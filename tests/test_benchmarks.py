@@ -8,6 +8,7 @@ import os
 import re
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -87,14 +88,18 @@ def test_the_startup_benchmark_prints_helios_and_its_peers() -> None:
                          out, re.M), out  # fmt: skip
 
 
-def test_the_agent_install_benchmark_installs_once_and_docker_uploads_nothing(
-    tmp_path: Path,
-) -> None:
+def test_the_agent_install_benchmark_installs_once_and_docker_uploads_nothing() -> None:
     """Local: the first trial installs Claude Code into the empty cache, the second finds
     it. Docker, on that cache (one npm install for both): the install is in the derived
     image, so no trial installs again or uploads it."""
-    cache = tmp_path / "cache"
-    tmp_path.chmod(0o755)  # the sandbox's users read the install from the cache in it
+    # not under pytest's tmp_path, whose parent only root may enter: the sandbox's users
+    # read the install from the cache
+    with tempfile.TemporaryDirectory(prefix="helios-install-bench-", dir="/tmp") as scratch:
+        Path(scratch).chmod(0o755)
+        _installs_once_then_docker_uploads_nothing(Path(scratch) / "cache")
+
+
+def _installs_once_then_docker_uploads_nothing(cache: Path) -> None:
     out = _bench("agent_install.py", "--trials", "2", "--cache", str(cache))
     rows = re.findall(r"^trial (\d): install +([\d.]+) s .* reward (\S+)$", out, re.M)
     assert [(n, reward) for n, _, reward in rows] == [("1", "1.0"), ("2", "1.0")], out

@@ -146,7 +146,9 @@ def test_helios_cleanup_spares_a_running_batch(
 ) -> None:
     request.getfixturevalue("need_docker" if provider == "docker" else "need_bwrap")
     for i in range(2):
-        make_task(f"slow-{i}", solve="sleep 5; touch /app/ok\n",
+        # long enough for `helios cleanup` to start and end on a loaded machine (at 5 s,
+        # the trials had ended on their own before it did)
+        make_task(f"slow-{i}", solve="sleep 15; touch /app/ok\n",
                   test="if test -e /app/ok; then echo 1; else echo 0; fi > "
                        "/logs/verifier/reward.txt\n")  # fmt: skip
     out = tmp_path / "out"
