@@ -539,7 +539,8 @@ class DockerEnvironment(ContainerServices):
 
     @property
     def _has_services(self) -> bool:
-        return bool(self._services)
+        shell = self._shell
+        return bool(shell.services if shell is not None else self._services)
 
     async def prepare_and_upload(
         self, prepare: str, uploads: Sequence[tuple[Path, str]]
