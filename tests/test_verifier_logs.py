@@ -245,7 +245,7 @@ def _plan(tests: Path, timeout: float = 60) -> VerifierPlan:
     [
         ("echo 1 > /logs/verifier/reward.txt; echo passed", None, 60),
         ("rm -rf /logs/verifier; ln -s /tests /logs/verifier", "RewardFileMissing", 60),
-        ("echo 1 > /logs/verifier/reward.txt; truncate -s 1500M /logs/verifier/x",
+        ("echo 1 > /logs/verifier/reward.txt; truncate -s 1500M /logs/verifier/x; echo big",
          "RewardFileInvalid", 60),
         ("rm -rf /logs/verifier", "RewardFileMissing", 60),
         ("echo 1 > /logs/verifier/reward.txt; echo waiting; sleep 1000", "VerifierTimeout", 2),
@@ -269,6 +269,8 @@ def test_the_verifier_scores_through_it(
         else:
             assert score.error is not None and score.error.type == error, score
             assert score.reward == 0.0
+        if error == "RewardFileInvalid":  # what test.sh said is kept, as before
+            assert score.note == "big" and (out / "test-stdout.txt").read_text() == "big\n"
         if error == "VerifierTimeout":
             assert (out / "test-stdout.txt").read_text() == "waiting\n"
             assert not (out / "reward.txt").exists()  # nothing downloaded, as before

@@ -91,7 +91,8 @@ async def run_tests(
     await asyncio.to_thread(out_dir.mkdir, parents=True, exist_ok=True)
     outcome = Score()
     try:
-        outcome.note = await _run_tests(env, plan, out_dir, separate)
+        outcome.note, fetched = await _run_tests(env, plan, out_dir, separate)
+        await _logs(env, out_dir, fetched)
         outcome.rewards = await asyncio.to_thread(read_rewards, out_dir)
         outcome.reward = primary_reward(outcome.rewards)
         if not math.isfinite(outcome.reward):  # cannot be, as every key is finite: a guard
@@ -103,8 +104,11 @@ async def run_tests(
     return outcome
 
 
-async def _run_tests(env: Environment, plan: VerifierPlan, out_dir: Path, separate: bool) -> str:
-    """Run test.sh; the last meaningful line of what it printed (`verifier_note`)."""
+async def _run_tests(
+    env: Environment, plan: VerifierPlan, out_dir: Path, separate: bool
+) -> tuple[str, ExecDownload | None]:
+    """Run test.sh: the last meaningful line of what it printed (`verifier_note`), and
+    /logs/verifier when it came with it (None: it is downloaded next)."""
     # A new name each time, made only now: the agent cannot have prepared it.
     home = f"/tmp/helios-verifier-home-{secrets.token_hex(8)}"
     keep_tests = separate and await _image_has_tests(env, plan)
@@ -130,7 +134,7 @@ async def _run_tests(env: Environment, plan: VerifierPlan, out_dir: Path, separa
     try:
         if plan.user is None:
             # test.sh and the download of /logs/verifier in one command where the
-            # provider can (the shell-backed ones): one round trip and one shell fewer
+            # provider can (the shell-backed ones): a round trip and processes fewer
             fetched = await env.exec_then_download(RUN_TEST, LOGS, out_dir, env=variables,
                                                    timeout=plan.timeout)  # fmt: skip
             result = fetched.result
@@ -141,15 +145,15 @@ async def _run_tests(env: Environment, plan: VerifierPlan, out_dir: Path, separa
     await asyncio.to_thread(_write_output, out_dir, result.stdout, result.stderr)
     if result.timed_out:
         raise VerifierTimeout("verifier", plan.timeout)
-    if fetched is None:
-        await _download_logs(env, out_dir)
-    elif fetched.refused is not None:
-        raise _refusal(fetched.refused)
-    return verifier_note(result.stdout, result.stderr)
+    return verifier_note(result.stdout, result.stderr), fetched
 
 
-async def _download_logs(env: Environment, out_dir: Path) -> None:
-    """/logs/verifier as test.sh left it."""
+async def _logs(env: Environment, out_dir: Path, fetched: ExecDownload | None) -> None:
+    """/logs/verifier as test.sh left it: downloaded now, unless it came with test.sh."""
+    if fetched is not None:
+        if fetched.refused is not None:
+            raise _refusal(fetched.refused)
+        return
     try:
         await env.download(LOGS, out_dir)
     except (DownloadMissing, UnsafeDownload) as exc:

@@ -146,7 +146,9 @@ class Split:
     """A combined command's stdout: the command's own output (capped, as an exec's),
     up to `boundary` and its status; everything after goes to `archive` (a `Spool`,
     which bounds and checks it). The boundary is a fresh random token, so output
-    that merely resembles it never splits the stream."""
+    that merely resembles it never splits the stream; a command that dug it out of
+    its shell's memory would only end its own output early, its bytes then refused
+    by the archive's checks (or taken as its files, which it could write anyway)."""
 
     def __init__(self, boundary: bytes, archive: Sink) -> None:
         self.boundary, self.archive = boundary, archive
@@ -257,9 +259,10 @@ class ShellTransfers(Environment):
     async def _exec_then_download_in_shell(
         self, command: str, src: str, dst: Path, env: dict[str, str], timeout: float | None
     ) -> ExecDownload | None:
-        """Both in one command of the shell (one round trip, one `sh` fewer), when the
-        sandbox's default user is root (the download's user) and no service runs;
-        None when not done (nothing ran)."""
+        """Both in one command of the shell (one round trip and the measuring
+        processes fewer), when the sandbox's default user is root (the download's
+        user) and no service runs (its `kill -9 -1` would end them); None when not
+        done (nothing ran)."""
         if not self._transfers_in_shell or self._has_services:
             return None
         boundary = secrets.token_hex(16)
