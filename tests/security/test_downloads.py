@@ -237,8 +237,9 @@ def test_an_unreadable_docker_archive_is_a_scoring_failure(
         # The container's tar (the agent's, if it is root) hands over a cut archive.
         whole_script = _shell_transfer.download_script
 
-        def cut_script(src: str) -> str | None:
-            script = whole_script(src)
+        def cut_script(src: str, **options: bool) -> str | None:
+            # (also the archive of the verifier's combined command: exec_then_download)
+            script = whole_script(src, **options)
             assert script is not None and "exec tar -c" in script
             return script.replace("exec tar -c", "tar -c") + " | head -c 3000"
 

@@ -12,6 +12,7 @@ from typing import ClassVar
 
 from helios.environments.egress import NO_PROXY_HOSTS
 from helios.environments.egress.policy import Network
+from helios.environments.shell.safe_copy import DownloadMissing, UnsafeDownload
 from helios.environments.spec import SandboxSpec
 from helios.errors import EnvironmentExecError, UnsupportedFeature
 
@@ -38,6 +39,17 @@ class ExecResult:
     @property
     def ok(self) -> bool:
         return self.exit_code == 0 and not self.timed_out
+
+
+@dataclass(frozen=True, slots=True)
+class ExecDownload:
+    """`exec_then_download`'s answer: the command's result; what the download
+    skipped (None: nothing was downloaded, the command timed out or the download
+    was refused); the download's refusal (a `DownloadMissing` or `UnsafeDownload`)."""
+
+    result: ExecResult
+    skipped: list[str] | None = None
+    refused: EnvironmentExecError | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -147,6 +159,26 @@ class Environment(ABC):
         the host cannot hold). `DownloadMissing`: `src` does not exist.
         `UnsafeDownload`: what the sandbox handed back is refused (past a bound, an
         unreadable archive): the sandbox's doing, not the host's."""
+
+    async def exec_then_download(
+        self, command: str, src: str, dst: Path, *, env: dict[str, str] | None = None,
+        timeout: float | None = None,
+    ) -> ExecDownload:  # fmt: skip
+        """Run `command` as `exec` does (the default user, from the workdir, under
+        `timeout`), then, unless it timed out, `download` `src` to `dst` (the
+        verifier's test.sh and its /logs/verifier). A refused download is returned,
+        not raised: the command's output is kept either way.
+
+        A provider may do both in one command: what the command started must then
+        be gone before the download reads `src`, as when they are two commands."""
+        result = await self.exec(command, env=env, timeout=timeout)
+        if result.timed_out:
+            return ExecDownload(result)
+        try:
+            skipped = await self.download(src, dst)
+        except (DownloadMissing, UnsafeDownload) as exc:
+            return ExecDownload(result, refused=exc)
+        return ExecDownload(result, skipped)
 
     async def set_network(self, network: Network) -> None:
         """Open or close the network for the commands that follow (a phase's own

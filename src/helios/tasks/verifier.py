@@ -29,9 +29,15 @@ from helios.agents.base import AgentOutcome
 from helios.engine.episode import Score
 from helios.engine.metrics import mean
 from helios.environments import DownloadMissing, UnsafeDownload
-from helios.environments.base import Environment, User
+from helios.environments.base import Environment, ExecDownload, User
 from helios.environments.view import file_owner
-from helios.errors import RewardFileInvalid, RewardFileMissing, VerifierError, VerifierTimeout
+from helios.errors import (
+    EnvironmentExecError,
+    RewardFileInvalid,
+    RewardFileMissing,
+    VerifierError,
+    VerifierTimeout,
+)
 from helios.failures import ErrorInfo
 from helios.safe_json import JsonValueError, parse_json
 from helios.secrets import redact
@@ -44,6 +50,8 @@ RUN_TEST = (
     "if command -v bash >/dev/null 2>&1; then exec bash /tests/test.sh; "
     "else exec sh /tests/test.sh; fi"
 )
+#: what test.sh writes, downloaded once it has ended
+LOGS = "/logs/verifier"
 #: a reward file is a number or a small object of numbers
 MAX_REWARD_FILE_BYTES = 1024 * 1024
 #: the longest verifier line kept as a trial's `verifier_note`
@@ -83,8 +91,8 @@ async def run_tests(
     await asyncio.to_thread(out_dir.mkdir, parents=True, exist_ok=True)
     outcome = Score()
     try:
-        outcome.note = await _run_tests(env, plan, out_dir, separate)
-        await _download_logs(env, out_dir)
+        outcome.note, fetched = await _run_tests(env, plan, out_dir, separate)
+        await _logs(env, out_dir, fetched)
         outcome.rewards = await asyncio.to_thread(read_rewards, out_dir)
         outcome.reward = primary_reward(outcome.rewards)
         if not math.isfinite(outcome.reward):  # cannot be, as every key is finite: a guard
@@ -96,8 +104,11 @@ async def run_tests(
     return outcome
 
 
-async def _run_tests(env: Environment, plan: VerifierPlan, out_dir: Path, separate: bool) -> str:
-    """Run test.sh; the last meaningful line of what it printed (`verifier_note`)."""
+async def _run_tests(
+    env: Environment, plan: VerifierPlan, out_dir: Path, separate: bool
+) -> tuple[str, ExecDownload | None]:
+    """Run test.sh: the last meaningful line of what it printed (`verifier_note`), and
+    /logs/verifier when it came with it (None: it is downloaded next)."""
     # A new name each time, made only now: the agent cannot have prepared it.
     home = f"/tmp/helios-verifier-home-{secrets.token_hex(8)}"
     keep_tests = separate and await _image_has_tests(env, plan)
@@ -119,27 +130,44 @@ async def _run_tests(env: Environment, plan: VerifierPlan, out_dir: Path, separa
     baseline = env.network
     if plan.network is not None:
         await env.set_network(plan.network)
+    fetched: ExecDownload | None = None
     try:
-        result = await env.exec(RUN_TEST, env=variables, timeout=plan.timeout, **as_user)
+        if plan.user is None:
+            # test.sh and the download of /logs/verifier in one command where the
+            # provider can (the shell-backed ones): a round trip and processes fewer
+            fetched = await env.exec_then_download(RUN_TEST, LOGS, out_dir, env=variables,
+                                                   timeout=plan.timeout)  # fmt: skip
+            result = fetched.result
+        else:
+            result = await env.exec(RUN_TEST, env=variables, timeout=plan.timeout, **as_user)
     finally:
         await env.set_network(baseline)
     await asyncio.to_thread(_write_output, out_dir, result.stdout, result.stderr)
     if result.timed_out:
         raise VerifierTimeout("verifier", plan.timeout)
-    return verifier_note(result.stdout, result.stderr)
+    return verifier_note(result.stdout, result.stderr), fetched
 
 
-async def _download_logs(env: Environment, out_dir: Path) -> None:
-    """/logs/verifier as test.sh left it. Refused (past a bound, an unreadable archive)
-    or gone, it is the tests' doing, or the agent's through them (on docker a root agent
-    owns the container's tar): a scoring failure, never an infrastructure error, which
-    `--retry-errors` would rerun."""
+async def _logs(env: Environment, out_dir: Path, fetched: ExecDownload | None) -> None:
+    """/logs/verifier as test.sh left it: downloaded now, unless it came with test.sh."""
+    if fetched is not None:
+        if fetched.refused is not None:
+            raise _refusal(fetched.refused)
+        return
     try:
-        await env.download("/logs/verifier", out_dir)
-    except DownloadMissing:
-        raise RewardFileMissing("test.sh (or what it ran) removed /logs/verifier") from None
-    except UnsafeDownload as exc:
-        raise RewardFileInvalid(f"/logs/verifier was refused: {exc}") from None
+        await env.download(LOGS, out_dir)
+    except (DownloadMissing, UnsafeDownload) as exc:
+        raise _refusal(exc) from None
+
+
+def _refusal(exc: EnvironmentExecError) -> RewardFileMissing | RewardFileInvalid:
+    """A refused download of /logs/verifier (past a bound, an unreadable archive) or
+    a missing one is the tests' doing, or the agent's through them (on docker a root
+    agent owns the container's tar): a scoring failure, never an infrastructure
+    error, which `--retry-errors` would rerun."""
+    if isinstance(exc, DownloadMissing):
+        return RewardFileMissing("test.sh (or what it ran) removed /logs/verifier")
+    return RewardFileInvalid(f"/logs/verifier was refused: {exc}")
 
 
 async def _image_has_tests(env: Environment, plan: VerifierPlan) -> bool:

@@ -528,13 +528,19 @@ class DockerEnvironment(ContainerServices):
         return self._has_tar and shell is not None and not shell.dead
 
     async def _shell_command(
-        self, command: str, *, data: bytes = b"", sink: Sink | None = None
-    ) -> ExecResult | None:
+        self, command: str, *, data: bytes = b"", sink: Sink | None = None,
+        env: dict[str, str] | None = None, timeout: float | None = 120,
+    ) -> ExecResult | None:  # fmt: skip
         shell = self._idle_shell
         if shell is None or shell.dead:
             return None
-        return await _docker_shell.exec_in(shell, command, "/", None, 120, ROOT,
+        return await _docker_shell.exec_in(shell, command, "/", env, timeout, ROOT,
                                            data=data, sink=sink)  # fmt: skip
+
+    @property
+    def _has_services(self) -> bool:
+        shell = self._shell
+        return bool(shell.services if shell is not None else self._services)
 
     async def prepare_and_upload(
         self, prepare: str, uploads: Sequence[tuple[Path, str]]

@@ -258,14 +258,20 @@ class LocalEnvironment(LocalServices):
         )  # fmt: skip
 
     async def _shell_command(
-        self, command: str, *, data: bytes = b"", sink: Sink | None = None
-    ) -> ExecResult | None:
+        self, command: str, *, data: bytes = b"", sink: Sink | None = None,
+        env: dict[str, str] | None = None, timeout: float | None = 120,
+    ) -> ExecResult | None:  # fmt: skip
         """A transfer's command as root in the sandbox's shell, or None (no shell)."""
         if self.root is None or self._users is None or self._pool.one_shot:
             return None
         call = self._root_call(self.marker())
         script = f"cd / || exit 125\n{command}"
-        return await self._pool.run(call, script, call.env, 120, data=data, sink=sink)
+        full_env = sandbox_env(self._declared(None), env) if env else call.env
+        return await self._pool.run(call, script, full_env, timeout, data=data, sink=sink)
+
+    @property
+    def _has_services(self) -> bool:
+        return bool(self._services)
 
     # Files cross the sandbox boundary only through a fresh transfer folder that
     # the sandbox sees at TRANSFER_MOUNT; the copy to or from the destination

@@ -14,12 +14,18 @@ A download is measured in the sandbox before anything is archived
 refused at once instead of streamed up to the bound. The host's own bounds hold
 whatever the sandbox's tools say; when it refuses mid-stream, the shell stops
 the command at once (`SandboxShell`).
+
+`exec_then_download` runs a command and archives what it left (the verifier's
+test.sh and /logs/verifier) in one command of the shell: one round trip and two
+processes (the measuring `find | awk`) fewer; every host-side check holds.
 """
 
 from __future__ import annotations
 
 import asyncio
 import posixpath
+import re
+import secrets
 import shlex
 import tempfile
 from collections.abc import Sequence
@@ -27,7 +33,8 @@ from pathlib import Path
 from typing import BinaryIO
 
 import helios.environments.shell.tar as _tar
-from helios.environments.base import Environment, ExecResult
+from helios._proc import CappedOutput, decode
+from helios.environments.base import Environment, ExecDownload, ExecResult
 from helios.environments.local.bwrap import tool
 from helios.environments.shell.client import Sink
 from helios.environments.shell.payload import place_payload
@@ -80,19 +87,103 @@ def prepared_upload_script(prepare: str, dst: str) -> str:
     )
 
 
-def download_script(src: str) -> str | None:
+def download_script(src: str, *, quiet: bool = False, measure: bool = True) -> str | None:
     """Archive `src` (a link as a link) on stdout once `size_check` passed; None for
-    a path it cannot name."""
+    a path it cannot name. `quiet`: tar's complaints are dropped (its stderr is
+    another command's). Without `measure`, no `size_check` (two processes fewer):
+    the host's `HeaderScan` still refuses at its header a member, or a running
+    total, past the bounds, and `Spool` the stream past them."""
     parent, name = posixpath.split(posixpath.normpath(src))
     if not name or name in (".", ".."):
         return None
     quoted = shlex.quote(name)
+    check = f"{size_check('./' + name, Bounds())}\n" if measure else ""
     return (
         f"cd -- {shlex.quote(parent or '/')} || exit {MISSING}\n"
         f"[ -e {quoted} ] || [ -L {quoted} ] || exit {MISSING}\n"
-        f"{size_check('./' + name, Bounds())}\n"
-        f"exec tar -c -f - -- {quoted}"
+        f"{check}"
+        f"exec tar -c -f - -- {quoted}{' 2>/dev/null' if quiet else ''}"
     )
+
+
+#: the exit status that follows a combined command's boundary: three digits
+STATUS_DIGITS = 3
+_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def exec_then_download_script(command: str, cwd: str, src: str, names: Sequence[str]) -> str | None:
+    """`command` from `cwd` (in a subshell, as it may `exec`; its stdin empty), then
+    every other process the sandbox's shell can signal killed (`kill -9 -1`, a
+    builtin: what the command left running can neither write into the archive nor
+    change `src` while it is read, as when the shell's own kill ends a command), the
+    command's variables (`names`) unset, the boundary (the first line of the
+    script's stdin: never in its command line, which the command could read) and
+    the command's status (STATUS_DIGITS digits) on stdout, then `download_script`'s
+    archive, unmeasured (the host's bounds refuse it as it streams). None when `src`
+    or a name cannot be written in the script (the caller runs the two apart)."""
+    download = download_script(src, quiet=True, measure=False)
+    if download is None or not all(_NAME.fullmatch(name) for name in names):
+        return None
+    if {"PATH", "helios_boundary"} & set(names):  # the archive's tools, the boundary
+        return None
+    where = shlex.quote(cwd)
+    unset = f"unset {' '.join(names)}\n" if names else ""
+    return (
+        f"cd -- {where} 2>/dev/null || {{ mkdir -p -- {where} 2>/dev/null; cd -- {where}; }}"
+        " || exit 125\n"
+        "IFS= read -r helios_boundary || exit 125\n"
+        f"(\nunset helios_boundary\n{command}\n) </dev/null\n"
+        "code=$?\n"
+        "kill -9 -1 2>/dev/null\n"
+        f"{unset}"
+        'printf \'%s%03d\' "$helios_boundary" "$code"\n'
+        f"cd / || exit {MISSING}\n"
+        f"{download}"
+    )
+
+
+class Split:
+    """A combined command's stdout: the command's own output (capped, as an exec's),
+    up to `boundary` and its status; everything after goes to `archive` (a `Spool`,
+    which bounds and checks it). The boundary is a fresh random token, so output
+    that merely resembles it never splits the stream; a command that dug it out of
+    its shell's memory would only end its own output early, its bytes then refused
+    by the archive's checks (or taken as its files, which it could write anyway)."""
+
+    def __init__(self, boundary: bytes, archive: Sink) -> None:
+        self.boundary, self.archive = boundary, archive
+        self.output = CappedOutput()
+        #: the command's exit status, once the boundary has come
+        self.status: int | None = None
+        self._held = b""
+
+    def add(self, data: bytes) -> None:
+        if self.status is not None:
+            self.archive.add(data)
+            return
+        data = self._held + data
+        found = data.find(self.boundary)
+        end = found + len(self.boundary) + STATUS_DIGITS
+        if found < 0 or len(data) < end:
+            # keep what may be the start of the boundary (and its status) for later
+            keep = len(data) - found if found >= 0 else len(self.boundary) + STATUS_DIGITS - 1
+            keep = min(keep, len(data))
+            self.output.add(data[: len(data) - keep])
+            self._held = data[len(data) - keep :]
+            return
+        self.output.add(data[:found])
+        digits = data[found + len(self.boundary) : end]
+        self._held = b""
+        self.status = int(digits) if digits.isdigit() else -1
+        if end < len(data):
+            self.archive.add(data[end:])
+
+    def text(self) -> str:
+        """The command's output (what was held back too, when no boundary came)."""
+        if self.status is None and self._held:
+            self.output.add(self._held)
+            self._held = b""
+        return decode(self.output.value())
 
 
 def size_check(path: str, bounds: Bounds) -> str:
@@ -143,11 +234,80 @@ class ShellTransfers(Environment):
     def _transfers_in_shell(self) -> bool:
         return False
 
+    @property
+    def _has_services(self) -> bool:
+        """Services run (`start_service`): a command may not kill every process."""
+        return False
+
     async def _shell_command(
-        self, command: str, *, data: bytes = b"", sink: Sink | None = None
-    ) -> ExecResult | None:
-        """A transfer's command as root from /, or None (no shell now)."""
+        self, command: str, *, data: bytes = b"", sink: Sink | None = None,
+        env: dict[str, str] | None = None, timeout: float | None = 120,
+    ) -> ExecResult | None:  # fmt: skip
+        """A transfer's command as root from /, with the sandbox's variables and
+        `env`, or None (no shell now)."""
         return None
+
+    async def exec_then_download(
+        self, command: str, src: str, dst: Path, *, env: dict[str, str] | None = None,
+        timeout: float | None = None,
+    ) -> ExecDownload:  # fmt: skip
+        done = await self._exec_then_download_in_shell(command, src, dst, env or {}, timeout)
+        if done is not None:
+            return done
+        return await super().exec_then_download(command, src, dst, env=env, timeout=timeout)
+
+    async def _exec_then_download_in_shell(
+        self, command: str, src: str, dst: Path, env: dict[str, str], timeout: float | None
+    ) -> ExecDownload | None:
+        """Both in one command of the shell (one round trip and the measuring
+        processes fewer), when the sandbox's default user is root (the download's
+        user) and no service runs (its `kill -9 -1` would end them); None when not
+        done (nothing ran)."""
+        if not self._transfers_in_shell or self._has_services:
+            return None
+        boundary = secrets.token_hex(16)
+        script = exec_then_download_script(command, self.workdir, src, list(env))
+        if script is None or await self.default_owner() is not None:
+            return None
+        what = f"download of {src}"
+        bounds = Bounds()
+        spool = await asyncio.to_thread(tempfile.TemporaryFile)
+        try:
+            split = Split(boundary.encode(), Spool(spool, bounds, what))
+            try:
+                ran = await self._shell_command(script, data=f"{boundary}\n".encode(),
+                                                sink=split, env=env, timeout=timeout)  # fmt: skip
+            except UnsafeDownload as exc:  # refused as it streamed (its stderr is lost)
+                return ExecDownload(ExecResult(split.text(), "", split.status or 0), refused=exc)
+            if ran is None:
+                return None
+            if split.status is None:
+                # The command did not end (timed out, or its shell died): as an exec's.
+                result = ExecResult(split.text(), ran.stderr, ran.exit_code, ran.timed_out)
+                if result.timed_out:
+                    return ExecDownload(result)
+                return await self._download_apart(result, src, dst)
+            result = ExecResult(split.text(), ran.stderr, split.status)
+            if ran.timed_out:  # the command ended in time, the archive did not: again apart
+                return await self._download_apart(result, src, dst)
+            try:
+                refuse(ran.exit_code, src, bounds)
+                if ran.exit_code not in TAR_DONE:
+                    raise UnsafeDownload(
+                        f"{what}: the sandbox could not archive it (exit {ran.exit_code})"
+                    )
+                skipped = await asyncio.to_thread(_extract_spool, spool, dst, what, bounds)
+            except (DownloadMissing, UnsafeDownload) as exc:
+                return ExecDownload(result, refused=exc)
+        finally:
+            await asyncio.to_thread(spool.close)
+        return ExecDownload(result, skipped)
+
+    async def _download_apart(self, result: ExecResult, src: str, dst: Path) -> ExecDownload:
+        try:
+            return ExecDownload(result, await self.download(src, dst))
+        except (DownloadMissing, UnsafeDownload) as exc:
+            return ExecDownload(result, refused=exc)
 
     async def _upload_in_shell(self, src: Path, dst: str) -> bool:
         if not self._transfers_in_shell:
