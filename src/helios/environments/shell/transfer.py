@@ -119,9 +119,9 @@ def exec_then_download_script(command: str, cwd: str, src: str, names: Sequence[
     command's variables (`names`) unset, the boundary (the first line of the
     script's stdin: never in its command line, which the command could read) and
     the command's status (STATUS_DIGITS digits) on stdout, then `download_script`'s
-    archive, unmeasured (the host's bounds refuse it as it streams). None when `src`
+    archive, measured first as every download is (refused before it streams). None when `src`
     or a name cannot be written in the script (the caller runs the two apart)."""
-    download = download_script(src, quiet=True, measure=False)
+    download = download_script(src, quiet=True)
     if download is None or not all(_NAME.fullmatch(name) for name in names):
         return None
     if {"PATH", "helios_boundary"} & set(names):  # the archive's tools, the boundary
