@@ -120,8 +120,12 @@ def test_an_acp_agent_that_dies_or_hangs_is_an_agent_error_and_the_trial_is_scor
         script.chmod(0o755)
     task = _task(tmp_path)
     toml = task / "task.toml"
-    toml.write_text(toml.read_text().replace("timeout_sec = 120.0", "timeout_sec = 4.0"))
+    template = toml.read_text()
     for script in (dies, hangs):
+        # the hang meets a 4 s timeout; the death is seen long before 60 s (at 4 s, a
+        # loaded machine's start of the agent took it to the timeout first)
+        timeout = "4.0" if script is hangs else "60.0"
+        toml.write_text(template.replace("timeout_sec = 120.0", f"timeout_sec = {timeout}"))
         with MockLLMServer(script=SCRIPT) as server:
             runner = ParallelRunner(
                 [task], output_dir=str(tmp_path / script.stem), provider="local",
