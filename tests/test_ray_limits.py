@@ -177,13 +177,15 @@ def test_a_hard_budget_stops_the_trials_on_the_nodes(cluster: Cluster, tmp_path:
         return subprocess.run(cluster.cmd(*helios_cmd("generate", *args)), cwd=tmp_path,
                               env=env, capture_output=True, text=True, timeout=300)  # fmt: skip
 
-    # calls of 4 minutes: a run that waited for them would take over 2 (a loaded machine
-    # took 61 s for the stopped run, drivers and all)
-    with _model(cluster, tmp_path, ONE_CALL, "--latency-ms", "240000") as base:
+    # Calls of 5 minutes: a run that waited for them would take over 3 (a loaded machine
+    # took 61 s for the stopped run, drivers and all). The budget leaves the drivers and
+    # the nodes' workers time to start the trials (at 8 s, then at 15 s, under load none
+    # had started: the run ended with no trial to stop).
+    with _model(cluster, tmp_path, ONE_CALL, "--latency-ms", "300000") as base:
         started = time.monotonic()
-        first = generate(base, "--max_duration=15s", "--budget_hard")  # (8 s: CI saw none start)
+        first = generate(base, "--max_duration=40s", "--budget_hard")
         assert first.returncode == 3, first.stderr
-        assert time.monotonic() - started < 120  # the calls were not waited for
+        assert time.monotonic() - started < 180  # the calls were not waited for
     records = read_jsonl(tmp_path / "out" / "r" / ".helios" / "results.jsonl")
     assert records and all(r.get("budget_stopped") for r in records)
     assert all("BudgetStopped" in json.dumps(r.get("error")) for r in records)
