@@ -176,8 +176,10 @@ def test_hermes_and_mini_swe_agent_stopped_at_the_timeout_keep_their_steps(
     toml.write_text(toml.read_text().replace("timeout_sec = 120.0", "timeout_sec = 60.0", 1))
 
     def turns(tool: str) -> list[dict[str, Any]]:
+        # hangs past every command timeout of the agent's own (mini-swe-agent ends a
+        # command itself, then asks again): only Helios's agent timeout ends them
         return [{"tool_calls": [{"name": tool, "arguments": {"command": c}}]}
-                for c in (WRITE, "sleep 600")]  # fmt: skip
+                for c in (WRITE, *["sleep 600"] * 30)]  # fmt: skip
 
     # Hermes's system prompt names it; mini-swe-agent's calls `bash`
     script = {"scenarios": [{"match": "You are Hermes Agent", "turns": turns("terminal")},
