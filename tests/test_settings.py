@@ -100,7 +100,7 @@ def test_every_variable_is_in_the_docs() -> None:
     pages = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
     named = {n for p in pages for n in re.findall(r"\bHELIOS_[A-Z_]+[A-Z]\b", p.read_text("utf-8"))}
     internal = {"HELIOS_REQUIRE_DOCKER", "HELIOS_REQUIRE_BWRAP", "HELIOS_REQUIRE_ROOT_TESTS",
-                "HELIOS_TEST_WORKERS"}  # fmt: skip
+                "HELIOS_TEST_WORKERS", "HELIOS_TEST_TIMELINE"}  # fmt: skip
     from helios.agents.installed.acp import GIVEN  # what an ACP agent is given
 
     assert named - internal - set(GIVEN) - {v.name for v in VARIABLES} == set()
