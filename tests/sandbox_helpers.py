@@ -33,6 +33,11 @@ def host_system_binds() -> list[str]:
 
 def in_sandbox(body: Body, *, spec: SandboxSpec | None = None, run_id: str = "test") -> None:
     env = LocalEnvironment(spec or SandboxSpec(), trial_id=uuid.uuid4().hex[:8], run_id=run_id)
+    in_env(env, body)
+
+
+def in_env(env: Environment, body: Callable[[Environment], Awaitable[None]]) -> None:
+    """`body(env)` between the environment's start and its stop."""
 
     async def go() -> None:
         await env.start()

@@ -10,10 +10,8 @@ while the archive is made, that removes the folder, that hangs."""
 
 from __future__ import annotations
 
-import asyncio
 import time
 import uuid
-from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +25,8 @@ from helios.environments.shell.transfer import Split, exec_then_download_script
 from helios.environments.spec import SandboxSpec
 from helios.tasks.phases import VerifierPlan
 from helios.tasks.verifier import RUN_TEST, run_tests
+
+from .sandbox_helpers import in_env
 
 #: whether the loop test.sh left is alive, by the shell's builtins (the pattern
 #: does not match this command's own line)
@@ -47,16 +47,6 @@ def _env(provider: str, request: pytest.FixtureRequest,
     spec = SandboxSpec(image="debian:bookworm-slim")
     return DockerEnvironment(spec, trial_id=trial, run_id="verifier-logs")
 
-
-def _in_env(env: Environment, body: Callable[[Environment], Awaitable[None]]) -> None:
-    async def go() -> None:
-        await env.start()
-        try:
-            await body(env)
-        finally:
-            await env.stop()
-
-    asyncio.run(go())
 
 
 async def _put_test(env: Environment, script: str) -> None:
@@ -121,7 +111,7 @@ def test_output_and_logs_in_one_command(
             gone = await env.exec(ALIVE, cwd="/", timeout=60)
             assert gone.stdout == "checked\n", gone
 
-    _in_env(env, body)
+    in_env(env, body)
 
 
 @pytest.mark.parametrize("provider", PROVIDERS)
@@ -142,7 +132,7 @@ def test_services_outlive_it(
         assert fetched.refused is None and (tmp_path / "out" / "reward.txt").exists()
         assert await env.service_running("kept")
 
-    _in_env(env, body)
+    in_env(env, body)
 
 
 @pytest.mark.parametrize("provider", PROVIDERS)
@@ -172,7 +162,7 @@ def test_a_link_in_place_of_the_logs_is_not_followed(
         assert apart == (fetched.skipped if fetched.refused is None else type(fetched.refused))
         assert not (tmp_path / "apart" / "reward.txt").exists()
 
-    _in_env(env, body)
+    in_env(env, body)
 
 
 @pytest.mark.parametrize("provider", PROVIDERS)
@@ -195,7 +185,7 @@ def test_a_huge_file_is_refused_at_once(
         after = await env.exec("cat /logs/verifier/reward.txt", cwd="/", timeout=60)
         assert after.stdout == "1\n", after
 
-    _in_env(env, body)
+    in_env(env, body)
 
 
 @pytest.mark.parametrize("provider", PROVIDERS)
@@ -211,7 +201,7 @@ def test_removed_logs_are_missing(
         assert fetched.result.stdout == "gone\n"
         assert isinstance(fetched.refused, DownloadMissing), fetched
 
-    _in_env(env, body)
+    in_env(env, body)
 
 
 @pytest.mark.parametrize("provider", PROVIDERS)
@@ -231,7 +221,7 @@ def test_a_timed_out_test_downloads_nothing(
         assert fetched.skipped is None and fetched.refused is None
         assert not (tmp_path / "out").exists()
 
-    _in_env(env, body)
+    in_env(env, body)
 
 
 # -- the verifier over it: the refusals are scoring failures, as before --------------
@@ -275,7 +265,7 @@ def test_the_verifier_scores_through_it(
             assert (out / "test-stdout.txt").read_text() == "waiting\n"
             assert not (out / "reward.txt").exists()  # nothing downloaded, as before
 
-    _in_env(env, body)
+    in_env(env, body)
 
 
 # -- the script and the stream's split, without a sandbox ------------------------------
