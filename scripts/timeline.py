@@ -6,6 +6,11 @@
 Prints each worker's busy time and when it finished (the run ends with the last
 one), the modules by their summed time (with the worker that ran each: a module
 kept whole on one worker is one unit of scheduling), and the slowest tests.
+Where the records carry CPU figures, it also prints the modules by the CPU their
+phases used: as root on cgroup v1, the worker and every process it started
+(sandboxes, Ray's processes, CLI subprocesses), else the worker and the
+subprocesses it waited for. Docker's containers are dockerd's children: their CPU
+during each phase is shared out among the phases running then.
 """
 
 from __future__ import annotations
@@ -30,6 +35,20 @@ def main() -> None:
     modules: dict[str, float] = collections.Counter()
     workers_of: dict[str, set[str]] = collections.defaultdict(set)
     tests: dict[str, float] = collections.Counter()
+    cpu_of: dict[str, float] = collections.Counter()
+    docker_of: dict[str, float] = collections.Counter()
+    last: dict[str, float] = {}
+    ordered = sorted(records, key=lambda r: r["stop"])
+    for r in ordered:
+        if "cpu" in r:
+            total = r.get("group_cpu") or r["cpu"] + r["children_cpu"]
+            cpu_of[r["test"].split("::", 1)[0]] += total - last.get(r["worker"], total)
+            last[r["worker"]] = total
+    docker = [(r["stop"], r["docker_cpu"]) for r in ordered if r.get("docker_cpu") is not None]
+    for (t0_, d0), (t1, d1) in zip(docker, docker[1:], strict=False):
+        running = [r for r in records if r["start"] < t1 and r["stop"] > t0_]
+        for r in running:  # the interval's docker CPU, shared by the phases running then
+            docker_of[r["test"].split("::", 1)[0]] += (d1 - d0) / len(running)
     for r in records:
         took = r["stop"] - r["start"]
         busy[r["worker"]] += took
@@ -45,6 +64,15 @@ def main() -> None:
           f"{max(end.values()):.0f} s\n\nmodules by time")  # fmt: skip
     for module, took in sorted(modules.items(), key=lambda kv: -kv[1])[: args.top]:
         print(f"{took:7.0f}  {module}  [{','.join(sorted(workers_of[module]))}]")
+    if cpu_of:
+        print(f"\nmodules by CPU in the workers and what they started "
+              f"({sum(cpu_of.values()):.0f} s in all)")  # fmt: skip
+        if docker_of:
+            print(f"(and {sum(docker_of.values()):.0f} s in docker's containers, shared out "
+                  "among the phases running then: the second column)")  # fmt: skip
+        for module, used in sorted(cpu_of.items(), key=lambda kv: -kv[1])[: args.top]:
+            shared = f"  {docker_of[module]:6.0f}" if docker_of else ""
+            print(f"{used:7.0f}{shared}  {module}")
     print("\ntests by time (setup + call + teardown)")
     for test, took in sorted(tests.items(), key=lambda kv: -kv[1])[: args.top]:
         print(f"{took:7.1f}  {test}")

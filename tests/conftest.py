@@ -219,10 +219,16 @@ def pytest_configure(config: pytest.Config) -> None:
     path = os.environ.get("PYTHONPATH")
     os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(_PROBE_DIR), path]))
     probe.install(_record)
+    if os.environ.get("HELIOS_TEST_TIMELINE") and "PYTEST_XDIST_WORKER" in os.environ:
+        _worker_group(os.environ["PYTEST_XDIST_WORKER"])  # before any fixture starts
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
     shutil.rmtree(_log_dir, ignore_errors=True)
+    if _own_group and _own_group[0] is not None:
+        with contextlib.suppress(OSError):  # into the root group, then the group goes
+            (_CPUACCT / "cgroup.procs").write_text(str(os.getpid()))
+            _own_group[0].rmdir()
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -326,13 +332,43 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
 #: bound now: a test may monkeypatch json.dumps while its own reports are written
 _dumps = json.dumps
 
+#: cgroup v1's CPU accounting: each worker and everything it starts (sandboxes,
+#: Ray's processes, CLI subprocesses) in a group of its own; docker's containers
+#: are dockerd's children, so they are counted apart, machine-wide
+_CPUACCT = Path("/sys/fs/cgroup/cpuacct")
+_own_group: list[Path | None] = []
+
+
+def _usage(group: Path | None) -> float | None:
+    try:
+        return int((group / "cpuacct.usage").read_text()) / 1e9 if group else None
+    except (OSError, ValueError):
+        return None
+
+
+def _worker_group(worker: str) -> Path | None:
+    if not _own_group:
+        group: Path | None = _CPUACCT / f"helios-tests-{os.getppid()}-{worker}"
+        try:
+            assert group is not None
+            group.mkdir(exist_ok=True)
+            (group / "cgroup.procs").write_text(str(os.getpid()))
+        except OSError:
+            group = None  # not root, or no cgroup v1 cpuacct: the worker's own CPU only
+        _own_group.append(group)
+    return _own_group[0]
+
 
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
     path = os.environ.get("HELIOS_TEST_TIMELINE")
     if not path or getattr(report, "node", None) is not None:
         return  # not asked, or the xdist controller's copy of a worker's report
     worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
+    t = os.times()  # the worker's CPU so far, and its waited-for children's
     with open(path, "a", encoding="utf-8") as out:
         out.write(_dumps({"test": report.nodeid, "when": report.when, "worker": worker,
                               "start": report.start, "stop": report.stop,
-                              "outcome": report.outcome}) + "\n")  # fmt: skip
+                              "outcome": report.outcome, "cpu": t.user + t.system,
+                              "children_cpu": t.children_user + t.children_system,
+                              "group_cpu": _usage(_worker_group(worker)),
+                              "docker_cpu": _usage(_CPUACCT / "docker")}) + "\n")  # fmt: skip

@@ -18,6 +18,7 @@ import typer
 import helios
 from helios.cli.app import app, command_tree
 from helios.cli.lazy_group import LazyCommand, LazyGroup
+from helios.models.pricing import price_source
 
 ROOT = Path(__file__).resolve().parent.parent
 #: the subprocesses import the helios this test imported, from any folder
@@ -38,6 +39,9 @@ NOT_FOR_BATCH = (
     "helios.environments.daytona", "helios.environments.docker", "aiodocker",
     "helios.toolcalls", "helios.datagen", "datasets", "helios.cli.generate",
     "helios.cli.compare", "helios.cli.view",
+    # the --watch server's (and model clients') HTTP library; the prices' snapshot,
+    # whose date run.json records, is read once per installed version and kept
+    "aiohttp", "genai_prices",
 )  # fmt: skip
 
 #: runs `helios ARGS...` in this interpreter; prints sys.modules as JSON on exit
@@ -103,6 +107,8 @@ episode.EpisodeSession.__init__ = first
 def test_batch_reaches_its_first_trial_without_what_it_does_not_use(tmp_path: Path) -> None:
     shutil.copytree(ROOT / "examples" / "tasks" / "hello-file", tmp_path / "tasks" / "hello-file")
     args = ["batch", "tasks", "--provider", "local", "--agent", "oracle", "-n", "1", "-q"]
+    price_source.cache_clear()
+    price_source()  # the kept price source, in this HOME: the batch reads it
     at_exit = _modules(*args, "-o", "out", cwd=tmp_path, code=FIRST_TRIAL_HOOK + CLI)
     at_first_trial = json.loads((tmp_path / "first-trial.json").read_text())
     assert "helios.environments.local" in at_first_trial

@@ -89,6 +89,32 @@ def test_the_price_source_and_its_date_are_named() -> None:
     datetime.fromisoformat(str(source["data_date"]))
 
 
+def test_the_price_source_is_kept_and_a_broken_copy_is_read_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # reading the snapshot costs half a second: a run keeps the answer, by version
+    monkeypatch.setenv("HOME", str(tmp_path))
+    price_source.cache_clear()
+    first = price_source()
+    (kept,) = (tmp_path / ".cache/helios").glob("price-source-*.json")
+    assert json.loads(kept.read_text()) == first
+    for broken in ("{", '{"source": "x"}', "[1]", '{"source": 1, "version": 2, "data_date": 3}',
+                   json.dumps({**first, "version": "0.0.0"}), "\udcff"):  # fmt: skip
+        kept.write_text(broken, errors="surrogateescape")
+        price_source.cache_clear()
+        assert price_source() == first
+        assert json.loads(kept.read_text()) == first  # and it is mended
+    kept.write_text(json.dumps({**first, "data_date": "2001-01-01"}))
+    price_source.cache_clear()
+    assert price_source()["data_date"] == "2001-01-01"  # the kept answer is what is read
+    (tmp_path / "home").mkdir()
+    (tmp_path / "home/.cache").write_text("a file, not a folder")  # unwritable, even as root
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    price_source.cache_clear()
+    assert price_source() == first  # computed, no error
+    price_source.cache_clear()
+
+
 def test_every_run_records_the_price_source() -> None:
     from helios.engine.config import RunConfig
     from helios.engine.saved_config import CONFIG_KEY

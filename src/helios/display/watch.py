@@ -33,9 +33,9 @@ import stat
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 from urllib.parse import urlencode
 
-from aiohttp import WSMsgType, web
 from rich.console import Console
 
 from helios.atomic_write import write_text_atomic
@@ -43,6 +43,9 @@ from helios.engine.events import DesktopReady
 from helios.environments.desktop.vnc import connect
 from helios.text import visible
 from helios.trajectories.images import FINAL_SCREEN, IMAGES_DIR
+
+if TYPE_CHECKING:  # aiohttp is imported when a server starts: --watch only
+    from aiohttp import web
 
 NOVNC_DIR = Path("/usr/share/novnc")
 HOST = "127.0.0.1"
@@ -162,6 +165,8 @@ class WatchServer:
 
     # -- serving -------------------------------------------------------------
     async def start(self) -> None:
+        from aiohttp import web
+
         app = web.Application()
         app.router.add_get(f"/{self.token}/desktops/{{trial}}/websockify", self._bridge)
         app.router.add_get(f"/{self.token}/desktops/{{trial}}/", self._viewer)
@@ -193,6 +198,8 @@ class WatchServer:
 
     async def _index(self, request: web.Request) -> web.Response:
         """A list of the desktops being served, each a link to its view."""
+        from aiohttp import web
+
         rows = "".join(
             f'<li><a href="{self.url(tid)}">{_html(d.label)}</a> ({tid[:12]}){ended}</li>'
             for desktops, ended in ((self._desktops, ""), (self._ended, ": ended, its last screen"))
@@ -203,6 +210,8 @@ class WatchServer:
         return web.Response(text=body, content_type="text/html")
 
     async def _viewer(self, request: web.Request) -> web.Response:
+        from aiohttp import web
+
         trial = request.match_info["trial"]
         ended = self._ended.get(trial)
         if ended is not None:
@@ -217,6 +226,8 @@ class WatchServer:
 
     async def _final(self, request: web.Request) -> web.Response:
         """An ended trial's last screenshot, as PNG."""
+        from aiohttp import web
+
         ended = self._ended.get(request.match_info["trial"])
         if ended is None or ended.folder is None:
             raise web.HTTPNotFound(text="no screenshot of this trial")
@@ -227,6 +238,8 @@ class WatchServer:
                             headers={"Cache-Control": "no-store"})  # fmt: skip
 
     async def _bridge(self, request: web.Request) -> web.StreamResponse:
+        from aiohttp import web
+
         desktop = self._desktops.get(request.match_info["trial"])
         if desktop is None:
             raise web.HTTPNotFound(text="no such desktop (the trial may have ended)")
@@ -249,6 +262,8 @@ class WatchServer:
 
 async def _pump(ws: web.WebSocketResponse, sock: socket.socket) -> None:
     """Bytes both ways between the browser and x11vnc until either side ends."""
+    from aiohttp import WSMsgType
+
     reader, writer = await asyncio.open_unix_connection(sock=sock)
 
     async def to_vnc() -> None:

@@ -19,8 +19,12 @@ table and its date: every run records it.
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
+import json
 import logging
 import math
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass, fields
 from datetime import UTC, date, datetime
@@ -28,6 +32,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any, Protocol
 
+from helios.atomic_write import write_text_atomic
 from helios.errors import ConfigError
 from helios.safe_json import JsonValueError, parse_json
 from helios.settings import current as helios_settings
@@ -151,9 +156,50 @@ def _library_price(provider: str | None, name: str) -> LibraryPrice | None:
 @cache
 def price_source() -> dict[str, str | None]:
     """Where the default prices come from, as run.json records it: `genai-prices`, its
-    version and its data's date (the newest date a price in its snapshot starts on)."""
-    from importlib.metadata import version
+    version and its data's date (the newest date a price in its snapshot starts on).
 
+    Reading the snapshot costs about half a second of CPU, which a run with no priced
+    model would pay only for this record. So the answer is kept in Helios's cache
+    folder, keyed by the installed package's version and its data file's size and
+    time; a missing, broken or foreign file is computed again and rewritten."""
+    key, version = _snapshot_key()
+    path = Path.home() / ".cache" / "helios" / f"price-source-{key}.json"
+    try:
+        kept = parse_json(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, JsonValueError):
+        kept = None
+    if (isinstance(kept, dict) and set(kept) == _SOURCE_KEYS and kept["version"] == version
+            and all(isinstance(v, str | None) for v in kept.values())):  # fmt: skip
+        return kept
+    found = _read_price_source(version)
+    with contextlib.suppress(OSError):  # an unwritable home: computed again next time
+        write_text_atomic(path, json.dumps(found))
+    return found
+
+
+_SOURCE_KEYS = {"source", "version", "data_date"}
+
+
+def _snapshot_key() -> tuple[str, str]:
+    """A name for the installed `genai-prices` data (its version and its data file's
+    size and mtime), found without importing the package; and its version."""
+    from importlib.metadata import version
+    from importlib.util import find_spec
+
+    installed = version("genai-prices")
+    spec = find_spec("genai_prices")
+    stamp = "unknown"
+    if spec is not None and spec.submodule_search_locations:
+        try:
+            data = os.stat(Path(next(iter(spec.submodule_search_locations))) / "data.py")
+            stamp = f"{data.st_size}-{data.st_mtime_ns}"
+        except OSError:
+            pass
+    digest = hashlib.sha256(f"{installed}:{stamp}".encode()).hexdigest()[:16]
+    return digest, installed
+
+
+def _read_price_source(version: str) -> dict[str, str | None]:
     from genai_prices.data_snapshot import get_snapshot
 
     newest: date | None = None
@@ -164,7 +210,7 @@ def price_source() -> dict[str, str | None]:
                     start = getattr(conditional.constraint, "start_date", None)
                     if isinstance(start, date) and (newest is None or start > newest):
                         newest = start
-    return {"source": "genai-prices", "version": version("genai-prices"),
+    return {"source": "genai-prices", "version": version,
             "data_date": newest.isoformat() if newest else None}  # fmt: skip
 
 
