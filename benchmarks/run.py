@@ -5,11 +5,16 @@ performance targets row by row.
     .venv/bin/python benchmarks/run.py                       # one row per workload
     .venv/bin/python benchmarks/run.py --only local,inspect  # some workloads
     .venv/bin/python benchmarks/run.py --only trivial -N 2560 -C 256 -T 3 --latency-ms 1000
+    .venv/bin/python benchmarks/run.py --only floor,local    # local as a share of the floor
 
 Per workload: episodes/s; harness CPU per model turn (the workload's process and
 its children, which are the sandboxes and the workers; the model server's CPU
 is not counted); peak RSS (the largest process); efficiency against the ideal
 wall time ceil(N/C)·T·latency. Each workload runs in a fresh process.
+
+The `floor` row is the machine's process floor: N bare `bwrap --unshare-all`
+sandboxes, 16 at a time, each running 9 `/bin/true`, with no harness and no model.
+After the rows, each sandboxed workload's episodes/s is printed as a share of it.
 """
 
 from __future__ import annotations
@@ -79,6 +84,8 @@ def _children_cpu() -> float:
 
 
 def run_workload(name: str, args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
+    if name == "floor":
+        return run_floor(args)
     tool, arguments, end = WORKLOAD_TOOLS.get(name, ("book_flight", {"to_city": "LA"}, "text"))
     turns = 1 if name in ("toolcalls", "resume", "localstart", "dockerstart") else args.turns
     # Inspect's react agent ends on submit(answer=...); Helios's submit takes a summary.
@@ -122,6 +129,23 @@ def run_workload(name: str, args: argparse.Namespace, workdir: Path) -> dict[str
             **params, **measured}  # fmt: skip
 
 
+def run_floor(args: argparse.Namespace) -> dict[str, Any]:
+    """The process floor's row: bare sandboxes, no model server, no harness."""
+    from workloads import FLOOR_AT_ONCE
+
+    params = {"episodes": args.episodes, "concurrency": FLOOR_AT_ONCE, "turns": 0,
+              "latency_ms": 0, "url": "", "workers": 1, "api": args.api}  # fmt: skip
+    machine_before = machine_cpu_seconds()
+    proc = subprocess.run([sys.executable, __file__, "--child", "floor", json.dumps(params)],
+                          capture_output=True, text=True, check=False)  # fmt: skip
+    if proc.returncode != 0:
+        return {"name": "floor", "error": proc.stderr.strip().splitlines()[-3:]}
+    measured = json.loads(proc.stdout.strip().splitlines()[-1])
+    measured["cpu_machine"] = machine_cpu_seconds() - machine_before
+    return {"name": "floor", "model_turns": 0, "ideal": 0.0, "turns_per": 0,
+            **params, **measured}  # fmt: skip
+
+
 def machine_cpu_seconds() -> float:
     """CPU time of the whole machine so far (all but idle and iowait), from /proc/stat."""
     with open("/proc/stat") as stat:
@@ -135,6 +159,15 @@ def print_row(row: dict[str, Any]) -> None:
         print(f"{row['name']:<10} failed: {row['error']}")
         return
     done, wall = row["done"], row["wall"]
+    if row["name"] == "floor":
+        from workloads import FLOOR_PROCESSES
+
+        own, machine = row["cpu"] / done * 1000, row["cpu_machine"] / done * 1000
+        print(f"{'floor':<10} N={row['episodes']:<7} C={row['concurrency']:<5} bare bwrap "
+              f"--unshare-all, {FLOOR_PROCESSES} /bin/true each: {wall:7.1f}s "
+              f"{done / wall:8.1f} sandboxes/s  cpu/sandbox {own:6.2f} ms "
+              f"(machine {machine:5.2f})  failed {row['failed']}")  # fmt: skip
+        return
     turns = max(row["model_turns"], 1)
     per_turn = row["cpu"] / turns * 1000
     machine = row.get("cpu_machine")
@@ -146,6 +179,21 @@ def print_row(row: dict[str, Any]) -> None:
         f"  rss {row['rss_mb']:6.0f} MB (child {row['rss_children_mb']:4.0f})"
         f"  eff {row['ideal'] / wall:5.2f}  failed {row['failed']}"
     )
+
+
+def print_of_floor(rows: dict[str, dict[str, Any]]) -> None:
+    """Each sandboxed workload's episodes/s as a share of the floor's sandboxes/s,
+    measured in the same run (issue 34's target: local at 0.45 or more)."""
+    floor = rows.get("floor")
+    if floor is None or "error" in floor or not floor["wall"]:
+        return
+    per_second = floor["done"] / floor["wall"]
+    for name in ("local", "docker", "inspect"):
+        row = rows.get(name)
+        if row is not None and "error" not in row and row["wall"]:
+            rate = row["done"] / row["wall"]
+            print(f"{name:<10} {rate / per_second:5.2f} of the floor "
+                  f"({rate:.1f} ep/s against {per_second:.1f} sandboxes/s)")  # fmt: skip
 
 
 def main() -> None:
@@ -178,14 +226,16 @@ def main() -> None:
             targets.main(args, run_workload, workdir)
             return
         names = [n for n in args.only.split(",") if n] or [
-            "trivial", "local", "docker", "datagen", "toolcalls", "inspect"]  # fmt: skip
+            "floor", "trivial", "local", "docker", "datagen", "toolcalls", "inspect"]  # fmt: skip
         print(f"machine: {os.cpu_count()} cores, load {os.getloadavg()[0]:.2f}; latency "
               f"{args.latency_ms:g} ms ± {args.jitter_ms:g}, api {args.api}, "
               f"workers {args.workers}")  # fmt: skip
+        rows = {}
         for name in names:
-            row = run_workload(name, args, workdir)
+            rows[name] = row = run_workload(name, args, workdir)
             print_row(row)
             print("  " + json.dumps({k: v for k, v in row.items() if k != "url"}), file=sys.stderr)
+        print_of_floor(rows)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
 

@@ -358,8 +358,40 @@ def dockerstart(params: Params, out: Path) -> dict[str, Any]:
             "bare_errors": bare_errors, "trial_wall": wall}  # fmt: skip
 
 
+# -- the process floor: what the machine allows, with no harness ------------------------
+#: how many bare sandboxes run at once, and the processes each starts (issue 34)
+FLOOR_AT_ONCE = 16
+FLOOR_PROCESSES = 9
+
+
+def floor(params: Params, out: Path) -> dict[str, Any]:
+    """`episodes` bare `bwrap --unshare-all` sandboxes, FLOOR_AT_ONCE at a time, each
+    running FLOOR_PROCESSES `/bin/true` (about what a trial starts): the machine's
+    process floor, which a sandboxed-bash episode cannot beat."""
+    import shutil
+    import subprocess
+    from concurrent.futures import ThreadPoolExecutor
+
+    bwrap = shutil.which("bwrap")
+    if bwrap is None:
+        raise SystemExit("the floor needs bwrap (apt-get install bubblewrap)")
+    script = "; ".join(["/bin/true"] * FLOOR_PROCESSES)
+    argv = [bwrap, "--unshare-all", "--die-with-parent", "--ro-bind", "/", "/",
+            "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp",
+            "/bin/sh", "-c", script]  # fmt: skip
+
+    def one(_: int) -> bool:
+        done = subprocess.run(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                              stderr=subprocess.DEVNULL, check=False)  # fmt: skip
+        return done.returncode == 0
+
+    with ThreadPoolExecutor(FLOOR_AT_ONCE) as pool:
+        results = list(pool.map(one, range(params.episodes)))
+    return {"done": len(results), "failed": results.count(False)}
+
+
 WORKLOADS = {
-    "trivial": trivial, "local": local, "docker": docker, "datagen": datagen,
+    "floor": floor, "trivial": trivial, "local": local, "docker": docker, "datagen": datagen,
     "toolcalls": toolcalls, "resume": resume, "localstart": localstart,
     "dockerstart": dockerstart,
 }  # fmt: skip

@@ -28,13 +28,17 @@ def _bench(script: str, *args: str) -> str:
 
 @pytest.mark.usefixtures("need_bwrap", "need_docker")
 def test_every_workload_runs_with_no_failed_episode() -> None:
-    names = ["trivial", "local", "datagen", "toolcalls", "docker"]
+    names = ["floor", "trivial", "local", "datagen", "toolcalls", "docker"]
     out = _bench("run.py", "--only", ",".join(names), *TINY)
     for name in names:
         row = re.search(rf"^{name}\s+N=4 .*$", out, re.M)
         assert row is not None, f"no row for {name}:\n{out}"
         assert row.group(0).endswith("failed 0"), row.group(0)
-        assert re.search(r"\d+\.\d ep/s", row.group(0))
+        assert re.search(r"\d+\.\d (ep|sandboxes)/s", row.group(0))
+    # the process floor (issue 34), and the sandboxed rows as a share of it
+    assert re.search(r"^floor .* 9 /bin/true each: .* sandboxes/s", out, re.M), out
+    for name in ("local", "docker"):
+        assert re.search(rf"^{name}\s+\d+\.\d\d of the floor \(", out, re.M), out
 
 
 def test_the_anthropic_api_workload_runs() -> None:
