@@ -183,7 +183,7 @@ def print_row(row: dict[str, Any]) -> None:
 
 def print_of_floor(rows: dict[str, dict[str, Any]]) -> None:
     """Each sandboxed workload's episodes/s as a share of the floor's sandboxes/s,
-    measured in the same run (issue 34's target: local at 0.45 or more)."""
+    measured in the same run (the target: local at 0.45 or more)."""
     floor = rows.get("floor")
     if floor is None or "error" in floor or not floor["wall"]:
         return

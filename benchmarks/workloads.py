@@ -359,7 +359,7 @@ def dockerstart(params: Params, out: Path) -> dict[str, Any]:
 
 
 # -- the process floor: what the machine allows, with no harness ------------------------
-#: how many bare sandboxes run at once, and the processes each starts (issue 34)
+#: how many bare sandboxes run at once, and the processes each starts
 FLOOR_AT_ONCE = 16
 FLOOR_PROCESSES = 9
 

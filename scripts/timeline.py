@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import collections
+import itertools
 import json
 from pathlib import Path
 
@@ -42,10 +43,11 @@ def main() -> None:
     for r in ordered:
         if "cpu" in r:
             total = r.get("group_cpu") or r["cpu"] + r["children_cpu"]
-            cpu_of[r["test"].split("::", 1)[0]] += total - last.get(r["worker"], total)
-            last[r["worker"]] = total
+            who = (r["worker"], r.get("pid"))  # a pytest a test runs reports as its worker
+            cpu_of[r["test"].split("::", 1)[0]] += total - last.get(who, total)
+            last[who] = total
     docker = [(r["stop"], r["docker_cpu"]) for r in ordered if r.get("docker_cpu") is not None]
-    for (t0_, d0), (t1, d1) in zip(docker, docker[1:], strict=False):
+    for (t0_, d0), (t1, d1) in itertools.pairwise(docker):
         running = [r for r in records if r["start"] < t1 and r["stop"] > t0_]
         for r in running:  # the interval's docker CPU, shared by the phases running then
             docker_of[r["test"].split("::", 1)[0]] += (d1 - d0) / len(running)

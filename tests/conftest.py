@@ -219,7 +219,8 @@ def pytest_configure(config: pytest.Config) -> None:
     path = os.environ.get("PYTHONPATH")
     os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(_PROBE_DIR), path]))
     probe.install(_record)
-    if os.environ.get("HELIOS_TEST_TIMELINE") and "PYTEST_XDIST_WORKER" in os.environ:
+    if os.environ.get("HELIOS_TEST_TIMELINE") and hasattr(config, "workerinput"):
+        # an xdist worker (not a pytest a test runs, which inherits the variables)
         _worker_group(os.environ["PYTEST_XDIST_WORKER"])  # before any fixture starts
 
 
@@ -356,7 +357,7 @@ def _worker_group(worker: str) -> Path | None:
         except OSError:
             group = None  # not root, or no cgroup v1 cpuacct: the worker's own CPU only
         _own_group.append(group)
-    return _own_group[0]
+    return _own_group[0] if _own_group else None
 
 
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
@@ -370,5 +371,6 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
                               "start": report.start, "stop": report.stop,
                               "outcome": report.outcome, "cpu": t.user + t.system,
                               "children_cpu": t.children_user + t.children_system,
-                              "group_cpu": _usage(_worker_group(worker)),
+                              "pid": os.getpid(),
+                              "group_cpu": _usage(_own_group[0] if _own_group else None),
                               "docker_cpu": _usage(_CPUACCT / "docker")}) + "\n")  # fmt: skip

@@ -76,6 +76,24 @@ def _helios_processes(marker: str) -> list[str]:
     return left + [line for line in orphans.stdout.splitlines() if "pgrep" not in line]
 
 
+def _wait_for_the_signal_watch(proc: subprocess.Popen[bytes], within: float = 60.0) -> None:
+    """Until the batch catches SIGTERM: Helios's signal watch is installed (its first
+    act, `helios.cli.entry`). Before that the interpreter is still starting, and a
+    signal is Python's to handle (a KeyboardInterrupt, exit -2), not Helios's; on a
+    loaded machine that start can outlast the shortest random delay."""
+    deadline = time.monotonic() + within
+    while proc.poll() is None and time.monotonic() < deadline:
+        try:
+            status = Path(f"/proc/{proc.pid}/status").read_text()
+        except OSError:
+            return
+        caught = next((line.split()[1] for line in status.splitlines()
+                       if line.startswith("SigCgt:")), "0")  # fmt: skip
+        if int(caught, 16) & (1 << (signal.SIGTERM - 1)):
+            return
+        time.sleep(0.005)
+
+
 def run_chaos(workdir: Path, *, tasks: int, signals: int, seed: int = 0) -> ChaosReport:
     """Interrupt a batch `signals` times at random instants, resuming after each."""
     rng = random.Random(seed)
@@ -88,6 +106,7 @@ def run_chaos(workdir: Path, *, tasks: int, signals: int, seed: int = 0) -> Chao
         extra = ("--resume", str(run_dir)) if run_dir is not None else ()
         proc = subprocess.Popen(_command(task_root, out, *extra), stdout=subprocess.DEVNULL,
                                 stderr=subprocess.DEVNULL)  # fmt: skip
+        _wait_for_the_signal_watch(proc)
         time.sleep(rng.uniform(0.15, 2.0))
         chosen = rng.choice(SIGNALS)
         if proc.poll() is None:
