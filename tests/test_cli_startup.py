@@ -42,6 +42,8 @@ NOT_FOR_BATCH = (
     # the --watch server's (and model clients') HTTP library; the prices' snapshot,
     # whose date run.json records, is read once per installed version and kept
     "aiohttp", "genai_prices",
+    # a job file's models and YAML (--config), a dataset's fetch (-d)
+    "helios.tasks.job", "yaml", "helios.tasks.datasets",
 )  # fmt: skip
 
 #: runs `helios ARGS...` in this interpreter; prints sys.modules as JSON on exit

@@ -14,7 +14,7 @@ import os
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from helios.cli.options import SELECTION_OPTIONS, _routing
 from helios.engine.budget import BudgetConfig
@@ -22,11 +22,12 @@ from helios.engine.labels import RunLabels, checked
 from helios.errors import ConfigError, InputError
 from helios.models.base import GenerationConfig
 from helios.models.services import ModelOptions
-from helios.safe_yaml import load_yaml
-from helios.tasks.job import JobAgent, JobConfig, JobModel, load_job
 from helios.tasks.phases import TimeoutScale
 from helios.tasks.plan import resolve_task_dirs
 from helios.tasks.settings import AgentChoice, TaskBatchSettings
+
+if TYPE_CHECKING:  # the job's models are built when a job file is read (--config)
+    from helios.tasks.job import JobAgent, JobConfig, JobModel
 
 #: a flag's name → the TaskBatchSettings field a job's value of the same name sets
 SIMPLE = {
@@ -51,6 +52,8 @@ def apply_job(
     (`pairs`), unless -m or -a name others."""
     pinned = any(a.model for a in job.agents) and not (given("model") or given("agent"))
     if pinned:
+        from helios.tasks.job import JobModel
+
         listed = [m.model for m in job.models]
         extra = [JobModel(model=m) for m in dict.fromkeys(a.model for a in job.agents if a.model)
                  if m not in listed]  # fmt: skip
@@ -240,6 +243,9 @@ def read_job(path: Path) -> tuple[JobConfig, list[str]]:
     """The job in `path`: a Helios job file, or Harbor's JobConfig (YAML or JSON) as
     it is, translated (`tasks.harbor_job`); and, for Harbor's, one line per field
     Helios does not run, to show before anything runs."""
+    from helios.safe_yaml import load_yaml
+    from helios.tasks.job import load_job
+
     if path.suffix.lower() in (".yaml", ".yml", ".json") and path.is_file():
         from helios.agents.registry import available_agents
         from helios.tasks.harbor_job import as_job_config, load_harbor_job, looks_like_harbor_job

@@ -36,10 +36,10 @@ def as_list(paths: TaskPaths) -> list[str | Path]:
 def dataset_paths(settings: TaskBatchSettings, task_paths: TaskPaths) -> TaskPaths:
     """`task_paths`, or the task folders of a dataset the settings name ("NAME@VERSION",
     `tasks.datasets`), in the cache; the settings then keep its record (run.json's)."""
-    from helios.tasks.datasets import dataset_tasks
-
     if not isinstance(settings.dataset, str):
         return task_paths
+    from helios.tasks.datasets import dataset_tasks  # git, urllib: only for a dataset
+
     if as_list(task_paths):
         raise ConfigError("give task_paths or dataset=, not both", field="dataset")
     fetched = dataset_tasks(settings.dataset, settings.registry)
