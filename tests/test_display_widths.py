@@ -112,7 +112,8 @@ def test_the_live_line_keeps_progress_first_at_any_width(
     assert figures, screen
     assert (figures[0] == line) == (width >= 160), screen
     # the failed trial says why, on its line and in the final panel
-    (failed,) = [row for row in final.splitlines() if row.startswith("✗ hello-file")]
-    assert "FAIL: /app/hello.txt does not exist" in failed
+    failed = [row for row in final.splitlines() if row.startswith("✗ hello-file")]
+    assert len(failed) == 1, final
+    assert "FAIL: /app/hello.txt does not exist" in failed[0], final
     assert "Failed trials" in final
     assert final.count("FAIL: /app/hello.txt does not exist") == 2, final

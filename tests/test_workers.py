@@ -12,6 +12,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import textwrap
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -665,3 +666,36 @@ def test_a_registered_toolset_a_worker_cannot_get_is_refused_before_any_worker_s
         service.store.close()
         _registered.pop("parent-only", None)
     assert _own_children() == []
+
+
+def test_a_worker_unsets_its_wakeup_fd_before_its_loop_closes() -> None:
+    # Python 3.11's loop closes its self-pipe before it removes its signal handlers: a
+    # Ctrl-C in between wrote to the closed pipe ("Exception ignored ... Bad file
+    # descriptor", seen in CI). The worker puts its signals back before that.
+    code = textwrap.dedent("""
+        import asyncio, os, signal
+        from helios.engine._worker_side import _quiet_signals
+
+        def peek():
+            fd = signal.set_wakeup_fd(-1)
+            signal.set_wakeup_fd(fd)
+            return fd
+
+        async def body():
+            loop = asyncio.get_running_loop()
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                loop.add_signal_handler(sig, lambda: None)
+            assert peek() != -1
+            _quiet_signals(loop)
+            assert peek() == -1
+            assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN
+            assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
+
+        asyncio.run(body())
+        os.kill(os.getpid(), signal.SIGINT)  # after the loop: ignored, nothing printed
+        print("done")
+    """)
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=60, check=False)  # fmt: skip
+    assert done.returncode == 0 and done.stdout.strip() == "done", done.stderr
+    assert done.stderr == ""

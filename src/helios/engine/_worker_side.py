@@ -133,6 +133,18 @@ async def _work(sock: socket.socket) -> None:
                 await setup.services.close()
     finally:
         writer.close()
+        _quiet_signals(loop)
+
+
+def _quiet_signals(loop: asyncio.AbstractEventLoop) -> None:
+    """The worker's signals back to its start (SIGINT ignored, SIGTERM ends it), with
+    no wakeup fd, before `asyncio.run` closes the loop. Python 3.11's loop closes its
+    self-pipe before it removes its signal handlers: a Ctrl-C in between (the process
+    group's, as the batch ends) found the pipe closed and printed a traceback. (One in
+    the instant between these two lines is a KeyboardInterrupt: `main` exits quietly.)"""
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.remove_signal_handler(sig)  # the last one also unsets the wakeup fd
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 class ParentLimits:
