@@ -104,6 +104,9 @@ def run_workload(name: str, args: argparse.Namespace, workdir: Path) -> dict[str
         if name == "inspect":
             import inspect_bench
 
+            if inspect_bench.inspect_binary() is None:  # a row that says so; the rest go on
+                return {"name": name, "error": ["inspect-ai is not installed: pip install "
+                                                "-e '.[bench]'"]}  # fmt: skip
             measured = inspect_bench.run(params, workdir / "inspect")
         else:
             proc = subprocess.run(
