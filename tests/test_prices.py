@@ -144,3 +144,22 @@ def test_a_call_costs_what_genai_prices_computes(model: str, usage: Usage) -> No
         name, provider_id={"gemini": "google"}.get(provider, provider),
     ).total_price  # fmt: skip
     assert PriceTable().cost(model, usage) == pytest.approx(float(theirs), rel=1e-9)
+
+
+def test_four_processes_keeping_the_price_source_at_once_leave_one_whole_file(
+    tmp_path: Path,
+) -> None:
+    import os
+    import subprocess
+    import sys
+
+    code = ("import json\nfrom helios.models.pricing import price_source\n"
+            "print(json.dumps(price_source()))")
+    env = {**os.environ, "HOME": str(tmp_path)}
+    procs = [subprocess.Popen([sys.executable, "-c", code], env=env, stdout=subprocess.PIPE,
+                              text=True) for _ in range(4)]  # fmt: skip
+    answers = [json.loads(p.communicate(timeout=120)[0]) for p in procs]
+    assert all(p.returncode == 0 for p in procs)
+    (kept,) = (tmp_path / ".cache/helios").glob("price-source-*.json")  # no torn temp left
+    assert all(answer == json.loads(kept.read_text()) for answer in answers)
+    assert [p.name for p in kept.parent.iterdir()] == [kept.name]
