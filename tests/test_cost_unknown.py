@@ -52,6 +52,22 @@ def test_a_sum_with_an_unknown_part_is_unknown() -> None:
     assert (free.cost_usd, free.cost_unknown_reason, free.cost_text()) == (0.0, None, "$0.0000")
 
 
+def test_a_sum_adds_every_count_and_reads_back_as_a_usage() -> None:
+    """`add` writes the instance's fields directly: each count is summed, none is
+    left out, and what it dumps validates back to the same usage."""
+    counts = [name for name, info in Usage.model_fields.items() if info.annotation in (int, float)]
+    one = Usage(**{name: 1 + i for i, name in enumerate(counts)}, cost_usd=0.5,
+                reported_models={"m": ["m-1"]}, cache_saved_usd=0.25)  # fmt: skip
+    total = Usage()
+    total.add(one)
+    total.add(one)
+    for i, name in enumerate(counts):
+        assert getattr(total, name) == 2 * (1 + i), name
+    assert (total.cost_usd, total.cache_saved_usd, total.reported_models) == (
+        1.0, 0.5, {"m": ["m-1"]})  # fmt: skip
+    assert Usage.model_validate(total.model_dump()) == total
+
+
 def test_the_live_line_says_unknown_not_zero() -> None:
     services = ModelServices(spec=ModelSpec("openai-compatible", "scripted", "openai", None))
     services.totals.add(Usage(output_tokens=10, cost_usd=None, cost_unknown_reason=REASON))

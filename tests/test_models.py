@@ -285,6 +285,51 @@ def test_limiter_bounds_calls_in_flight() -> None:
     assert peak == 3 and limiter.in_flight == 0
 
 
+def test_limiter_admits_waiters_in_order_and_a_cancel_never_leaks_room() -> None:
+    """A release admits the next waiter only (first come, first served), a growing limit
+    admits more, and a call cancelled while waiting, or just after it was admitted,
+    leaves the room to the others."""
+
+    async def go() -> None:
+        limiter = AdaptiveLimiter(initial=2, maximum=3)
+        await limiter.acquire()
+        await limiter.acquire()
+        order: list[int] = []
+
+        async def settle() -> None:  # every task that can run has run
+            for _ in range(5):
+                await asyncio.sleep(0)
+
+        async def wait(i: int) -> None:
+            await limiter.acquire()
+            order.append(i)
+
+        waiting = [asyncio.create_task(wait(i)) for i in range(5)]
+        await settle()
+        assert order == [] and limiter.in_flight == 2
+        waiting[0].cancel()  # cancelled while it waits
+        await limiter.release()
+        await settle()
+        assert order == [1] and limiter.in_flight == 2
+        await limiter.release()
+        waiting[2].cancel()  # admitted, then cancelled before it ran
+        await settle()
+        assert order == [1, 3] and limiter.in_flight == 2
+        while limiter.current < 3:  # the limit grows: one more call is let in
+            limiter.on_success()
+        await settle()
+        assert order == [1, 3, 4] and limiter.in_flight == 3
+        for _ in range(3):
+            await limiter.release()
+        assert limiter.in_flight == 0
+        await asyncio.gather(*waiting, return_exceptions=True)
+        assert [t.cancelled() for t in waiting] == [True, False, True, False, False]
+        limiter.forget()  # an unknown holder's room is never counted below zero
+        assert limiter.in_flight == 0
+
+    asyncio.run(go())
+
+
 # -- prices -----------------------------------------------------------------------
 def test_prices_library_and_user_file(tmp_path: Path) -> None:
     table = PriceTable()

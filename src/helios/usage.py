@@ -84,29 +84,27 @@ class Usage(BaseModel):
         merge_reported(self.reported_models, {requested: [reported]})
 
     def add(self, other: Usage) -> None:
-        """Accumulate `other` into this usage in place (cheap: no validation)."""
-        self.input_tokens += other.input_tokens
-        self.output_tokens += other.output_tokens
-        self.cache_read_tokens += other.cache_read_tokens
-        self.cache_write_tokens += other.cache_write_tokens
-        self.reasoning_tokens += other.reasoning_tokens
-        if self.cost_usd is None or other.cost_usd is None:
-            self.cost_usd = None
-            self.cost_unknown_reason = self.cost_unknown_reason or other.cost_unknown_reason
+        """Accumulate `other` into this usage in place (cheap: no validation, and the
+        fields are set in the instance's dict: pydantic's `__setattr__` per field was
+        most of a run's usage bookkeeping)."""
+        mine, theirs = self.__dict__, other.__dict__
+        for name in _COUNTS:
+            mine[name] += theirs[name]
+        if mine["cost_usd"] is None or theirs["cost_usd"] is None:
+            mine["cost_usd"] = None
+            reason = mine["cost_unknown_reason"] or theirs["cost_unknown_reason"]
+            mine["cost_unknown_reason"] = reason
         else:
-            self.cost_usd += other.cost_usd
-        self.calls += other.calls
-        self.retries += other.retries
-        self.model_seconds += other.model_seconds
-        if other.reported_models:
-            merge_reported(self.reported_models, other.reported_models)
-        if other.cache_hits:
-            self.cache_hits += other.cache_hits
-            self.cache_saved_tokens += other.cache_saved_tokens
-            if self.cache_saved_usd is None or other.cache_saved_usd is None:
-                self.cache_saved_usd = None
+            mine["cost_usd"] += theirs["cost_usd"]
+        if theirs["reported_models"]:
+            merge_reported(mine["reported_models"], theirs["reported_models"])
+        if theirs["cache_hits"]:
+            mine["cache_hits"] += theirs["cache_hits"]
+            mine["cache_saved_tokens"] += theirs["cache_saved_tokens"]
+            if mine["cache_saved_usd"] is None or theirs["cache_saved_usd"] is None:
+                mine["cache_saved_usd"] = None
             else:
-                self.cache_saved_usd += other.cache_saved_usd
+                mine["cache_saved_usd"] += theirs["cache_saved_usd"]
 
     def cache_text(self) -> str:
         """The response cache's savings for a person ("" without a hit)."""
@@ -142,6 +140,11 @@ class Usage(BaseModel):
         for item in items:
             total.add(item)
         return total
+
+
+#: the fields `Usage.add` sums as they are
+_COUNTS = ("input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens",
+           "reasoning_tokens", "calls", "retries", "model_seconds")  # fmt: skip
 
 
 def merge_reported(into: dict[str, list[str]], more: dict[str, list[str]]) -> None:

@@ -122,12 +122,16 @@ class LimitsBox:
         return dict(self.counts)
 
     def _expire(self) -> None:
+        # leases are kept in the order they were taken: the expired ones come first
         old = time.monotonic() - LEASE_SECONDS
-        for lease, (key, taken) in list(self.leases.items()):
-            if taken < old:
-                del self.leases[lease]
-                limiter = self.limiters[key]
-                limiter.in_flight = max(0, limiter.in_flight - 1)
+        expired = []
+        for lease, (key, taken) in self.leases.items():
+            if taken >= old:
+                break
+            expired.append((lease, key))
+        for lease, key in expired:
+            del self.leases[lease]
+            self.limiters[key].forget()
 
 
 def limits_of(services: Any) -> dict[str, dict[str, float]]:

@@ -8,6 +8,7 @@ of 429s from many concurrent calls shrinks the limit once, not to the floor.
 from __future__ import annotations
 
 import asyncio
+import collections
 import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -30,7 +31,9 @@ class AdaptiveLimiter:
         self.cooldown = cooldown
         self.in_flight = 0
         self._hold_until = 0.0
-        self._changed = asyncio.Condition()
+        #: calls waiting for room, first come first served; a release admits as many
+        #: as there is room for (a condition's notify_all woke every waiter per release)
+        self._waiters: collections.deque[asyncio.Future[None]] = collections.deque()
 
     @property
     def current(self) -> int:
@@ -46,19 +49,42 @@ class AdaptiveLimiter:
 
     async def acquire(self) -> None:
         """Wait for room under the limit and take it (`slot` is acquire, then release)."""
-        async with self._changed:
-            await self._changed.wait_for(lambda: self.in_flight < self.current)
+        if not self._waiters and self.in_flight < self.current:
             self.in_flight += 1
+            return
+        waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._waiters.append(waiter)
+        try:
+            await waiter  # the room is taken for us when it is set
+        except asyncio.CancelledError:
+            if waiter.done() and not waiter.cancelled():
+                self.in_flight -= 1  # admitted, then cancelled: the room goes on
+            elif waiter in self._waiters:  # else an admission already dropped it
+                self._waiters.remove(waiter)
+            self._admit()
+            raise
 
     async def release(self) -> None:
-        async with self._changed:
-            self.in_flight -= 1
-            self._changed.notify_all()
+        self.in_flight -= 1
+        self._admit()
+
+    def forget(self) -> None:
+        """Give back the room of a call whose end will never be told (its holder died)."""
+        self.in_flight = max(0, self.in_flight - 1)
+        self._admit()
+
+    def _admit(self) -> None:
+        while self._waiters and self.in_flight < self.current:
+            waiter = self._waiters.popleft()
+            if not waiter.done():
+                self.in_flight += 1
+                waiter.set_result(None)
 
     def on_success(self) -> None:
         if time.monotonic() < self._hold_until:
             return
         self.limit = min(self.maximum, self.limit + 1.0 / max(self.limit, 1.0))
+        self._admit()
 
     def on_rate_limit(self, retry_after: float | None = None) -> None:
         """A 429 (`retry_after`: what the server asked for; a limiter shared by many
