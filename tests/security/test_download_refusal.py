@@ -89,3 +89,42 @@ def test_a_refused_download_stops_its_command_at_once(
             await env.stop()
 
     asyncio.run(go())
+
+
+@pytest.mark.parametrize("provider", ["local", "docker"])
+def test_the_verifiers_logs_past_the_bound_are_refused_as_they_stream(
+    provider: str, request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+) -> None:  # fmt: skip
+    """test.sh and the download of /logs/verifier run as one command, with no
+    measurement in the sandbox: logs past the host's bound are refused mid-stream,
+    the command's own output and status are kept, nothing of the tree lands on the
+    host, no tar is left running, and the sandbox stays usable."""
+    for module in (_shell_transfer, docker, local):
+        monkeypatch.setattr(module, "Bounds", lambda: Bounds(max_bytes=BOUND), raising=False)
+    env = _sandbox(provider, request, monkeypatch)
+
+    async def go() -> None:
+        await env.start()
+        try:
+            assert (await env.exec("mkdir -p /logs/verifier", cwd="/", user=ROOT)).ok
+            started = time.monotonic()
+            fetched = await env.exec_then_download(
+                "echo judged; head -c 20000000 /dev/zero > /logs/verifier/big; exit 3",
+                "/logs/verifier", tmp_path / "logs",
+            )  # fmt: skip
+            assert time.monotonic() - started < 30
+            assert isinstance(fetched.refused, UnsafeDownload), fetched
+            assert f"larger than {BOUND} bytes" in str(fetched.refused)
+            assert fetched.skipped is None
+            assert (fetched.result.stdout, fetched.result.exit_code) == ("judged\n", 3)
+            assert not (tmp_path / "logs" / "big").exists()
+            after = await env.exec(PROCESSES, cwd="/", user=ROOT, timeout=30)
+            assert after.ok, after
+            assert not any(line.startswith("tar ") for line in after.stdout.splitlines())
+            if isinstance(env, LocalEnvironment):
+                assert not env._pool.dirty
+        finally:
+            await env.stop()
+
+    asyncio.run(go())

@@ -119,9 +119,15 @@ def exec_then_download_script(command: str, cwd: str, src: str, names: Sequence[
     command's variables (`names`) unset, the boundary (the first line of the
     script's stdin: never in its command line, which the command could read) and
     the command's status (STATUS_DIGITS digits) on stdout, then `download_script`'s
-    archive, measured first as every download is (refused before it streams). None when `src`
-    or a name cannot be written in the script (the caller runs the two apart)."""
-    download = download_script(src, quiet=True)
+    archive. None when `src` or a name cannot be written in the script (the caller runs
+    the two apart).
+
+    Unlike a download on its own, the archive is not measured in the sandbox first
+    (`size_check`'s find and awk were a sixth of the processes of every trial, whose
+    verifier runs this): the host's bounds refuse a tree past them as it streams
+    (`HeaderScan`, `Spool`), the command is stopped then, and the sandbox stays usable
+    (tests/security/test_download_refusal.py)."""
+    download = download_script(src, quiet=True, measure=False)
     if download is None or not all(_NAME.fullmatch(name) for name in names):
         return None
     if {"PATH", "helios_boundary"} & set(names):  # the archive's tools, the boundary
@@ -259,8 +265,8 @@ class ShellTransfers(Environment):
     async def _exec_then_download_in_shell(
         self, command: str, src: str, dst: Path, env: dict[str, str], timeout: float | None
     ) -> ExecDownload | None:
-        """Both in one command of the shell (one round trip and the measuring
-        processes fewer), when the sandbox's default user is root (the download's
+        """Both in one command of the shell (one round trip and three processes
+        fewer), when the sandbox's default user is root (the download's
         user) and no service runs (its `kill -9 -1` would end them); None when not
         done (nothing ran)."""
         if not self._transfers_in_shell or self._has_services:
