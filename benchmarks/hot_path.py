@@ -48,6 +48,7 @@ def main() -> None:
     parser.add_argument("--latency-ms", type=float, default=100)
     parser.add_argument("--top", type=int, default=25, help="rows of each table")
     parser.add_argument("--match", default="", help="only functions whose file holds this")
+    parser.add_argument("--save", metavar="FILE", help="also write the loop's profile (pstats)")
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="helios-hot-path-"))
     try:
@@ -154,6 +155,8 @@ def _report(args: argparse.Namespace, profile: cProfile.Profile, run: dict[str, 
             jobs: dict[str, float], counts: collections.Counter[str]) -> None:  # fmt: skip
     per = 1000 / args.episodes
     stats = pstats.Stats(profile)
+    if args.save:
+        stats.dump_stats(args.save)
     by_group: dict[str, float] = collections.defaultdict(float)
     for (filename, _line, function), (_cc, _nc, own, _cum, _callers) in stats.stats.items():  # type: ignore[attr-defined]
         by_group[_group(filename, function)] += own
