@@ -49,16 +49,36 @@ def _is_mount(path: Path) -> bool:
 
 @pytest.mark.usefixtures("as_root")
 def test_create_root_mounts_and_lays_out_in_one_step(sandbox_dir: Path, tmp_path: Path) -> None:
+    """The root's tmpfs is mounted in a namespace of its own: the host's mount table
+    does not grow with the sandboxes running, and the host still reaches the files."""
     env = tmp_path / "env"
     env.mkdir()
     (env / "data.txt").write_text("x")
     (env / "Dockerfile").write_text("FROM scratch\n")
-    holder, laid_out = create_root("run", "trial", 64, "/app", env)
+    holder, laid_out, namespace = create_root("run", "trial", 64, "/app", env)
     root = holder / "root"
-    assert laid_out and _is_mount(root)
-    assert (root / "app" / "data.txt").read_text() == "x"
-    assert not (root / "app" / "Dockerfile").exists()
-    assert (root / "app").stat().st_uid == 65534
+    assert laid_out and namespace is not None
+    assert not _is_mount(root) and mounts_under(sandbox_dir) == []  # not in the host's table
+    view = namespace.host_view(".")
+    assert (view / "app" / "data.txt").read_text() == "x"
+    assert not (view / "app" / "Dockerfile").exists()
+    assert (view / "app").stat().st_uid == 65534
+    size = os.statvfs(view)
+    assert size.f_blocks * size.f_frsize == 64 << 20  # the tmpfs of the storage size
+    asyncio.run(_local_cleanup.remove_holder(holder, scan=False))
+    namespace.close()
+    assert not holder.exists() and mounts_under(sandbox_dir) == []
+
+
+@pytest.mark.usefixtures("as_root")
+def test_without_nsenter_the_root_is_mounted_in_the_hosts_namespace(
+    sandbox_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(_local_root, "tool", lambda name: None if name == "nsenter"
+                        else shutil.which(name))  # fmt: skip
+    holder, laid_out, namespace = create_root("run", "trial", 64, "/app", None)
+    root = holder / "root"
+    assert laid_out and namespace is None and _is_mount(root) and (root / "app").is_dir()
     asyncio.run(_local_cleanup.remove_holder(holder, scan=False))
     assert not holder.exists() and mounts_under(sandbox_dir) == []
 
@@ -168,7 +188,8 @@ def test_without_libc_the_tmpfs_is_mounted_by_command(
     sandbox_dir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(_local_root, "_libc", lambda: None)
-    holder, laid_out = create_root("run", "trial", 64, "/app", None)
+    holder, laid_out, namespace = create_root("run", "trial", 64, "/app", None)
+    assert namespace is None
     root = holder / "root"
     assert not laid_out and not _is_mount(root) and list(root.iterdir()) == []
     asyncio.run(_local_root.mount_by_command(root, 64))
@@ -182,16 +203,25 @@ def test_without_libc_the_tmpfs_is_mounted_by_command(
 
 
 @pytest.mark.usefixtures("as_root")
-def test_a_folder_left_mounted_by_a_killed_process_is_cleaned_up(sandbox_dir: Path) -> None:
-    # The child makes a sandbox folder (tmpfs mounted, laid out) and dies by SIGKILL.
+@pytest.mark.parametrize("own_namespace", [True, False])
+def test_a_folder_left_by_a_killed_process_is_cleaned_up(
+    sandbox_dir: Path, own_namespace: bool
+) -> None:  # fmt: skip
+    """The child makes a sandbox folder (tmpfs mounted, laid out) and dies by SIGKILL.
+    In the root's own namespace the tmpfs dies with it: only the folder is left; in
+    the host's (no nsenter), the mount is left too. Cleanup removes what is left."""
+    hide = "" if own_namespace else (
+        "import helios.environments.local.root as r, shutil; "
+        "r.tool = lambda n: None if n == 'nsenter' else shutil.which(n); "
+    )  # fmt: skip
     code = (
-        "import os, signal; from helios.environments.local.root import create_root; "
+        f"import os, signal; {hide}from helios.environments.local.root import create_root; "
         "create_root('run-k', 't', 64, '/app', None); os.kill(os.getpid(), signal.SIGKILL)"
     )
     done = subprocess.run([sys.executable, "-c", code], check=False, timeout=60)
     assert done.returncode == -9
     [holder] = list(sandbox_dir.iterdir())
-    assert _is_mount(holder / "root")
+    assert _is_mount(holder / "root") is not own_namespace
     removed = asyncio.run(_local_cleanup.cleanup_sandboxes(None))  # dead owners only
     assert removed == [str(holder)]
     assert list(sandbox_dir.iterdir()) == [] and mounts_under(sandbox_dir) == []
@@ -206,3 +236,35 @@ def test_pack_of_a_folder_with_a_link_keeps_the_link_not_its_target(tmp_path: Pa
         with tarfile.open(fileobj=io.BytesIO(_tar.pack(tests, "payload"))) as tar:
             member = tar.getmember("payload/leak")
             assert member.issym() and member.linkname == str(tmp_path / "secret")
+
+
+@pytest.mark.usefixtures("as_root", "need_bwrap")
+def test_running_sandboxes_add_nothing_to_the_hosts_mount_table(sandbox_dir: Path) -> None:
+    """Each bwrap reads the mount table it starts in, once per bind: the sandboxes'
+    tmpfs live in namespaces of their own, so a start does not grow dearer with the
+    sandboxes running. The host still reaches a sandbox's exchange folder."""
+    from helios.environments.local import LocalEnvironment
+    from helios.environments.spec import SandboxSpec
+
+    async def go() -> None:
+        envs = [LocalEnvironment(SandboxSpec(label="t"), trial_id=f"t{i}", run_id="r")
+                for i in range(3)]  # fmt: skip
+        try:
+            for env in envs:
+                await env.start()
+            assert mounts_under(sandbox_dir) == []
+            inside = await envs[1].exec("wc -l < /proc/self/mountinfo; df -k / | tail -1",
+                                        cwd="/")  # fmt: skip
+            lines, usage = inside.stdout.splitlines()
+            assert int(lines) < 40, inside  # the binds only, not the host's nor the others'
+            assert usage.startswith("helios-sandbox ") and str(2 << 20) in usage, usage
+            exchange = envs[2].exchange_dir()
+            assert exchange is not None
+            await envs[2].exec(f"echo here > {exchange[0]}/probe", cwd="/")
+            assert (exchange[1] / "probe").read_text() == "here\n"
+        finally:
+            for env in envs:
+                await env.stop()
+
+    asyncio.run(go())
+    assert list(sandbox_dir.iterdir()) == []

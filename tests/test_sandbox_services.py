@@ -64,8 +64,9 @@ async def _forked(env: Environment) -> bool:
     """Whether every child of FORKING_SERVICE is what it will be: seen from the host
     on local (a command there would kill them at its end), by a command on docker."""
     if isinstance(env, LocalEnvironment):
-        assert env.root is not None
-        return all((env.root / f"tmp/forked-{name}").exists() for name in FORKED)
+        root = env.host_root()
+        assert root is not None
+        return all((root / f"tmp/forked-{name}").exists() for name in FORKED)
     marks = " ".join(f"/tmp/forked-{name}" for name in FORKED)
     return (await env.exec(f"ls {marks}", cwd="/")).ok
 

@@ -93,6 +93,9 @@ class BwrapCall:
     #: the command is the pid namespace's init (bwrap's --as-pid-1): nothing
     #: inside can kill it (the persistent shell's server, which reaps orphans)
     as_pid_1: bool = False
+    #: the mount namespace that holds the root's tmpfs, to start bwrap in
+    #: (`root.RootNamespace.entry`; None: the host's)
+    mount_ns: str | None = None
 
     def argv(self, script: str) -> list[str]:
         return self.command_argv(["sh", "-c", script])
@@ -128,17 +131,25 @@ class BwrapCall:
         ]  # fmt: skip
 
     def _namespace(self) -> list[str]:
-        if self.netns is None:
+        """`nsenter` into the sandbox's mount namespace and the egress network
+        namespace, each when there is one; as root it also drops to the sandbox's
+        host user, as `setpriv` does otherwise (no setgroups left, uid and gid set)."""
+        if self.netns is None and self.mount_ns is None:
             return []
         nsenter = tool("nsenter")
         if nsenter is None:
             raise FileNotFoundError("nsenter")
-        return [nsenter, f"--net={self.netns}", "--"]
+        return [
+            nsenter,
+            *([f"--net={self.netns}"] if self.netns is not None else []),
+            *([f"--mount={self.mount_ns}"] if self.mount_ns is not None else []),
+            *([f"--setuid={SANDBOX_UID}", f"--setgid={SANDBOX_GID}"] if runs_as_root() else []),
+            "--",
+        ]  # fmt: skip
 
-    @staticmethod
-    def _identity() -> list[str]:
-        if not runs_as_root():
-            return []
+    def _identity(self) -> list[str]:
+        if not runs_as_root() or self.netns is not None or self.mount_ns is not None:
+            return []  # `_namespace`'s nsenter has set the identity
         setpriv = tool("setpriv")
         if setpriv is None:
             raise FileNotFoundError("setpriv")

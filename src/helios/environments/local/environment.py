@@ -86,6 +86,8 @@ class LocalEnvironment(LocalServices):
         super().__init__(spec, trial_id=trial_id, run_id=run_id)
         self.root: Path | None = None
         self._holder: Path | None = None
+        #: the mount namespace of the root's tmpfs (None: the host's, or no tmpfs)
+        self._namespace: _local_root.RootNamespace | None = None
         self._users: LocalUsers | None = None
         self.limits = LocalLimits.from_spec(spec)
         #: persistent shells: one bwrap for many commands (see `local.pool`)
@@ -124,7 +126,7 @@ class LocalEnvironment(LocalServices):
 
     async def start(self) -> None:
         _require_tools()
-        holder, laid_out = await self._create_root()
+        holder, laid_out, self._namespace = await self._create_root()
         root = holder / "root"
         self._users = LocalUsers(holder)
         self.root = root
@@ -139,7 +141,7 @@ class LocalEnvironment(LocalServices):
         await self._pool.prepare()
         self._pool.warm(self._root_call(self.marker()))
 
-    async def _create_root(self) -> tuple[Path, bool]:
+    async def _create_root(self) -> tuple[Path, bool, _local_root.RootNamespace | None]:
         """The sandbox's folder, made in a thread. A cancel meanwhile waits for the
         thread and records the folder first, so `stop` removes it (else it would
         wait for the run's last cleanup)."""
@@ -153,7 +155,7 @@ class LocalEnvironment(LocalServices):
             with contextlib.suppress(BaseException):
                 await run_to_end(creating)
             if creating.done() and not creating.cancelled() and creating.exception() is None:
-                self._holder = creating.result()[0]
+                self._holder, _, self._namespace = creating.result()
             raise
         self._holder = made[0]
         return made
@@ -168,7 +170,18 @@ class LocalEnvironment(LocalServices):
         env = sandbox_env(self._declared(None), {})
         return BwrapCall(self.root, self.limits, env, None, marker, share_net=self.network is True,
                          netns=self._egress.netns(self.network),
-                         extra_binds=(*self._users.binds(), *self._mounts))  # fmt: skip
+                         extra_binds=(*self._users.binds(), *self._mounts),
+                         mount_ns=self._mount_ns())  # fmt: skip
+
+    def _mount_ns(self) -> str | None:
+        return None if self._namespace is None else self._namespace.entry()
+
+    def host_root(self) -> Path | None:
+        """Where the host reaches the root's files while the sandbox runs: through the
+        root's own mount namespace when it has one, else `root` itself."""
+        if self._namespace is not None:
+            return self._namespace.host_view(".")
+        return self.root
 
     async def exec(
         self,
@@ -254,7 +267,7 @@ class LocalEnvironment(LocalServices):
             self.root, self.limits, env, transfer, self.marker(),
             uid=who.uid if who else None, gid=who.gid if who else None,
             share_net=self.network is True, netns=self._egress.netns(self.network),
-            extra_binds=(*self._users.binds(), *self._mounts),
+            extra_binds=(*self._users.binds(), *self._mounts), mount_ns=self._mount_ns(),
         )  # fmt: skip
 
     async def _shell_command(
@@ -374,12 +387,15 @@ class LocalEnvironment(LocalServices):
 
     async def stop(self) -> None:
         holder, self._holder, self.root = self._holder, None, None
+        namespace, self._namespace = self._namespace, None
         await run_to_end(self._pool.close())
         await run_to_end(self._egress.close())
         if holder is not None:
             # To its end: a Ctrl-C arriving now must not leave the sandbox behind.
             scan = self._dirty or self._pool.dirty or self._running > 0
             await run_to_end(remove_holder(holder, scan=scan))
+        if namespace is not None:  # its tmpfs goes with the last of its processes
+            namespace.close()
 
 
 def _stage(src: Path, dst: Path) -> None:

@@ -15,6 +15,7 @@ from helios.environments.base import User, check_service_name
 from helios.environments.local.bwrap import EXCHANGE_FOLDER, EXCHANGE_MOUNT, BwrapCall, sandbox_env
 from helios.environments.local.pool import ShellPool
 from helios.environments.local.program import server_program
+from helios.environments.local.root import RootNamespace
 from helios.environments.local.users import LocalUsers, SandboxUser
 from helios.environments.shell.client import SERVICE_LOGS, SandboxShell, ShellUnavailable
 from helios.environments.shell.transfer import ShellTransfers
@@ -39,6 +40,7 @@ class LocalServices(ShellTransfers):
     #: then a one-shot bwrap
     supports_services: ClassVar[bool] = _ShellServices()  # type: ignore[assignment]
     root: Path | None
+    _namespace: RootNamespace | None
     _users: LocalUsers | None
     _pool: ShellPool
     #: the shell each service lives in, by name
@@ -107,5 +109,10 @@ class LocalServices(ShellTransfers):
             return False
 
     def exchange_dir(self) -> tuple[str, Path] | None:
-        # A folder of the root that only bwrap's --bind reaches (/dev covers it inside).
-        return None if self.root is None else (EXCHANGE_MOUNT, self.root / EXCHANGE_FOLDER)
+        # A folder of the root that only bwrap's --bind reaches (/dev covers it inside);
+        # the host reaches it in the root's own mount namespace when it has one.
+        if self.root is None:
+            return None
+        if self._namespace is not None:
+            return (EXCHANGE_MOUNT, self._namespace.host_view(EXCHANGE_FOLDER))
+        return (EXCHANGE_MOUNT, self.root / EXCHANGE_FOLDER)
