@@ -44,6 +44,14 @@ NOT_FOR_BATCH = (
     "aiohttp", "genai_prices",
     # a job file's models and YAML (--config), a dataset's fetch (-d)
     "helios.tasks.job", "yaml", "helios.tasks.datasets",
+    # a GUI task's desktop, its --watch view and server, the computer agent's settings,
+    # a task's MCP servers' client; the retry loop's library (a call that is retried)
+    "helios.environments.desktop.desktop", "helios.environments.desktop.actions",
+    "helios.environments.desktop.vnc", "helios.environments.desktop.xdotool",
+    "helios.environments.desktop.capture", "helios.display.watch", "helios.agents.computer",
+    "helios.agents.mcp_tools", "tenacity",
+    # an allowlisted network's namespace and proxy
+    "helios.environments.egress.proxy", "helios.environments.egress.netns",
 )  # fmt: skip
 
 #: runs `helios ARGS...` in this interpreter; prints sys.modules as JSON on exit
