@@ -191,3 +191,18 @@ def test_a_registry_imports_only_the_builtin_asked_for() -> None:
     unused = ("helios.environments.daytona", "helios.environments.docker", "aiodocker",
               "helios.agents.tool_agent", "helios.agents.computer.agent")  # fmt: skip
     assert _found(modules, unused) == []
+
+
+TOOL_AGENT = """
+import json, sys
+import helios.agents.tool_agent
+print("\\nMODULES " + json.dumps(sorted(sys.modules)))
+"""
+
+
+def test_the_tool_agent_imports_no_yaml() -> None:
+    """YAML is read from a task's skills (SKILL.md), imported when one is found:
+    `helios generate` and a tool agent's batch without skills never import it."""
+    modules = _modules(code=TOOL_AGENT)
+    assert "helios.agents.skills" in modules
+    assert _found(modules, ("yaml", "tenacity", "helios.environments.desktop.desktop")) == []
