@@ -206,3 +206,19 @@ def test_the_tool_agent_imports_no_yaml() -> None:
     modules = _modules(code=TOOL_AGENT)
     assert "helios.agents.skills" in modules
     assert _found(modules, ("yaml", "tenacity", "helios.environments.desktop.desktop")) == []
+
+
+def test_a_command_runs_with_what_it_imported_out_of_the_collectors_passes() -> None:
+    """`run_coroutine` freezes the heap it starts with (`frozen_heap`: the imports, tens
+    of thousands of objects a full collection would walk each time) while the work runs,
+    and gives it back to the collector after."""
+    import gc
+
+    from helios.cli.common import run_coroutine
+
+    async def frozen_now() -> int:
+        return gc.get_freeze_count()
+
+    assert gc.get_freeze_count() == 0
+    assert run_coroutine(frozen_now()) > 10_000
+    assert gc.get_freeze_count() == 0
