@@ -44,6 +44,14 @@ NOT_FOR_BATCH = (
     "aiohttp", "genai_prices",
     # a job file's models and YAML (--config), a dataset's fetch (-d)
     "helios.tasks.job", "yaml", "helios.tasks.datasets",
+    # a GUI task's desktop, its --watch view and server, the computer agent's settings,
+    # a task's MCP servers' client; the retry loop's library (a call that is retried)
+    "helios.environments.desktop.desktop", "helios.environments.desktop.actions",
+    "helios.environments.desktop.vnc", "helios.environments.desktop.xdotool",
+    "helios.environments.desktop.capture", "helios.display.watch", "helios.agents.computer",
+    "helios.agents.mcp_tools", "tenacity",
+    # an allowlisted network's namespace and proxy
+    "helios.environments.egress.proxy", "helios.environments.egress.netns",
 )  # fmt: skip
 
 #: runs `helios ARGS...` in this interpreter; prints sys.modules as JSON on exit
@@ -183,3 +191,34 @@ def test_a_registry_imports_only_the_builtin_asked_for() -> None:
     unused = ("helios.environments.daytona", "helios.environments.docker", "aiodocker",
               "helios.agents.tool_agent", "helios.agents.computer.agent")  # fmt: skip
     assert _found(modules, unused) == []
+
+
+TOOL_AGENT = """
+import json, sys
+import helios.agents.tool_agent
+print("\\nMODULES " + json.dumps(sorted(sys.modules)))
+"""
+
+
+def test_the_tool_agent_imports_no_yaml() -> None:
+    """YAML is read from a task's skills (SKILL.md), imported when one is found:
+    `helios generate` and a tool agent's batch without skills never import it."""
+    modules = _modules(code=TOOL_AGENT)
+    assert "helios.agents.skills" in modules
+    assert _found(modules, ("yaml", "tenacity", "helios.environments.desktop.desktop")) == []
+
+
+def test_a_command_runs_with_what_it_imported_out_of_the_collectors_passes() -> None:
+    """`run_coroutine` freezes the heap it starts with (`frozen_heap`: the imports, tens
+    of thousands of objects a full collection would walk each time) while the work runs,
+    and gives it back to the collector after."""
+    import gc
+
+    from helios.cli.common import run_coroutine
+
+    async def frozen_now() -> int:
+        return gc.get_freeze_count()
+
+    assert gc.get_freeze_count() == 0
+    assert run_coroutine(frozen_now()) > 10_000
+    assert gc.get_freeze_count() == 0

@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 
 PACKAGES = ["helios", "helios.engine", "helios.datagen", "helios.environments.docker",
-            "helios.environments.local", "helios.environments.daytona"]  # fmt: skip
+            "helios.environments.local", "helios.environments.daytona",
+            "helios.environments.desktop"]  # fmt: skip
 
 
 @pytest.mark.parametrize("package", PACKAGES)

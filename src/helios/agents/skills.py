@@ -10,8 +10,6 @@ import shlex
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-import yaml
-
 if TYPE_CHECKING:
     from helios.environments.base import Environment
 
@@ -37,6 +35,8 @@ def parse_front_matter(text: str) -> dict[str, object]:
         return {}
     for end, line in enumerate(lines[1:], start=1):
         if line.strip() == "---":
+            import yaml  # a task with skills only: the tool agent's runs import no YAML
+
             try:
                 data = yaml.safe_load("\n".join(lines[1:end]))
             except yaml.YAMLError:

@@ -35,7 +35,7 @@ from helios.cli.options import (
 # What runs a batch is imported when one runs: `helios batch --help` builds the
 # command from its options alone.
 if TYPE_CHECKING:
-    from helios.environments.desktop.vnc import ViewMode
+    from helios.environments.desktop.view_mode import ViewMode
     from helios.tasks.job import JobConfig
     from helios.tasks.selection import TaskSelection
     from helios.tasks.settings import TaskBatchSettings

@@ -138,6 +138,14 @@ class RunPresenter:
             self.warn("warning", f"{store.results_path}:{bad.line}: {bad.reason}; "
                       f"moved to {store.results.quarantine_path.name}", always=True)  # fmt: skip
 
+    def list_desktops(self, run_dir: Path) -> None:
+        """Under `--watch`: the desktops being served are listed in `run_dir` from now
+        on (`helios view` links them). The server is imported with --watch only."""
+        from helios.display import watch
+
+        if (served := watch.active()) is not None:
+            served.publish_in(run_dir)
+
     def say(self, text: str, style: str = "") -> None:
         """A line that may quote the inputs (a dataset's text): its controls are shown."""
         if self.show:

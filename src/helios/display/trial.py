@@ -22,7 +22,6 @@ from types import TracebackType
 
 from rich.console import Console
 
-from helios.display import watch
 from helios.display.console import markup_safe
 from helios.engine.events import (
     BatchPlanned,
@@ -79,6 +78,8 @@ class TrialView:
         self.agent = agent
         self.quiet = quiet
         self._trials = 1
+        #: the trials whose desktop was announced (`--watch` serves it until they end)
+        self._desktops: set[str] = set()
 
     def __enter__(self) -> TrialView:
         return self
@@ -121,8 +122,14 @@ class TrialView:
             why = f": {event.error}" if event.error else ""
             self._line("  [yellow]retrying[/] ", f"{event.phase} in {event.delay:.0f}s{why}")
         elif isinstance(event, DesktopReady):
+            from helios.display import watch  # a GUI trial's: others never import it
+
+            self._desktops.add(event.trial_id)
             watch.show_desktop(self.console, event)
-        elif isinstance(event, TrialFinished):
+        elif isinstance(event, TrialFinished) and event.trial_id in self._desktops:
+            from helios.display import watch
+
+            self._desktops.discard(event.trial_id)
             watch.forget_desktop(event.trial_id)
 
     def result(

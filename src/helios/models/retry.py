@@ -8,13 +8,16 @@ import random
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import NoReturn, TypeVar
-
-from tenacity import AsyncRetrying, RetryCallState, stop_after_attempt, stop_before_delay
+from typing import TYPE_CHECKING, NoReturn, TypeVar
 
 from helios.models.errors import ConnectionFailed, ModelError, RateLimitError, RetriesExhausted
 from helios.models.limiter import AdaptiveLimiter
 from helios.slots import Slot, backoff_sleep
+
+# tenacity is imported by the first call that is retried (`call_with_retries`): a
+# batch whose calls all succeed at once, or that makes none, never imports it.
+if TYPE_CHECKING:
+    from tenacity import RetryCallState
 
 T = TypeVar("T")
 
@@ -95,6 +98,8 @@ async def call_with_retries(
         if not exc.retryable:
             raise
         first: ModelError | None = exc
+    from tenacity import AsyncRetrying, stop_after_attempt, stop_before_delay
+
     remaining = policy.max_total_seconds - (time.monotonic() - started)
     retrying = AsyncRetrying(
         sleep=lambda seconds: backoff_sleep(slot, seconds),

@@ -34,16 +34,15 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from helios.agents.base import AgentOutcome
 from helios.atomic_write import write_bytes_atomic
 from helios.engine.episode import EpisodeSession, Score
 from helios.engine.events import DesktopReady
 from helios.environments.base import Environment
-from helios.environments.desktop import vnc
-from helios.environments.desktop.actions import Geometry
-from helios.environments.desktop.desktop import Desktop, DesktopUnavailable
 from helios.environments.desktop.pages import freeze_pages, thaw_pages
+from helios.environments.desktop.view_mode import ViewMode
 from helios.environments.health import describe, wait_healthy
 from helios.environments.view import as_user
 from helios.errors import HeliosError
@@ -55,6 +54,11 @@ from helios.tasks.rewards import combine, meets_min_reward
 from helios.tasks.schema import DesktopConfig
 from helios.tasks.verifier import primary_reward, run_tests
 from helios.trajectories.images import FINAL_SCREEN, IMAGES_DIR
+
+# The desktop is imported when a task's trial starts one (`_start_desktop`): a
+# batch without a GUI task never does.
+if TYPE_CHECKING:
+    from helios.environments.desktop.desktop import Desktop
 
 SETUP_SCRIPT = "setup.sh"
 #: the trial folder's record of what an allowlisted network denied
@@ -101,7 +105,7 @@ class TaskBody:
     #: the desktop brought up before any agent runs; None = none
     desktop: DesktopConfig | None = None
     #: serve the desktop's view on the host (`--watch`, `--interactive`)
-    watch: vnc.ViewMode | None = None
+    watch: ViewMode | None = None
     runs: list[StepRun] = field(default_factory=list)
     #: the desktop started for the trial (None: the task has none, or not yet)
     _desktop: Desktop | None = field(default=None, repr=False)
@@ -260,11 +264,15 @@ async def _setup(env: Environment, plan: StepPlan) -> None:
 
 
 async def _start_desktop(
-    session: EpisodeSession, env: Environment, config: DesktopConfig, mode: vnc.ViewMode | None
+    session: EpisodeSession, env: Environment, config: DesktopConfig, mode: ViewMode | None
 ) -> Desktop:
     """The task's desktop, up and announced; with `--watch`, its view too (started
     now, before any agent process exists: see `vnc.start_vnc`). A view that cannot
     be had leaves the trial as it is: it is announced without one."""
+    from helios.environments.desktop import vnc
+    from helios.environments.desktop.actions import Geometry
+    from helios.environments.desktop.desktop import Desktop, DesktopUnavailable
+
     geometry = Geometry(config.width, config.height)
     desktop = await Desktop.start(env, geometry, start_url=config.start_url)
     endpoint: vnc.VncEndpoint | None = None

@@ -11,7 +11,7 @@ from typing import Any
 
 from helios.agents.registry import agent_class, choose_agent, create_agent
 from helios.environments.base import Environment
-from helios.environments.desktop.vnc import ViewMode
+from helios.environments.desktop.view_mode import ViewMode
 from helios.errors import ConfigError, HeliosError, InputError, TaskFormatError
 from helios.identity import trial_id
 from helios.models.services import ModelOptions

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from helios.engine.episode import PhaseTimings
 from helios.failures import ErrorInfo
@@ -18,6 +18,9 @@ PASS_THRESHOLD = 1.0
 
 class StepResult(BaseModel):
     """One step of a multi-step task."""
+
+    # built when a multi-step task's first result is made, not at import
+    model_config = ConfigDict(defer_build=True)
 
     name: str
     status: StepStatus

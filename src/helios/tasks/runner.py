@@ -15,7 +15,6 @@ from typing import Any
 
 from rich.console import Console
 
-from helios.display import watch
 from helios.display.presenter import RunPresenter
 from helios.display.progress import default_console
 from helios.display.trial import TrialView
@@ -125,8 +124,8 @@ class ParallelRunner:
     async def _drive(self, run: Run, specs: list[TrialSpec]) -> BatchResult:
         store, s = run.store, self.settings
         self.run_dir = store.run_dir
-        if (served := watch.active()) is not None:  # --watch: `helios view` links desktops
-            served.publish_in(store.run_dir)
+        if s.watch is not None:  # --watch: `helios view` links the desktops being served
+            self.screen.list_desktops(store.run_dir)
         index = store.load_index()  # heads only: a resume starts without whole records
         self.screen.store_repairs(store)
         folders = {str(h.folder): t for t, h in index.items() if h.folder is not None}

@@ -23,8 +23,12 @@ _SIZE_MB = {"K": 1 / 1024, "M": 1, "G": 1024, "T": 1024 * 1024, "": 1 / (1024 * 
 class Section(BaseModel):
     """A task.toml table: unknown keys are kept in `model_extra` to be reported."""
 
-    # allow_inf_nan: TOML has `nan` and `inf`, and no limit or timeout may be either
-    model_config = ConfigDict(extra="allow", populate_by_name=True, allow_inf_nan=False)
+    # allow_inf_nan: TOML has `nan` and `inf`, and no limit or timeout may be either.
+    # defer_build: a section's own validator is built when it is first validated on
+    # its own; a task.toml's sections are validated by TaskConfig's, so most never are.
+    model_config = ConfigDict(
+        extra="allow", populate_by_name=True, allow_inf_nan=False, defer_build=True
+    )
 
 
 def parse_size_mb(text: str) -> int:

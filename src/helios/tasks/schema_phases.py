@@ -7,7 +7,7 @@ import unicodedata
 from pathlib import PurePosixPath
 from typing import Literal
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import ConfigDict, Field, field_validator, model_validator
 
 from helios.tasks.schema_env import EnvironmentConfig, HealthcheckConfig, PhaseNetwork, Section
 
@@ -84,6 +84,10 @@ class SolutionConfig(Section):
 
 
 class ArtifactConfig(Section):
+    # built at import, not deferred: every trial makes one (`artifacts.collect`), in
+    # each worker process, which has the modules imported before it started
+    model_config = ConfigDict(defer_build=False)
+
     #: the path in the sandbox; also where it lands in a separate verifier's
     source: str = Field(min_length=1)
     #: where it lands under the trial's artifacts/ (relative); default: the source's path

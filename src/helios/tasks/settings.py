@@ -12,7 +12,7 @@ from helios.engine.config import Executor, check_executor
 from helios.engine.labels import RunLabels, checked
 from helios.engine.retries import check_below
 from helios.engine.saved_config import NOT_SAVED
-from helios.environments.desktop.vnc import ViewMode
+from helios.environments.desktop.view_mode import ViewMode
 from helios.errors import ConfigError
 from helios.models.routing import PROVIDER_KEYS
 from helios.models.services import ModelOptions

@@ -11,10 +11,8 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from helios.agents.computer.settings import TASK_ALLOWS_BASH
-from helios.agents.mcp_tools import MCPServer
 from helios.agents.registry import agent_class, agent_version
 from helios.engine.episode import (
     Episode,
@@ -24,7 +22,7 @@ from helios.engine.episode import (
     unit_dir,
 )
 from helios.engine.scheduler import Slot
-from helios.environments.desktop.vnc import ViewMode
+from helios.environments.desktop.view_mode import ViewMode
 from helios.failures import ErrorInfo
 from helios.tasks.body import StepRun, TaskBody
 from helios.tasks.phases import TimeoutScale, plan_steps
@@ -33,6 +31,11 @@ from helios.tasks.schema import DesktopConfig
 from helios.tasks.task import Task
 from helios.tasks.verifier import primary_reward
 from helios.trajectories.atif_writer import write_atif
+
+# The computer agent's settings and the MCP client are imported by the trials that
+# use them: a batch of neither never does.
+if TYPE_CHECKING:
+    from helios.agents.mcp_tools import MCPServer
 
 #: the context every trial of a batch shares (the engine's)
 TrialContext = EpisodeContext
@@ -104,6 +107,8 @@ class TrialSpec:
         user's setting can never turn on by itself."""
         if self.agent != COMPUTER_AGENT:
             return self.agent_settings
+        from helios.agents.computer.settings import TASK_ALLOWS_BASH
+
         desktop = self.task.config.desktop
         return {**self.agent_settings, TASK_ALLOWS_BASH: desktop is not None and desktop.bash}
 
@@ -121,12 +126,19 @@ class TrialSpec:
             agent_timeout=task.config.agent.timeout_sec,
             solution_dir=task.solution_dir,
             body=body or self.body(),
-            mcp_servers=tuple(
-                MCPServer(m.name, m.transport, m.command, tuple(m.args), m.url)
-                for m in task.config.environment.mcp_servers
-            ),
+            mcp_servers=_mcp_servers(task),
             skills_dir=task.config.environment.skills_dir,
         )
+
+
+def _mcp_servers(task: Task) -> tuple[MCPServer, ...]:
+    """The MCP servers the task's `[environment]` names, for its agent."""
+    configs = task.config.environment.mcp_servers
+    if not configs:
+        return ()
+    from helios.agents.mcp_tools import MCPServer
+
+    return tuple(MCPServer(m.name, m.transport, m.command, tuple(m.args), m.url) for m in configs)
 
 
 async def run_trial(spec: TrialSpec, ctx: TrialContext, slot: Slot | None = None) -> TrialResult:

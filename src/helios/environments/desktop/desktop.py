@@ -27,13 +27,13 @@ from dataclasses import dataclass, replace
 from helios.environments.base import Environment, ExecResult
 from helios.environments.desktop.actions import Action, ActionResult, Geometry, Region
 from helios.environments.desktop.capture import capture_command
+from helios.environments.desktop.services import SERVICE_BROWSER, SERVICE_WM, SERVICE_X
 from helios.environments.desktop.xdotool import input_commands, navigate_commands
 from helios.errors import EnvironmentUnhealthy
 
 DISPLAY = ":1"
 X_SOCKET = "/tmp/.X11-unix/X1"
-#: the services' names (`start_service`); their logs are /logs/helios/services/<name>.log
-SERVICE_X, SERVICE_WM, SERVICE_BROWSER = "desktop-x", "desktop-wm", "desktop-browser"
+#: the services (`services.py`: `start_service`) log to /logs/helios/services/<name>.log
 #: the browser's profile and the desktop's scratch files
 RUNTIME_DIR = "/tmp/helios-desktop"
 FINAL_ANSWER = "/logs/agent/final_answer.txt"

@@ -12,7 +12,7 @@ again (SIGCONT) for the next step's agent of a task with several steps.
 from __future__ import annotations
 
 from helios.environments.base import Environment
-from helios.environments.desktop.desktop import SERVICE_BROWSER
+from helios.environments.desktop.services import SERVICE_BROWSER
 from helios.errors import EnvironmentExecError
 
 #: Every process whose argv holds Chromium's renderer flag gets SIGSTOP (or, to thaw,

@@ -23,15 +23,13 @@ import stat
 import struct
 import time
 from dataclasses import dataclass
-from typing import Literal
 
 from helios._proc import within
 from helios.environments.base import Environment
 from helios.environments.desktop.desktop import DISPLAY, DesktopUnavailable
+from helios.environments.desktop.services import SERVICE_VNC
+from helios.environments.desktop.view_mode import ViewMode as ViewMode
 
-#: "view": watch only (`--watch`); "control": the viewer may take over (`--interactive`)
-ViewMode = Literal["view", "control"]
-SERVICE_VNC = "desktop-vnc"
 SOCKET_NAME = "helios-vnc.sock"
 #: what every RFB server says first ("RFB 003.008\n")
 RFB_BANNER = b"RFB 00"

@@ -5,10 +5,16 @@ for the same proxy."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from helios.environments.egress import AllowList, Network, proxy_variables
-from helios.environments.egress.netns import PROXY_PORT, Namespace, available, make_namespace
-from helios.environments.egress.proxy import EgressProxy
 from helios.errors import EnvironmentStartError
+
+# The namespace and the proxy are imported by a sandbox whose phase has an allowlist
+# (`follow`): a batch of public or no-network tasks never does.
+if TYPE_CHECKING:
+    from helios.environments.egress.netns import Namespace
+    from helios.environments.egress.proxy import EgressProxy
 
 
 class LocalEgress:
@@ -25,6 +31,9 @@ class LocalEgress:
         if self._proxy is not None:
             self._proxy.policy = network
             return
+        from helios.environments.egress.netns import available, make_namespace
+        from helios.environments.egress.proxy import EgressProxy
+
         missing = available()
         if missing is not None:
             raise EnvironmentStartError(missing)
@@ -45,6 +54,8 @@ class LocalEgress:
 
     def variables(self, network: Network) -> dict[str, str]:
         if isinstance(network, AllowList):
+            from helios.environments.egress.netns import PROXY_PORT
+
             return proxy_variables(f"http://127.0.0.1:{PROXY_PORT}")
         return {}
 
