@@ -7,6 +7,12 @@ as it does in the host's network. A head and two worker nodes, each declaring it
 address and its nodes (id, raylet pid, slots) go to the file named by argv[1] as
 JSON; the cluster lives until stdin closes.
 
+Each node declares one CPU: Ray prestarts that many worker processes on every node
+for each driver that connects (each imports Ray, about a second of CPU), and a run's
+first task on each node (its sweep) takes that one. Declaring a node's slots instead
+made the modules start about a third more worker processes. No log monitor: no
+driver asks for the workers' logs.
+
     unshare --net sh -c 'ip link set lo up; exec python tests/ray_cluster.py STATE'
 """
 
@@ -35,7 +41,8 @@ def main(state: Path) -> None:
     cluster = Cluster(
         initialize_head=True,
         head_node_args={"num_cpus": 1, "resources": {"helios_slot": head},
-                        "include_dashboard": False, "_system_config": FAST_DEATH},
+                        "include_dashboard": False, "include_log_monitor": False,
+                        "_system_config": FAST_DEATH},
     )  # fmt: skip
     try:
         nodes = [cluster.head_node]

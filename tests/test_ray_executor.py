@@ -331,11 +331,12 @@ def test_helios_run_runs_its_trial_on_a_node_of_the_cluster(
 
         def on_a_node() -> bool:
             assert driver.poll() is None, _tail(driver)
-            return any(_runs_a_trial(raylet, "1.087") for raylet in raylets)
+            return _runs_a_trial("1.087", *raylets)
 
         # its agent's command runs under one of the nodes' raylets, not under the driver
-        wait_until(on_a_node, "the trial's command running on a node", within=180)
-        assert not _runs_a_trial(driver.pid, "1.087")
+        # (each poll scans /proc: every 0.1 s, in a command of 1.087 s)
+        wait_until(on_a_node, "the trial's command running on a node", within=180, every=0.1)
+        assert not _runs_a_trial("1.087", driver.pid)
         assert driver.wait(timeout=300) == 0, _tail(driver)
     finally:
         if driver.poll() is None:
@@ -458,7 +459,8 @@ def _generated(run_dir: Path) -> dict[str, Any]:
     return {name: steady(value) for name, value in _outputs(run_dir).items()}
 
 
-def _descendants(pid: int) -> list[int]:
+def _descendants(*pids: int) -> list[int]:
+    """The processes under any of `pids` (one scan of /proc for them all)."""
     children: dict[int, list[int]] = {}
     for entry in Path("/proc").iterdir():
         if entry.name.isdigit():
@@ -467,7 +469,7 @@ def _descendants(pid: int) -> list[int]:
             except (OSError, IndexError, ValueError):
                 continue
             children.setdefault(parent, []).append(int(entry.name))
-    found, todo = [], [pid]
+    found, todo = [], list(pids)
     while todo:
         for child in children.get(todo.pop(), []):
             found.append(child)
@@ -486,9 +488,9 @@ def _processes_named(prefix: bytes) -> list[int]:
     return found
 
 
-def _runs_a_trial(pid: int, marker: str) -> bool:
-    """Whether a process under `pid` runs a command line holding `marker`."""
-    for child in _descendants(pid):
+def _runs_a_trial(marker: str, *pids: int) -> bool:
+    """Whether a process under any of `pids` runs a command line holding `marker`."""
+    for child in _descendants(*pids):
         try:
             if marker in Path(f"/proc/{child}/cmdline").read_bytes().decode(errors="replace"):
                 return True
@@ -598,9 +600,10 @@ def test_a_worker_node_killed_mid_batch_loses_and_duplicates_nothing(
 
         def busy() -> bool:
             assert driver.poll() is None, _tail(driver)
-            return _runs_a_trial(victim, "sleep")
+            return _runs_a_trial("sleep", victim)
 
-        wait_until(busy, "a trial running on the last worker node", within=180)
+        # each poll scans /proc: every 0.1 s, in trials of 3 s
+        wait_until(busy, "a trial running on the last worker node", within=180, every=0.1)
         # The node goes as a machine would: its raylet and everything under it at once.
         doomed = [victim, *_descendants(victim)]
         for pid in doomed:
@@ -650,12 +653,14 @@ def test_toolcalls_on_the_cluster_gives_the_local_results_through_a_node_lost_mi
                 nodes.update(_nodes_of(cluster, found))  # now: the job's workers end with it
                 return victim in nodes
 
+            # each poll runs `ss`: every 0.1 s, in calls of 1 s
             wait_until(calling_from_the_victim, "a run calling the model from the victim node",
-                       within=180)  # fmt: skip
+                       within=180, every=0.1)  # fmt: skip
             raylet = cluster.nodes[victim]["raylet_pid"]
             # The node goes, as a machine would; and the run's limits actor with it, wherever
             # it is (it is on the driver's node, which on this machine may be any node).
-            box = _processes_named(b"ray::LimitsBox")
+            # (with the events of the run's display, `RunBox`, when it has one)
+            box = _processes_named(b"ray::LimitsBox") + _processes_named(b"ray::RunBox")
             assert box  # the actor that holds the model's limiter for the whole cluster
             for pid in [raylet, *_descendants(raylet), *box]:
                 with contextlib.suppress(ProcessLookupError):
@@ -667,7 +672,7 @@ def test_toolcalls_on_the_cluster_gives_the_local_results_through_a_node_lost_mi
                 nodes.update(_nodes_of(cluster, found))
                 return driver.poll() is not None
 
-            wait_until(done, "the tool-call runs on the cluster", within=300)
+            wait_until(done, "the tool-call runs on the cluster", within=300, every=0.1)
         finally:
             if driver.poll() is None:
                 driver.kill()

@@ -7,10 +7,13 @@ import time
 from collections.abc import Callable
 
 
-def wait_until(check: Callable[[], object], what: str, within: float = 20.0) -> None:
-    """Poll `check` until it is true; past `within` seconds, fail saying `what`
-    never happened. `check` may itself fail the test (a process that died)."""
+def wait_until(check: Callable[[], object], what: str, within: float = 20.0,
+               every: float = 0.02) -> None:  # fmt: skip
+    """Poll `check` every `every` seconds until it is true; past `within` seconds, fail
+    saying `what` never happened. `check` may itself fail the test (a process that
+    died). A check that scans every process or starts one costs CPU at each poll: poll
+    it less often (`every`), within what the awaited state lasts."""
     deadline = time.monotonic() + within
     while not check():
         assert time.monotonic() < deadline, f"not within {within:g}s: {what}"
-        time.sleep(0.02)
+        time.sleep(every)

@@ -42,7 +42,9 @@ from the nodes to a small actor on the driver's node (`EventBox`), without waiti
 driver takes them every `EVENTS_EVERY` seconds and hands them to the display. A node
 sends a trial's result once the box holds its events (bounded by `RELAY_GRACE`), so
 the last take, after the last result, misses none. A trial is shown as started when
-it is handed to the cluster.
+it is handed to the cluster. A run that also shares model-call limits (below, and
+`engine/ray_limits.py`) keeps its events in its limits actor (`RunBox`): one actor
+process, not two (each imports Ray and Helios, over a second of CPU on its node).
 
 Trust. The driver trusts its nodes: what a task returns is unpickled by Ray (and the
 batch's setup, pickled by the driver, is unpickled on the nodes), so a node can run
@@ -276,6 +278,24 @@ class EventBox:
     """A Ray actor on the driver's node: the trials' events, until the driver takes them."""
 
     def __init__(self) -> None:
+        self.events: list[Any] = []
+
+    def put(self, event: Any) -> None:
+        self.events.append(event)
+
+    def take(self) -> list[Any]:
+        taken, self.events = self.events, []
+        return taken
+
+
+class RunBox(LimitsBox):
+    """The run's limiters (`LimitsBox`) and the trials' events (`EventBox`'s `put` and
+    `take`) in one Ray actor, for a run that has both: one worker process on the driver's
+    node, not two. Made again elsewhere if its node dies, as the limits are: the events
+    it held then are lost (a display line not updated, never a record)."""
+
+    def __init__(self, limits: dict[str, dict[str, float]]) -> None:
+        super().__init__(limits)
         self.events: list[Any] = []
 
     def put(self, event: Any) -> None:
@@ -593,14 +613,18 @@ class _RayBatch:
         # The setup travels inside the task's function, which Ray exports once and each
         # worker process imports once: a unit's task carries the unit alone.
         payload = ray.cloudpickle.dumps(setup)
-        #: where the nodes send the trials' events (the live display's), if it is shown
-        self.events = self._event_box() if service.emit is not None else None
         #: the run's model-call limiters, shared by every trial on every node
         limits = limits_of(service.services) | endpoint_limits(service.door)
+        shown = service.emit is not None
         # Restarted (its limits afresh) if its node dies: the driver's node may be any
-        # node of a machine that runs several, and the run's calls must go on.
-        self.limits = (self._on_driver_node(LimitsBox, restart=True).remote(limits)
+        # node of a machine that runs several, and the run's calls must go on. With a
+        # display, the same actor holds the trials' events (`RunBox`).
+        self.limits = (self._on_driver_node(RunBox if shown else LimitsBox,
+                                            restart=True).remote(limits)
                        if limits else None)  # fmt: skip
+        #: where the nodes send the trials' events (the live display's), if it is shown
+        self.events = (self.limits if self.limits is not None else self._event_box()
+                       ) if shown else None  # fmt: skip
         boxed, starts = self.limits, service.concurrency.starts_at_once
         #: set once no more results are awaited: the relay takes the last events and ends
         self.done = asyncio.Event()
@@ -673,10 +697,9 @@ class _RayBatch:
             if relay is not None:
                 with contextlib.suppress(Exception):
                     await within(RELAY_GRACE, relay)
-            for actor in (self.events, self.limits):
-                if actor is not None:
-                    with contextlib.suppress(Exception):
-                        self.ray.kill(actor)
+            for actor in {id(a): a for a in (self.events, self.limits) if a is not None}.values():
+                with contextlib.suppress(Exception):
+                    self.ray.kill(actor)
 
     async def _run(self) -> None:
         limit = self.service.concurrency.in_flight
