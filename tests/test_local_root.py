@@ -59,7 +59,7 @@ def test_create_root_mounts_and_lays_out_in_one_step(sandbox_dir: Path, tmp_path
     root = holder / "root"
     assert laid_out and namespace is not None
     assert not _is_mount(root) and mounts_under(sandbox_dir) == []  # not in the host's table
-    view = namespace.host_view(".")
+    view = namespace.host_root()
     assert (view / "app" / "data.txt").read_text() == "x"
     assert not (view / "app" / "Dockerfile").exists()
     assert (view / "app").stat().st_uid == 65534
@@ -177,10 +177,14 @@ def test_a_cancel_during_the_start_leaves_no_folder_behind(sandbox_dir: Path) ->
         finally:
             await env.stop()  # what a trial's `finally` does
 
+    asyncio.run(cancel_after(100))  # warm: lazy imports, the shell's build
+    fds = len(os.listdir("/proc/self/fd"))
     for turns in (0, 1, 2, 3, 5, 8, 13, 30, 100):
         asyncio.run(cancel_after(turns))
         assert list(sandbox_dir.iterdir()) == [], f"left behind after {turns} turns"
     assert mounts_under(sandbox_dir) == []
+    # nor an fd of the root's mount namespace (which would keep its tmpfs alive)
+    assert len(os.listdir("/proc/self/fd")) == fds
 
 
 @pytest.mark.usefixtures("as_root")

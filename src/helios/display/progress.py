@@ -23,6 +23,7 @@ from rich.table import Table
 from rich.text import Text
 
 from helios.display.console import SafeConsole, markup_safe
+from helios.display.desktops import ShownDesktops
 from helios.display.eta import EtaEstimator, clock_text
 from helios.engine.events import (
     BatchPlanned,
@@ -95,8 +96,8 @@ class BatchProgress:
         self.passed = 0
         self.failed = 0
         self._running: dict[str, _Running] = {}
-        #: the units whose desktop was announced (`--watch` serves it until they end)
-        self._desktops: set[str] = set()
+        #: the desktops announced (`--watch` serves each until its trial ends)
+        self._desktops = ShownDesktops()
         self.eta = EtaEstimator(clock=clock)
         self._bar = BarColumn(bar_width=MAX_BAR)
         self._progress = Progress(
@@ -200,10 +201,7 @@ class BatchProgress:
 
     def desktop(self, event: DesktopReady) -> None:
         """A trial's desktop is up: under `--watch`, served, and its URL shown."""
-        from helios.display import watch  # a GUI trial's: a batch of none never imports it
-
-        self._desktops.add(event.trial_id)
-        url = watch.show_desktop(self.console, event)
+        url = self._desktops.show(self.console, event)
         running = self._running.get(event.trial_id)
         if running is not None and url is not None:
             running.url = url
@@ -223,11 +221,7 @@ class BatchProgress:
 
     def finished(self, key: str, label: str, passed: bool, detail: str) -> None:
         self._running.pop(key, None)
-        if key in self._desktops:
-            from helios.display import watch
-
-            self._desktops.discard(key)
-            watch.forget_desktop(key)
+        self._desktops.forget(key)
         if passed:
             self.passed += 1
         else:

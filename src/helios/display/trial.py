@@ -23,6 +23,7 @@ from types import TracebackType
 from rich.console import Console
 
 from helios.display.console import markup_safe
+from helios.display.desktops import ShownDesktops
 from helios.engine.events import (
     BatchPlanned,
     DesktopReady,
@@ -78,8 +79,8 @@ class TrialView:
         self.agent = agent
         self.quiet = quiet
         self._trials = 1
-        #: the trials whose desktop was announced (`--watch` serves it until they end)
-        self._desktops: set[str] = set()
+        #: the desktops announced (`--watch` serves each until its trial ends)
+        self._desktops = ShownDesktops()
 
     def __enter__(self) -> TrialView:
         return self
@@ -122,15 +123,9 @@ class TrialView:
             why = f": {event.error}" if event.error else ""
             self._line("  [yellow]retrying[/] ", f"{event.phase} in {event.delay:.0f}s{why}")
         elif isinstance(event, DesktopReady):
-            from helios.display import watch  # a GUI trial's: others never import it
-
-            self._desktops.add(event.trial_id)
-            watch.show_desktop(self.console, event)
-        elif isinstance(event, TrialFinished) and event.trial_id in self._desktops:
-            from helios.display import watch
-
-            self._desktops.discard(event.trial_id)
-            watch.forget_desktop(event.trial_id)
+            self._desktops.show(self.console, event)
+        elif isinstance(event, TrialFinished):
+            self._desktops.forget(event.trial_id)
 
     def result(
         self,

@@ -288,22 +288,15 @@ class EventBox:
         return taken
 
 
-class RunBox(LimitsBox):
-    """The run's limiters (`LimitsBox`) and the trials' events (`EventBox`'s `put` and
-    `take`) in one Ray actor, for a run that has both: one worker process on the driver's
-    node, not two. Made again elsewhere if its node dies, as the limits are: the events
-    it held then are lost (a display line not updated, never a record)."""
+class RunBox(LimitsBox, EventBox):
+    """The run's limiters (`LimitsBox`) and the trials' events (`EventBox`) in one Ray
+    actor, for a run that has both: one worker process on the driver's node, not two.
+    Made again elsewhere if its node dies, as the limits are: the events it held then
+    are lost (a display line not updated, never a record)."""
 
     def __init__(self, limits: dict[str, dict[str, float]]) -> None:
-        super().__init__(limits)
-        self.events: list[Any] = []
-
-    def put(self, event: Any) -> None:
-        self.events.append(event)
-
-    def take(self) -> list[Any]:
-        taken, self.events = self.events, []
-        return taken
+        LimitsBox.__init__(self, limits)
+        EventBox.__init__(self)
 
 
 class _Waker:
@@ -697,9 +690,11 @@ class _RayBatch:
             if relay is not None:
                 with contextlib.suppress(Exception):
                     await within(RELAY_GRACE, relay)
-            for actor in {id(a): a for a in (self.events, self.limits) if a is not None}.values():
-                with contextlib.suppress(Exception):
-                    self.ray.kill(actor)
+            shared = self.events is self.limits  # one RunBox
+            for actor in (None if shared else self.events, self.limits):
+                if actor is not None:
+                    with contextlib.suppress(Exception):
+                        self.ray.kill(actor)
 
     async def _run(self) -> None:
         limit = self.service.concurrency.in_flight

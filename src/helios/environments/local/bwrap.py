@@ -130,11 +130,16 @@ class BwrapCall:
             *command,
         ]  # fmt: skip
 
+    @property
+    def _entered(self) -> bool:
+        """bwrap starts in namespaces entered by `nsenter` (`_namespace`)."""
+        return self.netns is not None or self.mount_ns is not None
+
     def _namespace(self) -> list[str]:
         """`nsenter` into the sandbox's mount namespace and the egress network
         namespace, each when there is one; as root it also drops to the sandbox's
         host user, as `setpriv` does otherwise (no setgroups left, uid and gid set)."""
-        if self.netns is None and self.mount_ns is None:
+        if not self._entered:
             return []
         nsenter = tool("nsenter")
         if nsenter is None:
@@ -148,7 +153,7 @@ class BwrapCall:
         ]  # fmt: skip
 
     def _identity(self) -> list[str]:
-        if not runs_as_root() or self.netns is not None or self.mount_ns is not None:
+        if not runs_as_root() or self._entered:
             return []  # `_namespace`'s nsenter has set the identity
         setpriv = tool("setpriv")
         if setpriv is None:

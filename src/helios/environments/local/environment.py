@@ -176,13 +176,6 @@ class LocalEnvironment(LocalServices):
     def _mount_ns(self) -> str | None:
         return None if self._namespace is None else self._namespace.entry()
 
-    def host_root(self) -> Path | None:
-        """Where the host reaches the root's files while the sandbox runs: through the
-        root's own mount namespace when it has one, else `root` itself."""
-        if self._namespace is not None:
-            return self._namespace.host_view(".")
-        return self.root
-
     async def exec(
         self,
         command: str,

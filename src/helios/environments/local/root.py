@@ -68,9 +68,9 @@ class RootNamespace:
         """What `nsenter --mount=` takes."""
         return f"/proc/{os.getpid()}/fd/{self.namespace_fd}"
 
-    def host_view(self, relative: str) -> Path:
-        """A path the host can use to reach `relative` in the root."""
-        return Path(f"/proc/{os.getpid()}/fd/{self.root_fd}") / relative
+    def host_root(self) -> Path:
+        """The host's path to the root's files (through the fd opened in the namespace)."""
+        return Path(f"/proc/{os.getpid()}/fd/{self.root_fd}")
 
     def close(self) -> None:
         for fd in (self.root_fd, self.namespace_fd):

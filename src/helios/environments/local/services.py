@@ -108,11 +108,12 @@ class LocalServices(ShellTransfers):
         except ShellUnavailable:
             return False
 
+    def host_root(self) -> Path | None:
+        """Where the host reaches the root's files while the sandbox runs: through the
+        root's own mount namespace when it has one, else `root` itself."""
+        return self.root if self._namespace is None else self._namespace.host_root()
+
     def exchange_dir(self) -> tuple[str, Path] | None:
-        # A folder of the root that only bwrap's --bind reaches (/dev covers it inside);
-        # the host reaches it in the root's own mount namespace when it has one.
-        if self.root is None:
-            return None
-        if self._namespace is not None:
-            return (EXCHANGE_MOUNT, self._namespace.host_view(EXCHANGE_FOLDER))
-        return (EXCHANGE_MOUNT, self.root / EXCHANGE_FOLDER)
+        # A folder of the root that only bwrap's --bind reaches (/dev covers it inside).
+        root = self.host_root()
+        return None if root is None else (EXCHANGE_MOUNT, root / EXCHANGE_FOLDER)
