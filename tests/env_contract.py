@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from helios.environments.base import Environment
+from helios.environments.base import Environment, FileSteps
 
 
 async def check_contract(env: Environment, tmp_path: Path) -> None:
@@ -71,3 +71,27 @@ async def _check_prepare_and_upload(env: Environment, tmp_path: Path) -> None:
     failed = await env.prepare_and_upload("echo no >&2; exit 4", [(first, "/nowhere")])
     assert (failed.exit_code, failed.stderr) == (4, "no\n")
     assert (await env.exec("[ -e /nowhere ]")).exit_code == 1  # nothing uploaded
+    await _check_file_steps(env, first)
+
+
+async def _check_file_steps(env: Environment, tests: Path) -> None:
+    """The verifier's reset as `FileSteps` (the shell servers do them without a
+    process): a tree removed without following its links, folders made, a private
+    folder that must be new; then what `path_kinds` says of each kind of path."""
+    await env.exec(
+        "mkdir -p /keep /fresh/deep/er /logs/v && echo K > /keep/k && echo o > /fresh/deep/er/o"
+        " && ln -s /keep /fresh/out && ln -s /keep /logs/v/link && mkfifo /logs/v/fifo"
+    )
+    steps = FileSteps(remove=("/fresh", "/logs/v"), make=("/fresh", "/logs/v"),
+                      private=("/tmp/helios-home-contract",))  # fmt: skip
+    done = await env.prepare_and_upload(steps, [(tests, "/fresh")])
+    assert done.ok, done.stderr
+    seen = await env.exec("ls -A /fresh /logs/v; cat /keep/k; stat -c %a /tmp/helios-home-contract")
+    assert seen.stdout.split() == ["/fresh:", "d", "test.sh", "/logs/v:", "K", "700"]
+    again = await env.prepare_and_upload(steps, [])  # its private folder exists now
+    assert not again.ok and "helios-home-contract" in again.stderr
+    await env.exec("ln -s /keep /logs/v/link && mkfifo /logs/v/fifo")
+    paths = ["/keep/k", "/keep", "/logs/v/link", "/logs/v/fifo", "/nope", "/keep/k/under"]
+    kinds = await env.path_kinds(paths)
+    assert kinds == ["file", "dir", "link", "special", "missing", "missing"]
+    assert await env.path_kinds([]) == []

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from helios._proc import OUTPUT_CAP
+from helios.environments.base import FileSteps
 from helios.environments.local import LocalEnvironment
 from helios.environments.local.cleanup import sandbox_processes
 from helios.environments.local.program import ENV_SWITCH, server_program
@@ -428,5 +429,52 @@ def test_two_commands_at_once_without_a_shell_leave_no_orphan_shell() -> None:
         assert len(live) == 1
         await env._pool.close()
         assert [p for p, h in sandbox_processes().items() if h == holder] == []
+
+    _in_sandbox(body)
+
+
+def test_file_steps_run_in_the_server_without_a_process() -> None:
+    """The "steps" operation: file work done by the server itself. The pids of a
+    fresh pid namespace come in order, so a command's pid before and after shows
+    how many processes the steps started: none, or one for the program after "--"."""
+
+    async def body(env: LocalEnvironment) -> None:
+        async def pid() -> int:
+            return int((await env._shell_command("echo $$")).stdout)  # type: ignore[union-attr]
+
+        await env.exec("mkdir -p /keep /w/a/b && echo K > /keep/k && ln -s /keep /w/a/out"
+                       " && ln -s /keep /link && echo x > /w/a/b/x")  # fmt: skip
+        before = await pid()
+        words = ["rm", "/w", "rm", "/link", "mkdir", "/w/new/er", "private", "/tmp/home",
+                 "kind", "/keep/k", "kind", "/w", "kind", "/link", "kind", "/dev/null"]  # fmt: skip
+        done = await env._shell_steps(words)
+        assert done is not None and (done.exit_code, done.stderr) == (0, "")
+        assert done.stdout == "file\ndir\nmissing\nspecial\n"
+        assert await pid() == before + 1  # the steps started no process
+        seen = await env._shell_command("ls -A /w /w/new; cat /keep/k; stat -c %a /tmp/home")
+        assert seen is not None and seen.stdout.split() == ["/w:", "new", "/w/new:", "er", "K",
+                                                            "700"]  # fmt: skip
+        before = await pid()
+        ran = await env._shell_steps(["mkdir", "/w2", "--", "sh", "-c", 'read x; echo $x $0'],
+                                     data=b"fed\n")  # fmt: skip
+        assert ran is not None and (ran.stdout, ran.exit_code) == ("fed sh\n", 0)
+        assert await pid() == before + 2  # only the program's process
+        for bad, why in [
+            (["private", "/tmp/home", "kind", "/w"], "File exists"),  # must be new
+            (["rm", "/"], "Invalid argument"), (["rm", "/w/.."], "Invalid argument"),
+            (["rm", "relative"], "Invalid argument"), (["kind"], "without its path"),
+            (["mkdir", "/keep/k/under"], "Not a directory"), (["chmod", "/w"], "Invalid"),
+            (["--", "no-such-program-here"], "cannot start"),
+        ]:  # fmt: skip
+            failed = await env._shell_steps(bad)
+            assert failed is not None and not failed.ok and why in failed.stderr, (bad, failed)
+            assert failed.stdout == ""  # nothing after the failed step ran
+        assert (await env.exec("cat /keep/k; ls /")).stdout.startswith("K\n")
+        # A tree deeper than the server goes: refused there, removed by `rm -rf`.
+        await env.exec("cd /w && for i in $(seq 200); do mkdir d && cd d; done && echo x > f")
+        deep = await env._shell_steps(["rm", "/w"])
+        assert deep is not None and not deep.ok and "Too many levels" in deep.stderr
+        cleared = await env.prepare_and_upload(FileSteps(remove=("/w",), make=("/w",)), [])
+        assert cleared.ok and (await env.exec("ls -A /w")).stdout == ""
 
     _in_sandbox(body)

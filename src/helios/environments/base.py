@@ -53,6 +53,62 @@ class ExecDownload:
 
 
 @dataclass(frozen=True, slots=True)
+class FileSteps:
+    """File work as root before an upload (`prepare_and_upload`): trees removed as
+    `rm -rf` removes them, folders made as `mkdir -p`, then new folders only root
+    may enter (`mkdir -m 700`: each must not exist yet). A provider with a shell
+    server does them there without a process (`shell/server.c`, "steps"); the
+    others run `script()`."""
+
+    remove: tuple[str, ...] = ()
+    make: tuple[str, ...] = ()
+    private: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        for path in (*self.remove, *self.make, *self.private):
+            if not path.startswith("/") or "\0" in path:
+                raise ValueError(f"a file step's path must be absolute: {path!r}")
+
+    def script(self) -> str:
+        """The same work as one `sh` command line."""
+        parts = [f"rm -rf -- {shlex.join(self.remove)}"] if self.remove else []
+        if self.make:
+            parts.append(f"mkdir -p -- {shlex.join(self.make)}")
+        parts += [f"mkdir -m 700 -- {shlex.quote(path)}" for path in self.private]
+        return " && ".join(parts) or "true"
+
+    def words(self) -> list[str]:
+        """The shell server's "steps" words for it."""
+        verbs = [("rm", self.remove), ("mkdir", self.make), ("private", self.private)]
+        return [word for verb, paths in verbs for path in paths for word in (verb, path)]
+
+
+#: what `Environment.path_kinds` answers for each path
+PATH_KINDS = ("link", "file", "dir", "special", "missing")
+
+
+def kinds_script(paths: Sequence[str]) -> str:
+    """A `sh` script that prints what each path is (`PATH_KINDS`, one a line), as
+    lstat says: a link is a link, whatever it points at."""
+    lines = []
+    for path in paths:
+        p = shlex.quote(path)
+        lines.append(
+            f"if [ -L {p} ]; then echo link; elif [ -f {p} ]; then echo file; "
+            f"elif [ -d {p} ]; then echo dir; elif [ -e {p} ]; then echo special; "
+            "else echo missing; fi"
+        )
+    return "\n".join(lines)
+
+
+def read_kinds(stdout: str, count: int) -> list[str]:
+    """`kinds_script`'s answer; every path "missing" when it is not whole."""
+    kinds = stdout.split()
+    whole = len(kinds) == count and all(kind in PATH_KINDS for kind in kinds)
+    return kinds if whole else ["missing"] * count
+
+
+@dataclass(frozen=True, slots=True)
 class Capabilities:
     network: Network
     cpus: float
@@ -131,20 +187,31 @@ class Environment(ABC):
         """Copy a host file or directory to `dst`; a directory's contents land in `dst`."""
 
     async def prepare_and_upload(
-        self, prepare: str, uploads: Sequence[tuple[Path, str]]
+        self, prepare: str | FileSteps, uploads: Sequence[tuple[Path, str]]
     ) -> ExecResult:
-        """Run `prepare` as root from `/`; if it succeeds, the uploads in order (an
-        upload that fails raises, as `upload` does). The result is `prepare`'s.
+        """Run `prepare` (a `sh` script, or `FileSteps`) as root from `/`; if it
+        succeeds, the uploads in order (an upload that fails raises, as `upload`
+        does). The result is `prepare`'s.
 
         `prepare` must leave each upload's `dst` an empty folder that nothing else
         in the sandbox can reach (the verifier's fresh /tests): a provider may then
         do both in one command, unpacking straight into it."""
         who = ROOT if self.supports_users else None
-        result = await self.exec(prepare, cwd="/", timeout=60, user=who)
+        script = prepare.script() if isinstance(prepare, FileSteps) else prepare
+        result = await self.exec(script, cwd="/", timeout=60, user=who)
         if result.ok:
             for src, dst in uploads:
                 await self.upload(src, dst)
         return result
+
+    async def path_kinds(self, paths: Sequence[str]) -> list[str]:
+        """What each path is in the sandbox (`PATH_KINDS`), as root sees it with
+        lstat, in one command."""
+        if not paths:
+            return []
+        who = ROOT if self.supports_users else None
+        result = await self.exec(kinds_script(paths), cwd="/", timeout=60, user=who)
+        return read_kinds(result.stdout, len(paths))
 
     async def mount_readonly(self, host: Path, dst: str) -> bool:
         """Show the host folder `host` read-only at `dst` to the commands that follow,

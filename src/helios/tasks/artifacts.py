@@ -17,13 +17,12 @@ import asyncio
 import fnmatch
 import json
 import posixpath
-import shlex
 import shutil
 from dataclasses import asdict, dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from helios.environments.base import ROOT, Environment, User
+from helios.environments.base import ROOT, Environment, User, kinds_script, read_kinds
 from helios.environments.view import file_owner
 from helios.errors import EnvironmentError_
 from helios.tasks.collect import ServiceSandbox, service_sandbox
@@ -119,20 +118,13 @@ async def _collect_from(env: Environment | ServiceSandbox, entries: list[Artifac
 
 
 async def _kinds(env: Environment | ServiceSandbox, paths: list[str]) -> list[str]:
-    """What each path is in the sandbox, in one exec (its processes are stopped:
+    """What each path is in the sandbox, in one command (its processes are stopped:
     nothing changes them between this and the download)."""
-    lines = []
-    for path in paths:
-        p = shlex.quote(path)
-        lines.append(
-            f"if [ -L {p} ]; then echo link; elif [ -f {p} ]; then echo file; "
-            f"elif [ -d {p} ]; then echo dir; elif [ -e {p} ]; then echo special; "
-            "else echo missing; fi"
-        )
+    if isinstance(env, Environment):
+        return await env.path_kinds(paths)
     as_root: dict[str, Any] = {"user": ROOT} if env.supports_users else {}
-    result = await env.exec("\n".join(lines), cwd="/", timeout=60, **as_root)
-    kinds = result.stdout.split()
-    return kinds if len(kinds) == len(paths) else ["missing"] * len(paths)
+    result = await env.exec(kinds_script(paths), cwd="/", timeout=60, **as_root)
+    return read_kinds(result.stdout, len(paths))
 
 
 async def transfer(

@@ -29,7 +29,7 @@ from helios.agents.base import AgentOutcome
 from helios.engine.episode import Score
 from helios.engine.metrics import mean
 from helios.environments import DownloadMissing, UnsafeDownload
-from helios.environments.base import Environment, ExecDownload, User
+from helios.environments.base import Environment, ExecDownload, FileSteps, User
 from helios.environments.view import file_owner
 from helios.errors import (
     EnvironmentExecError,
@@ -112,14 +112,11 @@ async def _run_tests(
     # A new name each time, made only now: the agent cannot have prepared it.
     home = f"/tmp/helios-verifier-home-{secrets.token_hex(8)}"
     keep_tests = separate and await _image_has_tests(env, plan)
-    reset = (
-        "rm -rf /logs/verifier && mkdir -p /logs/verifier"
-        if keep_tests
-        else ("rm -rf /logs/verifier /tests && mkdir -p /logs/verifier /tests")
-    )
+    fresh = (LOGS,) if keep_tests else (LOGS, "/tests")
+    reset = FileSteps(remove=fresh, make=fresh, private=(home,))
     # The tests go into the /tests just made (a step's files over the task's).
     uploads = [] if keep_tests else [(tests, "/tests") for tests in plan.tests_dirs]
-    cleared = await env.prepare_and_upload(f"{reset} && mkdir -m 700 {home}", uploads)
+    cleared = await env.prepare_and_upload(reset, uploads)
     if not cleared.ok:
         raise VerifierError(f"could not reset /logs/verifier: {cleared.stderr.strip()[:200]}")
     owner = await file_owner(env, plan.user)

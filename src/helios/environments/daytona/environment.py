@@ -25,7 +25,7 @@ from typing import Any, ClassVar
 import helios.environments.daytona.commands as commands
 import helios.environments.daytona.transfer as transfer
 from helios._proc import run_to_end
-from helios.environments.base import ROOT, Environment, ExecResult, User
+from helios.environments.base import ROOT, Environment, ExecResult, FileSteps, User
 from helios.environments.daytona.cleanup import cleanup_sandboxes, delete, labelled, remove_instance
 from helios.environments.daytona.client import Keys, open_client, require_keys, sdk
 from helios.environments.daytona.request import create_params
@@ -233,12 +233,13 @@ class DaytonaEnvironment(Environment):
         await transfer.upload(self._require().fs, self._as_root, src, dst)
 
     async def prepare_and_upload(
-        self, prepare: str, uploads: Sequence[tuple[Path, str]]
+        self, prepare: str | FileSteps, uploads: Sequence[tuple[Path, str]]
     ) -> ExecResult:
         if uploads:  # the first upload in the same command as `prepare`
             (src, dst), rest = uploads[0], uploads[1:]
+            script = prepare.script() if isinstance(prepare, FileSteps) else prepare
             done = await transfer.prepare_and_upload(self._require().fs, self._as_root,
-                                                     prepare, src, dst)  # fmt: skip
+                                                     script, src, dst)  # fmt: skip
             if done is not None:
                 for more_src, more_dst in rest:
                     await self.upload(more_src, more_dst)

@@ -33,7 +33,7 @@ import helios.environments.docker.services as _docker_services
 import helios.environments.docker.shell as _docker_shell
 import helios.environments.shell.tar as _tar
 from helios._proc import last_line, run_to_end
-from helios.environments.base import ROOT, ExecResult, User
+from helios.environments.base import ROOT, ExecResult, FileSteps, User
 from helios.environments.docker.agent_image import derived_image
 from helios.environments.docker.cleanup import cleanup_containers, remove_images
 from helios.environments.docker.cli import (
@@ -537,13 +537,21 @@ class DockerEnvironment(ContainerServices):
         return await _docker_shell.exec_in(shell, command, "/", env, timeout, ROOT,
                                            data=data, sink=sink)  # fmt: skip
 
+    async def _shell_steps(
+        self, words: list[str], *, data: bytes = b"", timeout: float | None = 120
+    ) -> ExecResult | None:
+        shell = self._idle_shell
+        if shell is None or shell.dead:
+            return None
+        return await _docker_shell.steps_in(shell, words, None, timeout, data=data)
+
     @property
     def _has_services(self) -> bool:
         shell = self._shell
         return bool(shell.services if shell is not None else self._services)
 
     async def prepare_and_upload(
-        self, prepare: str, uploads: Sequence[tuple[Path, str]]
+        self, prepare: str | FileSteps, uploads: Sequence[tuple[Path, str]]
     ) -> ExecResult:
         done = await self._prepare_and_upload_in_shell(prepare, uploads)
         return done if done is not None else await super().prepare_and_upload(prepare, uploads)

@@ -44,7 +44,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 from helios._proc import CappedOutput, within
-from helios.environments.base import ExecResult, User
+from helios.environments.base import ROOT, ExecResult, User
 from helios.environments.docker.cli import CONTROL_TIMEOUT
 from helios.environments.shell.client import Dropped, SandboxShell, Sink, ended
 from helios.environments.shell.native import static_server
@@ -112,7 +112,7 @@ class ContainerShell(SandboxShell):
 
     async def run_as(
         self, user: str, script: str, env: dict[str, str], timeout: float | None, *,
-        data: bytes = b"", sink: Sink | None = None,
+        data: bytes = b"", sink: Sink | None = None, operation: bytes = b"run",
     ) -> ExecResult:  # fmt: skip
         """Run one command as `user` ("": the image's USER). A cancel leaves the
         command running, as a cancelled `docker exec` does, and the stream with it:
@@ -121,7 +121,7 @@ class ContainerShell(SandboxShell):
         # Busy from now, not from when the task first runs: a second command in
         # between would write its request into this one's stream.
         self.busy = True
-        head = self.head(b"run", user)
+        head = self.head(operation, user)
         inner = asyncio.ensure_future(
             self._run_busy(script, env, timeout, data=data, sink=sink, head=head)
         )
@@ -210,6 +210,21 @@ async def exec_in(
         raise EnvironmentExecError("the container stopped during the command")
     if user is not None and result.exit_code == 126 and "unable to find user" in result.stderr:
         raise EnvironmentExecError(f"user {user!r} does not exist in the sandbox")
+    return result
+
+
+async def steps_in(
+    shell: ContainerShell, words: list[str], env: dict[str, str] | None, timeout: float | None,
+    *, data: bytes = b"",
+) -> ExecResult:  # fmt: skip
+    """The server's "steps" as root (`shell/server.c`): file work without a process,
+    then the program the words may end with."""
+    if shell.dead:
+        raise EnvironmentExecError("the container has stopped: its init ended")
+    result = await shell.run_as(str(ROOT), "\0".join(words), env or {}, timeout, data=data,
+                                operation=b"steps")  # fmt: skip
+    if shell.dead:
+        raise EnvironmentExecError("the container stopped during the command")
     return result
 
 

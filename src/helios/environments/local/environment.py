@@ -42,7 +42,7 @@ from typing import ClassVar
 import helios.environments.local.root as _local_root
 import helios.environments.shell.transfer as _shell_transfer
 from helios._proc import decode, last_line, run_process, run_to_end
-from helios.environments.base import ExecResult, User
+from helios.environments.base import ExecResult, FileSteps, User
 from helios.environments.egress import Network
 from helios.environments.local.bwrap import (
     TRANSFER_MOUNT,
@@ -275,6 +275,15 @@ class LocalEnvironment(LocalServices):
         full_env = sandbox_env(self._declared(None), env) if env else call.env
         return await self._pool.run(call, script, full_env, timeout, data=data, sink=sink)
 
+    async def _shell_steps(
+        self, words: list[str], *, data: bytes = b"", timeout: float | None = 120
+    ) -> ExecResult | None:
+        if self.root is None or self._users is None or self._pool.one_shot:
+            return None
+        call = self._root_call(self.marker())
+        return await self._pool.run(call, "\0".join(words), call.env, timeout, data=data,
+                                    operation=b"steps")  # fmt: skip
+
     @property
     def _has_services(self) -> bool:
         return bool(self._services)
@@ -300,7 +309,7 @@ class LocalEnvironment(LocalServices):
         return not self._pool.one_shot and _shell_transfer.usable()
 
     async def prepare_and_upload(
-        self, prepare: str, uploads: Sequence[tuple[Path, str]]
+        self, prepare: str | FileSteps, uploads: Sequence[tuple[Path, str]]
     ) -> ExecResult:
         done = await self._prepare_and_upload_in_shell(prepare, uploads)
         return done if done is not None else await super().prepare_and_upload(prepare, uploads)

@@ -73,14 +73,16 @@ class ShellPool:
 
     async def run(
         self, call: BwrapCall, script: str, env: dict[str, str], timeout: float | None,
-        *, data: bytes = b"", sink: Sink | None = None,
+        *, data: bytes = b"", sink: Sink | None = None, operation: bytes = b"run",
     ) -> ExecResult | None:  # fmt: skip
-        """The command's result through its shell, or None if there is none free."""
+        """The command's result through its shell, or None if there is none free.
+        `operation`: the server's ("steps": `script` is its words)."""
         shell = await self.get(call)
         if shell is None:
             return None
         try:
-            return await shell.run(script, env, timeout, data=data, sink=sink)
+            return await shell.run(script, env, timeout, data=data, sink=sink,
+                                   head=shell.head(operation))  # fmt: skip
         finally:
             self.dirty = self.dirty or (shell.dead and not shell.clean)
 

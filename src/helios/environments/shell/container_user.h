@@ -153,8 +153,8 @@ static char **command_env(char **request, const User *user) {
     return envp;
 }
 
-/* `sh -c script` as `user`, in its own session, as spawn_command does. */
-static int spawn_as(Command *cmd, const char *script, char **request_env, int feed,
+/* `program` as `user`, in its own session, as spawn_command does. */
+static int spawn_as(Command *cmd, const Program *program, char **request_env, int feed,
                     const User *user) {
     int out[2], err[2], in[2] = {-1, -1};
     if (pipe2(out, O_CLOEXEC) || pipe2(err, O_CLOEXEC)) return -1;
@@ -174,8 +174,9 @@ static int spawn_as(Command *cmd, const char *script, char **request_env, int fe
         }
         signal(SIGPIPE, SIG_DFL);
         signal(SIGXFSZ, SIG_DFL);
-        char *argv[] = {"sh", "-c", (char *)script, NULL};
-        execve("/bin/sh", argv, envp);
+        char found[4096];
+        const char *file = program_file(program, envp, found, sizeof found);
+        if (file != NULL) execve(file, program->argv, envp);
         _exit(127);
     }
     free(envp);

@@ -25,7 +25,18 @@
  *            (the clock ticks of /proc/<pid>/stat) and X "0 0", or E and X "1 0";
  *   status   O: the pids of the services still alive, space-separated;
  *   stop     kill every process but this server and what the services spare
- *            (below), and answer X "0 0" only once none is left.
+ *            (below), and answer X "0 0" only once none is left;
+ *   steps    file steps this server does itself, then, if given, a program run
+ *            directly (no `sh`): the script field is NUL-separated words, pairs of
+ *            a verb and an absolute path, then optionally "--" and the program's
+ *            argv (argv[0] looked up in the request's PATH). Verbs: `rm` (the
+ *            tree, if any, removed: no link followed, a link itself removed),
+ *            `mkdir` (as `mkdir -p`), `private` (a new folder, mode 0700: it must
+ *            not exist), `kind` (O: "link", "file", "dir", "special" or "missing"
+ *            and a newline, as lstat says). The first step that fails answers E
+ *            and X "1 0" (nothing after it runs); then the program runs as `run`
+ *            would (its stdin the stdin field) and answers as `run`, or X "0 0".
+ *            Each step saves a process (an `rm`, a `mkdir`, the `sh` around them).
  *
  * What services spare: a service is its recorded pid *with* its start time (a
  * reused pid never passes for it). Its own processes are that process and, while
@@ -475,13 +486,44 @@ static int open_log(const char *path, const char **why) {
     return fd;
 }
 
+/* What a command runs: `sh -c script`, or a program (steps) by its argv. */
+typedef struct {
+    const char *path; /* NULL: argv[0] looked up in the command's PATH */
+    char **argv;
+} Program;
+
+/* `name` as execvp would find it in `envp`'s PATH (the shell's default without
+ * one), written to `out`: 0, or -1 when no such program can be run. */
+static int find_program(const char *name, char **envp, char *out, size_t size) {
+    if (strchr(name, '/') != NULL) {
+        snprintf(out, size, "%s", name);
+        return access(out, X_OK);
+    }
+    const char *path = "/usr/local/bin:/usr/bin:/bin";
+    for (char **v = envp; *v != NULL; v++)
+        if (strncmp(*v, "PATH=", 5) == 0) path = *v + 5;
+    while (1) {
+        size_t len = strcspn(path, ":");
+        int n = snprintf(out, size, "%.*s%s%s", (int)len, path, len ? "/" : "", name);
+        if (n > 0 && (size_t)n < size && access(out, X_OK) == 0) return 0;
+        if (path[len] == '\0') return -1;
+        path += len + 1;
+    }
+}
+
+/* The file a program runs from: `program->path`, or its argv[0] found in `envp`. */
+static const char *program_file(const Program *program, char **envp, char *out, size_t size) {
+    if (program->path != NULL) return program->path;
+    return find_program(program->argv[0], envp, out, size) == 0 ? out : NULL;
+}
+
 #include "container_user.h"
 
-/* `sh -c script` with `actions` (which it destroys), with exactly `envp`, in its
+/* `program` with `actions` (which it destroys), with exactly `envp`, in its
  * own session, with default signal dispositions (a one-shot exec's): the spawn
  * that commands and services share. Returns posix_spawn's error, 0 when it ran. */
-static int spawn_sh(pid_t *pid, posix_spawn_file_actions_t *actions, const char *script,
-                    char **envp) {
+static int spawn_program(pid_t *pid, posix_spawn_file_actions_t *actions,
+                         const Program *program, char **envp) {
     posix_spawnattr_t attr;
     posix_spawnattr_init(&attr);
     sigset_t defaults;
@@ -490,16 +532,17 @@ static int spawn_sh(pid_t *pid, posix_spawn_file_actions_t *actions, const char 
     sigaddset(&defaults, SIGXFSZ);
     posix_spawnattr_setsigdefault(&attr, &defaults);
     posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSID | POSIX_SPAWN_SETSIGDEF);
-    char *argv[] = {"sh", "-c", (char *)script, NULL};
-    int failed = posix_spawn(pid, "/bin/sh", actions, &attr, argv, envp);
+    char found[4096];
+    const char *file = program_file(program, envp, found, sizeof found);
+    int failed = file == NULL ? ENOENT : posix_spawn(pid, file, actions, &attr, program->argv, envp);
     posix_spawn_file_actions_destroy(actions);
     posix_spawnattr_destroy(&attr);
     return failed;
 }
 
-/* `sh -c script` in its own session (spawn_sh), stdin /dev/null or a pipe for
+/* `program` in its own session (spawn_program), stdin /dev/null or a pipe for
  * `feed`. */
-static int spawn_command(Command *cmd, const char *script, char **envp, int feed) {
+static int spawn_command(Command *cmd, const Program *program, char **envp, int feed) {
     int out[2], err[2], in[2] = {-1, -1};
     if (pipe2(out, O_CLOEXEC) || pipe2(err, O_CLOEXEC)) return -1;
     if (feed && pipe2(in, O_CLOEXEC)) return -1;
@@ -511,7 +554,7 @@ static int spawn_command(Command *cmd, const char *script, char **envp, int feed
         posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
     posix_spawn_file_actions_adddup2(&actions, out[1], 1);
     posix_spawn_file_actions_adddup2(&actions, err[1], 2);
-    int failed = spawn_sh(&cmd->pid, &actions, script, envp);
+    int failed = spawn_program(&cmd->pid, &actions, program, envp);
     return adopt_command(cmd, out, err, in, feed, failed);
 }
 
@@ -575,15 +618,17 @@ static void pump(Command *cmd, double timeout, const char *data, size_t size, in
     }
 }
 
-static void run(const char *script, char **envp, double timeout, const char *data, size_t size,
-                const User *user) {
+static void run(const Program *program, char **envp, double timeout, const char *data,
+                size_t size, const User *user) {
     Command cmd = {-1, -1, -1, -1, -1};
     int timed_out = 0, status = 0;
-    int failed = user ? spawn_as(&cmd, script, envp, size > 0, user)
-                      : spawn_command(&cmd, script, envp, size > 0);
+    int failed = user ? spawn_as(&cmd, program, envp, size > 0, user)
+                      : spawn_command(&cmd, program, envp, size > 0);
     if (failed != 0) {
-        const char *why = "helios shell: cannot start /bin/sh\n";
-        send_frame('E', why, strlen(why));
+        char why[300];
+        int n = snprintf(why, sizeof why, "helios shell: cannot start %.200s\n",
+                         program->path ? program->path : program->argv[0]);
+        send_frame('E', why, (size_t)n);
         if (cmd.pid > 0) kill(cmd.pid, SIGKILL), waitpid(cmd.pid, NULL, 0);
         send_frame('X', "127 0", 5);
         return;
@@ -614,7 +659,9 @@ static int spawn_service(pid_t *pid, const char *script, char **envp, int log) {
     posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
     posix_spawn_file_actions_adddup2(&actions, log, 1);
     posix_spawn_file_actions_adddup2(&actions, log, 2);
-    return spawn_sh(pid, &actions, script, envp);
+    char *argv[] = {"sh", "-c", (char *)script, NULL};
+    Program sh = {"/bin/sh", argv};
+    return spawn_program(pid, &actions, &sh, envp);
 }
 
 /* The "service" operation: start it, record its pid, start time and program. */
@@ -712,6 +759,174 @@ static void stop_all(double limit) {
     send_frame('X', "0 0", 3);
 }
 
+/* ---- steps: file work done here, without a process ---- */
+
+#define MAX_DEPTH 128
+
+/* `name` in the folder `dir` removed, a folder with all it holds: no link is
+ * followed (a link is removed as itself), each folder opened by its descriptor
+ * and O_NOFOLLOW, so a path swapped for a link meanwhile leads nowhere else.
+ * 0 (also when it is not there), or -1 with errno. */
+static int remove_at(int dir, const char *name, int depth) {
+    if (unlinkat(dir, name, 0) == 0 || errno == ENOENT) return 0;
+    if (errno != EISDIR && errno != EPERM) return -1;
+    if (depth >= MAX_DEPTH) {
+        errno = ELOOP; /* `rm -rf` (the host's fallback) takes a tree this deep */
+        return -1;
+    }
+    int fd = openat(dir, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0) return -1;
+    DIR *listing = fdopendir(fd);
+    if (listing == NULL) {
+        close(fd);
+        return -1;
+    }
+    /* Passes until one removes nothing: entries removed while listing may hide
+     * others from the same pass. */
+    for (int pass = 0, removed = 1; removed && pass < 8; pass++) {
+        removed = 0;
+        rewinddir(listing);
+        struct dirent *entry;
+        while ((entry = readdir(listing)) != NULL) {
+            if (strcmp(entry->d_name, ".") == 0 || strcmp(entry->d_name, "..") == 0) continue;
+            if (remove_at(fd, entry->d_name, depth + 1) != 0) {
+                int saved = errno;
+                closedir(listing);
+                errno = saved;
+                return -1;
+            }
+            removed = 1;
+        }
+    }
+    closedir(listing);
+    return unlinkat(dir, name, AT_REMOVEDIR) == 0 || errno == ENOENT ? 0 : -1;
+}
+
+/* `mkdir -p path`: each missing folder made (0777 less the umask); 0 once `path`
+ * is a folder (through links, as mkdir -p goes), or -1 with errno. */
+static int make_folders(char *path) {
+    for (char *p = path + 1;; p++) {
+        if (*p != '/' && *p != '\0') continue;
+        char kept = *p;
+        *p = '\0';
+        int made = mkdir(path, 0777) == 0 || errno == EEXIST;
+        *p = kept;
+        if (!made) return -1;
+        if (kept == '\0') break;
+    }
+    struct stat info;
+    if (stat(path, &info) != 0) return -1;
+    if (!S_ISDIR(info.st_mode)) {
+        errno = ENOTDIR;
+        return -1;
+    }
+    return 0;
+}
+
+static const char *kind_of(const char *path) {
+    struct stat info;
+    if (lstat(path, &info) != 0) return "missing";
+    if (S_ISLNK(info.st_mode)) return "link";
+    if (S_ISREG(info.st_mode)) return "file";
+    if (S_ISDIR(info.st_mode)) return "dir";
+    return "special";
+}
+
+/* One step: 0, or -1 with errno. `kinds` gets a `kind` step's answer. */
+static int step(const char *verb, char *path, char *kinds, size_t *kinds_size, size_t room) {
+    if (path[0] != '/') {
+        errno = EINVAL;
+        return -1;
+    }
+    if (strcmp(verb, "rm") == 0) {
+        /* the path's last name removed in its folder (the folders before it are
+         * followed, as `rm -rf` follows them) */
+        char *slash = strrchr(path, '/');
+        while (slash > path && slash[1] == '\0') { /* "/a/b/": its last name is b */
+            *slash = '\0';
+            slash = strrchr(path, '/');
+        }
+        const char *name = slash + 1;
+        if (*name == '\0' || strcmp(name, ".") == 0 || strcmp(name, "..") == 0) {
+            errno = EINVAL; /* `rm -rf /` or `..`: refused, as rm refuses them */
+            return -1;
+        }
+        *slash = '\0';
+        int dir = open(slash == path ? "/" : path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        *slash = '/';
+        if (dir < 0) return errno == ENOENT ? 0 : -1;
+        int done = remove_at(dir, name, 0);
+        int saved = errno;
+        close(dir);
+        errno = saved;
+        return done;
+    }
+    if (strcmp(verb, "mkdir") == 0) return make_folders(path);
+    if (strcmp(verb, "private") == 0) {
+        if (mkdir(path, 0700) != 0) return -1;
+        return chmod(path, 0700); /* whatever the umask */
+    }
+    if (strcmp(verb, "kind") == 0) {
+        const char *kind = kind_of(path);
+        size_t n = strlen(kind);
+        if (*kinds_size + n + 1 > room) {
+            errno = E2BIG;
+            return -1;
+        }
+        memcpy(kinds + *kinds_size, kind, n);
+        kinds[*kinds_size + n] = '\n';
+        *kinds_size += n + 1;
+        return 0;
+    }
+    errno = EINVAL;
+    return -1;
+}
+
+/* The "steps" operation (see the header): `words` is the script field, `size`
+ * bytes of NUL-separated words. */
+static void steps(char *words, size_t size, char **envp, double timeout, const char *data,
+                  size_t data_size, const User *user) {
+    enum { MAX_WORDS = 4096 };
+    char *word[MAX_WORDS + 1];
+    int count = 0;
+    for (size_t at = 0; size > 0 && at <= size; at += strlen(words + at) + 1) {
+        if (count == MAX_WORDS) {
+            const char *why = "helios shell: steps: too many words\n";
+            send_frame('E', why, strlen(why));
+            send_frame('X', "2 0", 3);
+            return;
+        }
+        word[count++] = words + at;
+    }
+    static char kinds[65536];
+    size_t kinds_size = 0;
+    int i = 0;
+    for (; i < count && strcmp(word[i], "--") != 0; i += 2) {
+        if (i + 1 >= count) {
+            const char *why = "helios shell: steps: a verb without its path\n";
+            send_frame('E', why, strlen(why));
+            send_frame('X', "2 0", 3);
+            return;
+        }
+        if (step(word[i], word[i + 1], kinds, &kinds_size, sizeof kinds) != 0) {
+            char why[400];
+            int n = snprintf(why, sizeof why, "helios shell: %.20s %.300s: %s\n", word[i],
+                             word[i + 1], strerror(errno));
+            send_frame('E', why, (size_t)n);
+            send_frame('X', "1 0", 3);
+            return;
+        }
+    }
+    if (kinds_size > 0) send_frame('O', kinds, kinds_size);
+    if (i + 1 >= count) { /* no program */
+        send_frame('X', "0 0", 3);
+        return;
+    }
+    word[count] = NULL;
+    Program program = {NULL, &word[i + 1]};
+    run(&program, envp, timeout, data, data_size, user);
+}
+
 static void unknown(const char *operation) {
     char message[100];
     int n = snprintf(message, sizeof message, "helios shell: unknown operation %.40s\n", operation);
@@ -785,13 +1000,23 @@ int main(int argc, char **argv) {
         double limit = size ? strtod(timeout, NULL) : -1;
         User user, *as = NULL;
         int is_run = strcmp(operation, "run") == 0, is_service = strcmp(operation, "service") == 0;
-        if (container_mode && (is_run || is_service)) {
+        int is_steps = strcmp(operation, "steps") == 0;
+        if (container_mode && (is_run || is_service || is_steps)) {
             if (find_user(*who ? who : argv[2], &user) != 0) goto done; /* answered */
             as = &user;
         }
-        if (is_run)
-            run(script, envp, limit, data, data_size, as);
-        else if (is_service)
+        if (is_steps && as != NULL && as->uid != 0) {
+            /* the steps are this server's own work: as root only */
+            const char *why = "helios shell: steps run as root only\n";
+            send_frame('E', why, strlen(why));
+            send_frame('X', "2 0", 3);
+        } else if (is_steps) {
+            steps(script, script_size, envp, limit, data, data_size, as);
+        } else if (is_run) {
+            char *sh[] = {"sh", "-c", script, NULL};
+            Program program = {"/bin/sh", sh};
+            run(&program, envp, limit, data, data_size, as);
+        } else if (is_service)
             start_service(script, envp, data, as);
         else if (strcmp(operation, "status") == 0)
             status();

@@ -13,7 +13,7 @@ its import path. It imports only the standard library and must stay runnable
 by any Python 3.9+ (`os.pidfd_open`).
 
 Wire format: `shell/server.c`'s header has it whole (operations `run`, `service`,
-`status`, `stop`; frames `R`, `O`, `E`, `X`); `shell/client.py` is the host side.
+`status`, `stop`, `steps`; frames `R`, `O`, `E`, `X`); `shell/client.py` is the host side.
 
 It imports builtin modules only (`posix`, `select`, `sys`, `time`), and `_ctypes`
 for one prctl: no `os`, `signal`, `subprocess`, `json` or `selectors`, whose own
@@ -208,10 +208,30 @@ def reap_orphans() -> None:
         time.sleep(0.0005)  # killed, not yet dead
 
 
-def spawn_sh(script: bytes, env: dict[bytes, bytes], stdin: int | None, out: int,
-             err: int) -> int:  # fmt: skip
-    """`sh -c script` in its own session, default signal dispositions, stdin `stdin`
-    (None: /dev/null), stdout `out`, stderr `err` (the C server's spawn_sh)."""
+#: what a command runs: the file (None: argv[0] looked up in its PATH) and argv
+Program = tuple[bytes | None, list[bytes]]
+
+
+def sh(script: bytes) -> Program:
+    return b"/bin/sh", [b"sh", b"-c", script]
+
+
+def find_program(name: bytes, env: dict[bytes, bytes]) -> bytes:
+    """`name` as execvp finds it in `env`'s PATH (the shell's default without one)."""
+    if b"/" in name:
+        return name
+    for folder in env.get(b"PATH", b"/usr/local/bin:/usr/bin:/bin").split(b":"):
+        path = folder + b"/" + name if folder else name
+        if os.access(path, os.X_OK):
+            return path
+    raise OSError(2, "not found", name)
+
+
+def spawn_program(program: Program, env: dict[bytes, bytes], stdin: int | None, out: int,
+                  err: int) -> int:  # fmt: skip
+    """`program` in its own session, default signal dispositions, stdin `stdin`
+    (None: /dev/null), stdout `out`, stderr `err` (the C server's spawn_program)."""
+    path, argv = program
     actions = [
         (os.POSIX_SPAWN_OPEN, 0, "/dev/null", os.O_RDONLY, 0)
         if stdin is None
@@ -219,18 +239,19 @@ def spawn_sh(script: bytes, env: dict[bytes, bytes], stdin: int | None, out: int
         (os.POSIX_SPAWN_DUP2, out, 1),
         (os.POSIX_SPAWN_DUP2, err, 2),
     ]
-    return os.posix_spawn(b"/bin/sh", [b"sh", b"-c", script], env, file_actions=actions,
-                          setsid=True, setsigdef=DEFAULT_SIGNALS)  # fmt: skip
+    file = path if path is not None else find_program(argv[0], env)
+    return os.posix_spawn(file, argv, env, file_actions=actions, setsid=True,
+                          setsigdef=DEFAULT_SIGNALS)  # fmt: skip
 
 
-def spawn(script: bytes, env: dict[bytes, bytes], feed: bool) -> tuple[int, int, int, int]:
-    """`sh -c script` in its own session: stdout and stderr pipes; stdin /dev/null,
-    or a pipe for `feed` (an upload's archive)."""
+def spawn(program: Program, env: dict[bytes, bytes], feed: bool) -> tuple[int, int, int, int]:
+    """`program` in its own session: stdout and stderr pipes; stdin /dev/null, or a
+    pipe for `feed` (an upload's archive)."""
     out_r, out_w = os.pipe()
     err_r, err_w = os.pipe()
     in_r, in_w = os.pipe() if feed else (-1, -1)
     try:
-        pid = spawn_sh(script, env, in_r if feed else None, out_w, err_w)
+        pid = spawn_program(program, env, in_r if feed else None, out_w, err_w)
     finally:
         for fd in (out_w, err_w, in_r):
             if fd >= 0:
@@ -238,8 +259,13 @@ def spawn(script: bytes, env: dict[bytes, bytes], feed: bool) -> tuple[int, int,
     return pid, out_r, err_r, in_w
 
 
-def run(script: bytes, env: dict[bytes, bytes], timeout: float | None, data: bytes) -> None:
-    pid, out_r, err_r, in_w = spawn(script, env, bool(data))
+def run(program: Program, env: dict[bytes, bytes], timeout: float | None, data: bytes) -> None:
+    try:
+        pid, out_r, err_r, in_w = spawn(program, env, bool(data))
+    except (OSError, ValueError):  # ValueError: a NUL in a word
+        send(b"E", b"helios shell: cannot start %s\n" % (program[0] or program[1][0])[:200])
+        send(b"X", b"127 0")
+        return
     pidfd = os.pidfd_open(pid)
     poller = select.poll()
     kinds = {out_r: b"O", err_r: b"E"}
@@ -312,7 +338,7 @@ def start_service(script: bytes, env: dict[bytes, bytes], log: bytes) -> None:
             if info.st_mode & 0o170000 != 0o100000 or info.st_nlink != 1:
                 raise OSError(f"its log {log.decode(errors='replace')}: not a plain file")
             os.set_blocking(fd, True)
-            pid = spawn_sh(script, env, None, fd, fd)
+            pid = spawn_program(sh(script), env, None, fd, fd)
         finally:
             os.close(fd)
     except (OSError, ValueError) as exc:  # ValueError: a NUL in a path or the script
@@ -345,6 +371,111 @@ def stop_all(limit: float | None) -> None:
     if left:
         send(b"E", b"helios shell: %d processes are left after SIGKILL\n" % left)
     send(b"X", b"1 0" if left else b"0 0")
+
+
+MAX_DEPTH = 128
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+
+
+def remove_at(folder: int, name: bytes, depth: int) -> None:
+    """`name` in the folder `folder` removed, a folder with all it holds (server.c's
+    remove_at: no link followed, each folder opened by its descriptor)."""
+    try:
+        os.unlink(name, dir_fd=folder)
+        return
+    except FileNotFoundError:
+        return
+    except (IsADirectoryError, PermissionError):
+        pass
+    if depth >= MAX_DEPTH:
+        raise OSError(40, "Too many levels of symbolic links")  # ELOOP, as server.c says
+    fd = os.open(name, _DIR_FLAGS, dir_fd=folder)
+    try:
+        for _ in range(8):
+            names = os.listdir(fd)
+            if not names:
+                break
+            for entry in names:
+                remove_at(fd, entry.encode("utf-8", "surrogateescape"), depth + 1)
+    finally:
+        os.close(fd)
+    try:  # noqa: SIM105 (no contextlib: an import per server start)
+        os.rmdir(name, dir_fd=folder)
+    except FileNotFoundError:
+        pass
+
+
+def make_folders(path: bytes) -> None:
+    """`mkdir -p path` (0777 less the umask); raises unless `path` ends a folder."""
+    parts = path.split(b"/")
+    for end in range(2, len(parts) + 1):
+        try:  # noqa: SIM105
+            os.mkdir(b"/".join(parts[:end]) or b"/", 0o777)
+        except FileExistsError:
+            pass
+    if os.stat(path).st_mode & 0o170000 != 0o040000:
+        raise OSError(20, "Not a directory", path)
+
+
+def kind_of(path: bytes) -> bytes:
+    try:
+        mode = os.lstat(path).st_mode & 0o170000
+    except (OSError, ValueError):
+        return b"missing"
+    return {0o120000: b"link", 0o100000: b"file", 0o040000: b"dir"}.get(mode, b"special")
+
+
+def step(verb: bytes, path: bytes, kinds: list[bytes]) -> None:
+    """One step of a "steps" operation (server.c's step); raises when it fails."""
+    if not path.startswith(b"/"):
+        raise OSError(22, "Invalid argument", path)
+    if verb == b"rm":
+        parent, _, name = path.rstrip(b"/").rpartition(b"/")
+        if name in (b"", b".", b".."):
+            raise OSError(22, "Invalid argument", path)
+        try:
+            folder = os.open(parent or b"/", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        except FileNotFoundError:
+            return
+        try:
+            remove_at(folder, name, 0)
+        finally:
+            os.close(folder)
+    elif verb == b"mkdir":
+        make_folders(path)
+    elif verb == b"private":
+        os.mkdir(path, 0o700)
+        os.chmod(path, 0o700)
+    elif verb == b"kind":
+        kinds.append(kind_of(path) + b"\n")
+    else:
+        raise OSError(22, "Invalid argument", verb)
+
+
+def steps(words: bytes, env: dict[bytes, bytes], timeout: float | None, data: bytes) -> None:
+    """The "steps" operation (server.c's header): file steps, then a program, if any."""
+    word = words.split(b"\0") if words else []
+    end = next((i for i in range(0, len(word), 2) if word[i] == b"--"), len(word))
+    if end == len(word) and end % 2:
+        send(b"E", b"helios shell: steps: a verb without its path\n")
+        send(b"X", b"2 0")
+        return
+    kinds: list[bytes] = []
+    for at in range(0, end, 2):
+        verb, path = word[at], word[at + 1]
+        try:
+            step(verb, path, kinds)
+        except (OSError, ValueError) as exc:
+            why = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+            send(b"E", b"helios shell: %s %s: %s\n" % (verb[:20], path[:300], why.encode()))
+            send(b"X", b"1 0")
+            return
+    if kinds:
+        send(b"O", b"".join(kinds))
+    if end + 1 >= len(word):
+        send(b"X", b"0 0")
+        return
+    run((None, word[end + 1 :]), env, timeout, data)
 
 
 def field(reader: object) -> bytes | None:
@@ -395,7 +526,9 @@ def main() -> None:
             env[name] = field(reader) or b""
         limit = float(timeout) if timeout else None
         if operation == b"run":
-            run(script, env, limit, data)
+            run(sh(script), env, limit, data)
+        elif operation == b"steps":
+            steps(script, env, limit, data)
         elif operation == b"service":
             start_service(script, env, data)
         elif operation in (b"status", b"stop"):

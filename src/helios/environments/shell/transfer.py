@@ -34,7 +34,13 @@ from typing import BinaryIO
 
 import helios.environments.shell.tar as _tar
 from helios._proc import CappedOutput, decode
-from helios.environments.base import Environment, ExecDownload, ExecResult
+from helios.environments.base import (
+    Environment,
+    ExecDownload,
+    ExecResult,
+    FileSteps,
+    read_kinds,
+)
 from helios.environments.local.bwrap import tool
 from helios.environments.shell.client import Sink
 from helios.environments.shell.payload import place_payload
@@ -83,8 +89,13 @@ def prepared_upload_script(prepare: str, dst: str) -> str:
     return (
         f"{prepare}\n"
         "code=$?; [ $code = 0 ] || exit $code\n"
-        f"exec tar -x -f - --no-same-owner --strip-components=1 -C {shlex.quote(dst)}"
+        f"exec {shlex.join(unpack_argv(dst))}"
     )
+
+
+def unpack_argv(dst: str) -> list[str]:
+    """`prepared_upload_script`'s tar, as the shell server's "steps" run it: no `sh`."""
+    return ["tar", "-x", "-f", "-", "--no-same-owner", "--strip-components=1", "-C", dst]
 
 
 def download_script(src: str, *, quiet: bool = False, measure: bool = True) -> str | None:
@@ -253,6 +264,21 @@ class ShellTransfers(Environment):
         `env`, or None (no shell now)."""
         return None
 
+    async def _shell_steps(
+        self, words: list[str], *, data: bytes = b"", timeout: float | None = 120
+    ) -> ExecResult | None:
+        """The shell server's "steps" as root (file work without a process, then the
+        program the words may end with), or None (no shell now)."""
+        return None
+
+    async def path_kinds(self, paths: Sequence[str]) -> list[str]:
+        if paths and self._transfers_in_shell:
+            words = [word for path in paths for word in ("kind", path)]
+            result = await self._shell_steps(words)
+            if result is not None and result.ok:
+                return read_kinds(result.stdout, len(paths))
+        return await super().path_kinds(paths)
+
     async def exec_then_download(
         self, command: str, src: str, dst: Path, *, env: dict[str, str] | None = None,
         timeout: float | None = None,
@@ -330,18 +356,28 @@ class ShellTransfers(Environment):
         return True
 
     async def _prepare_and_upload_in_shell(
-        self, prepare: str, uploads: Sequence[tuple[Path, str]]
+        self, prepare: str | FileSteps, uploads: Sequence[tuple[Path, str]]
     ) -> ExecResult | None:
         """The first upload in the same command as `prepare` (the verifier's reset and
-        its tests: one command, not two, and no staging copy); None if not done."""
-        first = uploads[0] if uploads else None
-        if first is None or not self._transfers_in_shell:
+        its tests: one command, not two, and no staging copy; `FileSteps` without a
+        process but the unpacking `tar`); None if not done."""
+        if not self._transfers_in_shell:
             return None
+        first = uploads[0] if uploads else None
+        if first is None:
+            if not isinstance(prepare, FileSteps):
+                return None
+            done = await self._shell_steps(prepare.words())
+            return done if done is not None and done.ok else None
         packed = await asyncio.to_thread(_shell_archive, first[0])
         if packed is None or not packed[1]:  # too large, or not a folder
             return None
-        script = prepared_upload_script(prepare, first[1])
-        result = await self._shell_command(script, data=packed[0])
+        if isinstance(prepare, FileSteps):
+            words = [*prepare.words(), "--", *unpack_argv(first[1])]
+            result = await self._shell_steps(words, data=packed[0])
+        else:
+            script = prepared_upload_script(prepare, first[1])
+            result = await self._shell_command(script, data=packed[0])
         if result is None or not result.ok:
             return None  # the two steps apart then say which failed
         for src, dst in uploads[1:]:
