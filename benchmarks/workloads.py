@@ -8,6 +8,7 @@ what it did: episodes done and failed. The child measures the rest.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import json
 import tempfile
@@ -158,13 +159,18 @@ async def _trivial(params: Params, out: Path) -> dict[str, Any]:
 
 
 def _as_the_cli(main: Coroutine[Any, Any, T], workers: int) -> T:
-    """`asyncio.run(main)` as `helios batch` runs it: its workers forked before the
-    loop starts (`preforked`); a checkout from before that spawns them in the run."""
+    """`asyncio.run(main)` as `helios batch` runs it (`cli.common.run_coroutine`): the
+    heap of its imports frozen (`frozen_heap`), then its workers forked before the
+    loop starts (`preforked`); a checkout from before either does without it."""
     try:
         from helios.engine.workers import preforked
     except ImportError:
         return asyncio.run(main)
-    with preforked(workers):
+    try:
+        from helios.cli.common import frozen_heap
+    except ImportError:
+        frozen_heap = contextlib.nullcontext
+    with frozen_heap(), preforked(workers):
         return asyncio.run(main)
 
 

@@ -15,14 +15,19 @@ import asyncio
 import contextlib
 import secrets
 import shlex
-import tempfile
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
 import helios.environments.shell.tar as _tar
 from helios.environments.base import ExecResult
-from helios.environments.shell.safe_copy import Bounds, Spool, UnsafeDownload, extract_tar
+from helios.environments.shell.safe_copy import (
+    Bounds,
+    Spool,
+    UnsafeDownload,
+    extract_tar,
+    spool_file,
+)
 from helios.environments.shell.transfer import (
     TAR_DONE,
     complaints,
@@ -92,13 +97,13 @@ async def download(fs: Any, run: Run, src: str, dst: Path) -> list[str]:
         if archived.timed_out or archived.exit_code not in TAR_DONE:
             reason = "timed out" if archived.timed_out else archived.stderr.strip()[:200]
             raise UnsafeDownload(f"{what}: the sandbox could not archive it ({reason})")
-        spool = await asyncio.to_thread(tempfile.TemporaryFile)
+        spool = spool_file()
         try:
             await _fetch(fs, staged, Spool(spool, bounds, what), what)
             await asyncio.to_thread(spool.seek, 0)
             skipped = await asyncio.to_thread(extract_tar, spool, dst, what=what, bounds=bounds)
         finally:
-            await asyncio.to_thread(spool.close)
+            spool.close()
     finally:
         await run(f"rm -f -- {quoted}")
     return [*complaints(archived.stderr, "tar"), *skipped]

@@ -36,9 +36,10 @@ import os
 import re
 import stat
 import tarfile
+import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
-from typing import IO, BinaryIO
+from typing import IO
 
 from helios.errors import EnvironmentExecError
 
@@ -102,6 +103,17 @@ class Bounds:
         """The most an archive within these bounds can weigh: the tar format adds
         headers and padding to the files' own bytes."""
         return self.max_bytes + self.max_entries * 1024 + (1 << 20)
+
+
+#: a download's archive is held in memory up to this size, then in an unnamed file
+SPOOL_IN_MEMORY = 256 * 1024
+
+
+def spool_file() -> IO[bytes]:
+    """Where a download's archive is spooled: memory for a small one (a verifier's
+    logs: no file made, and no thread hop to make or close it), a temporary file
+    past SPOOL_IN_MEMORY."""
+    return tempfile.SpooledTemporaryFile(max_size=SPOOL_IN_MEMORY)
 
 
 class Spool:
@@ -419,7 +431,7 @@ class _BoundedTar(tarfile.TarFile):
 
 
 def extract_tar(
-    archive: BinaryIO, dst: Path, *, what: str, bounds: Bounds | None = None
+    archive: IO[bytes], dst: Path, *, what: str, bounds: Bounds | None = None
 ) -> list[str]:
     """Extract a `tar -c NAME` archive into `dst`, dropping its top-level name:
     a single file becomes `dst` itself; a folder's contents land inside `dst`.

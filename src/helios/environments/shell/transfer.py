@@ -27,10 +27,9 @@ import posixpath
 import re
 import secrets
 import shlex
-import tempfile
 from collections.abc import Sequence
 from pathlib import Path
-from typing import BinaryIO
+from typing import IO
 
 import helios.environments.shell.tar as _tar
 from helios._proc import CappedOutput, decode
@@ -51,6 +50,7 @@ from helios.environments.shell.safe_copy import (
     Spool,
     UnsafeDownload,
     extract_tar,
+    spool_file,
 )
 from helios.errors import EnvironmentExecError
 
@@ -303,7 +303,7 @@ class ShellTransfers(Environment):
             return None
         what = f"download of {src}"
         bounds = Bounds()
-        spool = await asyncio.to_thread(tempfile.TemporaryFile)
+        spool = spool_file()
         try:
             split = Split(boundary.encode(), Spool(spool, bounds, what))
             try:
@@ -332,7 +332,7 @@ class ShellTransfers(Environment):
             except (DownloadMissing, UnsafeDownload) as exc:
                 return ExecDownload(result, refused=exc)
         finally:
-            await asyncio.to_thread(spool.close)
+            spool.close()
         return ExecDownload(result, skipped)
 
     async def _download_apart(self, result: ExecResult, src: str, dst: Path) -> ExecDownload:
@@ -391,7 +391,7 @@ class ShellTransfers(Environment):
             return None
         what = f"download of {src}"
         bounds = Bounds()
-        spool = await asyncio.to_thread(tempfile.TemporaryFile)
+        spool = spool_file()
         try:
             result = await self._shell_command(script, sink=Spool(spool, bounds, what))
             if result is None:
@@ -404,11 +404,11 @@ class ShellTransfers(Environment):
                 raise UnsafeDownload(f"{what}: the sandbox could not archive it ({reason})")
             skipped = await asyncio.to_thread(_extract_spool, spool, dst, what, bounds)
         finally:
-            await asyncio.to_thread(spool.close)
+            spool.close()
         return [*complaints(result.stderr, "tar"), *skipped]
 
 
-def _extract_spool(spool: BinaryIO, dst: Path, what: str, bounds: Bounds) -> list[str]:
+def _extract_spool(spool: IO[bytes], dst: Path, what: str, bounds: Bounds) -> list[str]:
     """A download's archive, spooled whole, checked and unpacked at `dst` (one thread hop)."""
     spool.seek(0)
     return extract_tar(spool, dst, what=what, bounds=bounds)
