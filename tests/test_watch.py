@@ -26,6 +26,7 @@ from helios.environments.desktop import vnc
 from helios.environments.desktop.actions import Action, Geometry
 from helios.environments.desktop.desktop import Desktop
 
+from .cli_inprocess import helios_inprocess
 from .conftest import helios_cmd
 from .desktop_helpers import (
     EVENTS_PAGE,
@@ -187,11 +188,12 @@ def test_the_live_display_lists_each_desktops_url() -> None:
 
 
 def test_watch_and_interactive_refuse_several_attempts(tmp_path: Path) -> None:
+    # in this process (tests/cli_inprocess.py): a refused option starts nothing, and a
+    # fresh interpreter per flag would add only its start
     for flag in ("--watch", "--interactive", "-i"):
-        result = subprocess.run(
-            helios_cmd("run", str(GUI_EXAMPLES / "browser-form"), "-k", "2", flag,
-                       "--agent", "oracle", "-o", str(tmp_path)),
-            capture_output=True, text=True, timeout=120,
+        result = helios_inprocess(
+            "run", str(GUI_EXAMPLES / "browser-form"), "-k", "2", flag, "--agent", "oracle",
+            "-o", str(tmp_path), cwd=tmp_path,
         )  # fmt: skip
         assert result.returncode == 2, result.stderr
         assert "The -k option is incompatible with --watch and --interactive modes" in (
