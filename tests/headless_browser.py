@@ -91,7 +91,7 @@ class Chromium:
             start_new_session=True,  # its helpers too are stopped at the end, by the group
         )  # fmt: skip
         try:
-            self.port = asyncio.run(_devtools_port(self.profile))
+            self.port = _devtools_port_now(self.profile)
         except BaseException:
             self.close()
             raise
@@ -170,3 +170,17 @@ async def _devtools_port(profile: Path, deadline: float = 30.0) -> int:
         if time.monotonic() > ends:
             raise AssertionError("headless chromium never opened its DevTools port")
         await asyncio.sleep(0.05)
+
+
+def _devtools_port_now(profile: Path, deadline: float = 30.0) -> int:
+    """`_devtools_port`, for callers outside an event loop or inside one."""
+    marker = profile / "DevToolsActivePort"
+    ends = time.monotonic() + deadline
+    while True:
+        if marker.is_file():
+            first = marker.read_text().split("\n", 1)[0].strip()
+            if first.isdigit():
+                return int(first)
+        if time.monotonic() > ends:
+            raise AssertionError("headless chromium never opened its DevTools port")
+        time.sleep(0.05)
