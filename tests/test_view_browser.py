@@ -23,6 +23,7 @@ from urllib.parse import urlencode
 
 import pytest
 
+from .cli_inprocess import helios_inprocess
 from .conftest import TaskMaker, helios_cmd
 from .headless_browser import Chromium, Page, chromium, open_page
 from .view_helpers import (
@@ -318,8 +319,9 @@ def test_a_bundle_works_from_file_urls(browser: Chromium, tmp_path: Path) -> Non
                           capture_output=True, text=True, timeout=120)  # fmt: skip
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == f"wrote {out / 'index.html'}: 1 run(s), 60 trial(s)"
-    again = subprocess.run(helios_cmd("view", str(tmp_path / "output"), "--bundle", str(out)),
-                           capture_output=True, text=True, timeout=120)  # fmt: skip
+    # the refusal in this process (tests/cli_inprocess.py): it writes nothing
+    again = helios_inprocess("view", str(tmp_path / "output"), "--bundle", str(out),
+                             cwd=tmp_path)  # fmt: skip
     assert again.returncode == 2 and "exists and is not an empty folder" in again.stderr
 
     async def go() -> None:
