@@ -58,7 +58,8 @@ def read_png(data: bytes) -> Image:
             raise ValueError("not a PNG")
         rgb = image.convert("RGB")
     width, height = rgb.size
-    pixels = list(rgb.getdata())
+    raw = rgb.tobytes()
+    pixels = list(zip(raw[0::3], raw[1::3], raw[2::3], strict=True))
     return Image(width, height, [pixels[y * width : (y + 1) * width] for y in range(height)])
 
 
