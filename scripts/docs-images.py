@@ -35,7 +35,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "src"))
 sys.path.insert(0, str(ROOT / "tests"))
 
-from headless_browser import Page, open_page  # noqa: E402
+from headless_browser import Chromium, Page, open_page  # noqa: E402
 from helios.testing.mock_llm import MockLLMServer  # noqa: E402
 
 SIZE = (1280, 860)
@@ -95,15 +95,21 @@ async def exact_size(page: Page) -> None:
 
 
 async def shoot(url: str, run_key: str, passed_folder: str, images: Path) -> None:
-    async with open_page(route(url, "/run", run=run_key, status="failed"), SIZE) as page:
-        await exact_size(page)
-        await page.until("document.querySelectorAll('#trials-table tbody tr').length === 4")
-        await page.until("document.fonts.status === 'loaded'")
-        (images / "view-run.png").write_bytes(await page.screenshot())
-    async with open_page(route(url, "/trial", run=run_key, folder=passed_folder), SIZE) as page:
-        await exact_size(page)
-        await page.until("document.querySelectorAll('#steps .step').length >= 3")
-        (images / "view-trial.png").write_bytes(await page.screenshot())
+    browser = Chromium(SIZE)  # one for both pictures, a tab each
+    try:
+        target = route(url, "/run", run=run_key, status="failed")
+        async with open_page(target, SIZE, browser) as page:
+            await exact_size(page)
+            await page.until("document.querySelectorAll('#trials-table tbody tr').length === 4")
+            await page.until("document.fonts.status === 'loaded'")
+            (images / "view-run.png").write_bytes(await page.screenshot())
+        target = route(url, "/trial", run=run_key, folder=passed_folder)
+        async with open_page(target, SIZE, browser) as page:
+            await exact_size(page)
+            await page.until("document.querySelectorAll('#steps .step').length >= 3")
+            (images / "view-trial.png").write_bytes(await page.screenshot())
+    finally:
+        browser.close()
 
 
 def main() -> int:

@@ -23,7 +23,7 @@ from helios.testing.mock_llm import MockLLMServer
 from helios.trajectories import ATIF_MULTIMODAL_VERSION, validate_trajectory
 
 from .conftest import helios_cmd
-from .desktop_helpers import GUI_EXAMPLES, PROVIDERS, need_desktop
+from .desktop_helpers import GUI_EXAMPLES, need_desktop
 
 KEY = "sk-helios-gui-test-5ecret"
 SCRIPT = Path(__file__).parent / "fixtures" / "gui_episodes.json"
@@ -86,19 +86,19 @@ def _passed(batch: BatchResult) -> None:
     assert [(r["reward"], r["agent_error"]) for r in rows] == [(1.0, None)] * len(rows)
 
 
-@pytest.mark.parametrize("provider", PROVIDERS)
 def test_gemini_the_seeds_default_model_fills_the_form(
-    provider: str, server: MockLLMServer, tmp_path: Path
+    server: MockLLMServer, tmp_path: Path
 ) -> None:
-    """As a user types it; the computer agent is chosen for the model (docker) and
-    named (local). Gemini's predefined functions have no double or right click, so
-    its episode is the form."""
-    need_desktop(provider)
-    agent = ["--agent", "computer"] if provider == "docker" else []
+    """As a user types it, with the computer agent chosen for the model. Gemini's
+    predefined functions have no double or right click, so its episode is the form.
+    On docker only: as WIRE_CASES below, a wire's code does not depend on the
+    provider (the local desktop runs Gemini-less wires here and in
+    tests/test_harbor_computer_task.py, which also names `--agent computer`)."""
+    need_desktop("docker")
     done = subprocess.run(
         helios_cmd("batch", str(GUI_EXAMPLES), "-p", "**/browser-form/task.toml", "-m", GEMINI,
-                   "--base-url", server.gemini_base_url, "--api-key", KEY, *agent,
-                   "--provider", provider, "-o", str(tmp_path), "-q"),
+                   "--base-url", server.gemini_base_url, "--api-key", KEY,
+                   "--provider", "docker", "-o", str(tmp_path), "-q"),
         capture_output=True, text=True, timeout=600, env={**os.environ, "COLUMNS": "200"},
     )  # fmt: skip
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]

@@ -10,6 +10,7 @@ from dataclasses import replace
 
 import pytest
 
+from helios.environments.base import Environment
 from helios.environments.desktop.actions import Action, Geometry
 from helios.environments.desktop.capture import capture_command
 from helios.environments.desktop.desktop import (
@@ -82,39 +83,49 @@ def test_the_probe_is_read() -> None:
 
 # -- a real desktop -------------------------------------------------------------
 @pytest.mark.parametrize("provider", PROVIDERS)
-def test_desktop_starts_and_screenshots_show_it(provider: str) -> None:
+def test_desktop_starts_screenshots_show_it_and_each_action_has_a_visible_effect(
+    provider: str,
+) -> None:
+    """One desktop per provider for both halves (a desktop start is most of each
+    half's CPU): it starts and its screenshots show it, then each action kind on
+    the same page."""
     need_desktop(provider)
 
     async def go() -> None:
         async with sandbox(provider) as env:
             desktop = await Desktop.start(env, SIZE, start_url=EVENTS_PAGE)
-            for service in (SERVICE_X, SERVICE_WM, SERVICE_BROWSER):
-                assert await env.service_running(service), service
-            await title_shows(desktop, "events: ready")
-            shot = read_png_header(await desktop.screenshot())
-            assert shot == (800, 600)
-            assert read_png_header(await desktop.screenshot(size=(400, 300))) == (400, 300)
-            # The page's halves, seen through zoom crops at full resolution.
-            await _page_top(desktop)
-            left = await _crop(desktop, (40, 500, 60, 520))
-            right = await _crop(desktop, (740, 500, 760, 520))
-            assert (left.width, left.height) == (20, 20)
-            assert left.colours() == {GREEN} and right.colours() == {BLUE}
-            # Not blank: the browser's toolbar over the page, many colours.
-            top = read_png(await desktop.screenshot((0, 0, 400, 140)))
-            assert len(top.colours()) > 5 and GREEN in top.colours()
-            # The other capture programs give the same crop.
-            for capture in ("scrot", "xwd"):
-                other = Desktop(env, desktop.geometry, replace(desktop.tools, capture=capture))
-                crop = read_png(await other.screenshot((40, 500, 60, 520)))
-                assert (crop.width, crop.height, crop.colours()) == (20, 20, {GREEN}), capture
-                assert read_png_header(await other.screenshot()) == (800, 600), capture
-            # A second start attaches: the same desktop, its real size.
-            again = await Desktop.start(env, Geometry(1024, 768))
-            assert again.geometry == SIZE
-            assert (await titles(again)).count("Chromium") == 1
+            await _starts_and_screenshots_show_it(env, desktop)
+            await _each_action_has_a_visible_effect(env, desktop)
 
     run_async(go())
+
+
+async def _starts_and_screenshots_show_it(env: Environment, desktop: Desktop) -> None:
+    for service in (SERVICE_X, SERVICE_WM, SERVICE_BROWSER):
+        assert await env.service_running(service), service
+    await title_shows(desktop, "events: ready")
+    shot = read_png_header(await desktop.screenshot())
+    assert shot == (800, 600)
+    assert read_png_header(await desktop.screenshot(size=(400, 300))) == (400, 300)
+    # The page's halves, seen through zoom crops at full resolution.
+    await _page_top(desktop)
+    left = await _crop(desktop, (40, 500, 60, 520))
+    right = await _crop(desktop, (740, 500, 760, 520))
+    assert (left.width, left.height) == (20, 20)
+    assert left.colours() == {GREEN} and right.colours() == {BLUE}
+    # Not blank: the browser's toolbar over the page, many colours.
+    top = read_png(await desktop.screenshot((0, 0, 400, 140)))
+    assert len(top.colours()) > 5 and GREEN in top.colours()
+    # The other capture programs give the same crop.
+    for capture in ("scrot", "xwd"):
+        other = Desktop(env, desktop.geometry, replace(desktop.tools, capture=capture))
+        crop = read_png(await other.screenshot((40, 500, 60, 520)))
+        assert (crop.width, crop.height, crop.colours()) == (20, 20, {GREEN}), capture
+        assert read_png_header(await other.screenshot()) == (800, 600), capture
+    # A second start attaches: the same desktop, its real size.
+    again = await Desktop.start(env, Geometry(1024, 768))
+    assert again.geometry == SIZE
+    assert (await titles(again)).count("Chromium") == 1
 
 
 def read_png_header(data: bytes) -> tuple[int, int]:
@@ -142,68 +153,60 @@ async def _page_top(desktop: Desktop) -> int:
     return rows[0] - 40
 
 
-@pytest.mark.parametrize("provider", PROVIDERS)
-def test_each_action_has_a_visible_effect(provider: str) -> None:
-    need_desktop(provider)
+async def _each_action_has_a_visible_effect(env: Environment, d: Desktop) -> None:
+    await title_shows(d, "events: ready")
+    top = await _page_top(d)
 
-    async def go() -> None:
-        async with sandbox(provider) as env:
-            d = await Desktop.start(env, SIZE, start_url=EVENTS_PAGE)
-            await title_shows(d, "events: ready")
-            top = await _page_top(d)
+    async def act(action: Action, expected: str) -> None:
+        result = await d.execute(action)
+        assert result.error is None, (action, result.error)
+        await title_shows(d, expected)
 
-            async def act(action: Action, expected: str) -> None:
-                result = await d.execute(action)
-                assert result.error is None, (action, result.error)
-                await title_shows(d, expected)
+    at = (200, top + 300)
 
-            at = (200, top + 300)
+    def spot(i: int) -> tuple[int, int]:  # apart: clicks there never join up
+        return 100 + 40 * i, top + 320
 
-            def spot(i: int) -> tuple[int, int]:  # apart: clicks there never join up
-                return 100 + 40 * i, top + 320
-
-            await act(Action("click", point=spot(0)), "events: up b0 n1 none")
-            await act(Action("click", point=spot(1), count=2), "events: up b0 n2 none")
-            await act(Action("click", point=spot(2), count=3), "events: up b0 n3 none")
-            await act(Action("click", point=spot(3), button="right"), "events: up b2 n1 none")
-            await act(Action("click", point=spot(4), button="middle"), "events: up b1 n1 none")
-            await act(Action("click", point=spot(5), modifiers=("ctrl", "shift")),
-                      "events: up b0 n1 ctrl+shift")  # fmt: skip
-            await act(Action("move", point=(321, top + 123)), "events: move 321 123")
-            await act(Action("drag", path=((100, top + 200), (300, top + 260))),
-                      "events: drag 100,200 300,260 moves")  # fmt: skip
-            await act(Action("scroll", point=at, dy=3), "events: wheel dx 0 dy 3 none")
-            await act(Action("scroll", point=at, dy=-1, dx=-2), "events: wheel dx -2 dy 2 none")
-            await act(Action("click", point=(100, top + 60)), "events: up b0 n1")
-            typed = "Hello, world! $HOME"
-            await act(Action("type", text=typed), f"events: text {typed}")
-            await act(Action("click", point=at), "events: up b0 n1 none")  # out of the box
-            await act(Action("key", keys=("ctrl", "shift", "y")), "events: key ctrl+shift Y")
-            await act(Action("key", keys=("tab",)), "events: key none Tab")
-            await act(Action("key", keys=("pagedown",)), "events: key none PageDown")
-            mark = time.monotonic()
-            await act(Action("hold_key", keys=("b",), seconds=0.6), "events: held b ms")
-            assert time.monotonic() - mark >= 0.6
-            held_ms = int((await titles(d)).split("events: held b ms ")[1].split()[0])
-            assert held_ms >= 450
-            mark = time.monotonic()
-            assert (await d.execute(Action("wait", seconds=0.3))).error is None
-            assert time.monotonic() - mark >= 0.3
-            await act(Action("navigate", url="data:text/html,<title>navigated here</title>"),
-                      "navigated here")  # fmt: skip
-            answer = "HX-7Q4K 'quoted' \"twice\"\nline two"
-            assert (await d.execute(Action("done", text=answer))).error is None
-            written = await env.exec("cat /logs/agent/final_answer.txt", cwd="/")
-            assert written.stdout == answer
-            bash = await d.execute(Action("bash", text="echo $DISPLAY"))
-            assert bash.output.strip() == ":1"
-            # What cannot be done is an error for the model, never an exception.
-            for bad in (Action("key", keys=()), Action("drag", path=((1, 1),)),
-                        Action("zoom", region=(5, 5, 5, 50)), Action("navigate")):  # fmt: skip
-                assert (await d.execute(bad)).error, bad
-            assert "no window" not in await titles(d)
-
-    run_async(go())
+    await act(Action("click", point=spot(0)), "events: up b0 n1 none")
+    await act(Action("click", point=spot(1), count=2), "events: up b0 n2 none")
+    await act(Action("click", point=spot(2), count=3), "events: up b0 n3 none")
+    await act(Action("click", point=spot(3), button="right"), "events: up b2 n1 none")
+    await act(Action("click", point=spot(4), button="middle"), "events: up b1 n1 none")
+    await act(Action("click", point=spot(5), modifiers=("ctrl", "shift")),
+              "events: up b0 n1 ctrl+shift")  # fmt: skip
+    await act(Action("move", point=(321, top + 123)), "events: move 321 123")
+    await act(Action("drag", path=((100, top + 200), (300, top + 260))),
+              "events: drag 100,200 300,260 moves")  # fmt: skip
+    await act(Action("scroll", point=at, dy=3), "events: wheel dx 0 dy 3 none")
+    await act(Action("scroll", point=at, dy=-1, dx=-2), "events: wheel dx -2 dy 2 none")
+    await act(Action("click", point=(100, top + 60)), "events: up b0 n1")
+    typed = "Hello, world! $HOME"
+    await act(Action("type", text=typed), f"events: text {typed}")
+    await act(Action("click", point=at), "events: up b0 n1 none")  # out of the box
+    await act(Action("key", keys=("ctrl", "shift", "y")), "events: key ctrl+shift Y")
+    await act(Action("key", keys=("tab",)), "events: key none Tab")
+    await act(Action("key", keys=("pagedown",)), "events: key none PageDown")
+    mark = time.monotonic()
+    await act(Action("hold_key", keys=("b",), seconds=0.6), "events: held b ms")
+    assert time.monotonic() - mark >= 0.6
+    held_ms = int((await titles(d)).split("events: held b ms ")[1].split()[0])
+    assert held_ms >= 450
+    mark = time.monotonic()
+    assert (await d.execute(Action("wait", seconds=0.3))).error is None
+    assert time.monotonic() - mark >= 0.3
+    await act(Action("navigate", url="data:text/html,<title>navigated here</title>"),
+              "navigated here")  # fmt: skip
+    answer = "HX-7Q4K 'quoted' \"twice\"\nline two"
+    assert (await d.execute(Action("done", text=answer))).error is None
+    written = await env.exec("cat /logs/agent/final_answer.txt", cwd="/")
+    assert written.stdout == answer
+    bash = await d.execute(Action("bash", text="echo $DISPLAY"))
+    assert bash.output.strip() == ":1"
+    # What cannot be done is an error for the model, never an exception.
+    for bad in (Action("key", keys=()), Action("drag", path=((1, 1),)),
+                Action("zoom", region=(5, 5, 5, 50)), Action("navigate")):  # fmt: skip
+        assert (await d.execute(bad)).error, bad
+    assert "no window" not in await titles(d)
 
 
 def test_an_image_without_xvfb_has_no_desktop(need_docker: None) -> None:

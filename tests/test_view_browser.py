@@ -2,7 +2,13 @@
 the runs list, a run's table with a filter, a trial with its screenshot and the
 click drawn on it, a run that grows while the page watches, and hostile text that
 must stay text. Each test saves a screenshot of what it checked, under
-$HELIOS_VIEW_ARTIFACTS when set (else the test's tmp_path)."""
+$HELIOS_VIEW_ARTIFACTS when set (else the test's tmp_path).
+
+The module's tests share one Chromium (each page a tab of its own that starts
+without cookies: no token of another test's), and the viewer runs on a thread of the
+test's process (`view_in_process`: the server the CLI starts, without a new
+interpreter each time); the tokened URL's test starts it as a user does, and
+tests/test_view_api.py checks the CLI's own options."""
 
 from __future__ import annotations
 
@@ -11,30 +17,37 @@ import fcntl
 import json
 import os
 import subprocess
+from collections.abc import Iterator
 from pathlib import Path
 from urllib.parse import urlencode
 
 import pytest
 
+from .cli_inprocess import helios_inprocess
 from .conftest import TaskMaker, helios_cmd
-from .headless_browser import Page, chromium, open_page
+from .headless_browser import Chromium, Page, chromium, open_page
 from .view_helpers import (
     add_gui_trial,
     record,
+    view_in_process,
     view_server,
     write_generate_run,
     write_run,
     write_toolcalls_run,
 )
 
+SIZE = (1280, 900)
 
-@pytest.fixture(autouse=True)
-def _need_chromium() -> None:
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Chromium]:
     if chromium() is None:  # as test_watch: the browser is part of the test system
         pytest.fail("chromium is not installed (scripts/setup-system.sh installs it)")
-
-
-SIZE = (1280, 900)
+    running = Chromium(SIZE)
+    try:
+        yield running
+    finally:
+        running.close()
 
 
 def artifacts(tmp_path: Path) -> Path:
@@ -53,8 +66,9 @@ def hash_url(url: str, path: str, **params: str) -> str:
     return f"{url}#{path}" + (f"?{urlencode(params)}" if params else "")
 
 
-def test_the_runs_list_shows_a_real_batch(need_bwrap: None, make_task: TaskMaker,
-                                          tmp_path: Path) -> None:  # fmt: skip
+def test_the_runs_list_shows_a_real_batch(
+    browser: Chromium, need_bwrap: None, make_task: TaskMaker, tmp_path: Path
+) -> None:
     make_task("hello", solve="true\n")
     make_task("broken", test="echo 0 > /logs/verifier/reward.txt\n")
     out = tmp_path / "output"
@@ -64,7 +78,7 @@ def test_the_runs_list_shows_a_real_batch(need_bwrap: None, make_task: TaskMaker
     write_run(out / "batch_handwritten", [record(i) for i in range(3)])
 
     async def go(url: str) -> None:
-        async with open_page(url, SIZE) as page:
+        async with open_page(url, SIZE, browser) as page:
             await page.until("document.querySelectorAll('#runs-table tbody tr').length === 2")
             # the first cell is the box that picks a run for a comparison
             rows = await page.evaluate("""[...document.querySelectorAll('#runs-table tbody tr')]
@@ -74,11 +88,11 @@ def test_the_runs_list_shows_a_real_batch(need_bwrap: None, make_task: TaskMaker
             assert real[6] == "50.0%" and real[-1] == "done"
             await save(page, tmp_path, "runs")
 
-    with view_server(str(out)) as url:
+    with view_in_process(out) as url:
         asyncio.run(go(url))
 
 
-def test_a_runs_table_with_a_filter_applied(tmp_path: Path) -> None:
+def test_a_runs_table_with_a_filter_applied(browser: Chromium, tmp_path: Path) -> None:
     statuses = ("passed", "failed", "error")
     items = [record(i, status=statuses[i % 3], reward=1.0 if i % 3 == 0 else 0.0,
                     error="TimeoutError: agent took too long" if i % 3 == 2 else None)
@@ -86,7 +100,7 @@ def test_a_runs_table_with_a_filter_applied(tmp_path: Path) -> None:
     write_run(tmp_path / "output" / "batch_big", items)
 
     async def go(url: str) -> None:
-        async with open_page(hash_url(url, "/run", run="0/batch_big"), SIZE) as page:
+        async with open_page(hash_url(url, "/run", run="0/batch_big"), SIZE, browser) as page:
             await page.until("document.querySelectorAll('#trials-table tbody tr').length === 50")
             assert await page.evaluate("document.getElementById('trial-count').textContent") == (
                 "120 of 120 trials, page 1 of 3"
@@ -115,11 +129,13 @@ def test_a_runs_table_with_a_filter_applied(tmp_path: Path) -> None:
             )
             await save(page, tmp_path, "run-filtered")
 
-    with view_server(str(tmp_path / "output")) as url:
+    with view_in_process(tmp_path / "output") as url:
         asyncio.run(go(url))
 
 
-def test_a_trial_shows_its_screenshot_with_the_click_drawn(tmp_path: Path) -> None:
+def test_a_trial_shows_its_screenshot_with_the_click_drawn(
+    browser: Chromium, tmp_path: Path
+) -> None:
     item = record(0, task_name="click-ok")
     run = write_run(tmp_path / "output" / "batch_gui", [item])
     agent = add_gui_trial(run, item)
@@ -131,7 +147,7 @@ def test_a_trial_shows_its_screenshot_with_the_click_drawn(tmp_path: Path) -> No
 
     async def go(url: str) -> None:
         target = hash_url(url, "/trial", run="0/batch_gui", folder=item["folder"])
-        async with open_page(target, SIZE) as page:
+        async with open_page(target, SIZE, browser) as page:
             await page.until("document.querySelectorAll('#steps .step').length === 4")
             await page.until(
                 "[...document.querySelectorAll('img')].filter("
@@ -156,15 +172,15 @@ def test_a_trial_shows_its_screenshot_with_the_click_drawn(tmp_path: Path) -> No
             await page.evaluate("document.querySelector('[data-step=\"1\"]').scrollIntoView()")
             await save(page, tmp_path, "trial")
 
-    with view_server(str(tmp_path / "output")) as url:
+    with view_in_process(tmp_path / "output") as url:
         asyncio.run(go(url))
 
 
-def test_a_running_run_updates_while_the_page_watches(tmp_path: Path) -> None:
+def test_a_running_run_updates_while_the_page_watches(browser: Chromium, tmp_path: Path) -> None:
     run = write_run(tmp_path / "output" / "batch_live", [record(0)], summary=False)
 
     async def go(url: str) -> None:
-        async with open_page(hash_url(url, "/run", run="0/batch_live"), SIZE) as page:
+        async with open_page(hash_url(url, "/run", run="0/batch_live"), SIZE, browser) as page:
             await page.until("document.getElementById('run-status')?.textContent === 'running'")
             assert await page.evaluate("document.getElementById('run-trials').textContent") == "1"
             await page.evaluate("window.__samePage = 1")  # gone if the page reloaded
@@ -191,7 +207,7 @@ def test_a_running_run_updates_while_the_page_watches(tmp_path: Path) -> None:
         fcntl.flock(lock.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
         lock.write(str(os.getpid()))
         lock.flush()
-        with view_server(str(tmp_path / "output")) as url:
+        with view_in_process(tmp_path / "output") as url:
             asyncio.run(go(url))
 
 
@@ -202,7 +218,7 @@ HOSTILE = (
 )
 
 
-def test_hostile_text_stays_text(tmp_path: Path) -> None:
+def test_hostile_text_stays_text(browser: Chromium, tmp_path: Path) -> None:
     payload = " ".join(HOSTILE)
     item = record(0, task_name=HOSTILE[1], error=f"RuntimeError: {payload}",
                   verifier_note=HOSTILE[0], model=HOSTILE[2])  # fmt: skip
@@ -222,11 +238,13 @@ def test_hostile_text_stays_text(tmp_path: Path) -> None:
     (run / "001_x" / "verifier" / "test-stdout.txt").write_text(payload)
     (run / "001_x" / "verifier" / "test-stderr.txt").write_text(HOSTILE[2])
 
-    async def visit(page: Page, name: str, ready: str) -> str:
-        """The view's text once `ready`, after a screenshot, opening every detail and
-        following every in-page link as a curious person would."""
+    async def visit(page: Page, name: str, ready: str, shown: str = "true") -> str:
+        """The view's text once `ready`, and once `shown` with every detail opened
+        (parts of a page load after it), after a screenshot, following every in-page
+        link as a curious person would."""
         await page.until(ready)
-        await page.evaluate("document.querySelectorAll('details').forEach(d => d.open = true)")
+        await page.until("(document.querySelectorAll('details').forEach(d => d.open = true), "
+                         f"{shown})")  # fmt: skip
         await save(page, tmp_path, f"hostile-{name}")
         text: str = await page.evaluate("document.body.innerText")
         hrefs = await page.evaluate("[...document.querySelectorAll('a')].map(a => a.href)")
@@ -240,23 +258,26 @@ def test_hostile_text_stays_text(tmp_path: Path) -> None:
         return text
 
     async def go(url: str) -> None:
-        async with open_page(url, SIZE) as page:
+        async with open_page(url, SIZE, browser) as page:
             text = await visit(page, "runs", "document.querySelectorAll('#runs-table tr').length")
             assert HOSTILE[2] in text  # the model, shown as it is
             await page.evaluate(f"location.hash = {json.dumps('#/run?run=0/batch_hostile')}")
             text = await visit(page, "run", "document.querySelectorAll('#trials-table tr').length")
             assert HOSTILE[0] in text and HOSTILE[1] in text  # the note and the task name
             await page.evaluate("location.hash = '#/trial?run=0/batch_hostile&folder=001_x'")
-            text = await visit(page, "trial", "document.querySelectorAll('#steps .step').length")
+            # message, reasoning, observation, verifier stdout: each may come late
+            four = f"document.body.innerText.split({json.dumps(payload)}).length > 4"
+            text = await visit(page, "trial", "document.querySelectorAll('#steps .step').length",
+                               four)  # fmt: skip
             assert text.count(payload) >= 4  # message, reasoning, observation, verifier stdout
             assert HOSTILE[1] in text and HOSTILE[2] in text  # the tool's name, stderr
             assert await page.evaluate("document.querySelectorAll('script').length") == 1
 
-    with view_server(str(tmp_path / "output")) as url:
+    with view_in_process(tmp_path / "output") as url:
         asyncio.run(go(url))
 
 
-def test_bad_input_is_a_message_in_the_page(tmp_path: Path) -> None:
+def test_bad_input_is_a_message_in_the_page(browser: Chromium, tmp_path: Path) -> None:
     run = write_run(tmp_path / "output" / "batch_bad", [record(0), record(1)])
     with (run / "results.jsonl").open("a") as handle:
         handle.write("{damaged\n")
@@ -264,7 +285,7 @@ def test_bad_input_is_a_message_in_the_page(tmp_path: Path) -> None:
     (run / "002_task-001" / "agent" / "trajectory.json").write_text('{"not": "atif"}')
 
     async def go(url: str) -> None:
-        async with open_page(hash_url(url, "/run", run="0/batch_bad"), SIZE) as page:
+        async with open_page(hash_url(url, "/run", run="0/batch_bad"), SIZE, browser) as page:
             await page.until("document.querySelectorAll('#trials-table tbody tr').length === 3")
             damaged = await page.evaluate(
                 "document.querySelector('#trials-table tbody tr:nth-child(3)').innerText"
@@ -283,11 +304,11 @@ def test_bad_input_is_a_message_in_the_page(tmp_path: Path) -> None:
             assert error == "'../../..' is not a path inside the run"
             await save(page, tmp_path, "bad-input")
 
-    with view_server(str(tmp_path / "output")) as url:
+    with view_in_process(tmp_path / "output") as url:
         asyncio.run(go(url))
 
 
-def test_a_bundle_works_from_file_urls(tmp_path: Path) -> None:
+def test_a_bundle_works_from_file_urls(browser: Chromium, tmp_path: Path) -> None:
     statuses = ("passed", "failed")
     items = [record(i, status=statuses[i % 2], reward=float(i % 2 == 0)) for i in range(60)]
     items[0]["task_name"] = HOSTILE[1]
@@ -298,13 +319,14 @@ def test_a_bundle_works_from_file_urls(tmp_path: Path) -> None:
                           capture_output=True, text=True, timeout=120)  # fmt: skip
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == f"wrote {out / 'index.html'}: 1 run(s), 60 trial(s)"
-    again = subprocess.run(helios_cmd("view", str(tmp_path / "output"), "--bundle", str(out)),
-                           capture_output=True, text=True, timeout=120)  # fmt: skip
+    # the refusal in this process (tests/cli_inprocess.py): it writes nothing
+    again = helios_inprocess("view", str(tmp_path / "output"), "--bundle", str(out),
+                             cwd=tmp_path)  # fmt: skip
     assert again.returncode == 2 and "exists and is not an empty folder" in again.stderr
 
     async def go() -> None:
         base = (out / "index.html").as_uri()
-        async with open_page(base, SIZE) as page:
+        async with open_page(base, SIZE, browser) as page:
             await page.until("document.querySelectorAll('#runs-table tbody tr').length === 1")
             await save(page, tmp_path, "bundle-runs")
             query = urlencode({"run": "0/batch_shared", "status": "failed", "sort": "duration",
@@ -330,13 +352,13 @@ def test_a_bundle_works_from_file_urls(tmp_path: Path) -> None:
     asyncio.run(go())
 
 
-def test_a_generate_chat_and_a_toolcalls_mismatch(tmp_path: Path) -> None:
+def test_a_generate_chat_and_a_toolcalls_mismatch(browser: Chromium, tmp_path: Path) -> None:
     payload = " ".join(HOSTILE)
     write_generate_run(tmp_path / "output" / "hermes_run", hostile=payload)
     write_toolcalls_run(tmp_path / "output" / "toolcalls_1", hostile=payload)
 
     async def go(url: str) -> None:
-        async with open_page(hash_url(url, "/run", run="0/hermes_run"), SIZE) as page:
+        async with open_page(hash_url(url, "/run", run="0/hermes_run"), SIZE, browser) as page:
             await page.until("document.querySelectorAll('#trials-table tbody tr').length === 3")
             await page.evaluate("document.querySelector('#trials-table tbody tr').click()")
             await page.until("document.querySelectorAll('#chat .turn').length === 5")
@@ -357,19 +379,21 @@ def test_a_generate_chat_and_a_toolcalls_mismatch(tmp_path: Path) -> None:
             await save(page, tmp_path, "toolcalls-mismatch")
             assert await page.evaluate("typeof window.__pwned") == "undefined"
 
-    with view_server(str(tmp_path / "output")) as url:
+    with view_in_process(tmp_path / "output") as url:
         asyncio.run(go(url))
 
 
-def test_beyond_loopback_the_page_works_from_its_tokened_url(tmp_path: Path) -> None:
+def test_beyond_loopback_the_page_works_from_its_tokened_url(
+    browser: Chromium, tmp_path: Path
+) -> None:
     write_run(tmp_path / "output" / "batch_remote", [record(0), record(1)])
 
     async def go(url: str) -> None:
-        async with open_page(url, SIZE) as page:  # the page's fetches carry the cookie
+        async with open_page(url, SIZE, browser) as page:  # the page's fetches carry the cookie
             await page.until("document.querySelectorAll('#runs-table tbody tr').length === 1")
             await page.evaluate("location.hash = '#/run?run=0/batch_remote'")
             await page.until("document.querySelectorAll('#trials-table tbody tr').length === 2")
-        async with open_page(url.split("?", 1)[0], SIZE) as page:  # without the token
+        async with open_page(url.split("?", 1)[0], SIZE, browser) as page:  # without the token
             text = await page.until("document.body.innerText")
             assert "needs the token" in text
 
@@ -378,7 +402,7 @@ def test_beyond_loopback_the_page_works_from_its_tokened_url(tmp_path: Path) -> 
         asyncio.run(go(url))
 
 
-def test_two_runs_picked_in_the_list_are_compared(tmp_path: Path) -> None:
+def test_two_runs_picked_in_the_list_are_compared(browser: Chromium, tmp_path: Path) -> None:
     """A person ticks two runs (the first ticked is the baseline) and presses Compare:
     the page shows the delta, the verdict and the tasks that flipped, names as text."""
     out = tmp_path / "output"
@@ -389,7 +413,7 @@ def test_two_runs_picked_in_the_list_are_compared(tmp_path: Path) -> None:
     write_run(out / "batch_b", b_items, model="mock/m-2")
 
     async def go(url: str) -> None:
-        async with open_page(url, SIZE) as page:
+        async with open_page(url, SIZE, browser) as page:
             await page.until("document.querySelectorAll('#runs-table input.pick').length === 2")
             assert await page.evaluate("document.getElementById('compare-selected').disabled")
             await page.evaluate("""(() => {
@@ -418,11 +442,11 @@ def test_two_runs_picked_in_the_list_are_compared(tmp_path: Path) -> None:
             assert await page.evaluate("typeof window.__pwned") == "undefined"
             await save(page, tmp_path, "compare")
 
-    with view_server(str(out)) as url:
+    with view_in_process(out) as url:
         asyncio.run(go(url))
 
 
-def test_names_tags_folders_and_the_model_breakdown(tmp_path: Path) -> None:
+def test_names_tags_folders_and_the_model_breakdown(browser: Chromium, tmp_path: Path) -> None:
     """A named, tagged run of two models and two agents (hostile name and tags: text),
     two runs whose folders share a name (told apart by their parent), and a run.json
     whose name and tags have the wrong types (one line; the run still listed)."""
@@ -441,7 +465,7 @@ def test_names_tags_folders_and_the_model_breakdown(tmp_path: Path) -> None:
     (bad / "run.json").write_text(json.dumps({**meta, "name": 42, "tags": ["x"]}))
 
     async def go(url: str) -> None:
-        async with open_page(url, SIZE) as page:
+        async with open_page(url, SIZE, browser) as page:
             await page.until("document.querySelectorAll('#runs-table tbody tr').length === 4")
             cells = await page.evaluate("""Object.fromEntries([...document.querySelectorAll(
                 '#runs-table tbody tr')].map(tr => [tr.dataset.key, tr.children[1].innerText]))""")
@@ -485,5 +509,5 @@ def test_names_tags_folders_and_the_model_breakdown(tmp_path: Path) -> None:
             assert await page.evaluate("document.getElementById('breakdown')") is None
             assert await page.evaluate("document.querySelector('.trial-model')") is None
 
-    with view_server(str(out)) as url:
+    with view_in_process(out) as url:
         asyncio.run(go(url))

@@ -3,12 +3,16 @@
 $0.0000; a generate run shows the rows it wrote, not a pass rate, and no "Attempt
 0"; percentages round half to even as the terminal's (0.5625 is 56.2%); the compare
 page writes points as "pp" and money as "$"; `helios tasks check`'s runs are
-labelled as such."""
+labelled as such.
+
+The module's tests share one Chromium (a tab each, without cookies) and run the
+viewer on a thread (`view_in_process`), as tests/test_view_browser.py does."""
 
 from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -16,16 +20,21 @@ import pytest
 
 from helios.figures import percent
 
-from .headless_browser import Page, chromium, open_page
-from .view_helpers import record, view_server, write_generate_run, write_run
+from .headless_browser import Chromium, Page, chromium, open_page
+from .view_helpers import record, view_in_process, write_generate_run, write_run
 
 SIZE = (1280, 900)
 
 
-@pytest.fixture(autouse=True)
-def _need_chromium() -> None:
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Chromium]:
     if chromium() is None:
         pytest.fail("chromium is not installed (scripts/setup-system.sh installs it)")
+    running = Chromium(SIZE)
+    try:
+        yield running
+    finally:
+        running.close()
 
 
 async def _api(page: Page, path: str) -> Any:
@@ -51,13 +60,13 @@ def _unpriced(index: int, **fields: Any) -> dict[str, Any]:
     return record(index, usage=usage, **fields)
 
 
-def test_an_unknown_cost_is_unknown_not_zero(tmp_path: Path) -> None:
+def test_an_unknown_cost_is_unknown_not_zero(browser: Chromium, tmp_path: Path) -> None:
     out = tmp_path / "output"
     errored = _unpriced(1, status="error", reward=0.0, error="BadRequestError: no")
     write_run(out / "batch_unpriced", [_unpriced(0), errored])
 
     async def go(url: str) -> None:
-        async with open_page(url, SIZE) as page:
+        async with open_page(url, SIZE, browser) as page:
             runs = (await _api(page, "runs"))["runs"]
             assert [r["cost_usd"] for r in runs] == [None]
             run = await _api(page, "run?run=" + runs[0]["key"])
@@ -68,16 +77,18 @@ def test_an_unknown_cost_is_unknown_not_zero(tmp_path: Path) -> None:
             cost = await page.until("(document.getElementById('run-cost') || {}).textContent")
             assert cost == "unknown"
 
-    with view_server(str(out)) as url:
+    with view_in_process(out) as url:
         asyncio.run(go(url))
 
 
-def test_a_generate_run_shows_rows_written_and_no_attempt(tmp_path: Path) -> None:
+def test_a_generate_run_shows_rows_written_and_no_attempt(
+    browser: Chromium, tmp_path: Path
+) -> None:
     out = tmp_path / "output"
     write_generate_run(out / "gen")
 
     async def go(url: str) -> None:
-        async with open_page(url, SIZE) as page:
+        async with open_page(url, SIZE, browser) as page:
             cells = await _cells(page, "gen")
             assert cells[1] == "generate" and "1 rows" in cells, cells
             assert not any(c.endswith("%") for c in cells), cells
@@ -92,11 +103,11 @@ def test_a_generate_run_shows_rows_written_and_no_attempt(tmp_path: Path) -> Non
             )
             assert "Attempt" not in heads, heads
 
-    with view_server(str(out)) as url:
+    with view_in_process(out) as url:
         asyncio.run(go(url))
 
 
-def test_percentages_round_as_the_terminals(tmp_path: Path) -> None:
+def test_percentages_round_as_the_terminals(browser: Chromium, tmp_path: Path) -> None:
     """9 of 16 passed: 0.5625, a tie at one decimal; the terminal says 56.2%."""
     out = tmp_path / "output"
     items = [record(i, status="passed" if i < 9 else "failed", reward=1.0 if i < 9 else 0.0)
@@ -105,7 +116,7 @@ def test_percentages_round_as_the_terminals(tmp_path: Path) -> None:
     assert percent(9 / 16) == "56.2%"
 
     async def go(url: str) -> None:
-        async with open_page(url, SIZE) as page:
+        async with open_page(url, SIZE, browser) as page:
             cells = await _cells(page, "batch_ties")
             assert "56.2%" in cells, cells
             key = (await _api(page, "runs"))["runs"][0]["key"]
@@ -116,11 +127,11 @@ def test_percentages_round_as_the_terminals(tmp_path: Path) -> None:
             for value in (0.5625, 0.0625, 0.1875, 0.3125, 0.123456, 0.99999, 0.0005, 0.00125):
                 assert await page.evaluate(f"pct({value!r})") == percent(value), value
 
-    with view_server(str(out)) as url:
+    with view_in_process(out) as url:
         asyncio.run(go(url))
 
 
-def test_the_compare_page_writes_points_and_dollars(tmp_path: Path) -> None:
+def test_the_compare_page_writes_points_and_dollars(browser: Chromium, tmp_path: Path) -> None:
     out = tmp_path / "output"
     write_run(out / "batch_a", [record(i) for i in range(10)])
     b_items = [record(i, status="failed" if i < 3 else "passed", reward=0.0 if i < 3 else 1.0,
@@ -129,7 +140,7 @@ def test_the_compare_page_writes_points_and_dollars(tmp_path: Path) -> None:
     write_run(out / "batch_b", b_items)
 
     async def go(url: str) -> None:
-        async with open_page(url, SIZE) as page:
+        async with open_page(url, SIZE, browser) as page:
             runs = (await _api(page, "runs"))["runs"]
             keys = {r["name"]: r["key"] for r in runs}
             query = f"run={keys['batch_a']}&run={keys['batch_b']}"
@@ -141,24 +152,24 @@ def test_the_compare_page_writes_points_and_dollars(tmp_path: Path) -> None:
             muted = await page.evaluate("document.querySelector('.comparison p.muted').textContent")
             assert "cost +$0.0150" in muted and " $ " not in muted, muted
 
-    with view_server(str(out)) as url:
+    with view_in_process(out) as url:
         asyncio.run(go(url))
 
 
-def test_tasks_check_runs_are_labelled_tasks_check(tmp_path: Path) -> None:
+def test_tasks_check_runs_are_labelled_tasks_check(browser: Chromium, tmp_path: Path) -> None:
     out = tmp_path / "output"
     write_run(out / "check_oracle_20261126", [record(0)], kind="check_oracle")
 
     async def go(url: str) -> None:
-        async with open_page(url, SIZE) as page:
+        async with open_page(url, SIZE, browser) as page:
             cells = await _cells(page, "check_oracle_20261126")
             assert cells[1] == "tasks check", cells
 
-    with view_server(str(out)) as url:
+    with view_in_process(out) as url:
         asyncio.run(go(url))
 
 
-def test_the_pass_rate_is_the_batchs_one_pass_rate(tmp_path: Path) -> None:
+def test_the_pass_rate_is_the_batchs_one_pass_rate(browser: Chromium, tmp_path: Path) -> None:
     """1 valid task passed, 1 invalid: the panel, batch_summary.json and --fail-under say
     50%, and so does the viewer (the raw 100% is beside it, named)."""
     out = tmp_path / "output"
@@ -168,7 +179,7 @@ def test_the_pass_rate_is_the_batchs_one_pass_rate(tmp_path: Path) -> None:
     (run / "batch_summary.json").write_text(json.dumps(summary))
 
     async def go(url: str) -> None:
-        async with open_page(url, SIZE) as page:
+        async with open_page(url, SIZE, browser) as page:
             cells = await _cells(page, "batch_invalid")
             assert "50.0%" in cells and "100.0%" not in cells, cells
             key = (await _api(page, "runs"))["runs"][0]["key"]
@@ -178,5 +189,5 @@ def test_the_pass_rate_is_the_batchs_one_pass_rate(tmp_path: Path) -> None:
             text = await page.evaluate("document.getElementById('run-summary').textContent")
             assert "Raw pass rate100.0% of the trials run" in text, text
 
-    with view_server(str(out)) as url:
+    with view_in_process(out) as url:
         asyncio.run(go(url))

@@ -26,6 +26,7 @@ from helios.environments.desktop import vnc
 from helios.environments.desktop.actions import Action, Geometry
 from helios.environments.desktop.desktop import Desktop
 
+from .cli_inprocess import helios_inprocess
 from .conftest import helios_cmd
 from .desktop_helpers import (
     EVENTS_PAGE,
@@ -87,39 +88,14 @@ def _listeners(port: int) -> list[str]:
 
 
 @pytest.mark.parametrize("provider", PROVIDERS)
-def test_the_watch_url_shows_the_live_desktop_on_loopback_only(provider: str) -> None:
+def test_the_watch_url_shows_the_live_desktop_on_loopback_only_and_a_swapped_socket_is_refused(
+    provider: str, tmp_path: Path
+) -> None:
+    """Both on one desktop per provider (its start is most of each half's CPU): the
+    view as served, then the agent's swap of x11vnc's socket."""
     need_desktop(provider)
-
-    async def go() -> None:
-        async with sandbox(provider) as env, watch.serving() as server:
-            endpoint = await _desktop_with_view(env)
-            url = server.add(_ready(endpoint))
-            assert url is not None and url.startswith(f"http://127.0.0.1:{server.port}/")
-            # Nothing listens beyond loopback: the server, and in the sandbox, nothing.
-            assert _listeners(server.port) == ["0100007F"]
-            inside = await env.exec("cat /proc/net/tcp /proc/net/tcp6 2>/dev/null", cwd="/")
-            assert [ln for ln in inside.stdout.splitlines() if ln.split()[3:4] == ["0A"]] == []
-            # A VNC (RFB) handshake answers through the bridge.
-            assert (await _rfb_greeting(server)).startswith(b"RFB 003.")
-            # A browser opens the URL as printed and sees the desktop.
-            async with open_page(url) as page:
-                drawn = await page.until(f"{CANVAS_PIXEL} === '0,192,0' && {CANVAS_PIXEL}")
-                assert drawn == "0,192,0"
-                shot = read_png(await page.screenshot((412, 284, 200, 200)))
-                assert GREEN in shot.colours() and BLUE in shot.colours()
-            server.remove("t1")
-            assert await _rfb_greeting(server) == b""  # gone with its trial
-
     if chromium() is None:
         pytest.fail("chromium is not installed (scripts/setup-system.sh installs it)")
-    run_async(go())
-
-
-@pytest.mark.parametrize("provider", PROVIDERS)
-def test_a_socket_swapped_by_the_agent_is_refused(provider: str, tmp_path: Path) -> None:
-    """An agent that replaces x11vnc's socket with a link to a host socket, or the
-    host's own socket, gets nothing: no connection reaches the host's socket."""
-    need_desktop(provider)
     host_path = tmp_path / "host.sock"
     host = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     host.bind(str(host_path))
@@ -130,29 +106,59 @@ def test_a_socket_swapped_by_the_agent_is_refused(provider: str, tmp_path: Path)
     async def go() -> None:
         async with sandbox(provider) as env, watch.serving() as server:
             endpoint = await _desktop_with_view(env)
-            server.add(_ready(endpoint))
-            exchange = env.exchange_dir()
-            assert exchange is not None
-            inner = f"{exchange[0]}/{vnc.SOCKET_NAME}"
-            swap = await env.exec(f"rm -f {inner} && ln -s {host_path} {inner}", cwd="/")
-            assert swap.ok, swap.stderr
-            assert os.path.islink(endpoint.socket)
-            assert await _rfb_greeting(server) == b""
-            with pytest.raises(OSError):
-                await asyncio.to_thread(vnc.connect, endpoint.socket, endpoint.namespace)
-            # A socket served from the host itself, put in its place, is refused too.
-            os.unlink(endpoint.socket)
-            other = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-            other.bind(endpoint.socket)
-            other.listen(1)
-            with other, pytest.raises(vnc.VncRefused, match="outside the sandbox"):
-                await asyncio.to_thread(vnc.connect, endpoint.socket, None)
-            assert await _rfb_greeting(server) == b""
+            await _the_watch_url_shows_the_live_desktop_on_loopback_only(env, server, endpoint)
+            await _a_socket_swapped_by_the_agent_is_refused(env, server, endpoint, host_path)
 
     with host:
         run_async(go())
         with pytest.raises(BlockingIOError):
             host.accept()  # nothing ever connected to the host's socket
+
+
+async def _the_watch_url_shows_the_live_desktop_on_loopback_only(
+    env: Environment, server: watch.WatchServer, endpoint: vnc.VncEndpoint
+) -> None:
+    url = server.add(_ready(endpoint))
+    assert url is not None and url.startswith(f"http://127.0.0.1:{server.port}/")
+    # Nothing listens beyond loopback: the server, and in the sandbox, nothing.
+    assert _listeners(server.port) == ["0100007F"]
+    inside = await env.exec("cat /proc/net/tcp /proc/net/tcp6 2>/dev/null", cwd="/")
+    assert [ln for ln in inside.stdout.splitlines() if ln.split()[3:4] == ["0A"]] == []
+    # A VNC (RFB) handshake answers through the bridge.
+    assert (await _rfb_greeting(server)).startswith(b"RFB 003.")
+    # A browser opens the URL as printed and sees the desktop.
+    async with open_page(url) as page:
+        drawn = await page.until(f"{CANVAS_PIXEL} === '0,192,0' && {CANVAS_PIXEL}")
+        assert drawn == "0,192,0"
+        shot = read_png(await page.screenshot((412, 284, 200, 200)))
+        assert GREEN in shot.colours() and BLUE in shot.colours()
+    server.remove("t1")
+    assert await _rfb_greeting(server) == b""  # gone with its trial
+
+
+async def _a_socket_swapped_by_the_agent_is_refused(
+    env: Environment, server: watch.WatchServer, endpoint: vnc.VncEndpoint, host_path: Path
+) -> None:
+    """An agent that replaces x11vnc's socket with a link to a host socket, or the
+    host's own socket, gets nothing: no connection reaches the host's socket."""
+    server.add(_ready(endpoint))
+    exchange = env.exchange_dir()
+    assert exchange is not None
+    inner = f"{exchange[0]}/{vnc.SOCKET_NAME}"
+    swap = await env.exec(f"rm -f {inner} && ln -s {host_path} {inner}", cwd="/")
+    assert swap.ok, swap.stderr
+    assert os.path.islink(endpoint.socket)
+    assert await _rfb_greeting(server) == b""
+    with pytest.raises(OSError):
+        await asyncio.to_thread(vnc.connect, endpoint.socket, endpoint.namespace)
+    # A socket served from the host itself, put in its place, is refused too.
+    os.unlink(endpoint.socket)
+    other = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    other.bind(endpoint.socket)
+    other.listen(1)
+    with other, pytest.raises(vnc.VncRefused, match="outside the sandbox"):
+        await asyncio.to_thread(vnc.connect, endpoint.socket, None)
+    assert await _rfb_greeting(server) == b""
 
 
 def test_the_live_display_lists_each_desktops_url() -> None:
@@ -187,11 +193,12 @@ def test_the_live_display_lists_each_desktops_url() -> None:
 
 
 def test_watch_and_interactive_refuse_several_attempts(tmp_path: Path) -> None:
+    # in this process (tests/cli_inprocess.py): a refused option starts nothing, and a
+    # fresh interpreter per flag would add only its start
     for flag in ("--watch", "--interactive", "-i"):
-        result = subprocess.run(
-            helios_cmd("run", str(GUI_EXAMPLES / "browser-form"), "-k", "2", flag,
-                       "--agent", "oracle", "-o", str(tmp_path)),
-            capture_output=True, text=True, timeout=120,
+        result = helios_inprocess(
+            "run", str(GUI_EXAMPLES / "browser-form"), "-k", "2", flag, "--agent", "oracle",
+            "-o", str(tmp_path), cwd=tmp_path,
         )  # fmt: skip
         assert result.returncode == 2, result.stderr
         assert "The -k option is incompatible with --watch and --interactive modes" in (

@@ -125,6 +125,63 @@ def view_server(*args: str, within: float = 60.0, cwd: Path | None = None) -> It
         yield from _first_line(proc, errors, within)
 
 
+@contextlib.contextmanager
+def view_in_process(folder: Path, host: str = "127.0.0.1") -> Iterator[str]:
+    """`helios view FOLDER [--host HOST]`'s server (`helios.view.server.serve`, as the
+    CLI calls it) on a thread of this process; yields its URL. For the browser tests,
+    which check the pages, not the CLI (tests/test_view_api.py starts that): a
+    subprocess's interpreter and imports are about 1.2 s of CPU per test. An error
+    the server logged (a handler's traceback) fails the test, as in `view_server`."""
+    import asyncio
+    import io
+    import logging
+
+    from helios.view.server import serve
+
+    errors: list[logging.LogRecord] = []
+
+    class _Errors(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            if record.levelno >= logging.ERROR or record.exc_info:
+                errors.append(record)
+
+    class _FirstLine(io.StringIO):
+        def write(self, text: str) -> int:
+            if not first and text.strip():
+                first.append(text.strip())
+                ready.set()
+            return len(text)
+
+    first: list[str] = []
+    ready = threading.Event()
+    loop = asyncio.new_event_loop()
+    task: list[asyncio.Task[None]] = []
+
+    def main() -> None:
+        task.append(loop.create_task(serve([folder], host=host, out=_FirstLine())))
+        with contextlib.suppress(asyncio.CancelledError):
+            loop.run_until_complete(task[0])
+        ready.set()
+
+    handler = _Errors()
+    logging.getLogger().addHandler(handler)
+    thread = threading.Thread(target=main, name="helios-view-test", daemon=True)
+    thread.start()
+    try:
+        ready.wait(60)
+        assert first and first[0].startswith("http://"), (
+            f"the view server gave no URL: {task[0].exception() if task and task[0].done() else ''}"
+        )
+        yield first[0]
+    finally:
+        if task:
+            loop.call_soon_threadsafe(task[0].cancel)
+        thread.join(30)
+        loop.close()
+        logging.getLogger().removeHandler(handler)
+    assert not errors, [record.getMessage() for record in errors]
+
+
 def _first_line(proc: subprocess.Popen[str], errors: IO[str], within: float) -> Iterator[str]:
     assert proc.stdout is not None
     first: list[str] = []

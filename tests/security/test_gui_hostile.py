@@ -30,6 +30,7 @@ from ..desktop_helpers import DESKTOP_IMAGE, need_desktop
 PAGE = "<!doctype html><title>WAITING</title><body style='background:#1e88e5'>wait</body>\n"
 TEST_SH = """#!/bin/sh
 # The browser's title on :1, read for 3 s: a process still acting would be seen.
+# Every 50 ms, not back to back (a core for 3 s per trial): a forged title stays.
 mkdir -p /logs/verifier
 export DISPLAY=:1
 reward=0
@@ -38,6 +39,7 @@ while [ "$(date +%s)" -le "$end" ]; do
     titles=$(wmctrl -l 2>&1)
     echo "$titles"
     if echo "$titles" | grep -q SOLVED; then reward=1; fi
+    sleep 0.05
 done
 echo "$reward" > /logs/verifier/reward.txt
 """

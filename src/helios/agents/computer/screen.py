@@ -4,6 +4,7 @@ at the size the model must see them."""
 
 from __future__ import annotations
 
+import asyncio
 import time
 from typing import Protocol
 
@@ -12,6 +13,9 @@ from helios.environments.desktop.actions import Action, ActionResult, Geometry, 
 from helios.environments.desktop.desktop import Desktop
 
 Size = tuple[int, int]
+#: seconds between two frames of a settling screen that still shows the frame
+#: before the action
+UNCHANGED_PAUSE = 0.1
 
 
 class Screen(Protocol):
@@ -53,6 +57,11 @@ async def capture(
     shot = await _frame(screen, region, size)
     ends = time.monotonic() + settle
     while time.monotonic() < ends:
+        if before is not None and shot == before:
+            # Not taken yet: a pause before the next frame leaves the CPU to the
+            # browser that is to take it (frames back to back cost 0.1 s of CPU
+            # each, and an action that changes nothing would take ten).
+            await asyncio.sleep(min(UNCHANGED_PAUSE, max(0.0, ends - time.monotonic())))
         again = await _frame(screen, region, size)
         if again == shot and again != before:
             return again
