@@ -1,5 +1,5 @@
 """The Ray executor's cost to its driver: CPU per trial over the local engine, on the
-same workload, and the trials/s of one driver with a 3-node cluster.
+same workload, and the trials/s of one driver with a 3-node cluster (`--nodes`).
 
     sudo .venv/bin/python benchmarks/ray.py              # N=300 units, 4 slots per node
     sudo .venv/bin/python benchmarks/ray.py -N 600 --slots 8 --unit-ms 20 --file-kb 64
@@ -88,6 +88,9 @@ def main() -> int:
         action="store_true",
         help="cProfile the driver's main thread over the Ray batch",
     )
+    parser.add_argument("--nodes", type=int, default=3, help="the head and its worker nodes")
+    parser.add_argument("--idle-s", type=float, default=5.0,
+                        help="how long the connected driver's idle CPU is measured")  # fmt: skip
     parser.add_argument("--no-netns", action="store_true", help="run in the host's network")
     args = parser.parse_args()
     if not args.no_netns and os.environ.get(IN_NETNS) != "1":
@@ -110,17 +113,19 @@ def main() -> int:
           f"-n {in_flight}; load {os.getloadavg()[0]:.2f}")  # fmt: skip
     try:
         local = run_batch(door, args.N, in_flight, scratch / "local", "local", None)
+        # no log monitor: no driver reads the nodes' logs (log_to_driver=False)
         cluster = Cluster(initialize_head=True, head_node_args={
             "num_cpus": 1, "resources": {"helios_slot": args.slots}, "include_dashboard": False,
+            "include_log_monitor": False,
         })  # fmt: skip
         try:
-            for _ in range(2):
+            for _ in range(args.nodes - 1):
                 cluster.add_node(num_cpus=1, resources={"helios_slot": args.slots})
             cluster.wait_for_nodes()
             ray.init(address=cluster.address, log_to_driver=False)
             # what a connected driver costs with nothing to do (Ray's own threads)
             idle, began = _cpu(), time.perf_counter()
-            time.sleep(5)
+            time.sleep(args.idle_s)
             idle_rate = (_cpu() - idle) / (time.perf_counter() - began)
             # one small batch first: the nodes' worker processes start and import Helios
             run_batch(door, 3 * in_flight, in_flight, scratch / "warm", "ray", cluster.address)
@@ -136,7 +141,8 @@ def main() -> int:
             cluster.shutdown()
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
-    rows = (("local engine, this process", local), ("Ray executor, 3 nodes", on_ray))
+    nodes = f"{args.nodes} node{'s' * (args.nodes != 1)}"
+    rows = (("local engine, this process", local), (f"Ray executor, {nodes}", on_ray))
     for name, (cpu, wall, done) in rows:
         back = done * args.file_kb / 1024 / wall
         print(f"{name:28s} {done} recorded  driver CPU {1000 * cpu / done:6.2f} ms/trial  "

@@ -18,15 +18,17 @@ import pytest
 from helios import ParallelRunner
 from helios.tasks.door import TaskDoor
 
+from .cli_inprocess import helios_inprocess
 from .conftest import TaskMaker, helios_cmd
 
 pytestmark = pytest.mark.usefixtures("need_bwrap")
 PASS_IF_OK = "if test -e /app/ok; then echo 1; else echo 0; fi > /logs/verifier/reward.txt\n"
 
 
-def _helios(*args: str, cwd: Path, timeout: float = 120) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(helios_cmd(*args), capture_output=True, text=True, cwd=cwd,
-                          timeout=timeout)  # fmt: skip
+def _helios(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    """`helios ARGS` in-process (tests/cli_inprocess.py): the commands here end by
+    themselves, with an exit code of their own; the signal tests start a process."""
+    return helios_inprocess(*args, cwd=cwd)
 
 
 def _run(tasks: Any, out: Path, **kwargs: Any) -> Any:
@@ -43,8 +45,9 @@ def _records(run_dir: Path) -> list[dict[str, Any]]:
 def test_a_second_resume_of_a_running_batch_exits_2_at_once(
     make_task: TaskMaker, tmp_path: Path
 ) -> None:
-    # long enough that the second command (a Python start, seconds on a loaded machine:
-    # CI saw the first batch end before it) meets the first still running
+    # long enough that the second command (in-process, no Python start: before, that
+    # took seconds on a loaded machine, and CI saw the first batch end before it) meets
+    # the first still running
     for i in range(3):
         make_task(f"slow-{i}", solve="sleep 10; touch /app/ok\n", test=PASS_IF_OK)
     tasks, out = tmp_path / "tasks", tmp_path / "out"

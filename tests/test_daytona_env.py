@@ -23,6 +23,7 @@ from helios.errors import EnvironmentStartError, EnvironmentUnavailable
 from helios.tasks.runner import ParallelRunner
 from helios.testing.daytona_fake import DaytonaFake
 
+from .cli_inprocess import helios_inprocess
 from .conftest import TaskMaker, helios_cmd
 from .daytona_helpers import KEY, daytona
 from .env_contract import check_contract
@@ -192,11 +193,8 @@ def test_an_unreachable_api_is_one_clear_line(
 
     asyncio.run(go())
     make_task("unreachable")
-    done = subprocess.run(
-        helios_cmd("batch", str(tmp_path / "tasks"), "--provider", "daytona", "--agent",
-                   "oracle", "-o", str(tmp_path / "out")),
-        capture_output=True, text=True, timeout=120, env={**os.environ},
-    )  # fmt: skip
+    done = helios_inprocess("batch", str(tmp_path / "tasks"), "--provider", "daytona",
+                            "--agent", "oracle", "-o", "out", cwd=tmp_path)  # fmt: skip
     assert done.returncode != 0
     assert f"Daytona API not reachable at {url}" in done.stderr + done.stdout
     assert "Traceback" not in done.stderr and KEY not in done.stderr + done.stdout
@@ -223,8 +221,9 @@ def _started(run_id: str) -> DaytonaEnvironment:
 def test_cleanup_removes_helios_sandboxes_by_label(daytona: DaytonaFake, tmp_path: Path) -> None:
     left = _started("dtn-left")
     other = _started("dtn-other")
-    done = subprocess.run(helios_cmd("cleanup", "--run", "dtn-left"), capture_output=True,
-                          text=True, timeout=120, env={**os.environ})  # fmt: skip
+    # in-process (tests/cli_inprocess.py); the two below set DOCKER_HOST, which the fake
+    # (in this process) also reads to remove its containers: processes of their own
+    done = helios_inprocess("cleanup", "--run", "dtn-left", cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     assert "1 Daytona sandbox(es)" in " ".join(done.stdout.split())
     live = {b.id for b in daytona.live() if not b.state.startswith("destr")}
@@ -265,10 +264,9 @@ def test_a_docker_cleanup_elsewhere_leaves_the_fakes_containers(daytona: Daytona
     asyncio.run(go())
 
 
-def test_cleanup_without_keys_says_nothing_of_daytona(monkeypatch: pytest.MonkeyPatch) -> None:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("DAYTONA_")}
-    done = subprocess.run(helios_cmd("cleanup", "--run", "no-such-run"), capture_output=True,
-                          text=True, timeout=120, env=env)  # fmt: skip
+def test_cleanup_without_keys_says_nothing_of_daytona(tmp_path: Path) -> None:
+    env: dict[str, str | None] = {k: None for k in os.environ if k.startswith("DAYTONA_")}
+    done = helios_inprocess("cleanup", "--run", "no-such-run", cwd=tmp_path, env=env)
     assert done.returncode == 0, done.stderr
     assert "daytona" not in (done.stdout + done.stderr).lower()
 

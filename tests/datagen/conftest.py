@@ -75,6 +75,22 @@ def run_generate(
     return result
 
 
+def generate_inprocess(
+    cwd: Path, *args: str, check: bool = False
+) -> subprocess.CompletedProcess[str]:
+    """`run_generate` without a new interpreter (tests/cli_inprocess.py): the same
+    command, environment (no API keys, no SearXNG, 200 columns) and exit code, for
+    tests that do not send the process a signal or watch what a fresh one imports."""
+    from tests.cli_inprocess import helios_inprocess
+
+    unset: dict[str, str | None] = {k: None for k in os.environ if k.endswith("_API_KEY")}
+    env = {**unset, "HELIOS_SEARXNG_URL": None, "COLUMNS": "200"}
+    result = helios_inprocess("generate", *args, cwd=cwd, env=env)
+    if check and result.returncode != 0:
+        raise AssertionError(f"exit {result.returncode}\n{result.stdout}\n{result.stderr}")
+    return result
+
+
 def hermes_args(server: MockLLMServer, dataset: Path, run: str, batch: int = 2) -> list[str]:
     """A Hermes command line, in Hermes's own spelling."""
     return [

@@ -1,4 +1,7 @@
-"""The Hermes command line against the scripted server: the four files, field by field."""
+"""The Hermes command line against the scripted server: the four files, field by field.
+
+The run whose files are read is one process of the CLI, shared by the module; the other
+invocations run in-process (`generate_inprocess`): the same command and exit code."""
 
 from __future__ import annotations
 
@@ -10,7 +13,9 @@ import pytest
 
 from helios.testing.mock_llm import MockLLMServer
 from tests.datagen.conftest import (
+    SCRIPT,
     THINK,
+    generate_inprocess,
     hermes_args,
     read_jsonl,
     reference,
@@ -24,11 +29,15 @@ HERMES_TOOLS = {"terminal", "read_file", "write_file", "patch", "search_files", 
                 "web_extract"}  # fmt: skip
 
 
-@pytest.fixture
-def finished_run(tmp_path: Path, mock_server: MockLLMServer) -> Path:
+@pytest.fixture(scope="module")
+def finished_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One Hermes run (the CLI in a process of its own, as a user runs it) that the four
+    tests of its files read: each only reads them."""
+    tmp_path = tmp_path_factory.mktemp("finished")
     prompts = [f"Task {i}: run a command, then finish." for i in range(5)]
     dataset = write_dataset(tmp_path / "prompts.jsonl", prompts)
-    result = run_generate(tmp_path, *hermes_args(mock_server, dataset, "bench2"), check=True)
+    with MockLLMServer(script=SCRIPT) as server:
+        result = run_generate(tmp_path, *hermes_args(server, dataset, "bench2"), check=True)
     assert "5 rows" in result.stdout.replace("\n", " ") or "5 in trajectories" in result.stdout
     return tmp_path / "data" / "bench2"
 
@@ -132,7 +141,7 @@ def test_bad_lines_are_warned_with_file_and_line_and_counted(
         "Task a: go.", "RAW:{not json", {"text": "no prompt"}, {"prompt": 7}, {"prompt": "  "},
         {"prompt": "Task b: go.", "cwd": "relative/dir"}, "Task c: go.",
     ])  # fmt: skip
-    result = run_generate(tmp_path, *hermes_args(mock_server, dataset, "bad"), check=True)
+    result = generate_inprocess(tmp_path, *hermes_args(mock_server, dataset, "bad"), check=True)
     for line, field in ((2, ""), (3, " [prompt]"), (4, " [prompt]"), (5, " [prompt]"),
                         (6, " [cwd]")):  # fmt: skip
         assert f"p.jsonl:{line}{field}:" in result.stderr  # warnings: not the output
@@ -190,7 +199,7 @@ def test_bad_invocations_exit_2_with_one_line(
 ) -> None:
     (tmp_path / "empty.jsonl").write_text("\n{broken\n")
     write_dataset(tmp_path / "ok.jsonl", ["Task: go."])
-    result = run_generate(tmp_path, *args, "--base_url=http://127.0.0.1:9/v1")
+    result = generate_inprocess(tmp_path, *args, "--base_url=http://127.0.0.1:9/v1")
     assert result.returncode == 2, result.stdout + result.stderr
     assert message in result.stdout + result.stderr
     assert "Traceback" not in result.stderr
@@ -201,8 +210,8 @@ def test_an_existing_run_is_refused_before_the_dataset_is_read(tmp_path: Path) -
     (tmp_path / "data" / "x" / ".helios" / "run.json").write_text("{}")
     # the dataset has no valid line: the run folder is what is said first, unread
     (tmp_path / "broken.jsonl").write_text("{broken\n" * 1000)
-    result = run_generate(tmp_path, "--dataset_file=broken.jsonl", "--batch_size=1",
-                          "--run_name=x", "--base_url=http://127.0.0.1:9/v1")  # fmt: skip
+    result = generate_inprocess(tmp_path, "--dataset_file=broken.jsonl", "--batch_size=1",
+                                "--run_name=x", "--base_url=http://127.0.0.1:9/v1")  # fmt: skip
     assert result.returncode == 2
     assert "already holds a run" in result.stderr and "no valid prompt" not in result.stderr
     assert "broken.jsonl:" not in result.stdout + result.stderr
@@ -210,14 +219,16 @@ def test_an_existing_run_is_refused_before_the_dataset_is_read(tmp_path: Path) -
 
 def test_openrouter_without_a_key_exits_2_before_any_work(tmp_path: Path) -> None:
     write_dataset(tmp_path / "ok.jsonl", ["Task: go."])
-    result = run_generate(tmp_path, "--dataset_file=ok.jsonl", "--batch_size=1", "--run_name=x")
+    result = generate_inprocess(
+        tmp_path, "--dataset_file=ok.jsonl", "--batch_size=1", "--run_name=x"
+    )
     assert result.returncode == 2
     assert "OPENROUTER_API_KEY" in result.stderr
     assert not (tmp_path / "data" / "x").exists()
 
 
 def test_list_distributions_needs_nothing_else(tmp_path: Path) -> None:
-    result = run_generate(tmp_path, "--list_distributions")
+    result = generate_inprocess(tmp_path, "--list_distributions")
     assert result.returncode == 0
     for name in ("default", "terminal_only", "terminal_web", "development", "research"):
         assert name in result.stdout
@@ -227,7 +238,7 @@ def test_list_distributions_needs_nothing_else(tmp_path: Path) -> None:
 
 def test_dash_spellings_work_too(tmp_path: Path, mock_server: MockLLMServer) -> None:
     dataset = write_dataset(tmp_path / "p.jsonl", ["Task 1: go."])
-    result = run_generate(
+    result = generate_inprocess(
         tmp_path, "--dataset-file", str(dataset), "--batch-size", "1", "--run-name", "dash",
         "--model", "mock", "--base-url", mock_server.openai_base_url, "--num-workers", "2",
         "--distribution", "terminal_only", "--max-turns", "3", "--output-dir", "out",
@@ -241,8 +252,8 @@ def test_request_carries_the_model_verbatim_and_no_token_limit(
     tmp_path: Path, mock_server: MockLLMServer
 ) -> None:
     dataset = write_dataset(tmp_path / "p.jsonl", ["Task 1: go."])
-    run_generate(tmp_path, *hermes_args(mock_server, dataset, "req"),
-                 "--ephemeral_system_prompt=SECRET FRAMING", check=True)  # fmt: skip
+    generate_inprocess(tmp_path, *hermes_args(mock_server, dataset, "req"),
+                       "--ephemeral_system_prompt=SECRET FRAMING", check=True)  # fmt: skip
     body = mock_server.requests[0].body
     assert body["model"] == "mock"
     assert "max_tokens" not in body and "max_completion_tokens" not in body

@@ -1,4 +1,7 @@
-"""Resume, tombstones, failures, kill -9 at random instants, two processes at once."""
+"""Resume, tombstones, failures, kill -9 at random instants, two processes at once.
+
+The runs that no signal ends are made in-process (`generate_inprocess`); the killed,
+interrupted and overlapping ones are processes of their own."""
 
 from __future__ import annotations
 
@@ -19,6 +22,7 @@ from helios.testing.mock_llm import MockLLMServer
 from tests.datagen.conftest import (
     SCRIPT,
     cli_env,
+    generate_inprocess,
     hermes_args,
     read_jsonl,
     run_generate,
@@ -41,16 +45,16 @@ def test_resume_runs_only_what_is_missing_into_new_batch_files(
 ) -> None:
     dataset = write_dataset(tmp_path / "p.jsonl", [f"Task {i}: go." for i in range(6)])
     args = hermes_args(mock_server, dataset, "r", batch=2)
-    run_generate(tmp_path, *args, "--max_samples=3", check=True)
+    generate_inprocess(tmp_path, *args, "--max_samples=3", check=True)
     run = tmp_path / "data" / "r"
     before = {p.name: p.read_bytes() for p in run.glob("batch_*.jsonl")}
     assert sorted(before) == ["batch_0.jsonl", "batch_1.jsonl"]
     requests = _requests(mock_server)
 
-    again = run_generate(tmp_path, *args)
+    again = generate_inprocess(tmp_path, *args)
     assert again.returncode == 2 and "--resume" in again.stderr  # never mixes runs silently
 
-    result = run_generate(tmp_path, *args, "--resume", check=True)
+    result = generate_inprocess(tmp_path, *args, "--resume", check=True)
     assert "3 already done" in result.stdout
     assert _requests(mock_server) - requests == 3 * 5  # only the 3 new prompts ran
     for name, data in before.items():
@@ -62,7 +66,7 @@ def test_resume_runs_only_what_is_missing_into_new_batch_files(
     assert checkpoint["completed_prompts"] == [0, 1, 2, 3, 4, 5]
 
     requests = _requests(mock_server)
-    run_generate(tmp_path, *args, "--resume", check=True)
+    generate_inprocess(tmp_path, *args, "--resume", check=True)
     assert _requests(mock_server) == requests  # everything done: nothing runs
     assert _indices(run, "trajectories.jsonl") == [0, 1, 2, 3, 4, 5]
 
@@ -70,11 +74,11 @@ def test_resume_runs_only_what_is_missing_into_new_batch_files(
 def test_resume_matches_by_content_not_by_index(tmp_path: Path, mock_server: MockLLMServer) -> None:
     dataset = write_dataset(tmp_path / "p.jsonl", ["Task a: go.", "Task b: go."])
     args = hermes_args(mock_server, dataset, "r")
-    run_generate(tmp_path, *args, check=True)
+    generate_inprocess(tmp_path, *args, check=True)
     requests = _requests(mock_server)
     # The dataset changed: a new prompt now sits at index 0, an index that was done.
     write_dataset(dataset, ["Task new: go.", "Task a: go.", "Task b: go.", "Task a: go."])
-    run_generate(tmp_path, *args, "--resume", check=True)
+    generate_inprocess(tmp_path, *args, "--resume", check=True)
     assert _requests(mock_server) - requests == 2 * 5  # the new prompt and the duplicate
     rows = read_jsonl(tmp_path / "data/r/trajectories.jsonl")
     humans = sorted(r["conversations"][1]["value"] for r in rows)
@@ -87,7 +91,7 @@ def test_no_reasoning_leaves_a_tombstone_that_resume_skips(
     dataset = write_dataset(tmp_path / "p.jsonl", ["Task 1: go.", "Plain 1", "Task 2: go.",
                                                    "Plain 2"])  # fmt: skip
     args = hermes_args(mock_server, dataset, "t")
-    run_generate(tmp_path, *args, check=True)
+    generate_inprocess(tmp_path, *args, check=True)
     run = tmp_path / "data" / "t"
     assert _indices(run, "trajectories.jsonl") == [0, 2]
     tombstones = read_jsonl(run / "tombstones.jsonl")
@@ -99,11 +103,11 @@ def test_no_reasoning_leaves_a_tombstone_that_resume_skips(
     assert checkpoint["completed_prompts"] == [0, 1, 2, 3]
     assert sum(b["discarded_no_reasoning"] for b in checkpoint["batch_stats"].values()) == 2
     requests = _requests(mock_server)
-    run_generate(tmp_path, *args, "--resume", check=True)
+    generate_inprocess(tmp_path, *args, "--resume", check=True)
     assert _requests(mock_server) == requests
 
-    run_generate(tmp_path, *hermes_args(mock_server, dataset, "keep"), "--keep_no_reasoning",
-                 check=True)  # fmt: skip
+    generate_inprocess(tmp_path, *hermes_args(mock_server, dataset, "keep"), "--keep_no_reasoning",
+                       check=True)  # fmt: skip
     kept = read_jsonl(tmp_path / "data/keep/trajectories.jsonl")
     plain = next(r for r in kept if r["prompt_index"] == 1)
     assert plain["conversations"][2]["value"].startswith("<think>\n</think>\nno thought\n")
@@ -114,7 +118,7 @@ def test_failed_prompts_are_recorded_and_retried_on_resume(
 ) -> None:
     dataset = write_dataset(tmp_path / "p.jsonl", ["Task 1: go.", "Broken 1", "Broken 2"])
     args = hermes_args(mock_server, dataset, "f")
-    result = run_generate(tmp_path, *args, check=True)
+    result = generate_inprocess(tmp_path, *args, check=True)
     assert "2 prompt(s) failed" in result.stderr
     run = tmp_path / "data" / "f"
     failures = read_jsonl(run / "failures.jsonl")
@@ -125,7 +129,7 @@ def test_failed_prompts_are_recorded_and_retried_on_resume(
 
     mock_server.set_script({"scenarios": [*SCRIPT["scenarios"], {"match": "*", "turns": [],
                             "final": {"reasoning": "fixed", "text": "ok now"}}]})  # fmt: skip
-    run_generate(tmp_path, *args, "--resume", check=True)
+    generate_inprocess(tmp_path, *args, "--resume", check=True)
     assert read_jsonl(run / "failures.jsonl") == []
     assert _indices(run, "trajectories.jsonl") == [0, 1, 2]
 
@@ -173,7 +177,7 @@ def test_kill_9_at_random_instants_then_resume_is_exactly_once(
             done = len(read_jsonl(run / ".helios" / "results.jsonl"))
             mid_run_kills += 0 < done < len(prompts)
     assert mid_run_kills >= 1  # at least one kill landed while prompts were in flight
-    run_generate(tmp_path, *args, "--resume", check=True)
+    generate_inprocess(tmp_path, *args, "--resume", check=True)
     merged = _indices(run, "trajectories.jsonl")
     tombstoned = _indices(run, "tombstones.jsonl")
     failed = _indices(run, "failures.jsonl")
@@ -223,8 +227,8 @@ def test_resume_adopts_the_rows_of_a_run_hermes_started(
     prompt = hermes_row["conversations"][1]["value"]
     dataset = write_dataset(tmp_path / "p.jsonl", [prompt, "Task new: go."])
     args = hermes_args(mock_server, dataset, "h")
-    assert run_generate(tmp_path, *args).returncode == 2  # an existing run needs --resume
-    result = run_generate(tmp_path, *args, "--resume", check=True)
+    assert generate_inprocess(tmp_path, *args).returncode == 2  # an existing run needs --resume
+    result = generate_inprocess(tmp_path, *args, "--resume", check=True)
     assert "adopted 1 rows" in result.stdout
     assert _requests(mock_server) == 5  # only the new prompt ran
     rows = read_jsonl(run / "trajectories.jsonl")
@@ -254,5 +258,5 @@ def test_ctrl_c_exits_130_with_consistent_files(tmp_path: Path, mock_server: Moc
     done = len(read_jsonl(run / "trajectories.jsonl"))
     assert 2 <= done < 12
     assert json.loads((run / "statistics.json").read_text())["trajectories_written"] == done
-    run_generate(tmp_path, *args, "--resume", check=True)
+    generate_inprocess(tmp_path, *args, "--resume", check=True)
     assert _indices(run, "trajectories.jsonl") == list(range(12))

@@ -165,8 +165,10 @@ class SignalWatch:
                 self._run = None
 
     def _start(self) -> None:
-        self._previous = [signal.signal(signum, _noop) for signum in SIGNALS]
+        # the pipe first: a signal that comes once its handler is _noop must find it (with
+        # the handlers first, a SIGINT in between ran _noop alone and was lost)
         self._previous_fd = signal.set_wakeup_fd(self._write, warn_on_full_buffer=False)
+        self._previous = [signal.signal(signum, _noop) for signum in SIGNALS]
         self._thread.start()
 
     def _stop(self) -> None:
