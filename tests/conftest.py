@@ -31,6 +31,8 @@ from .engines import ENGINES, MARKERS, markers_of
 if TYPE_CHECKING:
     from helios.environments.local import LocalEnvironment
 
+    from .headless_browser import Chromium
+
 # pytester drives the tool-call pytest plugin's own tests (tests/toolcalls/); pytest
 # only accepts pytest_plugins in the top-level conftest.
 pytest_plugins = ["pytester"]
@@ -374,3 +376,19 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
                               "pid": os.getpid(),
                               "group_cpu": _usage(_own_group[0] if _own_group else None),
                               "docker_cpu": _usage(_CPUACCT / "docker")}) + "\n")  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Chromium]:
+    """One headless Chromium per module for the view tests (test_view_browser,
+    test_view_numbers): each test opens a tab of its own (`open_page`), with no
+    cookies; a new Chromium costs about 1.6 s of CPU, a tab about 0.6."""
+    from .headless_browser import VIEW_SIZE, Chromium, chromium
+
+    if chromium() is None:  # as test_watch: the browser is part of the test system
+        pytest.fail("chromium is not installed (scripts/setup-system.sh installs it)")
+    running = Chromium(VIEW_SIZE)
+    try:
+        yield running
+    finally:
+        running.close()

@@ -33,7 +33,7 @@ FIXTURES: dict[str, frozenset[str]] = {
     "daytona": frozenset({"docker"}),  # the Daytona fake runs its sandboxes in docker
     "cluster": frozenset({"ray", "bwrap"}),  # tests/test_ray_executor.py's nodes
     "can_reuse_pids": frozenset({"bwrap"}),
-    "_need_chromium": frozenset({"desktop"}),  # tests/test_view_browser.py's Chromium
+    "browser": frozenset({"desktop"}),  # tests/conftest.py: the view tests' Chromium
     "server_binary": frozenset({"bwrap"}),  # tests/test_local_shell_native.py
     "tests/test_compare.py::batches": frozenset({"bwrap"}),  # two real local batches
     "tests/test_harbor_export.py::helios_run": frozenset({"bwrap"}),  # a real local batch

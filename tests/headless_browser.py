@@ -28,6 +28,10 @@ FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-background-ne
          "--remote-debugging-port=0")  # fmt: skip
 
 
+#: the window of the view tests' shared browser (tests/conftest.py's `browser`)
+VIEW_SIZE = (1280, 900)
+
+
 def chromium() -> str | None:
     return shutil.which("chromium", path="/usr/bin:/bin")
 

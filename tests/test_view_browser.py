@@ -17,15 +17,12 @@ import fcntl
 import json
 import os
 import subprocess
-from collections.abc import Iterator
 from pathlib import Path
 from urllib.parse import urlencode
 
-import pytest
-
 from .cli_inprocess import helios_inprocess
 from .conftest import TaskMaker, helios_cmd
-from .headless_browser import Chromium, Page, chromium, open_page
+from .headless_browser import VIEW_SIZE, Chromium, Page, open_page
 from .view_helpers import (
     add_gui_trial,
     record,
@@ -36,18 +33,7 @@ from .view_helpers import (
     write_toolcalls_run,
 )
 
-SIZE = (1280, 900)
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Chromium]:
-    if chromium() is None:  # as test_watch: the browser is part of the test system
-        pytest.fail("chromium is not installed (scripts/setup-system.sh installs it)")
-    running = Chromium(SIZE)
-    try:
-        yield running
-    finally:
-        running.close()
+SIZE = VIEW_SIZE
 
 
 def artifacts(tmp_path: Path) -> Path:

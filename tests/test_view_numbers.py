@@ -12,29 +12,15 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 from helios.figures import percent
 
-from .headless_browser import Chromium, Page, chromium, open_page
+from .headless_browser import VIEW_SIZE, Chromium, Page, open_page
 from .view_helpers import record, view_in_process, write_generate_run, write_run
 
-SIZE = (1280, 900)
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Chromium]:
-    if chromium() is None:
-        pytest.fail("chromium is not installed (scripts/setup-system.sh installs it)")
-    running = Chromium(SIZE)
-    try:
-        yield running
-    finally:
-        running.close()
+SIZE = VIEW_SIZE
 
 
 async def _api(page: Page, path: str) -> Any:
