@@ -164,20 +164,12 @@ async def _tab(browser: Chromium, url: str, size: tuple[int, int]) -> AsyncItera
 
 async def _devtools_port(profile: Path, deadline: float = 30.0) -> int:
     """The port Chromium chose, from the file it writes once it listens."""
-    marker = profile / "DevToolsActivePort"
-    ends = time.monotonic() + deadline
-    while True:
-        if marker.is_file():
-            first = marker.read_text().split("\n", 1)[0].strip()
-            if first.isdigit():
-                return int(first)
-        if time.monotonic() > ends:
-            raise AssertionError("headless chromium never opened its DevTools port")
-        await asyncio.sleep(0.05)
+    return await asyncio.to_thread(_devtools_port_now, profile, deadline)
 
 
 def _devtools_port_now(profile: Path, deadline: float = 30.0) -> int:
-    """`_devtools_port`, for callers outside an event loop or inside one."""
+    """The port Chromium chose, waited for without an event loop (`Chromium()` may be
+    made inside a coroutine)."""
     marker = profile / "DevToolsActivePort"
     ends = time.monotonic() + deadline
     while True:

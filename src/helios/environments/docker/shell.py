@@ -199,15 +199,9 @@ async def exec_in(
 ) -> ExecResult:  # fmt: skip
     """`docker exec`'s equivalent over the stream (`data` its stdin; with `sink`, its
     stdout goes there: a transfer's archive)."""
-    if shell.dead:
-        raise EnvironmentExecError("the container has stopped: its init ended")
     script = f"cd -- {shlex.quote(cwd)} || exit 126\n{command}"
-    result = await shell.run_as("" if user is None else str(user), script, env or {}, timeout,
-                                data=data, sink=sink)  # fmt: skip
-    if shell.dead:
-        # No command can end the server (pid 1): its stream ended because the
-        # container did (removed, out of memory, the daemon restarted).
-        raise EnvironmentExecError("the container stopped during the command")
+    result = await _on_stream(shell, "" if user is None else str(user), script, env, timeout,
+                              data=data, sink=sink)  # fmt: skip
     if user is not None and result.exit_code == 126 and "unable to find user" in result.stderr:
         raise EnvironmentExecError(f"user {user!r} does not exist in the sandbox")
     return result
@@ -219,11 +213,23 @@ async def steps_in(
 ) -> ExecResult:  # fmt: skip
     """The server's "steps" as root (`shell/server.c`): file work without a process,
     then the program the words may end with."""
+    return await _on_stream(shell, str(ROOT), "\0".join(words), env, timeout, data=data,
+                            operation=b"steps")  # fmt: skip
+
+
+async def _on_stream(
+    shell: ContainerShell, user: str, script: str, env: dict[str, str] | None,
+    timeout: float | None, *, data: bytes = b"", sink: Sink | None = None,
+    operation: bytes = b"run",
+) -> ExecResult:  # fmt: skip
+    """One request to the container's init as `user`; the container's end raises."""
     if shell.dead:
         raise EnvironmentExecError("the container has stopped: its init ended")
-    result = await shell.run_as(str(ROOT), "\0".join(words), env or {}, timeout, data=data,
-                                operation=b"steps")  # fmt: skip
+    result = await shell.run_as(user, script, env or {}, timeout, data=data, sink=sink,
+                                operation=operation)  # fmt: skip
     if shell.dead:
+        # No command can end the server (pid 1): its stream ended because the
+        # container did (removed, out of memory, the daemon restarted).
         raise EnvironmentExecError("the container stopped during the command")
     return result
 

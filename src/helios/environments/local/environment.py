@@ -268,21 +268,27 @@ class LocalEnvironment(LocalServices):
         env: dict[str, str] | None = None, timeout: float | None = 120,
     ) -> ExecResult | None:  # fmt: skip
         """A transfer's command as root in the sandbox's shell, or None (no shell)."""
-        if self.root is None or self._users is None or self._pool.one_shot:
-            return None
-        call = self._root_call(self.marker())
-        script = f"cd / || exit 125\n{command}"
-        full_env = sandbox_env(self._declared(None), env) if env else call.env
-        return await self._pool.run(call, script, full_env, timeout, data=data, sink=sink)
+        return await self._root_shell(f"cd / || exit 125\n{command}", data=data, sink=sink,
+                                      env=env, timeout=timeout)  # fmt: skip
 
     async def _shell_steps(
         self, words: list[str], *, data: bytes = b"", timeout: float | None = 120
     ) -> ExecResult | None:
+        return await self._root_shell("\0".join(words), data=data, timeout=timeout,
+                                      operation=b"steps")  # fmt: skip
+
+    async def _root_shell(
+        self, script: str, *, data: bytes = b"", sink: Sink | None = None,
+        env: dict[str, str] | None = None, timeout: float | None = 120,
+        operation: bytes = b"run",
+    ) -> ExecResult | None:  # fmt: skip
+        """One request to the root shell's server, or None (no shell)."""
         if self.root is None or self._users is None or self._pool.one_shot:
             return None
         call = self._root_call(self.marker())
-        return await self._pool.run(call, "\0".join(words), call.env, timeout, data=data,
-                                    operation=b"steps")  # fmt: skip
+        full_env = sandbox_env(self._declared(None), env) if env else call.env
+        return await self._pool.run(call, script, full_env, timeout, data=data, sink=sink,
+                                    operation=operation)  # fmt: skip
 
     @property
     def _has_services(self) -> bool:
